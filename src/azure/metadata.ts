@@ -1,0 +1,23 @@
+/** What provisioning needs from instance metadata, after validation. Plain data, no secrets. */
+export interface InstanceMetadata {
+  vmId: string | null;
+  adminUsername: string;
+  computerName: string;
+  disablePasswordAuthentication: boolean;
+  /** OpenSSH public key lines as delivered (sanitised later by the ssh step). */
+  publicKeys: string[];
+  hasCustomData: boolean;
+  ppsType: string;
+}
+
+/** What the provisioning media (ovf-env.xml) told us. The password never appears here: see SecretStore. */
+export interface MediaMetadata {
+  username: string | null;
+  hostname: string | null;
+  disablePasswordAuthentication: boolean | null;
+  publicKeys: string[];
+  passwordProvided: boolean;
+  customDataPresent: boolean;
+  ppsType: string;
+  device: string;
+}

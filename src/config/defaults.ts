@@ -1,0 +1,144 @@
+/**
+ * The configuration bootstate runs with, and its defaults. Section and key names follow azure-init where the
+ * setting exists there, so an azure-init TOML file carries over line for line; durations are seconds.
+ */
+
+export interface ImdsConfig {
+  endpoint: string;
+  connection_timeout_secs: number;
+  request_timeout_secs: number;
+  retry_interval_secs: number;
+  total_retry_timeout_secs: number;
+  max_body_bytes: number;
+}
+
+export interface WireserverConfig {
+  address: string;
+  health_endpoint: string;
+  connection_timeout_secs: number;
+  read_timeout_secs: number;
+  retry_interval_secs: number;
+  total_retry_timeout_secs: number;
+  report_in_progress: boolean;
+}
+
+export interface SshConfig {
+  authorized_keys_path: string;
+  query_sshd_config: boolean;
+  configure_sshd_password_authentication: boolean;
+  sshd_config_dir: string;
+  sshd_config_path: string;
+  reload_sshd: boolean;
+}
+
+export interface BackendsConfig {
+  backends: string[];
+}
+
+export interface UserProvisionersConfig extends BackendsConfig {
+  shell: string;
+  groups: string[];
+  /** What to do with a configured group that does not exist: create it, or skip it with a warning. */
+  missing_groups: 'create' | 'skip';
+  passwordless_sudo: boolean;
+  sudoers_dir: string;
+}
+
+export interface ProvisioningMediaConfig {
+  enable: boolean;
+}
+
+export interface TelemetryConfig {
+  kvp: boolean;
+  kvp_dir: string;
+  kvp_pool: number;
+  /** Lowest log level written to KVP as telemetry: trace, debug, info, warn, error. */
+  kvp_level: 'trace' | 'debug' | 'info' | 'warn' | 'error';
+}
+
+export interface MonitorConfig {
+  host_plugin_port: number;
+  heartbeat_period_secs: number;
+  heartbeat_rollup_secs: number;
+  imds_period_secs: number;
+  imds_rollup_secs: number;
+  versions_period_secs: number;
+  request_timeout_secs: number;
+}
+
+export interface JournalConfig {
+  enable: boolean;
+  keep: number;
+}
+
+export interface Config {
+  imds: ImdsConfig;
+  wireserver: WireserverConfig;
+  ssh: SshConfig;
+  hostname_provisioners: BackendsConfig;
+  user_provisioners: UserProvisionersConfig;
+  password_provisioners: BackendsConfig;
+  provisioning_media: ProvisioningMediaConfig;
+  telemetry: TelemetryConfig;
+  monitor: MonitorConfig;
+  journal: JournalConfig;
+  /** Where markers, journals and state live (azure-init: `azure_init_data_dir.path`). */
+  data_dir: { path: string };
+  /** Log file (azure-init: `azure_init_log_path.path`). Empty string disables the file. */
+  log_path: { path: string };
+}
+
+export const DEFAULT_CONFIG: Config = {
+  imds: {
+    endpoint: 'http://169.254.169.254/metadata/instance?api-version=2023-11-15&extended=true',
+    connection_timeout_secs: 30,
+    request_timeout_secs: 60,
+    retry_interval_secs: 2,
+    total_retry_timeout_secs: 300,
+    max_body_bytes: 1024 * 1024,
+  },
+  wireserver: {
+    address: '168.63.129.16',
+    health_endpoint: 'http://168.63.129.16/provisioning/health',
+    connection_timeout_secs: 60,
+    read_timeout_secs: 60,
+    retry_interval_secs: 2,
+    total_retry_timeout_secs: 1200,
+    report_in_progress: true,
+  },
+  ssh: {
+    authorized_keys_path: '.ssh/authorized_keys',
+    query_sshd_config: true,
+    configure_sshd_password_authentication: true,
+    sshd_config_dir: '/etc/ssh/sshd_config.d',
+    sshd_config_path: '/etc/ssh/sshd_config',
+    reload_sshd: true,
+  },
+  hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
+  user_provisioners: {
+    backends: ['useradd'],
+    shell: '/bin/bash',
+    groups: [],
+    missing_groups: 'skip',
+    passwordless_sudo: false,
+    sudoers_dir: '/etc/sudoers.d',
+  },
+  password_provisioners: { backends: ['passwd'] },
+  provisioning_media: { enable: true },
+  telemetry: { kvp: true, kvp_dir: '/var/lib/hyperv', kvp_pool: 1, kvp_level: 'info' },
+  monitor: {
+    host_plugin_port: 32526,
+    heartbeat_period_secs: 60,
+    heartbeat_rollup_secs: 300,
+    imds_period_secs: 60,
+    imds_rollup_secs: 180,
+    versions_period_secs: 60,
+    request_timeout_secs: 10,
+  },
+  journal: { enable: true, keep: 20 },
+  data_dir: { path: '/var/lib/bootstate' },
+  log_path: { path: '/var/log/bootstate.log' },
+};
+
+export const SYSTEM_CONFIG_FILE = '/etc/bootstate/bootstate.toml';
+export const SYSTEM_CONFIG_DROPIN_DIR = '/etc/bootstate/bootstate.toml.d';

@@ -1,0 +1,42 @@
+/**
+ * The OS changes bootstate makes, behind one interface. `real` runs the system's commands; `scratch` only
+ * writes under a directory and records the commands it would run (the demo and tests use it).
+ */
+import type { SecretStore } from '../secrets.js';
+
+export interface StepResult {
+  /** Which backend did the work (e.g. `hostnamectl`, `hostname`, `useradd`). */
+  backend: string;
+  /** Human detail for the log and telemetry; never a secret. */
+  detail?: string;
+  warnings?: string[];
+}
+
+export interface UserRequest {
+  username: string;
+  groups: string[];
+}
+
+export interface SshKeysRequest {
+  username: string;
+  keys: string[];
+}
+
+export interface Provisioner {
+  readonly name: string;
+  setHostname(hostname: string, signal: AbortSignal): Promise<StepResult>;
+  createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult>;
+  /** Locks the password, or sets it from `secrets` when one was provided (stdin only, never argv). */
+  setPassword(username: string, secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
+  writeSshKeys(request: SshKeysRequest, signal: AbortSignal): Promise<StepResult>;
+  configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult>;
+}
+
+/** Provisioned-marker store keyed by VM id (see spec §8.8 and the "report pending" state). */
+export interface MarkerStore {
+  /** `provisioned`: Ready was accepted; `report-pending`: provisioning done, Ready not yet accepted. */
+  state(vmId: string): Promise<'none' | 'provisioned' | 'report-pending'>;
+  markReportPending(vmId: string): Promise<void>;
+  markProvisioned(vmId: string): Promise<void>;
+  clean(options: { logs: boolean; logPath: string }): Promise<string[]>;
+}
