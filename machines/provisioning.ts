@@ -1,0 +1,495 @@
+/**
+ * The first-boot provisioning statechart: the whole control flow of `bootstate provision`.
+ *
+ * config → VM id → marker → (InProgress report ‖ metadata → validation → OS) → report pending → Ready → marker,
+ * and from anywhere: → ProvisioningFailed. Health is a tag of the state that reports it. Retries, backoff and total
+ * deadlines are states and `after` delays: leaving a state aborts its actor, so a deadline holds whatever a server
+ * does. Nothing here performs I/O; every actor is a named placeholder that `cli.ts` replaces with `provide`.
+ */
+import { assign, fromCallback, fromPromise, sendTo, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
+import type { InstanceMetadata, MediaMetadata } from '../src/azure/metadata.js';
+import { DEFAULT_CONFIG, type Config } from '../src/config/defaults.js';
+import { failure, toFailure, type Failure } from '../src/errors.js';
+
+export const HEALTH_IN_PROGRESS = 'NotReady/Provisioning';
+export const HEALTH_READY = 'Ready';
+export const HEALTH_FAILED = 'NotReady/ProvisioningFailed';
+export type Health = typeof HEALTH_IN_PROGRESS | typeof HEALTH_READY | typeof HEALTH_FAILED;
+
+export const ZERO_VM_ID = '00000000-0000-0000-0000-000000000000';
+
+/** What provisioning will apply, resolved from IMDS (or the provisioning media). No secrets. */
+export interface ProvisioningPlan {
+  source: 'imds' | 'media';
+  username: string;
+  hostname: string;
+  groups: string[];
+  sshKeys: string[];
+  passwordAuthentication: boolean;
+  passwordProvided: boolean;
+}
+
+export interface ProvisioningOutput {
+  result: 'provisioned' | 'already-provisioned' | 'failed';
+  exitCode: number;
+  reason?: string;
+  code?: string;
+  /** Whether the final health report was accepted by the wireserver. */
+  reported: boolean;
+}
+
+export interface ProvisioningContext {
+  config: Config;
+  /** Groups from `--groups`, merged over the configured ones. */
+  extraGroups: string[];
+  vmId: string;
+  metadata: InstanceMetadata | null;
+  media: MediaMetadata | null;
+  imdsFailure: Failure | null;
+  plan: ProvisioningPlan | null;
+  failure: Failure | null;
+  /** The error that kept the final report from being accepted. */
+  reportFailure: Failure | null;
+  terminating: boolean;
+  warnings: string[];
+}
+
+export interface ProvisioningInput {
+  config?: Config;
+  groups?: string[];
+}
+
+export type ProvisioningEvent = { type: 'TERMINATE' };
+
+/** Events the chart sends to the root-level KVP writer. */
+export type KvpEvent =
+  | { type: 'kvp.report'; health: typeof HEALTH_READY | typeof HEALTH_FAILED; vmId: string; failure: Failure | null };
+
+/** Plain input of each actor, taken from context. */
+export interface ReportInput {
+  config: Config;
+  vmId: string;
+  health: Health;
+  failure: Failure | null;
+}
+
+const notProvided = (name: string) =>
+  fromPromise<never, unknown>(async () => {
+    throw new Error(`actor ${name} was not provided`);
+  });
+
+const seconds = (s: number) => Math.max(0, Math.round(s * 1000));
+
+function planFrom(context: ProvisioningContext): ProvisioningPlan | null {
+  const { metadata: imds, media, config } = context;
+  const groups = [...new Set([...config.user_provisioners.groups, ...context.extraGroups])];
+  const passwordProvided = media?.passwordProvided ?? false;
+  if (imds) {
+    return {
+      source: 'imds',
+      username: imds.adminUsername,
+      hostname: imds.computerName,
+      groups,
+      sshKeys: imds.publicKeys,
+      passwordAuthentication: !imds.disablePasswordAuthentication,
+      passwordProvided,
+    };
+  }
+  if (media?.username) {
+    return {
+      source: 'media',
+      username: media.username,
+      hostname: media.hostname ?? '',
+      groups,
+      sshKeys: media.publicKeys,
+      passwordAuthentication: media.disablePasswordAuthentication === null ? passwordProvided : !media.disablePasswordAuthentication,
+      passwordProvided,
+    };
+  }
+  return null;
+}
+
+function noMetadataFailure(context: ProvisioningContext): Failure {
+  const imds = context.imdsFailure ?? failure('IMDS_FAILED', [['error', 'no instance metadata']]);
+  if (context.media && !context.media.username) {
+    return failure('USERNAME_UNKNOWN', [['error', 'IMDS failed and the provisioning media has no UserName'], ...imds.data]);
+  }
+  return imds;
+}
+
+const outputOf = (result: ProvisioningOutput['result'], context: ProvisioningContext, reported: boolean): ProvisioningOutput => {
+  const f = context.failure ?? context.reportFailure;
+  if (result !== 'failed' || !f) return { result, exitCode: 0, reported };
+  return { result, exitCode: f.exitCode, reason: f.reason, code: f.code, reported };
+};
+
+export const provisioningMachine = setup({
+  types: {
+    context: {} as ProvisioningContext,
+    events: {} as ProvisioningEvent,
+    input: {} as ProvisioningInput,
+    output: {} as ProvisioningOutput,
+    tags: {} as Health,
+  },
+  actors: {
+    kvpWriter: fromCallback<KvpEvent>(() => undefined),
+    loadConfig: notProvided('loadConfig') as unknown as ReturnType<typeof fromPromise<Config, void>>,
+    readVmId: notProvided('readVmId') as unknown as ReturnType<typeof fromPromise<string, void>>,
+    checkMarker: notProvided('checkMarker') as unknown as ReturnType<
+      typeof fromPromise<'none' | 'provisioned' | 'report-pending', { config: Config; vmId: string }>
+    >,
+    reportHealth: notProvided('reportHealth') as unknown as ReturnType<typeof fromPromise<void, ReportInput>>,
+    fetchMetadata: notProvided('fetchMetadata') as unknown as ReturnType<typeof fromPromise<InstanceMetadata, { config: Config }>>,
+    readMedia: notProvided('readMedia') as unknown as ReturnType<typeof fromPromise<MediaMetadata | null, { config: Config }>>,
+    validatePlan: notProvided('validatePlan') as unknown as ReturnType<
+      typeof fromPromise<ProvisioningPlan, { config: Config; plan: ProvisioningPlan }>
+    >,
+    setHostname: notProvided('setHostname') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
+    createUser: notProvided('createUser') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
+    setPassword: notProvided('setPassword') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
+    writeSshKeys: notProvided('writeSshKeys') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
+    configureSshd: notProvided('configureSshd') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
+    markReportPending: notProvided('markReportPending') as unknown as ReturnType<typeof fromPromise<void, { config: Config; vmId: string }>>,
+    markProvisioned: notProvided('markProvisioned') as unknown as ReturnType<typeof fromPromise<void, { config: Config; vmId: string }>>,
+  },
+  guards: {
+    configFailed: ({ context }) => context.failure !== null,
+    markerProvisioned: (_, params: { state: string }) => params.state === 'provisioned',
+    markerReportPending: (_, params: { state: string }) => params.state === 'report-pending',
+    retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
+    havePlan: ({ context }) => planFrom(context) !== null,
+  },
+  delays: {
+    imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
+    imdsTotalTimeout: ({ context }) => seconds(context.config.imds.total_retry_timeout_secs),
+    wireserverRetryInterval: ({ context }) => seconds(context.config.wireserver.retry_interval_secs),
+    wireserverTotalTimeout: ({ context }) => seconds(context.config.wireserver.total_retry_timeout_secs),
+    /** On SIGTERM the failure report gets a short budget so the agent exits within 2 s. */
+    failureReportTimeout: ({ context }) =>
+      context.terminating ? 1500 : seconds(context.config.wireserver.total_retry_timeout_secs),
+  },
+  actions: {
+    recordFailure: assign({ failure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    recordImdsFailure: assign({ imdsFailure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    recordImdsTimeout: assign({
+      imdsFailure: ({ context }) =>
+        failure('TIMEOUT', [
+          ['error', `IMDS did not answer usefully within ${context.config.imds.total_retry_timeout_secs} s`],
+          ...(context.imdsFailure ? ([['last_error', context.imdsFailure.reason]] as [string, string][]) : []),
+        ]),
+    }),
+    recordReportFailure: assign({ reportFailure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    recordReportTimeout: assign({
+      reportFailure: ({ context }) =>
+        failure('TIMEOUT', [
+          ['error', `the wireserver did not accept the report within ${context.config.wireserver.total_retry_timeout_secs} s`],
+          ...(context.reportFailure ? ([['last_error', context.reportFailure.reason]] as [string, string][]) : []),
+        ]),
+    }),
+    recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
+    recordTerminated: assign({
+      terminating: true,
+      failure: ({ context }) => context.failure ?? failure('TERMINATED', [['error', 'received SIGTERM']]),
+    }),
+    writeReportToKvp: sendTo('kvp', ({ context }, params: { health: typeof HEALTH_READY | typeof HEALTH_FAILED }) => ({
+      type: 'kvp.report' as const,
+      health: params.health,
+      vmId: context.vmId,
+      failure: params.health === HEALTH_FAILED ? context.failure : null,
+    })),
+  },
+}).createMachine({
+  id: 'provisioning',
+  context: ({ input }) => ({
+    config: input.config ?? DEFAULT_CONFIG,
+    extraGroups: input.groups ?? [],
+    vmId: ZERO_VM_ID,
+    metadata: null,
+    media: null,
+    imdsFailure: null,
+    plan: null,
+    failure: null,
+    reportFailure: null,
+    terminating: false,
+    warnings: [],
+  }),
+  invoke: { id: 'kvp', src: 'kvpWriter', input: ({ context }) => ({ vmId: context.vmId }) },
+  output: ({ event }) => (event as unknown as { output: ProvisioningOutput }).output,
+  on: {
+    TERMINATE: { target: '.reportingFailure', actions: 'recordTerminated' },
+  },
+  initial: 'loadingConfig',
+  states: {
+    loadingConfig: {
+      invoke: {
+        id: 'config',
+        src: 'loadConfig',
+        onDone: { target: 'readingVmId', actions: assign({ config: ({ event }) => event.output }) },
+        onError: { target: 'readingVmId', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    readingVmId: {
+      invoke: {
+        id: 'vmId',
+        src: 'readVmId',
+        onDone: [
+          { guard: 'configFailed', target: 'reportingFailure', actions: assign({ vmId: ({ event }) => event.output }) },
+          { target: 'checkingMarker', actions: assign({ vmId: ({ event }) => event.output }) },
+        ],
+        onError: { target: 'reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    checkingMarker: {
+      invoke: {
+        id: 'marker',
+        src: 'checkMarker',
+        input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+        onDone: [
+          { guard: { type: 'markerProvisioned', params: ({ event }) => ({ state: event.output }) }, target: 'alreadyProvisioned' },
+          { guard: { type: 'markerReportPending', params: ({ event }) => ({ state: event.output }) }, target: 'reportingReady' },
+          { target: 'provisioning' },
+        ],
+        onError: { target: 'reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    provisioning: {
+      type: 'parallel',
+      tags: [HEALTH_IN_PROGRESS],
+      states: {
+        inProgress: {
+          initial: 'sending',
+          states: {
+            sending: {
+              invoke: {
+                id: 'inProgressReport',
+                src: 'reportHealth',
+                input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_IN_PROGRESS, failure: null }),
+                onDone: 'sent',
+                onError: [
+                  { guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) }, target: 'backoff' },
+                  { target: 'abandoned' },
+                ],
+              },
+            },
+            backoff: { after: { wireserverRetryInterval: 'sending' } },
+            sent: { type: 'final' },
+            abandoned: { type: 'final' },
+          },
+        },
+        work: {
+          initial: 'gathering',
+          states: {
+            gathering: {
+              type: 'parallel',
+              onDone: [
+                { guard: 'havePlan', target: 'validating', actions: assign({ plan: ({ context }) => planFrom(context) }) },
+                { target: '#provisioning.reportingFailure', actions: 'recordNoMetadata' },
+              ],
+              states: {
+                imds: {
+                  initial: 'fetching',
+                  states: {
+                    fetching: {
+                      initial: 'requesting',
+                      after: { imdsTotalTimeout: { target: 'timedOut', actions: 'recordImdsTimeout' } },
+                      states: {
+                        requesting: {
+                          invoke: {
+                            id: 'imds',
+                            src: 'fetchMetadata',
+                            input: ({ context }) => ({ config: context.config }),
+                            onDone: {
+                              target: '#provisioning.provisioning.work.gathering.imds.fetched',
+                              actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
+                            },
+                            onError: [
+                              {
+                                guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
+                                target: 'backoff',
+                                actions: { type: 'recordImdsFailure', params: ({ event }) => ({ error: event.error }) },
+                              },
+                              {
+                                target: '#provisioning.provisioning.work.gathering.imds.failed',
+                                actions: { type: 'recordImdsFailure', params: ({ event }) => ({ error: event.error }) },
+                              },
+                            ],
+                          },
+                        },
+                        backoff: { after: { imdsRetryInterval: 'requesting' } },
+                      },
+                    },
+                    fetched: { type: 'final' },
+                    failed: { type: 'final' },
+                    timedOut: { type: 'final' },
+                  },
+                },
+                media: {
+                  initial: 'reading',
+                  states: {
+                    reading: {
+                      invoke: {
+                        id: 'media',
+                        src: 'readMedia',
+                        input: ({ context }) => ({ config: context.config }),
+                        onDone: { target: 'read', actions: assign({ media: ({ event }) => event.output }) },
+                        onError: {
+                          target: 'unreadable',
+                          actions: assign({
+                            warnings: ({ context, event }) => [...context.warnings, `provisioning media: ${toFailure(event.error).reason}`],
+                          }),
+                        },
+                      },
+                    },
+                    read: { type: 'final' },
+                    unreadable: { type: 'final' },
+                  },
+                },
+              },
+            },
+            validating: {
+              invoke: {
+                id: 'validate',
+                src: 'validatePlan',
+                input: ({ context }) => ({ config: context.config, plan: context.plan! }),
+                onDone: { target: 'configuringOs', actions: assign({ plan: ({ event }) => event.output }) },
+                onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+              },
+            },
+            configuringOs: {
+              type: 'parallel',
+              onDone: '#provisioning.markingReportPending',
+              states: {
+                hostname: {
+                  initial: 'setting',
+                  states: {
+                    setting: osStep('hostname', 'setHostname', 'done'),
+                    done: { type: 'final' },
+                  },
+                },
+                account: {
+                  initial: 'creatingUser',
+                  states: {
+                    creatingUser: osStep('user', 'createUser', 'settingPassword'),
+                    settingPassword: osStep('password', 'setPassword', 'writingSshKeys'),
+                    writingSshKeys: osStep('sshKeys', 'writeSshKeys', 'done'),
+                    done: { type: 'final' },
+                  },
+                },
+                sshd: {
+                  initial: 'configuring',
+                  states: {
+                    configuring: osStep('sshd', 'configureSshd', 'done'),
+                    done: { type: 'final' },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+    markingReportPending: {
+      invoke: {
+        id: 'pendingMarker',
+        src: 'markReportPending',
+        input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+        onDone: 'reportingReady',
+        onError: { target: 'reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    reportingReady: {
+      tags: [HEALTH_READY],
+      entry: { type: 'writeReportToKvp', params: { health: HEALTH_READY } },
+      initial: 'requesting',
+      after: { wireserverTotalTimeout: { target: 'readyNotAccepted', actions: 'recordReportTimeout' } },
+      states: {
+        requesting: {
+          invoke: {
+            id: 'readyReport',
+            src: 'reportHealth',
+            input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_READY, failure: null }),
+            onDone: '#provisioning.markingProvisioned',
+            onError: [
+              {
+                guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
+                target: 'backoff',
+                actions: { type: 'recordReportFailure', params: ({ event }) => ({ error: event.error }) },
+              },
+              {
+                target: '#provisioning.readyNotAccepted',
+                actions: { type: 'recordReportFailure', params: ({ event }) => ({ error: event.error }) },
+              },
+            ],
+          },
+        },
+        backoff: { after: { wireserverRetryInterval: 'requesting' } },
+      },
+    },
+    markingProvisioned: {
+      tags: [HEALTH_READY],
+      invoke: {
+        id: 'provisionedMarker',
+        src: 'markProvisioned',
+        input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+        onDone: 'provisioned',
+        onError: { target: 'markerNotWritten', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    reportingFailure: {
+      tags: [HEALTH_FAILED],
+      entry: { type: 'writeReportToKvp', params: { health: HEALTH_FAILED } },
+      initial: 'requesting',
+      after: { failureReportTimeout: { target: 'failedUnreported', actions: 'recordReportTimeout' } },
+      on: {
+        TERMINATE: { target: 'reportingFailure', reenter: true, actions: 'recordTerminated' },
+      },
+      states: {
+        requesting: {
+          invoke: {
+            id: 'failureReport',
+            src: 'reportHealth',
+            input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_FAILED, failure: context.failure }),
+            onDone: '#provisioning.failed',
+            onError: [
+              {
+                guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
+                target: 'backoff',
+                actions: { type: 'recordReportFailure', params: ({ event }) => ({ error: event.error }) },
+              },
+              {
+                target: '#provisioning.failedUnreported',
+                actions: { type: 'recordReportFailure', params: ({ event }) => ({ error: event.error }) },
+              },
+            ],
+          },
+        },
+        backoff: { after: { wireserverRetryInterval: 'requesting' } },
+      },
+    },
+    provisioned: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('provisioned', context, true) },
+    alreadyProvisioned: { type: 'final', output: ({ context }) => outputOf('already-provisioned', context, false) },
+    readyNotAccepted: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('failed', context, false) },
+    markerNotWritten: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('failed', context, true) },
+    failed: { type: 'final', tags: [HEALTH_FAILED], output: ({ context }) => outputOf('failed', context, true) },
+    failedUnreported: { type: 'final', tags: [HEALTH_FAILED], output: ({ context }) => outputOf('failed', context, false) },
+  },
+});
+
+/** One OS step: invoke the named actor with the plan; any error fails the run. */
+function osStep(id: string, src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd', next: string) {
+  return {
+    invoke: {
+      id,
+      src,
+      input: ({ context }: { context: ProvisioningContext }) => ({ config: context.config, plan: context.plan! }),
+      onDone: next,
+      onError: {
+        target: '#provisioning.reportingFailure',
+        actions: { type: 'recordFailure' as const, params: ({ event }: { event: ErrorActorEvent }) => ({ error: event.error }) },
+      },
+    },
+  };
+}
+
+export type ProvisioningMachine = typeof provisioningMachine;
+export type { DoneActorEvent };
