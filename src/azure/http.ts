@@ -1,0 +1,180 @@
+/**
+ * One HTTP attempt for every fabric client. Deliberately without retries, redirects or proxies: the
+ * statechart owns retries and deadlines, a 3xx from a metadata service is an answer rather than a hint, and
+ * link-local endpoints must never be sent through a proxy. The attempt is bounded by `requestTimeoutMs`
+ * (headers and body together) and by the caller's signal, whichever fires first.
+ */
+import { Agent } from 'undici';
+import { BootstateError } from '../errors.js';
+
+export interface HttpRequestOptions {
+  method?: 'GET' | 'POST' | 'PUT';
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  connectTimeoutMs: number;
+  /** Budget for the whole attempt: connect, headers and body. */
+  requestTimeoutMs: number;
+  /** Reading stops with an error once the body grows past this many bytes. */
+  maxBodyBytes?: number;
+  signal?: AbortSignal;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/** Why a transport attempt failed; the value of the `error` supporting data item. */
+export type TransportFailure =
+  | 'connect timeout'
+  | 'request timeout'
+  | 'connection reset'
+  | 'connection refused'
+  | 'body too large'
+  | 'aborted'
+  | 'network unreachable'
+  | 'transport error';
+
+const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+const dispatchers = new Map<string, Agent>();
+
+/** Returns the shared dispatcher for these timeouts so sequential attempts reuse their connection. */
+function dispatcherFor(connectTimeoutMs: number, requestTimeoutMs: number): Agent {
+  const key = `${connectTimeoutMs}/${requestTimeoutMs}`;
+  let agent = dispatchers.get(key);
+  if (!agent) {
+    agent = new Agent({
+      connect: { timeout: connectTimeoutMs },
+      headersTimeout: requestTimeoutMs,
+      bodyTimeout: requestTimeoutMs,
+      keepAliveTimeout: 4_000,
+    });
+    dispatchers.set(key, agent);
+  }
+  return agent;
+}
+
+/** Closes every cached connection; call once when the run ends so the process can exit. */
+export async function closeAll(): Promise<void> {
+  const agents = [...dispatchers.values()];
+  dispatchers.clear();
+  await Promise.all(agents.map((agent) => agent.destroy().catch(() => undefined)));
+}
+
+/** Builds the error for a failed attempt, with the failure kind as supporting data. */
+export function transportError(url: string, kind: TransportFailure, cause?: unknown): BootstateError {
+  return new BootstateError('HTTP_TRANSPORT', `${kind} (${new URL(url).origin})`, {
+    data: [
+      ['error', kind],
+      ['endpoint', url],
+    ],
+    retryable: true,
+    cause,
+  });
+}
+
+/** Maps an undici or socket error to the transport failure a person would name. */
+function classify(error: unknown): TransportFailure {
+  const e = error as { code?: string; name?: string; cause?: { code?: string } };
+  const code = e?.code ?? e?.cause?.code;
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return 'connect timeout';
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+      return 'request timeout';
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+    case 'EPIPE':
+    case 'UND_ERR_SOCKET':
+    case 'UND_ERR_CLOSED':
+      return 'connection reset';
+    case 'ENETUNREACH':
+    case 'EHOSTUNREACH':
+      return 'network unreachable';
+    default:
+      return 'transport error';
+  }
+}
+
+class BodyTooLarge extends Error {}
+
+/**
+ * Sends one request and reads the whole response body.
+ *
+ * @example
+ *   const res = await request(url, { connectTimeoutMs: 2000, requestTimeoutMs: 5000, signal });
+ *   if (res.status === 200) JSON.parse(res.body.toString('utf8'));
+ */
+export async function request(url: string, options: HttpRequestOptions): Promise<HttpResponse> {
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const timeout = new AbortController();
+  const signals = options.signal ? [options.signal, timeout.signal] : [timeout.signal];
+  const signal = AbortSignal.any(signals);
+  const timer = setTimeout(() => timeout.abort(), options.requestTimeoutMs);
+  timer.unref();
+
+  // undici honours the signal, but a promise that settles on abort makes the bound independent of
+  // whatever state the socket is in.
+  let onAbort: () => void = () => undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new Error('aborted'));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => undefined);
+
+  const attempt = async (): Promise<HttpResponse> => {
+    const target = new URL(url);
+    const dispatcher = dispatcherFor(options.connectTimeoutMs, options.requestTimeoutMs);
+    const res = await dispatcher.request({
+      origin: target.origin,
+      path: target.pathname + target.search,
+      method: options.method ?? 'GET',
+      headers: options.headers,
+      body: options.body,
+      signal,
+    });
+    const declared = Number(res.headers['content-length']);
+    if (Number.isFinite(declared) && declared > maxBodyBytes) {
+      res.body.destroy();
+      throw new BodyTooLarge();
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      size += (chunk as Buffer).length;
+      if (size > maxBodyBytes) {
+        res.body.destroy();
+        throw new BodyTooLarge();
+      }
+      chunks.push(chunk as Buffer);
+    }
+    return { status: res.statusCode, headers: flattenHeaders(res.headers), body: Buffer.concat(chunks) };
+  };
+
+  try {
+    const pending = attempt();
+    pending.catch(() => undefined);
+    return await Promise.race([pending, aborted]);
+  } catch (error) {
+    if (error instanceof BodyTooLarge) throw transportError(url, 'body too large');
+    if (options.signal?.aborted) throw transportError(url, 'aborted', error);
+    if (timeout.signal.aborted) throw transportError(url, 'request timeout', error);
+    throw transportError(url, classify(error), error);
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** Joins repeated headers so callers and logs see one string per name. */
+function flattenHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}

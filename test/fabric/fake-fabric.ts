@@ -1,0 +1,226 @@
+/**
+ * A fake Azure fabric on real sockets: IMDS, the wireserver (provisioning health and HealthService) and the
+ * host GA plugin. Integration tests, the demo and the benchmarks drive the agent against it; the namespace e2e
+ * tests run it as a process through `serve.ts` on the real link-local addresses.
+ *
+ * @example
+ *   const fabric = await startFakeFabric();
+ *   fabric.setImds({ status: 500 }, { status: 500 }, 'ok');   // two 500s, then the document forever
+ *   // ... run the agent with imds.endpoint = fabric.imdsUrl, wireserver.health_endpoint = fabric.healthUrl
+ *   expect(fabric.reports.at(-1)).toEqual({ state: 'Ready' });
+ *   await fabric.close();
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { type Behaviour, type OkAnswer, type RecordedRequest, type RouteName, Script, play } from './behaviours.js';
+import { exampleImdsDocument } from './imds-document.js';
+
+export type { Behaviour, RecordedRequest, RouteName } from './behaviours.js';
+
+export interface Listen {
+  host: string;
+  port: number;
+}
+
+export interface FakeFabricOptions {
+  /** Where IMDS listens; default 127.0.0.1 on an ephemeral port. */
+  imds?: Partial<Listen>;
+  /** Where the wireserver listens (`/provisioning/health`, `/HealthService`). */
+  wireserver?: Partial<Listen>;
+  /** Where the host GA plugin listens (`/health`, `/versions`). */
+  hostPlugin?: Partial<Listen>;
+  /** The document IMDS serves; default the spec §1.4 example. */
+  imdsDocument?: unknown;
+  /** Called with every request once its body has arrived (serve.ts appends them to the record file). */
+  onRequest?: (request: RecordedRequest) => void;
+}
+
+export interface FakeFabric {
+  /** Full IMDS URL including `api-version=2023-11-15&extended=true`. */
+  imdsUrl: string;
+  healthUrl: string;
+  healthServiceUrl: string;
+  /** Base URL of the host plugin, without a trailing slash. */
+  hostPluginUrl: string;
+  ports: { imds: number; wireserver: number; hostPlugin: number };
+  /** Every request in arrival order. */
+  requests: RecordedRequest[];
+  /** Parsed bodies of `POST /provisioning/health` in arrival order (the raw text when it is not JSON). */
+  reports: unknown[];
+  /** Scripts IMDS: each request takes the next behaviour, the last one repeats; none means 'ok'. */
+  setImds(...behaviours: Behaviour[]): void;
+  /** Scripts `POST /provisioning/health`. */
+  setWireserver(...behaviours: Behaviour[]): void;
+  /** Scripts `POST /HealthService`. */
+  setHealthService(...behaviours: Behaviour[]): void;
+  /** Scripts the host plugin's `GET /health`. */
+  setHostPlugin(...behaviours: Behaviour[]): void;
+  /** Scripts the host plugin's `GET /versions`. */
+  setHostPluginVersions(...behaviours: Behaviour[]): void;
+  /** Scripts any route by name. */
+  setBehaviour(route: RouteName, ...behaviours: Behaviour[]): void;
+  /** Replaces the document IMDS serves on 'ok'. */
+  setImdsDocument(document: unknown): void;
+  /** Requests that reached one route, in arrival order. */
+  requestsTo(route: RouteName): RecordedRequest[];
+  /** Resolves once `count` requests have reached `route`. */
+  waitForRequests(route: RouteName, count: number, timeoutMs?: number): Promise<RecordedRequest[]>;
+  /** Stops listening and destroys every open connection at once, including stalled ones. */
+  close(): Promise<void>;
+}
+
+const IMDS_PATH = '/metadata/instance?api-version=2023-11-15&extended=true';
+const SUPPORTED_VERSIONS = ['2015-09-01', '2012-11-30'];
+
+/** Starts the three fabric services and resolves when all of them listen. */
+export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<FakeFabric> {
+  const scripts = new Map<RouteName, Script>(
+    (['imds', 'health', 'healthService', 'hostPluginHealth', 'hostPluginVersions'] as const).map((r) => [r, new Script()]),
+  );
+  let document: unknown = options.imdsDocument ?? exampleImdsDocument();
+  const requests: RecordedRequest[] = [];
+  const reports: unknown[] = [];
+  const waiters = new Set<() => void>();
+
+  const okAnswer = (route: RouteName): OkAnswer => {
+    const json = { 'content-type': 'application/json; charset=utf-8' };
+    if (route === 'imds') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(document)) };
+    if (route === 'hostPluginVersions') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(SUPPORTED_VERSIONS)) };
+    return { status: 200, headers: {}, body: Buffer.alloc(0) };
+  };
+
+  const handle = async (service: RecordedRequest['service'], req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const recorded: RecordedRequest = {
+      service,
+      route: routeOf(service, req.method ?? '', req.url ?? ''),
+      method: req.method ?? '',
+      url: req.url ?? '',
+      headers: req.headers,
+      body: Buffer.concat(chunks).toString('utf8'),
+      receivedAt: Date.now(),
+    };
+    requests.push(recorded);
+    if (recorded.route === 'health') reports.push(parseOrRaw(recorded.body));
+    options.onRequest?.(recorded);
+    for (const wake of waiters) wake();
+
+    if (recorded.route === null) return play(res, { status: 404, body: 'not found' }, okAnswer('health'), recorded);
+    if (recorded.route === 'imds' && String(req.headers.metadata).toLowerCase() !== 'true') {
+      return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer('imds'), recorded);
+    }
+    await play(res, scripts.get(recorded.route)!.next(), okAnswer(recorded.route), recorded);
+  };
+
+  const imds = await listen('imds', options.imds, handle);
+  const wire = await listen('wireserver', options.wireserver, handle);
+  const plugin = await listen('hostPlugin', options.hostPlugin, handle);
+  const base = (l: Listen) => `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
+
+  const requestsTo = (route: RouteName) => requests.filter((r) => r.route === route);
+  return {
+    imdsUrl: `${base(imds.address)}${IMDS_PATH}`,
+    healthUrl: `${base(wire.address)}/provisioning/health`,
+    healthServiceUrl: `${base(wire.address)}/HealthService`,
+    hostPluginUrl: base(plugin.address),
+    ports: { imds: imds.address.port, wireserver: wire.address.port, hostPlugin: plugin.address.port },
+    requests,
+    reports,
+    setImds: (...b) => scripts.get('imds')!.set(b),
+    setWireserver: (...b) => scripts.get('health')!.set(b),
+    setHealthService: (...b) => scripts.get('healthService')!.set(b),
+    setHostPlugin: (...b) => scripts.get('hostPluginHealth')!.set(b),
+    setHostPluginVersions: (...b) => scripts.get('hostPluginVersions')!.set(b),
+    setBehaviour: (route, ...b) => scripts.get(route)!.set(b),
+    setImdsDocument: (doc) => {
+      document = doc;
+    },
+    requestsTo,
+    waitForRequests: (route, count, timeoutMs = 10_000) =>
+      new Promise((resolve, reject) => {
+        const check = () => {
+          if (requestsTo(route).length < count) return;
+          cleanup();
+          resolve(requestsTo(route));
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`fake fabric: ${count} request(s) to ${route} did not arrive within ${timeoutMs} ms`));
+        }, timeoutMs);
+        const cleanup = () => {
+          clearTimeout(timer);
+          waiters.delete(check);
+        };
+        waiters.add(check);
+        check();
+      }),
+    close: async () => {
+      await Promise.all([imds.close(), wire.close(), plugin.close()]);
+    },
+  };
+}
+
+/** Names the route a request is for, or null when the real service would not know it either. */
+function routeOf(service: RecordedRequest['service'], method: string, url: string): RouteName | null {
+  const path = url.split('?')[0];
+  if (service === 'imds') return method === 'GET' && path === '/metadata/instance' ? 'imds' : null;
+  if (service === 'wireserver') {
+    if (method === 'POST' && path === '/provisioning/health') return 'health';
+    if (method === 'POST' && path === '/HealthService') return 'healthService';
+    return null;
+  }
+  if (method === 'GET' && path === '/health') return 'hostPluginHealth';
+  if (method === 'GET' && path === '/versions') return 'hostPluginVersions';
+  return null;
+}
+
+function parseOrRaw(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+interface Listening {
+  address: Listen;
+  close(): Promise<void>;
+}
+
+/** Starts one HTTP server that keeps track of its sockets so closing never waits for a stalled answer. */
+async function listen(
+  service: RecordedRequest['service'],
+  where: Partial<Listen> | undefined,
+  handle: (service: RecordedRequest['service'], req: IncomingMessage, res: ServerResponse) => Promise<void>,
+): Promise<Listening> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((req, res) => {
+    handle(service, req, res).catch(() => res.destroy());
+  });
+  // Stalls are the point of several behaviours: never let Node's own server timeouts end them.
+  server.requestTimeout = 0;
+  server.headersTimeout = 0;
+  server.keepAliveTimeout = 5_000;
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  const host = where?.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(where?.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as { port: number }).port;
+  return {
+    address: { host, port },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}

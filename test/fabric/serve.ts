@@ -1,0 +1,64 @@
+/**
+ * Runs the fake fabric as a process, for tests that need it inside a network namespace on the real addresses:
+ *
+ *   npx tsx test/fabric/serve.ts --imds 169.254.169.254:80 --wireserver 168.63.129.16:80 \
+ *     --host-plugin 168.63.129.16:32526 --record /tmp/requests.jsonl [--scenario happy] [--imds-doc FILE]
+ *
+ * Prints one JSON line `{"ready":true,...}` once every service listens, appends each request to the record file
+ * as a JSON line, and exits on SIGTERM/SIGINT. `FAKE_FABRIC_SCENARIO` and `FAKE_FABRIC_IMDS_DOC` stand in for
+ * the two options when they are not given.
+ */
+import { appendFileSync, readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { type Listen, startFakeFabric } from './fake-fabric.js';
+import { applyScenario } from './scenarios.js';
+
+/** Parses `host:port` (IPv6 as `[::1]:80`). */
+function parseListen(value: string | undefined): Partial<Listen> | undefined {
+  if (value === undefined) return undefined;
+  const match = /^\[?([^\]]*?)\]?:(\d+)$/.exec(value);
+  if (!match) throw new Error(`expected HOST:PORT, got ${value}`);
+  return { host: match[1], port: Number(match[2]) };
+}
+
+const { values } = parseArgs({
+  options: {
+    imds: { type: 'string' },
+    wireserver: { type: 'string' },
+    'host-plugin': { type: 'string' },
+    record: { type: 'string' },
+    scenario: { type: 'string' },
+    'imds-doc': { type: 'string' },
+  },
+});
+
+const scenario = values.scenario ?? process.env.FAKE_FABRIC_SCENARIO ?? 'happy';
+const docFile = values['imds-doc'] ?? process.env.FAKE_FABRIC_IMDS_DOC;
+const record = values.record;
+
+const fabric = await startFakeFabric({
+  imds: parseListen(values.imds),
+  wireserver: parseListen(values.wireserver),
+  hostPlugin: parseListen(values['host-plugin']),
+  onRequest: record ? (request) => appendFileSync(record, `${JSON.stringify(request)}\n`) : undefined,
+});
+applyScenario(fabric, scenario);
+if (docFile) fabric.setImdsDocument(JSON.parse(readFileSync(docFile, 'utf8')));
+
+process.stdout.write(
+  `${JSON.stringify({
+    ready: true,
+    scenario,
+    imdsUrl: fabric.imdsUrl,
+    healthUrl: fabric.healthUrl,
+    healthServiceUrl: fabric.healthServiceUrl,
+    hostPluginUrl: fabric.hostPluginUrl,
+    ports: fabric.ports,
+  })}\n`,
+);
+
+const stop = () => {
+  fabric.close().then(() => process.exit(0));
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
