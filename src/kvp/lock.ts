@@ -1,0 +1,97 @@
+/**
+ * `flock(2)` on a pool file without a native addon. flock locks belong to the open file description, not
+ * the process: a child that inherits our descriptor as its fd 3 and runs util-linux `flock -x 3` locks
+ * *our* description, and the lock stays held after the child exits until `flock -u 3` runs the same way or
+ * we close the descriptor. That gives cloud-init and azure-init (both `flock` writers) real exclusion.
+ *
+ * No OFD `fcntl` lock is taken: there is no `fcntl(F_OFD_SETLK)` in Node or in a standard command, so it
+ * would need native code, and the one fcntl user, hv_kvp_daemon, re-reads the whole file before every
+ * operation anyway (spec §4.4). The API is synchronous because the KVP actor's cleanup is synchronous.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { BootstateError } from '../errors.js';
+
+export type LockMode = 'exclusive' | 'shared';
+
+export interface LockOptions {
+  /** How long to wait for a conflicting holder before failing; 0 fails at once. Default 10 s. */
+  timeoutMs?: number;
+  /** The util-linux `flock` binary; default `flock` from PATH. */
+  flockPath?: string;
+}
+
+export const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
+/** flock(1) `-E` status for "could not lock in time", distinct from its own usage/system errors. */
+const CONFLICT_EXIT = 75;
+
+function runFlock(fd: number, args: string[], options: LockOptions, what: string): void {
+  const bin = options.flockPath ?? 'flock';
+  const result = spawnSync(bin, [...args, '3'], { stdio: ['ignore', 'ignore', 'pipe', fd], encoding: 'utf8' });
+  if (result.error) {
+    const errno = (result.error as NodeJS.ErrnoException).code;
+    const message =
+      errno === 'ENOENT'
+        ? `cannot ${what} the kvp pool: the flock(1) command (util-linux) was not found as '${bin}'`
+        : `cannot ${what} the kvp pool: running '${bin}' failed: ${result.error.message}`;
+    throw new BootstateError('KVP_FAILED', message, { cause: result.error, retryable: false });
+  }
+  if (result.status === CONFLICT_EXIT) {
+    const message = `cannot ${what} the kvp pool: another process held it for ${options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS} ms`;
+    throw new BootstateError('KVP_FAILED', message, { retryable: true });
+  }
+  if (result.status !== 0) {
+    const detail = (result.stderr ?? '').trim() || `exit status ${result.status ?? result.signal}`;
+    throw new BootstateError('KVP_FAILED', `cannot ${what} the kvp pool: flock(1) failed: ${detail}`);
+  }
+}
+
+/** Takes a `flock(2)` lock on the open file description behind `fd`, waiting up to `timeoutMs`. */
+export function lockFd(fd: number, mode: LockMode, options: LockOptions = {}): void {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
+  const wait = timeoutMs <= 0 ? ['-n'] : ['-w', (timeoutMs / 1000).toFixed(3)];
+  runFlock(fd, [mode === 'exclusive' ? '-x' : '-s', ...wait, '-E', String(CONFLICT_EXIT)], options, 'lock');
+}
+
+/** Releases the `flock(2)` lock held on the open file description behind `fd`. */
+export function unlockFd(fd: number, options: LockOptions = {}): void {
+  runFlock(fd, ['-u'], options, 'unlock');
+}
+
+/** Runs `fn` while `fd` is locked; the lock is released (or dropped with the fd by the caller) even if `fn` throws. */
+export function withFdLock<T>(fd: number, mode: LockMode, fn: () => T, options: LockOptions = {}): T {
+  lockFd(fd, mode, options);
+  try {
+    return fn();
+  } finally {
+    try {
+      unlockFd(fd, options);
+    } catch {
+      // Closing the descriptor, which every caller does next, releases the lock as well.
+    }
+  }
+}
+
+export interface OpenLockedOptions extends LockOptions {
+  /** open(2) flags; default read-write, creating the file with mode 0600. */
+  flags?: number;
+}
+
+/** Opens `path`, runs `fn(fd)` under an exclusive lock on it, then unlocks and closes it. */
+export function withExclusiveLock<T>(path: string, fn: (fd: number) => T, options: OpenLockedOptions = {}): T {
+  return withOpenLock(path, 'exclusive', fn, options.flags ?? fs.constants.O_RDWR | fs.constants.O_CREAT, options);
+}
+
+/** Opens `path` read-only, runs `fn(fd)` under a shared lock on it, then unlocks and closes it. */
+export function withSharedLock<T>(path: string, fn: (fd: number) => T, options: OpenLockedOptions = {}): T {
+  return withOpenLock(path, 'shared', fn, options.flags ?? fs.constants.O_RDONLY, options);
+}
+
+function withOpenLock<T>(path: string, mode: LockMode, fn: (fd: number) => T, flags: number, options: LockOptions): T {
+  const fd = fs.openSync(path, flags, 0o600);
+  try {
+    return withFdLock(fd, mode, () => fn(fd), options);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
