@@ -1,0 +1,141 @@
+/**
+ * One IMDS attempt: fetch the instance metadata document and turn it into InstanceMetadata, classifying every
+ * way it can go wrong as retryable or not. The statechart decides whether and when to try again.
+ */
+import { randomUUID } from 'node:crypto';
+import * as v from 'valibot';
+import type { ImdsConfig } from '../config/defaults.js';
+import { BootstateError } from '../errors.js';
+import type { InstanceMetadata } from './metadata.js';
+import { request } from './http.js';
+import { AGENT } from '../version.js';
+
+/** Statuses IMDS uses while it is still starting up or throttling (azure-init's RETRY_CODES). */
+export const IMDS_RETRYABLE_STATUSES: ReadonlySet<number> = new Set([400, 404, 410, 429, 500, 503]);
+
+const PasswordAuth = v.pipe(
+  v.union([v.boolean(), v.picklist(['true', 'false'])], 'expected "true", "false" or a boolean'),
+  v.transform((value) => value === true || value === 'true'),
+);
+
+/** The part of the document provisioning reads; every other member is ignored. */
+const InstanceDocument = v.object({
+  compute: v.object({
+    vmId: v.optional(v.string('expected a string')),
+    osProfile: v.object(
+      {
+        adminUsername: v.string('expected a string'),
+        computerName: v.string('expected a string'),
+        disablePasswordAuthentication: PasswordAuth,
+      },
+      'expected an object',
+    ),
+    publicKeys: v.array(
+      v.object(
+        { keyData: v.string('expected a string'), path: v.optional(v.string('expected a string')) },
+        'expected an object',
+      ),
+      'expected an array',
+    ),
+  }, 'expected an object'),
+  extended: v.optional(
+    v.object({
+      compute: v.optional(
+        v.object({
+          hasCustomData: v.optional(v.boolean('expected a boolean')),
+          ppsType: v.optional(v.string('expected a string')),
+        }, 'expected an object'),
+      ),
+    }, 'expected an object'),
+  ),
+}, 'expected an object');
+
+/**
+ * Parses and validates an IMDS response body.
+ *
+ * @example
+ *   parseInstanceMetadata('{"compute":{"osProfile":{...},"publicKeys":[]}}').adminUsername
+ * @throws BootstateError IMDS_PARSE for text that is not JSON, IMDS_INVALID (with `key=<path>`) for the wrong shape.
+ */
+export function parseInstanceMetadata(text: string): InstanceMetadata {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new BootstateError('IMDS_PARSE', `IMDS body is not JSON: ${(error as Error).message}`, {
+      data: [['error', (error as Error).message]],
+      retryable: true,
+    });
+  }
+  const result = v.safeParse(InstanceDocument, json);
+  if (!result.success) {
+    const issue = result.issues[0];
+    const key = v.getDotPath(issue) ?? '(document)';
+    throw new BootstateError('IMDS_INVALID', `invalid IMDS metadata for key=${key}: ${issue.message}`, {
+      data: [
+        ['key', key],
+        ['error', issue.message],
+      ],
+      retryable: true,
+    });
+  }
+  const { compute, extended } = result.output;
+  return {
+    vmId: compute.vmId ?? null,
+    adminUsername: compute.osProfile.adminUsername,
+    computerName: compute.osProfile.computerName,
+    disablePasswordAuthentication: compute.osProfile.disablePasswordAuthentication,
+    publicKeys: compute.publicKeys.map((key) => key.keyData),
+    hasCustomData: extended?.compute?.hasCustomData ?? false,
+    ppsType: extended?.compute?.ppsType ?? 'None',
+  };
+}
+
+export interface FetchInstanceMetadataOptions {
+  config: ImdsConfig;
+  signal?: AbortSignal;
+  /** Overrides the fresh UUIDv4 sent as `x-ms-client-request-id` (tests, correlation). */
+  requestId?: string;
+}
+
+/**
+ * Makes exactly one IMDS request and returns the validated metadata.
+ *
+ * @throws BootstateError HTTP_TRANSPORT (retryable), HTTP_STATUS (retryable for 400/404/410/429/500/503, otherwise
+ *   not, redirects included), IMDS_PARSE or IMDS_INVALID (retryable: IMDS may still be filling the document).
+ */
+export async function fetchInstanceMetadataOnce(options: FetchInstanceMetadataOptions): Promise<InstanceMetadata> {
+  const { config } = options;
+  const res = await request(config.endpoint, {
+    method: 'GET',
+    headers: {
+      Metadata: 'true',
+      'User-Agent': AGENT,
+      'x-ms-client-request-id': options.requestId ?? randomUUID(),
+    },
+    connectTimeoutMs: config.connection_timeout_secs * 1000,
+    requestTimeoutMs: config.request_timeout_secs * 1000,
+    maxBodyBytes: config.max_body_bytes,
+    signal: options.signal,
+  });
+  if (res.status < 200 || res.status > 299) {
+    const retryable = IMDS_RETRYABLE_STATUSES.has(res.status);
+    throw new BootstateError('HTTP_STATUS', `IMDS answered HTTP ${res.status}`, {
+      data: [
+        ['endpoint', config.endpoint],
+        ['status', String(res.status)],
+      ],
+      retryable,
+    });
+  }
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(res.body);
+  } catch {
+    throw new BootstateError('IMDS_PARSE', 'IMDS body is not valid UTF-8', {
+      data: [['error', 'body is not valid UTF-8']],
+      retryable: true,
+    });
+  }
+  return parseInstanceMetadata(text);
+}

@@ -1,0 +1,136 @@
+/**
+ * Provisioning health reports to the wireserver's JSON endpoint (spec §2): one POST per call, classified as
+ * accepted, worth retrying, or refused. The statechart owns retries and the total deadline, and
+ * `Retry-After` is ignored so no server can stretch that deadline.
+ */
+import type { WireserverConfig } from '../config/defaults.js';
+import { BootstateError, failure } from '../errors.js';
+import { request } from './http.js';
+import { encodeFailureReport } from './report.js';
+import { AGENT } from '../version.js';
+
+export type Health = 'Ready' | 'NotReady/Provisioning' | 'NotReady/ProvisioningFailed';
+
+/** Statuses after which the same report may be accepted later. */
+export const WIRESERVER_RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 503]);
+
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+export interface DebugLogger {
+  debug(obj: object, msg: string): void;
+}
+
+export interface PostHealthOptions {
+  config: WireserverConfig;
+  health: Health;
+  vmId: string;
+  /** The encoded failure report; required in spirit for ProvisioningFailed (a generic one is used otherwise). */
+  description?: string;
+  signal?: AbortSignal;
+  log?: DebugLogger;
+}
+
+export interface HealthPostResult {
+  /** False when HealthReporter skipped an in-progress report because a final one had started. */
+  sent: boolean;
+  status: number | null;
+}
+
+/**
+ * Builds the exact compact JSON body for a health state (keys in the order azure-init sends them).
+ *
+ * @example
+ *   healthBody('Ready', vmId) // '{"state":"Ready"}'
+ */
+export function healthBody(health: Health, vmId: string, description?: string): string {
+  if (health === 'Ready') return JSON.stringify({ state: 'Ready' });
+  if (health === 'NotReady/Provisioning') {
+    return JSON.stringify({
+      details: { description: `Provisioning is still in progress for vm_id=${vmId}.`, subStatus: 'Provisioning' },
+      state: 'NotReady',
+    });
+  }
+  const report =
+    description ?? encodeFailureReport(failure('UNHANDLED', [['error', 'no failure report was supplied']]), { vmId });
+  return JSON.stringify({ details: { description: report, subStatus: 'ProvisioningFailed' }, state: 'NotReady' });
+}
+
+/**
+ * Sends one health report to `config.health_endpoint`.
+ *
+ * @throws BootstateError HTTP_TRANSPORT (retryable), HTTP_STATUS (retryable for 429/500/503, otherwise not).
+ */
+export async function postHealthOnce(options: PostHealthOptions): Promise<HealthPostResult> {
+  const { config } = options;
+  const endpoint = config.health_endpoint;
+  const res = await request(endpoint, {
+    method: 'POST',
+    headers: {
+      'User-Agent': AGENT,
+      'x-ms-guest-agent-name': AGENT,
+      'content-type': 'application/json',
+    },
+    body: healthBody(options.health, options.vmId, options.description),
+    connectTimeoutMs: config.connection_timeout_secs * 1000,
+    requestTimeoutMs: config.read_timeout_secs * 1000,
+    maxBodyBytes: MAX_RESPONSE_BYTES,
+    signal: options.signal,
+  });
+  options.log?.debug({ endpoint, health: options.health, status: res.status, headers: res.headers }, 'wireserver response');
+  if (res.status >= 200 && res.status <= 299) return { sent: true, status: res.status };
+  throw new BootstateError('HTTP_STATUS', `wireserver answered HTTP ${res.status} to ${options.health}`, {
+    data: [
+      ['endpoint', endpoint],
+      ['status', String(res.status)],
+    ],
+    retryable: WIRESERVER_RETRYABLE_STATUSES.has(res.status),
+  });
+}
+
+/**
+ * Orders health reports within one run: once a final report (Ready or ProvisioningFailed) is being posted, no
+ * in-progress report may reach the wireserver after it. A final post first waits for every in-flight
+ * in-progress attempt to settle (their owner aborts them), and later in-progress posts are skipped.
+ */
+export class HealthReporter {
+  readonly #inFlight = new Set<Promise<unknown>>();
+  #final = false;
+
+  /** Posts one report attempt, keeping the ordering guarantee described on the class. */
+  async post(options: PostHealthOptions): Promise<HealthPostResult> {
+    if (options.health === 'NotReady/Provisioning') {
+      if (this.#final) return { sent: false, status: null };
+      const attempt = postHealthOnce(options);
+      const settled = attempt.then(
+        () => undefined,
+        () => undefined,
+      );
+      this.#inFlight.add(settled);
+      settled.finally(() => this.#inFlight.delete(settled));
+      return attempt;
+    }
+    this.#final = true;
+    await untilSettledOrAborted([...this.#inFlight], options.signal);
+    return postHealthOnce(options);
+  }
+}
+
+/** Waits for the promises to settle, or rejects as soon as `signal` aborts. */
+function untilSettledOrAborted(pending: Promise<unknown>[], signal: AbortSignal | undefined): Promise<void> {
+  if (pending.length === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const onAbort = () =>
+      reject(
+        new BootstateError('HTTP_TRANSPORT', 'aborted while waiting for an in-progress report to settle', {
+          data: [['error', 'aborted']],
+          retryable: true,
+        }),
+      );
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    Promise.all(pending).then(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,144 @@
+/**
+ * Loads the configuration in layers, later ones winning key by key: built-in defaults → the system file →
+ * every `*.toml` in the drop-in directory (sorted) → `--config FILE|DIR` (or `BOOTSTATE_CONFIG`). Each file is
+ * validated on its own, so an error names the file and key that caused it.
+ */
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as v from 'valibot';
+import { parse as parseToml } from 'smol-toml';
+import { BootstateError } from '../errors.js';
+import { type Config, DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from './defaults.js';
+import { ConfigSchema, type Layer, LayerSchema, describeIssue, isTable, normalizeAzureInitNames } from './schema.js';
+
+export interface LoadConfigOptions {
+  systemFile?: string;
+  dropinDir?: string;
+  /** `--config FILE|DIR`; wins over `BOOTSTATE_CONFIG`. */
+  override?: string;
+  /** Where `BOOTSTATE_CONFIG` is read from; defaults to process.env. */
+  env?: Record<string, string | undefined>;
+}
+
+export interface LoadedConfig {
+  config: Config;
+  /** Files merged, in order. */
+  sources: string[];
+  /** Things accepted but worth telling the operator (ignored azure-init keys). */
+  warnings: string[];
+}
+
+/**
+ * Builds the effective configuration.
+ *
+ * @example
+ *   const { config, sources } = await loadConfig({ override: '/run/bootstate/test.toml' });
+ * @throws BootstateError CONFIG_INVALID naming the file and key, e.g.
+ *   `/etc/bootstate/bootstate.toml.d/50-x.toml: [imds] retry_interval_secs: expected number, got string`.
+ */
+export async function loadConfig(options: LoadConfigOptions = {}): Promise<LoadedConfig> {
+  const systemFile = options.systemFile ?? SYSTEM_CONFIG_FILE;
+  const dropinDir = options.dropinDir ?? SYSTEM_CONFIG_DROPIN_DIR;
+  const override = options.override ?? (options.env ?? process.env).BOOTSTATE_CONFIG;
+
+  const files: string[] = [];
+  if (await isFile(systemFile)) files.push(systemFile);
+  files.push(...(await tomlFilesIn(dropinDir, false)));
+  if (override !== undefined && override !== '') files.push(...(await overrideFiles(override)));
+
+  let config: Config = structuredClone(DEFAULT_CONFIG);
+  const warnings: string[] = [];
+  for (const file of files) {
+    const layer = await readLayer(file, warnings);
+    config = mergeLayer(config, layer);
+  }
+  const checked = v.safeParse(ConfigSchema, config);
+  if (!checked.success) {
+    throw configError('merged configuration', describeIssue(checked.issues[0], new Map()));
+  }
+  return { config, sources: files, warnings };
+}
+
+/** Overlays one validated layer on a config: per section, keys replace keys; arrays replace arrays. */
+export function mergeLayer(config: Config, layer: Layer): Config {
+  const merged = structuredClone(config) as unknown as Record<string, Record<string, unknown>>;
+  for (const [section, values] of Object.entries(layer)) {
+    if (values === undefined) continue;
+    for (const [key, value] of Object.entries(values)) {
+      if (value !== undefined) merged[section][key] = structuredClone(value);
+    }
+  }
+  return merged as unknown as Config;
+}
+
+/** Reads, parses and validates one file; warnings about ignored azure-init keys are appended. */
+async function readLayer(file: string, warnings: string[]): Promise<Layer> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw configError(file, `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseToml(text);
+  } catch (error) {
+    throw configError(file, `not valid TOML: ${(error as Error).message.split('\n')[0]}`);
+  }
+  if (!isTable(doc)) throw configError(file, 'not a TOML table');
+  const names = new Map<string, string>();
+  for (const warning of normalizeAzureInitNames(doc, names)) warnings.push(`${file}: ${warning}`);
+  const result = v.safeParse(LayerSchema, doc);
+  if (!result.success) {
+    throw configError(file, result.issues.map((issue) => describeIssue(issue, names)).join('; '));
+  }
+  return result.output;
+}
+
+/** The files a `--config` value stands for: the file itself, or a directory's sorted `*.toml`. */
+async function overrideFiles(path: string): Promise<string[]> {
+  let info;
+  try {
+    info = await stat(path);
+  } catch (error) {
+    throw configError(path, `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  return info.isDirectory() ? tomlFilesIn(path, true) : [path];
+}
+
+/** Sorted `*.toml` regular files (or links to them) in a directory; a missing directory is empty unless required. */
+async function tomlFilesIn(dir: string, required: boolean): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (!required && (code === 'ENOENT' || code === 'ENOTDIR')) return [];
+    throw configError(dir, `cannot list: ${code ?? (error as Error).message}`);
+  }
+  const files: string[] = [];
+  for (const name of names.filter((n) => n.endsWith('.toml')).sort()) {
+    if (await isFile(join(dir, name))) files.push(join(dir, name));
+  }
+  return files;
+}
+
+/** True when the path is (or links to) a regular file; absent is false, unreadable is an error. */
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    throw configError(path, `cannot read: ${code ?? (error as Error).message}`);
+  }
+}
+
+function configError(file: string, problem: string): BootstateError {
+  return new BootstateError('CONFIG_INVALID', `${file}: ${problem}`, {
+    data: [
+      ['file', file],
+      ['error', problem],
+    ],
+  });
+}

@@ -1,0 +1,173 @@
+/**
+ * What a configuration file may contain: one valibot schema for the whole Config, from which the schema of a
+ * single layer (every section and key optional, nothing unknown) is derived. Also the azure-init names that
+ * are accepted so an azure-init file carries over unchanged.
+ */
+import * as v from 'valibot';
+
+const positiveSecs = v.pipe(
+  v.number(),
+  v.check((n) => Number.isFinite(n) && n > 0, 'must be a number of seconds > 0'),
+);
+const count = (min: number, max: number) =>
+  v.pipe(
+    v.number(),
+    v.check((n) => Number.isInteger(n) && n >= min && n <= max, `must be an integer from ${min} to ${max}`),
+  );
+const httpUrl = v.pipe(
+  v.string(),
+  v.check((s) => URL.canParse(s) && new URL(s).protocol === 'http:', 'must be an http:// URL'),
+);
+const nonEmpty = v.pipe(v.string(), v.check((s) => s.length > 0, 'must not be empty'));
+const absolutePath = v.pipe(v.string(), v.check((s) => s.startsWith('/'), 'must be an absolute path'));
+const backends = v.strictObject({ backends: v.array(nonEmpty) });
+
+const sections = {
+  imds: v.strictObject({
+    endpoint: httpUrl,
+    connection_timeout_secs: positiveSecs,
+    request_timeout_secs: positiveSecs,
+    retry_interval_secs: positiveSecs,
+    total_retry_timeout_secs: positiveSecs,
+    max_body_bytes: count(1024, 64 * 1024 * 1024),
+  }),
+  wireserver: v.strictObject({
+    address: nonEmpty,
+    health_endpoint: httpUrl,
+    connection_timeout_secs: positiveSecs,
+    read_timeout_secs: positiveSecs,
+    retry_interval_secs: positiveSecs,
+    total_retry_timeout_secs: positiveSecs,
+    report_in_progress: v.boolean(),
+  }),
+  ssh: v.strictObject({
+    authorized_keys_path: nonEmpty,
+    query_sshd_config: v.boolean(),
+    configure_sshd_password_authentication: v.boolean(),
+    sshd_config_dir: absolutePath,
+    sshd_config_path: absolutePath,
+    reload_sshd: v.boolean(),
+  }),
+  hostname_provisioners: backends,
+  user_provisioners: v.strictObject({
+    backends: v.array(nonEmpty),
+    shell: absolutePath,
+    groups: v.array(nonEmpty),
+    missing_groups: v.picklist(['create', 'skip']),
+    passwordless_sudo: v.boolean(),
+    sudoers_dir: absolutePath,
+  }),
+  password_provisioners: backends,
+  provisioning_media: v.strictObject({ enable: v.boolean() }),
+  telemetry: v.strictObject({
+    kvp: v.boolean(),
+    kvp_dir: absolutePath,
+    kvp_pool: count(0, 4),
+    kvp_level: v.picklist(['trace', 'debug', 'info', 'warn', 'error']),
+  }),
+  monitor: v.strictObject({
+    host_plugin_port: count(1, 65535),
+    heartbeat_period_secs: positiveSecs,
+    heartbeat_rollup_secs: positiveSecs,
+    imds_period_secs: positiveSecs,
+    imds_rollup_secs: positiveSecs,
+    versions_period_secs: positiveSecs,
+    request_timeout_secs: positiveSecs,
+  }),
+  journal: v.strictObject({ enable: v.boolean(), keep: count(0, 10_000) }),
+  data_dir: v.strictObject({ path: absolutePath }),
+  log_path: v.strictObject({ path: v.string() }),
+};
+
+/** The schema of a complete, merged configuration. */
+export const ConfigSchema = v.strictObject(sections);
+
+/** The schema of one file: any subset of sections and keys, nothing unknown. */
+export const LayerSchema = v.strictObject(
+  Object.fromEntries(
+    Object.entries(sections).map(([name, schema]) => [name, v.optional(v.partial(schema))]),
+  ) as { [K in keyof typeof sections]: v.OptionalSchema<v.SchemaWithPartial<(typeof sections)[K], undefined>, undefined> },
+);
+
+export type Layer = v.InferOutput<typeof LayerSchema>;
+
+/** azure-init section names that mean one of ours. */
+const SECTION_ALIASES: Record<string, string> = {
+  azure_init_data_dir: 'data_dir',
+  azure_init_log_path: 'log_path',
+};
+
+/**
+ * Rewrites azure-init names to ours in a parsed file (in place) and returns warnings for what is accepted but
+ * ignored. `names` maps our section names back to the ones written, for error messages.
+ */
+export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map<string, string>): string[] {
+  const warnings: string[] = [];
+  for (const [alias, ours] of Object.entries(SECTION_ALIASES)) {
+    if (!(alias in doc)) continue;
+    if (ours in doc) warnings.push(`[${alias}] is ignored because [${ours}] is also set`);
+    else {
+      doc[ours] = doc[alias];
+      names.set(ours, alias);
+    }
+    delete doc[alias];
+  }
+  if ('azure_proxy_agent' in doc) {
+    warnings.push('[azure_proxy_agent] is accepted for azure-init compatibility and ignored');
+    delete doc.azure_proxy_agent;
+  }
+  const telemetry = doc.telemetry;
+  if (isTable(telemetry)) {
+    if ('kvp_diagnostics' in telemetry) {
+      if (!('kvp' in telemetry)) telemetry.kvp = telemetry.kvp_diagnostics;
+      else warnings.push('[telemetry] kvp_diagnostics is ignored because kvp is also set');
+      delete telemetry.kvp_diagnostics;
+    }
+    if ('kvp_filter' in telemetry) {
+      warnings.push('[telemetry] kvp_filter is accepted for azure-init compatibility and ignored (use kvp_level)');
+      delete telemetry.kvp_filter;
+    }
+  }
+  return warnings;
+}
+
+/** Describes one validation issue as `[section] key: problem`. */
+export function describeIssue(issue: v.BaseIssue<unknown>, names: Map<string, string>): string {
+  const path = issue.path ?? [];
+  const keys = path.map((item) => item.key as string | number);
+  const section = keys.length > 0 ? `[${names.get(String(keys[0])) ?? keys[0]}]` : '(file)';
+  const rest = keys
+    .slice(1)
+    .map((k, i) => (typeof k === 'number' ? `[${k}]` : i === 0 ? ` ${k}` : `.${k}`))
+    .join('');
+  const where = `${section}${rest}`;
+  if (issue.kind === 'validation') return `${where}: ${issue.message}`;
+  if (issue.type === 'strict_object' && issue.expected === 'never') {
+    return keys.length === 1 ? `${where}: unknown section` : `${where}: unknown key`;
+  }
+  if (issue.type === 'picklist') {
+    return `${where}: expected one of ${issue.expected?.replace(/^\((.*)\)$/, '$1')}, got ${JSON.stringify(issue.input)}`;
+  }
+  return `${where}: expected ${expectedName(issue.expected)}, got ${typeName(issue.input)}`;
+}
+
+function expectedName(expected: string | null): string {
+  if (expected === 'Object') return 'a table';
+  if (expected === 'Array') return 'an array';
+  return expected ?? 'something else';
+}
+
+/** Names a TOML value's type the way a person editing the file would. */
+function typeName(value: unknown): string {
+  if (Array.isArray(value)) return 'array';
+  if (value instanceof Date) return 'datetime';
+  if (isTable(value)) return 'table';
+  if (typeof value === 'string') return 'string';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'integer' : 'float';
+  return typeof value;
+}
+
+/** True for a plain TOML table. */
+export function isTable(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Date);
+}
