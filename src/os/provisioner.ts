@@ -24,6 +24,11 @@ export interface SshKeysRequest {
 
 export interface Provisioner {
   readonly name: string;
+  /**
+   * Checks a username before any step runs (portable name, length, not a system account); throws
+   * INVALID_USERNAME. Optional so test doubles need not implement it; createUser validates again anyway.
+   */
+  validateUsername?(username: string): Promise<void>;
   setHostname(hostname: string, signal: AbortSignal): Promise<StepResult>;
   createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult>;
   /** Locks the password, or sets it from `secrets` when one was provided (stdin only, never argv). */

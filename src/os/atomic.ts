@@ -1,0 +1,51 @@
+/**
+ * Atomic file replacement: a temp file in the same directory, fsync, rename over the target, fsync the
+ * directory. A reader (or a crash) sees either the old file or the whole new one, never a partial write.
+ */
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+
+export interface AtomicWriteOptions {
+  mode: number;
+  uid?: number;
+  gid?: number;
+  /** Runs against the finished temp file before it replaces the target (e.g. `visudo -cf`); throw to abort. */
+  validate?: (tempPath: string) => Promise<void>;
+}
+
+/** Replaces `target` with `data` atomically, with the given mode and owner. */
+export async function writeFileAtomic(target: string, data: string | Buffer, options: AtomicWriteOptions): Promise<void> {
+  const dir = path.dirname(target);
+  // A leading dot and a dot inside keep sudoers.d and sshd_config.d/*.conf from picking up the temp file.
+  const temp = path.join(dir, `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+  const handle = await open(temp, flags, options.mode);
+  try {
+    try {
+      await handle.writeFile(data);
+      await handle.chmod(options.mode);
+      if (options.uid !== undefined) await handle.chown(options.uid, options.gid ?? options.uid);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    if (options.validate) await options.validate(temp);
+    await rename(temp, target);
+  } catch (error) {
+    await rm(temp, { force: true });
+    throw error;
+  }
+  await syncDir(dir);
+}
+
+/** Flushes a directory entry change (create, rename, unlink) to disk. */
+export async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

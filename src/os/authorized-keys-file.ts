@@ -1,0 +1,103 @@
+/**
+ * Where sshd looks for a user's keys: `AuthorizedKeysFile` from sshd's effective configuration for that user,
+ * with `%h %u %U %%` expanded and relative paths taken from the home directory (sshd_config(5)).
+ */
+import { hostname } from 'node:os';
+import path from 'node:path';
+import type { Runner } from './exec.js';
+import { isCommandMissing, stderrOf } from './exec.js';
+
+export interface KeysFileContext {
+  username: string;
+  home: string;
+  uid: number;
+}
+
+/** Expands one AuthorizedKeysFile value (several paths) to absolute paths; throws on an unknown `%` token. */
+export function expandAuthorizedKeysFile(value: string, context: KeysFileContext): string[] {
+  return value
+    .split(/\s+/)
+    .filter((p) => p.length > 0)
+    .map((p) => {
+      const expanded = p.replace(/%(.?)/g, (_, token: string) => {
+        switch (token) {
+          case 'h':
+            return context.home;
+          case 'u':
+            return context.username;
+          case 'U':
+            return String(context.uid);
+          case '%':
+            return '%';
+          default:
+            throw new Error(`unknown token %${token} in AuthorizedKeysFile ${p}`);
+        }
+      });
+      return path.posix.normalize(expanded.startsWith('/') ? expanded : `${context.home}/${expanded}`);
+    });
+}
+
+/** The value of `keyword` in `sshd -G`/`sshd -T` output (lower-case keywords, one per line), or null. */
+export function sshdDumpValue(dump: string, keyword: string): string | null {
+  const want = keyword.toLowerCase();
+  for (const line of dump.split('\n')) {
+    const [key, ...rest] = line.trim().split(/\s+/);
+    if (key?.toLowerCase() === want) return rest.join(' ');
+  }
+  return null;
+}
+
+export interface ResolvedKeysFiles {
+  paths: string[];
+  source: string;
+  warnings: string[];
+}
+
+export interface ResolveOptions extends KeysFileContext {
+  run: Runner;
+  sshdConfigPath: string;
+  /** Path used when sshd cannot tell (config `ssh.authorized_keys_path`, relative to home). */
+  fallback: string;
+  querySshd: boolean;
+  signal?: AbortSignal;
+}
+
+/**
+ * Asks sshd (`-G`, then `-T` for OpenSSH before 9.x which lacks `-G`) for the user's AuthorizedKeysFile; falls
+ * back to `fallback` with a warning when sshd is missing, fails, or says `none`.
+ */
+export async function resolveAuthorizedKeysFiles(options: ResolveOptions): Promise<ResolvedKeysFiles> {
+  const warnings: string[] = [];
+  const fallback = () => ({
+    paths: expandAuthorizedKeysFile(options.fallback, options),
+    source: 'fallback',
+    warnings,
+  });
+  if (!options.querySshd) return fallback();
+  const spec = `user=${options.username},host=${hostname()},addr=127.0.0.1`;
+  for (const flag of ['-G', '-T']) {
+    const argv = ['sshd', flag, '-f', options.sshdConfigPath, '-C', spec];
+    try {
+      const result = await options.run(argv, { signal: options.signal, timeoutMs: 10_000 });
+      const value = sshdDumpValue(result.stdout, 'authorizedkeysfile');
+      if (value === null || value === 'none') {
+        warnings.push(`sshd ${flag} reports AuthorizedKeysFile ${value ?? 'missing'}; using ${options.fallback}`);
+        return fallback();
+      }
+      return { paths: expandAuthorizedKeysFile(value, options), source: `sshd ${flag}`, warnings };
+    } catch (error) {
+      if (isCommandMissing(error)) {
+        warnings.push(`sshd is not installed; using ${options.fallback}`);
+        return fallback();
+      }
+      if (!(error instanceof Error) || !error.message.startsWith('unknown token')) {
+        warnings.push(`sshd ${flag} failed (${stderrOf(error).split('\n')[0]})`);
+        continue;
+      }
+      warnings.push(`${error.message}; using ${options.fallback}`);
+      return fallback();
+    }
+  }
+  warnings.push(`could not query sshd; using ${options.fallback}`);
+  return fallback();
+}

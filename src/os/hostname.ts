@@ -1,0 +1,20 @@
+/**
+ * Hostname backends (spec §8.7): `hostnamectl set-hostname` when systemd-hostnamed answers; `hostname` writes
+ * /etc/hostname atomically and sets the running name with hostname(1).
+ */
+import { writeFileAtomic } from './atomic.js';
+import type { Backend } from './backends.js';
+import { under } from './paths.js';
+
+/** The hostname backends by configured name. */
+export const HOSTNAME_BACKENDS: Record<string, Backend<string>> = {
+  hostnamectl: async (name, context, signal) => {
+    await context.run(['hostnamectl', 'set-hostname', name], { signal, timeoutMs: 30_000 });
+    return { backend: 'hostnamectl', detail: `hostname set to ${name}` };
+  },
+  hostname: async (name, context, signal) => {
+    await writeFileAtomic(under(context.root, '/etc/hostname'), `${name}\n`, { mode: 0o644 });
+    await context.run(['hostname', name], { signal, timeoutMs: 30_000 });
+    return { backend: 'hostname', detail: `hostname set to ${name} (/etc/hostname written)` };
+  },
+};

@@ -1,0 +1,98 @@
+/**
+ * The provisioned marker (spec §8.8) and the durable "report pending" state: `<data_dir>/<vm_id>.provisioned`
+ * and `<data_dir>/<vm_id>.report-pending`, empty files written atomically. A new VM id finds neither.
+ */
+import { chmod, mkdir, readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { BootstateError } from '../errors.js';
+import type { MarkerStore } from './provisioner.js';
+import { syncDir, writeFileAtomic } from './atomic.js';
+
+const PROVISIONED = '.provisioned';
+const PENDING = '.report-pending';
+
+/** A MarkerStore over one data directory (created 0700, marker files 0600). */
+export class FileMarkerStore implements MarkerStore {
+  constructor(readonly dataDir: string) {}
+
+  /** `provisioned` wins over `report-pending`; names are matched case-insensitively. */
+  async state(vmId: string): Promise<'none' | 'provisioned' | 'report-pending'> {
+    const names = await this.#names();
+    if (names === null) return 'none';
+    const want = vmId.toLowerCase();
+    const lower = names.map((n) => n.toLowerCase());
+    if (lower.includes(want + PROVISIONED)) return 'provisioned';
+    if (lower.includes(want + PENDING)) return 'report-pending';
+    return 'none';
+  }
+
+  /** Records that provisioning finished but Ready was not yet accepted, so the next boot only reports. */
+  async markReportPending(vmId: string): Promise<void> {
+    await this.#write(vmId.toLowerCase() + PENDING);
+  }
+
+  /** Records that Ready was accepted, then drops the pending state. */
+  async markProvisioned(vmId: string): Promise<void> {
+    await this.#write(vmId.toLowerCase() + PROVISIONED);
+    const names = (await this.#names()) ?? [];
+    const pending = names.filter((n) => n.toLowerCase() === vmId.toLowerCase() + PENDING);
+    try {
+      for (const name of pending) await rm(path.join(this.dataDir, name), { force: true });
+      if (pending.length) await syncDir(this.dataDir);
+    } catch (error) {
+      throw markerError(`cannot remove report-pending marker: ${(error as Error).message}`, error);
+    }
+  }
+
+  /** Removes every marker (and the log file with `logs`); a missing data dir is an error, a missing log is not. */
+  async clean(options: { logs: boolean; logPath: string }): Promise<string[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.dataDir);
+    } catch (error) {
+      throw markerError(`cannot read data directory ${this.dataDir}: ${(error as Error).message}`, error);
+    }
+    const removed: string[] = [];
+    try {
+      for (const name of names.filter((n) => n.endsWith(PROVISIONED) || n.endsWith(PENDING))) {
+        const file = path.join(this.dataDir, name);
+        await rm(file);
+        removed.push(file);
+      }
+      if (options.logs && options.logPath) {
+        try {
+          await rm(options.logPath);
+          removed.push(options.logPath);
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        }
+      }
+    } catch (error) {
+      throw markerError(`clean failed: ${(error as Error).message}`, error);
+    }
+    return removed;
+  }
+
+  async #names(): Promise<string[] | null> {
+    try {
+      return await readdir(this.dataDir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw markerError(`cannot read data directory ${this.dataDir}: ${(error as Error).message}`, error);
+    }
+  }
+
+  async #write(name: string): Promise<void> {
+    try {
+      await mkdir(this.dataDir, { recursive: true, mode: 0o700 });
+      await chmod(this.dataDir, 0o700);
+      await writeFileAtomic(path.join(this.dataDir, name), '', { mode: 0o600 });
+    } catch (error) {
+      throw markerError(`cannot write ${name}: ${(error as Error).message}`, error);
+    }
+  }
+}
+
+function markerError(message: string, cause: unknown): BootstateError {
+  return new BootstateError('MARKER_FAILED', message, { data: [['error', message]], cause });
+}

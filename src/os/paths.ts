@@ -1,0 +1,8 @@
+/** Maps the absolute paths the OS backend touches onto a configurable root, so tests can use a temp tree. */
+import path from 'node:path';
+
+/** Resolves absolute path `p` under `root` (`/` leaves it unchanged); `..` can never climb above the root. */
+export function under(root: string, p: string): string {
+  const normal = path.posix.normalize(`/${p}`);
+  return root === '/' ? normal : path.join(root, normal);
+}

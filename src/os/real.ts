@@ -1,0 +1,133 @@
+/**
+ * The real Provisioner: validates its input, then runs each step through the configured backends in order
+ * (backends.ts). Every path is resolved under `root` (default `/`); commands run as they are, so tests run it
+ * inside the namespace sandbox (test/e2e/ns.ts) rather than pointing commands at a temp tree.
+ */
+import { readFile } from 'node:fs/promises';
+import type { Config } from '../config/defaults.js';
+import { BootstateError, escapeValue } from '../errors.js';
+import type { SecretStore } from '../secrets.js';
+import { resolveAuthorizedKeysFiles } from './authorized-keys-file.js';
+import { tryBackends, type OsContext } from './backends.js';
+import { run as defaultRun, type Runner } from './exec.js';
+import { HOSTNAME_BACKENDS } from './hostname.js';
+import { PASSWORD_BACKENDS } from './password.js';
+import { under } from './paths.js';
+import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
+import { writeAuthorizedKeys } from './ssh-keys.js';
+import { configureSshd } from './sshd.js';
+import { writeSudoers } from './sudoers.js';
+import { USER_BACKENDS } from './user.js';
+import { machineHostname, readPasswd, validateHostname, validateSshKey, validateUsername, type PasswdEntry } from './validate.js';
+
+export interface RealProvisionerOptions {
+  config: Config;
+  /** Where the system's `/` is; default `/`. */
+  root?: string;
+  run?: Runner;
+  /** Owner of system files written (default root:root). */
+  rootOwner?: { uid: number; gid: number };
+}
+
+/** The Provisioner that changes the machine, e.g. `new RealProvisioner({ config: DEFAULT_CONFIG })`. */
+export class RealProvisioner implements Provisioner {
+  readonly name: string = 'real';
+  protected readonly config: Config;
+  protected readonly context: OsContext;
+
+  constructor(options: RealProvisionerOptions) {
+    this.config = options.config;
+    this.context = { root: options.root ?? '/', run: options.run ?? defaultRun, rootOwner: options.rootOwner ?? { uid: 0, gid: 0 } };
+  }
+
+  /** Throws INVALID_USERNAME for a non-portable name or an existing system account (uid outside UID_MIN..UID_MAX). */
+  async validateUsername(username: string): Promise<void> {
+    const defs = await readLoginDefs(under(this.context.root, '/etc/login.defs'));
+    await validateUsername(username, { passwdFile: under(this.context.root, '/etc/passwd'), uidMin: defs.UID_MIN, uidMax: defs.UID_MAX });
+  }
+
+  /** Validates the name (RFC 1123) and gives the machine its first label. */
+  async setHostname(hostname: string, signal: AbortSignal): Promise<StepResult> {
+    const name = machineHostname(validateHostname(hostname));
+    const backends = this.config.hostname_provisioners.backends;
+    return tryBackends('hostname', 'HOSTNAME_FAILED', backends, HOSTNAME_BACKENDS, name, this.context, signal);
+  }
+
+  /** Creates the user (or adds an existing one to its groups), then the sudo rule when configured. */
+  async createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult> {
+    await this.validateUsername(request.username);
+    const cfg = this.config.user_provisioners;
+    const result = await tryBackends('user', 'USER_FAILED', cfg.backends, USER_BACKENDS, { ...request, config: cfg }, this.context, signal);
+    if (!cfg.passwordless_sudo) return result;
+    const sudo = await writeSudoers(request.username, cfg.sudoers_dir, this.context, signal);
+    return {
+      ...result,
+      detail: `${result.detail ?? ''}; ${sudo.detail}`,
+      warnings: [...(result.warnings ?? []), ...(sudo.warnings ?? [])],
+    };
+  }
+
+  /** Locks the password, or sets it from `secrets` through chpasswd's stdin. */
+  async setPassword(username: string, secrets: SecretStore, signal: AbortSignal): Promise<StepResult> {
+    await this.lookupUser(username);
+    const backends = this.config.password_provisioners.backends;
+    return tryBackends('password', 'PASSWORD_FAILED', backends, PASSWORD_BACKENDS, { username, secrets }, this.context, signal);
+  }
+
+  /** Validates every key, resolves AuthorizedKeysFile through sshd, and merges the keys into the file. */
+  async writeSshKeys(request: SshKeysRequest, signal: AbortSignal): Promise<StepResult> {
+    for (const key of request.keys) validateSshKey(key);
+    if (request.keys.length === 0) return { backend: 'none', detail: 'no ssh keys provided' };
+    const user = await this.lookupUser(request.username);
+    try {
+      const resolved = await resolveAuthorizedKeysFiles({
+        username: user.name,
+        home: user.home,
+        uid: user.uid,
+        run: this.context.run,
+        sshdConfigPath: under(this.context.root, this.config.ssh.sshd_config_path),
+        fallback: this.config.ssh.authorized_keys_path,
+        querySshd: this.config.ssh.query_sshd_config,
+        signal,
+      });
+      const written = await writeAuthorizedKeys(
+        { username: user.name, uid: user.uid, gid: user.gid, home: user.home, paths: resolved.paths, root: this.context.root, rootOwner: this.context.rootOwner },
+        request.keys,
+      );
+      return {
+        backend: resolved.source,
+        detail: `${written.added} key(s) added to ${written.path} (${written.total} in total)`,
+        warnings: resolved.warnings,
+      };
+    } catch (error) {
+      if (error instanceof BootstateError && (error.code === 'SSH_KEYS_FAILED' || error.code === 'INVALID_SSH_KEY')) throw error;
+      const message = (error as Error).message;
+      throw new BootstateError('SSH_KEYS_FAILED', `ssh keys: ${message}`, { data: [['error', message]], cause: error });
+    }
+  }
+
+  /** Writes the sshd drop-in for PasswordAuthentication and checks the effective value. */
+  async configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult> {
+    return configureSshd(passwordAuthentication, this.config.ssh, this.context, signal);
+  }
+
+  /** The user's passwd entry, or USER_MISSING. */
+  protected async lookupUser(username: string): Promise<PasswdEntry> {
+    const entry = (await readPasswd(under(this.context.root, '/etc/passwd'))).find((e) => e.name === username);
+    if (!entry) {
+      throw new BootstateError('USER_MISSING', `user ${escapeValue(username)} does not exist`, { data: [['username', escapeValue(username)]] });
+    }
+    return entry;
+  }
+}
+
+/** Numeric settings from login.defs(5) (UID_MIN, UID_MAX, …); a missing file reads as empty. */
+export async function readLoginDefs(file: string): Promise<Record<string, number>> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const m = /^\s*([A-Z_]+)\s+(\d+)\s*$/.exec(line);
+    if (m) out[m[1]!] = Number(m[2]);
+  }
+  return out;
+}

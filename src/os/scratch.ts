@@ -1,0 +1,69 @@
+/**
+ * A Provisioner that only writes under one directory and records the commands it would run, so the demo (and
+ * tests) can show a whole provisioning run without root: `<dir>/etc/hostname`, `<dir>/etc/passwd`,
+ * `<dir>/home/<user>/.ssh/authorized_keys`, `<dir>/etc/ssh/sshd_config.d/00-bootstate.conf`, …
+ */
+import { appendFile, chmod, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { Config } from '../config/defaults.js';
+import { BootstateError } from '../errors.js';
+import type { RunOptions, RunResult } from './exec.js';
+import { under } from './paths.js';
+import type { StepResult, UserRequest } from './provisioner.js';
+import { RealProvisioner } from './real.js';
+import { readPasswd } from './validate.js';
+
+/** Commands the scratch backend treats as "not installed", so nothing pretends to have verified anything. */
+const ABSENT = new Set(['sshd', 'systemctl', 'visudo']);
+
+/** The scratch Provisioner over `dir`; `commands` lists every argv it would have run (never stdin). */
+export class ScratchProvisioner extends RealProvisioner {
+  override readonly name = 'scratch';
+  readonly commands: string[][];
+
+  constructor(readonly dir: string, config: Config) {
+    const commands: string[][] = [];
+    const uid = process.getuid?.() ?? 0;
+    const gid = process.getgid?.() ?? 0;
+    super({
+      config: {
+        ...config,
+        // hostnamectl would "succeed" without doing anything; the file backend leaves something to look at.
+        hostname_provisioners: { backends: ['hostname'] },
+        ssh: { ...config.ssh, query_sshd_config: false },
+      },
+      root: dir,
+      rootOwner: { uid, gid },
+      run: async (argv: string[], _options?: RunOptions): Promise<RunResult> => {
+        commands.push(recorded(argv, dir));
+        if (ABSENT.has(argv[0]!)) {
+          throw new BootstateError('SUBPROCESS_FAILED', `${argv[0]}: not run in scratch mode`, {
+            data: [['command', argv.join(' ')], ['spawn_error', 'ENOENT']],
+          });
+        }
+        return { argv, exitCode: 0, signal: null, stdout: '', stderr: '', endedBy: 'exit' };
+      },
+    });
+    this.commands = commands;
+  }
+
+  /** Records useradd as the real backend would, then creates the home and a passwd line under `dir`. */
+  override async createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult> {
+    const result = await super.createUser(request, signal);
+    const passwd = under(this.dir, '/etc/passwd');
+    const home = `/home/${request.username}`;
+    if (!(await readPasswd(passwd)).some((e) => e.name === request.username)) {
+      await mkdir(path.dirname(passwd), { recursive: true });
+      const { uid, gid } = this.context.rootOwner;
+      await appendFile(passwd, `${request.username}:x:${uid}:${gid}:bootstate scratch:${home}:${this.config.user_provisioners.shell}\n`);
+    }
+    await mkdir(under(this.dir, home), { recursive: true, mode: 0o750 });
+    await chmod(under(this.dir, home), 0o750);
+    return { ...result, backend: 'scratch' };
+  }
+}
+
+/** Shows temp files of the real backend as paths under the scratch dir's own `/`. */
+function recorded(argv: string[], dir: string): string[] {
+  return argv.map((a) => (a.startsWith(dir) ? a.slice(dir.length) || '/' : a));
+}

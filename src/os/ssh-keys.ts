@@ -1,0 +1,132 @@
+/**
+ * Writes a user's authorized_keys: validated keys merged with the existing ones (deduplicated), `.ssh` 0700 and
+ * the file 0600 owned by the user, every component opened with O_NOFOLLOW so a symlink planted in the home
+ * directory is refused rather than followed (safe-fs.ts), and the file replaced atomically.
+ */
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { BootstateError } from '../errors.js';
+import { under } from './paths.js';
+import { inDir, openBase, openExistingFile, walkDirs } from './safe-fs.js';
+import { validateSshKey } from './validate.js';
+
+const MAX_EXISTING_BYTES = 1024 * 1024;
+
+export interface AuthorizedKeysTarget {
+  username: string;
+  uid: number;
+  gid: number;
+  /** The home directory as the system sees it (e.g. `/home/azureuser`). */
+  home: string;
+  /** Candidate files from sshd's configuration (absolute, as the system sees them). */
+  paths: string[];
+  /** Where the system's `/` is (tests use a temp dir). */
+  root: string;
+  /** Owner of directories created outside the home (default root). */
+  rootOwner?: { uid: number; gid: number };
+}
+
+export interface AuthorizedKeysResult {
+  path: string;
+  added: number;
+  total: number;
+}
+
+/** Chooses the file to write: the first candidate inside the home, else the first one (sshd's config says so). */
+export function chooseKeysFile(paths: string[], home: string): string {
+  const inside = paths.find((p) => isInside(p, home));
+  const chosen = inside ?? paths[0];
+  if (!chosen) throw new BootstateError('SSH_KEYS_FAILED', 'no AuthorizedKeysFile candidate');
+  return chosen;
+}
+
+/** Validates every key first (INVALID_SSH_KEY), then merges them into the user's authorized_keys file. */
+export async function writeAuthorizedKeys(target: AuthorizedKeysTarget, keys: string[]): Promise<AuthorizedKeysResult> {
+  const parsed = keys.map((k) => validateSshKey(k));
+  const file = chooseKeysFile(target.paths, target.home);
+  const inside = isInside(file, target.home);
+  const base = inside ? target.home : '/';
+  const relative = path.posix.relative(base, file).split('/');
+  const name = relative.pop()!;
+  const rootOwner = target.rootOwner ?? { uid: 0, gid: 0 };
+  const owners = [target.uid, rootOwner.uid];
+  const baseHandle = await openBase(under(target.root, base), inside ? owners : [rootOwner.uid]);
+  const dir = await walkDirs(baseHandle, base, relative, {
+    create: inside ? { uid: target.uid, gid: target.gid, mode: 0o700 } : { ...rootOwner, mode: 0o755 },
+    allowedOwners: owners,
+  });
+  try {
+    // sshd's StrictModes rejects a group- or world-writable .ssh; we own the decision to tighten it.
+    if (inside && relative.length > 0) await dir.chmod(0o700);
+    const existing = await readExisting(dir, name, file, owners);
+    const seen = new Set(existing.map(identity).filter((id): id is string => id !== null));
+    const lines = [...existing];
+    let added = 0;
+    for (const key of parsed) {
+      const id = `${key.type} ${key.base64}`;
+      if (seen.has(id)) continue;
+      seen.add(id);
+      lines.push(key.line);
+      added++;
+    }
+    await replaceInDir(dir, name, `${lines.join('\n')}\n`, target.uid, target.gid);
+    return { path: file, added, total: lines.filter((l) => identity(l) !== null).length };
+  } finally {
+    await dir.close();
+  }
+}
+
+async function readExisting(dir: Awaited<ReturnType<typeof walkDirs>>, name: string, shown: string, owners: number[]): Promise<string[]> {
+  const handle = await openExistingFile(dir, name, shown, owners);
+  if (!handle) return [];
+  try {
+    const stat = await handle.stat();
+    if (stat.size > MAX_EXISTING_BYTES) {
+      throw new BootstateError('SSH_KEYS_FAILED', `${shown} is larger than ${MAX_EXISTING_BYTES} bytes`);
+    }
+    const text = (await handle.readFile()).toString('utf8');
+    return text.split('\n').map((l) => l.replace(/\r$/, '')).filter((l) => l.trim().length > 0);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** `type base64` of a valid key line, or null for comments and lines we do not understand (kept as they are). */
+function identity(line: string): string | null {
+  if (line.trimStart().startsWith('#')) return null;
+  try {
+    const key = validateSshKey(line);
+    return `${key.type} ${key.base64}`;
+  } catch {
+    return null;
+  }
+}
+
+async function replaceInDir(dir: Awaited<ReturnType<typeof walkDirs>>, name: string, text: string, uid: number, gid: number): Promise<void> {
+  const tempName = `.${name}.${randomBytes(6).toString('hex')}.tmp`;
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+  const handle = await open(inDir(dir, tempName), flags, 0o600);
+  try {
+    try {
+      await handle.chown(uid, gid);
+      await handle.chmod(0o600);
+      await handle.writeFile(text);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    // rename(2) replaces a symlink at the destination instead of following it.
+    await rename(inDir(dir, tempName), inDir(dir, name));
+  } catch (error) {
+    await rm(inDir(dir, tempName), { force: true });
+    throw error;
+  }
+  await dir.sync();
+}
+
+function isInside(p: string, dir: string): boolean {
+  const rel = path.posix.relative(dir, p);
+  return rel.length > 0 && !rel.startsWith('..') && !path.posix.isAbsolute(rel);
+}

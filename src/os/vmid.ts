@@ -1,0 +1,58 @@
+/**
+ * The VM id as Azure knows it (spec §6): `product_uuid`, lower-cased, with the first three groups
+ * byte-swapped on Generation 1 (BIOS) VMs, where SMBIOS 2.3 stores them little-endian.
+ */
+import { access, readFile } from 'node:fs/promises';
+import { under } from './paths.js';
+
+export const ZERO_VM_ID = '00000000-0000-0000-0000-000000000000';
+
+export interface VmId {
+  vmId: string;
+  source: 'product_uuid' | 'unreadable';
+  generation: 1 | 2;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Reads the VM id under `sysRoot` (default `/`): e.g. Gen1 `550e8400-e29b-…` → `00840e55-9be2-d441-…`. */
+export async function readVmId(options: { sysRoot?: string } = {}): Promise<VmId> {
+  const root = options.sysRoot ?? '/';
+  const generation = (await exists(under(root, '/sys/firmware/efi'))) || (await exists(under(root, '/dev/efi'))) ? 2 : 1;
+  let raw: string;
+  try {
+    raw = (await readFile(under(root, '/sys/class/dmi/id/product_uuid'), 'utf8')).trim().toLowerCase();
+  } catch {
+    raw = '';
+  }
+  if (!raw) return { vmId: ZERO_VM_ID, source: 'unreadable', generation };
+  if (generation === 2) return { vmId: raw, source: 'product_uuid', generation };
+  return { vmId: UUID.test(raw) ? swapGen1(raw) : raw, source: 'product_uuid', generation };
+}
+
+/**
+ * Reverses the byte order of the first three groups of a lower-case UUID (4, 2 and 2 bytes), independent of
+ * the host's endianness. Applying it twice gives the input back.
+ */
+export function swapGen1(uuid: string): string {
+  const [a, b, c, ...rest] = uuid.split('-');
+  return [reverseBytes(a!), reverseBytes(b!), reverseBytes(c!), ...rest].join('-');
+}
+
+/** Compares two VM ids ignoring case (old kernels expose upper case). */
+export function sameVmId(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
+}
+
+function reverseBytes(hex: string): string {
+  return (hex.match(/../g) ?? []).reverse().join('');
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
