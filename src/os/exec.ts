@@ -11,6 +11,7 @@ export interface RunOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
   env?: NodeJS.ProcessEnv;
+  cwd?: string;
   /** Cap on each of stdout and stderr kept in memory; the rest is dropped. */
   maxOutputBytes?: number;
   /** Resolve with the result instead of throwing when the command exits non-zero. */
@@ -46,6 +47,7 @@ export function run(argv: string[], options: RunOptions = {}): Promise<RunResult
     // detached: the child leads its own process group, so abort/timeout can kill it and its descendants.
     const child = spawn(command, args, {
       detached: true,
+      cwd: options.cwd,
       env: withSbinPath(options.env ?? process.env),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
