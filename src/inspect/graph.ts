@@ -1,0 +1,128 @@
+/**
+ * The statechart as plain data: a walk over `machine.root` that lists every state node and every transition
+ * (events, `after` delays, invoke `onDone`/`onError`, state `onDone`, `always`) with a label a reader understands.
+ * The renderers (DOT, Mermaid, SVG) and the trace work from this graph, never from XState internals.
+ */
+import type { AnyStateMachine, AnyStateNode, AnyTransitionDefinition } from 'xstate';
+import { edgeKey, guardName, statePath } from './edge-key.js';
+
+export { toDot, type DotHighlight } from './dot.js';
+export { toMermaid } from './mermaid.js';
+export { renderSvg } from './svg.js';
+
+export interface GraphNode {
+  /** The state's dotted path, e.g. `provisioning.work.metadata`. */
+  id: string;
+  key: string;
+  type: 'atomic' | 'compound' | 'parallel' | 'final' | 'history';
+  parent?: string;
+  children: string[];
+  initial?: string;
+  tags: string[];
+  /** Invoked actors as `id (src)`. */
+  invokes: string[];
+}
+
+export type EdgeKind = 'event' | 'after' | 'done' | 'error' | 'always';
+
+export interface GraphEdge {
+  /** The stable edge key, the same string journals record. */
+  key: string;
+  source: string;
+  /** Empty for a targetless (internal) transition. */
+  targets: string[];
+  event: string;
+  kind: EdgeKind;
+  label: string;
+}
+
+export interface MachineGraph {
+  id: string;
+  root: string;
+  nodes: Map<string, GraphNode>;
+  edges: GraphEdge[];
+}
+
+/** Formats milliseconds the way a reader says them: `500ms`, `2s`, `1.5s`, `2min`. */
+export function formatDelay(ms: number): string {
+  if (ms < 1000) return `${ms}ms`;
+  if (ms < 60_000 || ms % 60_000 !== 0) return `${Number((ms / 1000).toFixed(3))}s`;
+  return ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : `${ms / 60_000}min`;
+}
+
+/** Labels a delay by its value when known and its name when it has one: `after 2s (retryInterval)`. */
+function delayLabel(machine: AnyStateMachine, delay: unknown): string {
+  if (typeof delay === 'number') return `after ${formatDelay(delay)}`;
+  if (typeof delay === 'string') {
+    const implementation = (machine.implementations.delays as Record<string, unknown>)[delay];
+    return typeof implementation === 'number' ? `after ${formatDelay(implementation)} (${delay})` : `after (${delay})`;
+  }
+  return 'after (expression)';
+}
+
+/** Classifies a transition by its event type. */
+function kindOf(eventType: string): EdgeKind {
+  if (eventType === '') return 'always';
+  if (eventType.startsWith('xstate.after.')) return 'after';
+  if (eventType.startsWith('xstate.error.')) return 'error';
+  if (eventType.startsWith('xstate.done.')) return 'done';
+  return 'event';
+}
+
+/** A short human label for a transition, with its guard in brackets. */
+function edgeLabel(machine: AnyStateMachine, node: AnyStateNode, transition: AnyTransitionDefinition): string {
+  const eventType = String(transition.eventType);
+  let label: string;
+  const kind = kindOf(eventType);
+  if (kind === 'always') label = 'always';
+  else if (kind === 'after') {
+    const delayed = node.after.find((candidate) => candidate.eventType === eventType);
+    label = delayLabel(machine, delayed?.delay);
+  } else if (eventType.startsWith('xstate.done.actor.')) label = `done: ${eventType.slice('xstate.done.actor.'.length)}`;
+  else if (eventType.startsWith('xstate.error.actor.')) label = `error: ${eventType.slice('xstate.error.actor.'.length)}`;
+  else if (eventType.startsWith('xstate.done.state.')) label = 'onDone';
+  else label = eventType;
+  const guard = guardName(transition);
+  return guard ? `${label} [${guard}]` : label;
+}
+
+/** The name of an invoked actor's logic: its key in `setup({ actors })`, or `inline`. */
+function srcName(src: unknown): string {
+  return typeof src === 'string' ? src : 'inline';
+}
+
+/** Walks a machine into a {@link MachineGraph}; works for any XState 5 machine. */
+export function buildGraph(machine: AnyStateMachine): MachineGraph {
+  const nodes = new Map<string, GraphNode>();
+  const edges: GraphEdge[] = [];
+  const visit = (node: AnyStateNode): void => {
+    const id = statePath(node);
+    const children = Object.values(node.states as Record<string, AnyStateNode>);
+    const initialTarget = node.type === 'compound' ? node.initial?.target?.[0] : undefined;
+    nodes.set(id, {
+      id,
+      key: node.key,
+      type: node.type,
+      parent: node.parent ? statePath(node.parent) : undefined,
+      children: children.map(statePath),
+      initial: initialTarget ? statePath(initialTarget) : undefined,
+      tags: [...node.tags],
+      invokes: node.invoke.map((invoke) => `${invoke.id} (${srcName(invoke.src)})`),
+    });
+    const transitions: AnyTransitionDefinition[] = [...node.transitions.values()].flat();
+    transitions.push(...(node.always ?? []));
+    for (const transition of transitions) {
+      edges.push({
+        key: edgeKey(node, transition),
+        source: id,
+        targets: (transition.target ?? []).map(statePath),
+        event: String(transition.eventType),
+        kind: kindOf(String(transition.eventType)),
+        label: edgeLabel(machine, node, transition),
+      });
+    }
+    children.forEach(visit);
+  };
+  visit(machine.root);
+  return { id: machine.id, root: statePath(machine.root), nodes, edges };
+}
