@@ -39,7 +39,10 @@ export type TransportFailure =
 const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 const dispatchers = new Map<string, Agent>();
 
-/** Returns the shared dispatcher for these timeouts so sequential attempts reuse their connection. */
+/**
+ * Returns the shared dispatcher for these timeouts so sequential attempts reuse their connection. undici's
+ * connect timer has a resolution of about a second; the whole-attempt timer below is exact.
+ */
 function dispatcherFor(connectTimeoutMs: number, requestTimeoutMs: number): Agent {
   const key = `${connectTimeoutMs}/${requestTimeoutMs}`;
   let agent = dispatchers.get(key);
@@ -139,7 +142,7 @@ export async function request(url: string, options: HttpRequestOptions): Promise
     });
     const declared = Number(res.headers['content-length']);
     if (Number.isFinite(declared) && declared > maxBodyBytes) {
-      res.body.destroy();
+      discard(res.body);
       throw new BodyTooLarge();
     }
     const chunks: Buffer[] = [];
@@ -147,7 +150,7 @@ export async function request(url: string, options: HttpRequestOptions): Promise
     for await (const chunk of res.body) {
       size += (chunk as Buffer).length;
       if (size > maxBodyBytes) {
-        res.body.destroy();
+        discard(res.body);
         throw new BodyTooLarge();
       }
       chunks.push(chunk as Buffer);
@@ -168,6 +171,12 @@ export async function request(url: string, options: HttpRequestOptions): Promise
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
   }
+}
+
+/** Drops a body we will not read; undici reports the destruction as an error nobody needs to see. */
+function discard(body: NodeJS.ReadableStream & { destroy(): void }): void {
+  body.on('error', () => undefined);
+  body.destroy();
 }
 
 /** Joins repeated headers so callers and logs see one string per name. */
