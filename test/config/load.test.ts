@@ -1,0 +1,225 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+import { loadConfig } from '../../src/config/load.js';
+import { BootstateError } from '../../src/errors.js';
+
+let root: string;
+let systemFile: string;
+let dropinDir: string;
+const noEnv = {};
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'bootstate-config-'));
+  systemFile = join(root, 'bootstate.toml');
+  dropinDir = join(root, 'bootstate.toml.d');
+});
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+async function write(path: string, text: string): Promise<string> {
+  await mkdir(join(path, '..'), { recursive: true });
+  await writeFile(path, text);
+  return path;
+}
+
+async function errorOf(promise: Promise<unknown>): Promise<BootstateError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(BootstateError);
+    expect((error as BootstateError).code).toBe('CONFIG_INVALID');
+    return error as BootstateError;
+  }
+  throw new Error('expected a config error');
+}
+
+describe('loadConfig', () => {
+  it('returns the defaults when no file exists', async () => {
+    const loaded = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(loaded).toEqual({ config: DEFAULT_CONFIG, sources: [], warnings: [] });
+  });
+
+  it('merges system file, sorted drop-ins, then the override, later keys winning', async () => {
+    await write(systemFile, '[imds]\nretry_interval_secs = 5\nrequest_timeout_secs = 10\n');
+    const b = await write(join(dropinDir, '20-b.toml'), '[imds]\nrequest_timeout_secs = 20\n');
+    const a = await write(join(dropinDir, '10-a.toml'), '[imds]\nrequest_timeout_secs = 15\ntotal_retry_timeout_secs = 100\n');
+    await write(join(dropinDir, 'README'), 'not toml');
+    const override = await write(join(root, 'cli.toml'), '[imds]\ntotal_retry_timeout_secs = 50\n');
+    const { config, sources } = await loadConfig({ systemFile, dropinDir, override, env: noEnv });
+    expect(sources).toEqual([systemFile, a, b, override]);
+    expect(config.imds).toEqual({
+      ...DEFAULT_CONFIG.imds,
+      retry_interval_secs: 5,
+      request_timeout_secs: 20,
+      total_retry_timeout_secs: 50,
+    });
+  });
+
+  it('replaces arrays instead of concatenating them', async () => {
+    await write(systemFile, '[user_provisioners]\ngroups = ["adm", "wheel"]\n');
+    await write(join(dropinDir, '50.toml'), '[user_provisioners]\ngroups = ["docker"]\n');
+    const { config } = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(config.user_provisioners.groups).toEqual(['docker']);
+    expect(config.user_provisioners.backends).toEqual(DEFAULT_CONFIG.user_provisioners.backends);
+  });
+
+  it('merges the sorted *.toml files of an override directory', async () => {
+    const dir = join(root, 'override');
+    const second = await write(join(dir, 'b.toml'), '[journal]\nkeep = 2\n');
+    const first = await write(join(dir, 'a.toml'), '[journal]\nkeep = 1\nenable = false\n');
+    const { config, sources } = await loadConfig({ systemFile, dropinDir, override: dir, env: noEnv });
+    expect(sources).toEqual([first, second]);
+    expect(config.journal).toEqual({ enable: false, keep: 2 });
+  });
+
+  it('reads BOOTSTATE_CONFIG like --config, and --config wins over it', async () => {
+    const fromEnv = await write(join(root, 'env.toml'), '[journal]\nkeep = 7\n');
+    const fromCli = await write(join(root, 'cli.toml'), '[journal]\nkeep = 9\n');
+    const env = { BOOTSTATE_CONFIG: fromEnv };
+    expect((await loadConfig({ systemFile, dropinDir, env })).config.journal.keep).toBe(7);
+    expect((await loadConfig({ systemFile, dropinDir, env, override: fromCli })).config.journal.keep).toBe(9);
+  });
+
+  it('accepts integers for fractional-second settings and floats where they are whole', async () => {
+    await write(systemFile, '[imds]\nconnection_timeout_secs = 3\nrequest_timeout_secs = 2.5\n[wireserver]\nretry_interval_secs = 0.25\n');
+    const { config } = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(config.imds.connection_timeout_secs).toBe(3);
+    expect(config.imds.request_timeout_secs).toBe(2.5);
+    expect(config.wireserver.retry_interval_secs).toBe(0.25);
+  });
+
+  it.each([
+    ['[imds]\nretry_interval_secs = "2"\n', '[imds] retry_interval_secs: expected number, got string'],
+    ['[imds]\nretry_interval = 2\n', '[imds] retry_interval: unknown key'],
+    ['[imdz]\nendpoint = "http://x"\n', '[imdz]: unknown section'],
+    ['imds = 3\n', '[imds]: expected a table, got integer'],
+    ['[imds]\nrequest_timeout_secs = 0\n', '[imds] request_timeout_secs: must be a number of seconds > 0'],
+    ['[imds]\nrequest_timeout_secs = -1.5\n', '[imds] request_timeout_secs: must be a number of seconds > 0'],
+    ['[imds]\nrequest_timeout_secs = inf\n', '[imds] request_timeout_secs: must be a number of seconds > 0'],
+    ['[imds]\nendpoint = "https://169.254.169.254/x"\n', '[imds] endpoint: must be an http:// URL'],
+    ['[telemetry]\nkvp_pool = 5\n', '[telemetry] kvp_pool: must be an integer from 0 to 4'],
+    ['[telemetry]\nkvp_pool = 1.5\n', '[telemetry] kvp_pool: must be an integer from 0 to 4'],
+    ['[telemetry]\nkvp_level = "loud"\n', '[telemetry] kvp_level: expected one of "trace" | "debug" | "info" | "warn" | "error", got "loud"'],
+    ['[user_provisioners]\ngroups = ["adm", 3]\n', '[user_provisioners] groups[1]: expected string, got integer'],
+    ['[ssh]\nquery_sshd_config = "yes"\n', '[ssh] query_sshd_config: expected boolean, got string'],
+    ['[monitor]\nhost_plugin_port = 70000\n', '[monitor] host_plugin_port: must be an integer from 1 to 65535'],
+  ])('rejects %j naming the file and key', async (text, problem) => {
+    const file = await write(join(dropinDir, '50-x.toml'), text);
+    const error = await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv }));
+    expect(error.message).toBe(`${file}: ${problem}`);
+    expect(error.data).toEqual([
+      ['file', file],
+      ['error', problem],
+    ]);
+  });
+
+  it('reports the problems of several keys of a file at once', async () => {
+    const file = await write(systemFile, '[imds]\nretry_interval_secs = "2"\n[journal]\nkeep = "x"\n');
+    const error = await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv }));
+    expect(error.message).toBe(
+      `${file}: [imds] retry_interval_secs: expected number, got string; [journal] keep: expected number, got string`,
+    );
+  });
+
+  it('rejects a file that is not TOML, naming it', async () => {
+    const file = await write(systemFile, '[imds\n');
+    const error = await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv }));
+    expect(error.message.startsWith(`${file}: not valid TOML`)).toBe(true);
+  });
+
+  it('rejects an override that does not exist', async () => {
+    const missing = join(root, 'missing.toml');
+    const error = await errorOf(loadConfig({ systemFile, dropinDir, override: missing, env: noEnv }));
+    expect(error.message).toBe(`${missing}: cannot read: ENOENT`);
+  });
+
+  it('does not let a later valid file excuse an earlier invalid one', async () => {
+    const bad = await write(join(dropinDir, '10.toml'), '[journal]\nkeep = "x"\n');
+    await write(join(dropinDir, '20.toml'), '[journal]\nkeep = 3\n');
+    const error = await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv }));
+    expect(error.message.startsWith(bad)).toBe(true);
+  });
+
+  it('carries an azure-init configuration file over unchanged', async () => {
+    const azureInit = `
+[ssh]
+authorized_keys_path = ".ssh/authorized_keys"
+query_sshd_config = false
+configure_sshd_password_authentication = true
+
+[hostname_provisioners]
+backends = ["hostnamectl"]
+
+[user_provisioners]
+backends = ["useradd"]
+
+[password_provisioners]
+backends = ["passwd"]
+
+[imds]
+connection_timeout_secs = 2.0
+request_timeout_secs = 60
+retry_interval_secs = 2.0
+total_retry_timeout_secs = 300
+
+[provisioning_media]
+enable = true
+
+[azure_proxy_agent]
+enable = true
+
+[wireserver]
+connection_timeout_secs = 30
+read_timeout_secs = 60.0
+total_retry_timeout_secs = 1200.0
+health_endpoint = "http://168.63.129.16/provisioning/health"
+
+[telemetry]
+kvp_diagnostics = false
+kvp_filter = "info"
+
+[azure_init_data_dir]
+path = "/var/lib/azure-init/"
+
+[azure_init_log_path]
+path = "/var/log/azure-init.log"
+`;
+    const file = await write(systemFile, azureInit);
+    const { config, warnings } = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(config.ssh.query_sshd_config).toBe(false);
+    expect(config.hostname_provisioners.backends).toEqual(['hostnamectl']);
+    expect(config.imds.connection_timeout_secs).toBe(2);
+    expect(config.wireserver.connection_timeout_secs).toBe(30);
+    expect(config.telemetry.kvp).toBe(false);
+    expect(config.data_dir.path).toBe('/var/lib/azure-init/');
+    expect(config.log_path.path).toBe('/var/log/azure-init.log');
+    expect(warnings).toEqual([
+      `${file}: [azure_proxy_agent] is accepted for azure-init compatibility and ignored`,
+      `${file}: [telemetry] kvp_filter is accepted for azure-init compatibility and ignored (use kvp_level)`,
+    ]);
+  });
+
+  it('names the azure-init section as written when its value is wrong', async () => {
+    const file = await write(systemFile, '[azure_init_data_dir]\npath = 5\n');
+    const error = await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv }));
+    expect(error.message).toBe(`${file}: [azure_init_data_dir] path: expected string, got integer`);
+  });
+
+  it('prefers our own names when a file sets both spellings', async () => {
+    await write(systemFile, '[data_dir]\npath = "/ours"\n[azure_init_data_dir]\npath = "/theirs"\n[telemetry]\nkvp = true\nkvp_diagnostics = false\n');
+    const { config, warnings } = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(config.data_dir.path).toBe('/ours');
+    expect(config.telemetry.kvp).toBe(true);
+    expect(warnings).toHaveLength(2);
+  });
+
+  it('does not share state with DEFAULT_CONFIG', async () => {
+    const { config } = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    config.user_provisioners.groups.push('mutated');
+    expect(DEFAULT_CONFIG.user_provisioners.groups).toEqual([]);
+  });
+});
