@@ -47,6 +47,12 @@ export class ScratchProvisioner extends RealProvisioner {
     this.commands = commands;
   }
 
+  /** Writes `<dir>/etc/hostname` and records the `hostname` call. */
+  override async setHostname(hostname: string, signal: AbortSignal): Promise<StepResult> {
+    await mkdir(under(this.dir, '/etc'), { recursive: true });
+    return super.setHostname(hostname, signal);
+  }
+
   /** Records useradd as the real backend would, then creates the home and a passwd line under `dir`. */
   override async createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult> {
     const result = await super.createUser(request, signal);

@@ -1,0 +1,94 @@
+/**
+ * The commented `/etc/bootstate/bootstate.toml` the .deb ships, rendered from DEFAULT_CONFIG so it cannot drift:
+ * every key appears commented out with its default and one line saying what it does, and rendering fails if a
+ * key has no explanation or an explanation names a key that no longer exists.
+ *
+ * @example
+ *   writeFileSync('bootstate.toml', renderDefaultConfig());
+ *   // [imds]
+ *   // # Where the instance metadata (IMDS) document is fetched from.
+ *   // #endpoint = "http://169.254.169.254/metadata/instance?api-version=2023-11-15&extended=true"
+ */
+import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from '../src/config/defaults.js';
+
+/** One line per key, `section.key` → what it does. */
+export const KEY_EXPLANATIONS: Record<string, string> = {
+  'imds.endpoint': 'Where the instance metadata (IMDS) document is fetched from.',
+  'imds.connection_timeout_secs': 'Give up on one IMDS connection attempt after this many seconds.',
+  'imds.request_timeout_secs': 'Give up on one IMDS request (headers and body) after this many seconds.',
+  'imds.retry_interval_secs': 'Wait this long between IMDS attempts after a retryable failure.',
+  'imds.total_retry_timeout_secs': 'Stop retrying IMDS and report ProvisioningFailed after this many seconds in all.',
+  'imds.max_body_bytes': 'Refuse an IMDS answer larger than this many bytes.',
+  'wireserver.address': 'The wireserver address (Azure\'s fixed virtual public IP).',
+  'wireserver.health_endpoint': 'Where provisioning health (InProgress, Ready, ProvisioningFailed) is POSTed.',
+  'wireserver.connection_timeout_secs': 'Give up on one wireserver connection attempt after this many seconds.',
+  'wireserver.read_timeout_secs': 'Give up on one wireserver answer after this many seconds.',
+  'wireserver.retry_interval_secs': 'Wait this long between health report attempts after a retryable failure.',
+  'wireserver.total_retry_timeout_secs': 'Stop retrying a health report after this many seconds in all.',
+  'wireserver.report_in_progress': 'Report NotReady/Provisioning while provisioning runs (off the critical path).',
+  'ssh.authorized_keys_path': 'The admin user\'s authorized_keys file, relative to their home directory.',
+  'ssh.query_sshd_config': 'Ask `sshd -G` where authorized keys are read from instead of assuming the path above.',
+  'ssh.configure_sshd_password_authentication': 'Write an sshd drop-in that allows or forbids password logins as the VM owner chose.',
+  'ssh.sshd_config_dir': 'The sshd drop-in directory the password-authentication drop-in is written to.',
+  'ssh.sshd_config_path': 'The main sshd configuration file (checked to include the drop-in directory).',
+  'ssh.reload_sshd': 'Reload sshd after writing the drop-in so it takes effect at once.',
+  'hostname_provisioners.backends': 'Ways to set the hostname, tried in order until one works.',
+  'user_provisioners.backends': 'Ways to create the admin user, tried in order until one works.',
+  'user_provisioners.shell': 'Login shell of the admin user.',
+  'user_provisioners.groups': 'Supplementary groups the admin user joins (also --groups / BOOTSTATE_USER_GROUPS).',
+  'user_provisioners.missing_groups': 'A listed group that does not exist: "create" it or "skip" it with a warning.',
+  'user_provisioners.passwordless_sudo': 'Give the admin user sudo without a password through a sudoers drop-in.',
+  'user_provisioners.sudoers_dir': 'Where that sudoers drop-in is written.',
+  'password_provisioners.backends': 'Ways to set or lock the admin password, tried in order until one works.',
+  'provisioning_media.enable': 'Read ovf-env.xml from the provisioning media (the CD-ROM Azure attaches) if present.',
+  'telemetry.kvp': 'Write telemetry and the health report to Hyper-V KVP so the host can read them.',
+  'telemetry.kvp_dir': 'Directory of the KVP pool files.',
+  'telemetry.kvp_pool': 'KVP pool number written to (1 = guest to host, what the host reads).',
+  'telemetry.kvp_level': 'Lowest log level copied to KVP: trace, debug, info, warn or error.',
+  'monitor.host_plugin_port': 'Port of the host GA plugin on the wireserver address.',
+  'monitor.heartbeat_period_secs': 'How often the monitor checks the host plugin.',
+  'monitor.heartbeat_rollup_secs': 'Window over which host plugin observations are rolled up into one report.',
+  'monitor.imds_period_secs': 'How often the monitor checks IMDS.',
+  'monitor.imds_rollup_secs': 'Window over which IMDS observations are rolled up into one report.',
+  'monitor.versions_period_secs': 'How often the monitor asks the host plugin for its supported versions.',
+  'monitor.request_timeout_secs': 'Give up on one monitor request after this many seconds.',
+  'journal.enable': 'Keep a JSONL journal of each run\'s states (no secrets) for `bootstate trace`.',
+  'journal.keep': 'How many run journals to keep.',
+  'data_dir.path': 'Where the provisioned marker, journals and state live.',
+  'log_path.path': 'Log file; an empty string writes no log file.',
+};
+
+/** Renders the whole file; throws when DEFAULT_CONFIG and the explanations disagree. */
+export function renderDefaultConfig(): string {
+  const keys = new Set<string>();
+  const lines = [
+    '# bootstate configuration.',
+    '#',
+    '# Every setting below is commented out and shows its built-in default; uncomment a line to change it.',
+    `# Files in ${SYSTEM_CONFIG_DROPIN_DIR}/*.toml override this one (in name order), and`,
+    '# `bootstate --config FILE|DIR` (or BOOTSTATE_CONFIG) overrides them all. Durations are in seconds.',
+    '# azure-init section names ([azure_init_data_dir], [azure_init_log_path]) are accepted too.',
+  ];
+  for (const [section, values] of Object.entries(DEFAULT_CONFIG) as [string, Record<string, unknown>][]) {
+    lines.push('', `[${section}]`);
+    for (const [key, value] of Object.entries(values)) {
+      const name = `${section}.${key}`;
+      const explanation = KEY_EXPLANATIONS[name];
+      if (explanation === undefined) throw new Error(`${SYSTEM_CONFIG_FILE}: no explanation for ${name}; add one to packaging/default-config.ts`);
+      keys.add(name);
+      lines.push(`# ${explanation}`, `#${key} = ${tomlValue(value, name)}`);
+    }
+  }
+  const stale = Object.keys(KEY_EXPLANATIONS).filter((name) => !keys.has(name));
+  if (stale.length > 0) throw new Error(`explanations for keys that DEFAULT_CONFIG no longer has: ${stale.join(', ')}`);
+  return `${lines.join('\n')}\n`;
+}
+
+/** The TOML spelling of a default: strings and arrays of strings, integers, booleans. */
+function tomlValue(value: unknown, name: string): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'boolean') return String(value);
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  if (Array.isArray(value)) return `[${value.map((item) => tomlValue(item, name)).join(', ')}]`;
+  throw new Error(`${name}: no TOML spelling for default ${JSON.stringify(value)}`);
+}

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { BootstateError } from '../../src/errors.js';
+import { expandAuthorizedKeysFile, resolveAuthorizedKeysFiles, sshdDumpValue } from '../../src/os/authorized-keys-file.js';
+import type { RunOptions, RunResult, Runner } from '../../src/os/exec.js';
+
+const context = { username: 'alice', home: '/home/alice', uid: 1000 };
+
+describe('expandAuthorizedKeysFile', () => {
+  it('expands %h %u %U %% and takes relative paths from the home directory', () => {
+    expect(expandAuthorizedKeysFile('.ssh/authorized_keys .ssh/authorized_keys2', context)).toEqual([
+      '/home/alice/.ssh/authorized_keys',
+      '/home/alice/.ssh/authorized_keys2',
+    ]);
+    expect(expandAuthorizedKeysFile('%h/.ssh/keys /etc/ssh/keys/%u /var/keys/%U/100%%', context)).toEqual([
+      '/home/alice/.ssh/keys',
+      '/etc/ssh/keys/alice',
+      '/var/keys/1000/100%',
+    ]);
+  });
+
+  it('refuses an unknown token', () => {
+    expect(() => expandAuthorizedKeysFile('/keys/%z', context)).toThrow(/unknown token/);
+  });
+});
+
+function fakeSshd(answers: Record<string, string | 'missing' | 'fail'>): { run: Runner; calls: string[][] } {
+  const calls: string[][] = [];
+  const run: Runner = async (argv: string[], _options?: RunOptions): Promise<RunResult> => {
+    calls.push(argv);
+    const answer = answers[argv[1]!] ?? 'fail';
+    if (answer === 'missing') throw new BootstateError('SUBPROCESS_FAILED', 'sshd: spawn ENOENT', { data: [['spawn_error', 'ENOENT']] });
+    if (answer === 'fail') throw new BootstateError('SUBPROCESS_FAILED', 'sshd: exited with 255', { data: [['stderr', 'unknown option -- G\n']] });
+    return { argv, exitCode: 0, signal: null, stdout: answer, stderr: '', endedBy: 'exit' };
+  };
+  return { run, calls };
+}
+
+const base = { ...context, sshdConfigPath: '/etc/ssh/sshd_config', fallback: '.ssh/authorized_keys', querySshd: true };
+
+describe('resolveAuthorizedKeysFiles', () => {
+  it('asks sshd -G for the user with a connection spec and uses every listed file', async () => {
+    const { run, calls } = fakeSshd({ '-G': 'port 22\nauthorizedkeysfile .ssh/authorized_keys /etc/ssh/keys/%u\n' });
+    const resolved = await resolveAuthorizedKeysFiles({ ...base, run });
+    expect(resolved).toEqual({ paths: ['/home/alice/.ssh/authorized_keys', '/etc/ssh/keys/alice'], source: 'sshd -G', warnings: [] });
+    expect(calls[0]).toEqual(['sshd', '-G', '-f', '/etc/ssh/sshd_config', '-C', expect.stringMatching(/^user=alice,host=.+,addr=127\.0\.0\.1$/)]);
+  });
+
+  it('falls back to sshd -T when -G is unknown (OpenSSH 9.2)', async () => {
+    const { run } = fakeSshd({ '-G': 'fail', '-T': 'authorizedkeysfile %h/.ssh/authorized_keys\n' });
+    const resolved = await resolveAuthorizedKeysFiles({ ...base, run });
+    expect(resolved.source).toBe('sshd -T');
+    expect(resolved.paths).toEqual(['/home/alice/.ssh/authorized_keys']);
+    expect(resolved.warnings[0]).toMatch(/sshd -G failed/);
+  });
+
+  it('uses the configured path with a warning when sshd is not installed', async () => {
+    const { run } = fakeSshd({ '-G': 'missing' });
+    const resolved = await resolveAuthorizedKeysFiles({ ...base, run });
+    expect(resolved).toMatchObject({ paths: ['/home/alice/.ssh/authorized_keys'], source: 'fallback' });
+    expect(resolved.warnings).toEqual([expect.stringMatching(/not installed/)]);
+  });
+
+  it('uses the configured path with a warning when both queries fail', async () => {
+    const { run } = fakeSshd({});
+    const resolved = await resolveAuthorizedKeysFiles({ ...base, run });
+    expect(resolved.source).toBe('fallback');
+    expect(resolved.warnings.at(-1)).toMatch(/could not query sshd/);
+  });
+
+  it('does not run sshd when querying is disabled', async () => {
+    const { run, calls } = fakeSshd({});
+    expect((await resolveAuthorizedKeysFiles({ ...base, querySshd: false, run })).source).toBe('fallback');
+    expect(calls).toEqual([]);
+  });
+
+  it('reads keyword values case-insensitively from a dump', () => {
+    expect(sshdDumpValue('PasswordAuthentication no\n', 'passwordauthentication')).toBe('no');
+    expect(sshdDumpValue('port 22\n', 'passwordauthentication')).toBeNull();
+  });
+});

@@ -1,0 +1,75 @@
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { BootstateError } from '../../src/errors.js';
+import { FileMarkerStore } from '../../src/os/marker.js';
+
+const VM = '00840e55-9be2-d441-a716-446655440000';
+const roots: string[] = [];
+async function temp(): Promise<string> {
+  const root = await mkdtemp(path.join(tmpdir(), 'marker-'));
+  roots.push(root);
+  return root;
+}
+afterEach(async () => {
+  for (const root of roots.splice(0)) await rm(root, { recursive: true, force: true });
+});
+
+describe('FileMarkerStore', () => {
+  it('reports none when the data directory does not exist yet', async () => {
+    expect(await new FileMarkerStore(path.join(await temp(), 'missing')).state(VM)).toBe('none');
+  });
+
+  it('creates the data directory 0700 and an empty 0600 report-pending marker', async () => {
+    const dir = path.join(await temp(), 'var/lib/bootstate');
+    const store = new FileMarkerStore(dir);
+    await store.markReportPending(VM);
+    expect((await stat(dir)).mode & 0o777).toBe(0o700);
+    const file = await stat(path.join(dir, `${VM}.report-pending`));
+    expect(file.mode & 0o777).toBe(0o600);
+    expect(file.size).toBe(0);
+    expect(await store.state(VM)).toBe('report-pending');
+  });
+
+  it('writes provisioned then drops the pending marker, leaving no temp files', async () => {
+    const dir = await temp();
+    const store = new FileMarkerStore(dir);
+    await store.markReportPending(VM);
+    await store.markProvisioned(VM);
+    expect(await readdir(dir)).toEqual([`${VM}.provisioned`]);
+    expect(await store.state(VM)).toBe('provisioned');
+  });
+
+  it('matches an existing marker whatever the case of the vm id', async () => {
+    const dir = await temp();
+    await writeFile(path.join(dir, `${VM.toUpperCase()}.provisioned`), '');
+    expect(await new FileMarkerStore(dir).state(VM)).toBe('provisioned');
+  });
+
+  it('finds nothing for a new vm id, so a clone provisions again', async () => {
+    const store = new FileMarkerStore(await temp());
+    await store.markProvisioned(VM);
+    expect(await store.state('11111111-2222-3333-4444-555555555555')).toBe('none');
+  });
+
+  it('clean removes markers and, with logs, the log file; a missing log is fine', async () => {
+    const dir = await temp();
+    const store = new FileMarkerStore(dir);
+    await store.markProvisioned(VM);
+    await store.markReportPending('11111111-2222-3333-4444-555555555555');
+    await writeFile(path.join(dir, 'journal.jsonl'), '');
+    const log = path.join(dir, 'bootstate.log');
+    await writeFile(log, 'x');
+    const removed = await store.clean({ logs: true, logPath: log });
+    expect(removed.sort()).toEqual([path.join(dir, '11111111-2222-3333-4444-555555555555.report-pending'), path.join(dir, `${VM}.provisioned`), log].sort());
+    expect(await readdir(dir)).toEqual(['journal.jsonl']);
+    expect(await store.clean({ logs: true, logPath: log })).toEqual([]);
+  });
+
+  it('clean fails with MARKER_FAILED when the data directory is missing', async () => {
+    const store = new FileMarkerStore(path.join(await temp(), 'nope'));
+    await expect(store.clean({ logs: false, logPath: '' })).rejects.toMatchObject({ code: 'MARKER_FAILED' });
+    await expect(store.clean({ logs: false, logPath: '' })).rejects.toBeInstanceOf(BootstateError);
+  });
+});

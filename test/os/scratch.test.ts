@@ -1,0 +1,77 @@
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+import { ScratchProvisioner } from '../../src/os/scratch.js';
+import { SecretStore } from '../../src/secrets.js';
+import { keyLine } from './keys.js';
+
+const dirs: string[] = [];
+async function scratch(config = DEFAULT_CONFIG): Promise<ScratchProvisioner> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'scratch-'));
+  dirs.push(dir);
+  return new ScratchProvisioner(dir, config);
+}
+afterEach(async () => {
+  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true });
+});
+const signal = new AbortController().signal;
+
+describe('ScratchProvisioner', () => {
+  it('runs a whole provisioning under its directory and records the commands it would run', async () => {
+    const p = await scratch();
+    const key = keyLine();
+    expect((await p.setHostname('web-01.example.com', signal)).backend).toBe('hostname');
+    await p.createUser({ username: 'azureuser', groups: ['adm'] }, signal);
+    expect((await p.setPassword('azureuser', new SecretStore(), signal)).backend).toBe('passwd');
+    const keys = await p.writeSshKeys({ username: 'azureuser', keys: [key] }, signal);
+    const sshd = await p.configureSshd(false, signal);
+
+    expect(await readFile(path.join(p.dir, 'etc/hostname'), 'utf8')).toBe('web-01\n');
+    expect(await readFile(path.join(p.dir, 'home/azureuser/.ssh/authorized_keys'), 'utf8')).toBe(`${key}\n`);
+    expect(keys.detail).toContain('/home/azureuser/.ssh/authorized_keys');
+    expect(await readFile(path.join(p.dir, 'etc/ssh/sshd_config.d/00-bootstate.conf'), 'utf8')).toMatch(/^PasswordAuthentication no$/m);
+    expect((await stat(path.join(p.dir, 'etc/ssh/sshd_config.d/00-bootstate.conf'))).mode & 0o777).toBe(0o600);
+    expect(sshd.warnings).toContain('sshd is not installed; effective value not verified');
+    expect(p.commands).toEqual([
+      ['hostname', 'web-01'],
+      ['useradd', '--create-home', '--home-dir', '/home/azureuser', '--shell', '/bin/bash', '--comment', 'created by bootstate from provisioning metadata', 'azureuser'],
+      ['passwd', '-l', 'azureuser'],
+      ['sshd', '-T', '-f', '/etc/ssh/sshd_config'],
+    ]);
+  });
+
+  it('warns about a configured group that does not exist instead of dropping it silently', async () => {
+    const p = await scratch();
+    const result = await p.createUser({ username: 'azureuser', groups: ['wheel'] }, signal);
+    expect(result.warnings).toEqual([expect.stringMatching(/group wheel does not exist; skipped/)]);
+  });
+
+  it('records chpasswd without the password when one is stored', async () => {
+    const p = await scratch();
+    await p.createUser({ username: 'azureuser', groups: [] }, signal);
+    const secrets = new SecretStore();
+    secrets.setPassword('correct horse battery staple');
+    expect((await p.setPassword('azureuser', secrets, signal)).backend).toBe('chpasswd');
+    expect(p.commands.at(-1)).toEqual(['chpasswd']);
+    expect(JSON.stringify(p.commands)).not.toContain('horse');
+  });
+
+  it('validates before it records anything', async () => {
+    const p = await scratch();
+    await expect(p.createUser({ username: 'root', groups: [] }, signal)).rejects.toMatchObject({ code: 'INVALID_USERNAME' });
+    await expect(p.setHostname('bad_name', signal)).rejects.toMatchObject({ code: 'INVALID_HOSTNAME' });
+    await expect(p.setPassword('ghost', new SecretStore(), signal)).rejects.toMatchObject({ code: 'USER_MISSING' });
+    expect(p.commands).toEqual([]);
+  });
+
+  it('writes a sudoers drop-in 0440 when passwordless sudo is configured', async () => {
+    const p = await scratch({ ...DEFAULT_CONFIG, user_provisioners: { ...DEFAULT_CONFIG.user_provisioners, passwordless_sudo: true } });
+    const result = await p.createUser({ username: 'azureuser', groups: [] }, signal);
+    const file = path.join(p.dir, 'etc/sudoers.d/90-bootstate-azureuser');
+    expect(await readFile(file, 'utf8')).toMatch(/^azureuser ALL=\(ALL\) NOPASSWD: ALL$/m);
+    expect((await stat(file)).mode & 0o777).toBe(0o440);
+    expect(result.warnings).toContain('visudo is not installed; sudoers drop-in not validated');
+  });
+});
