@@ -1,0 +1,212 @@
+/**
+ * Model-based tests of the monitor chart (DESIGN §3): xstate/graph traverses the real machine, each shortest
+ * path runs on the real interpreter with gated actors and a stepped clock, and coverage of every transition of
+ * every state node is proved twice, from the plan and from what the interpreter reported while the paths ran.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  createActor,
+  getMicrosteps,
+  type AnyEventObject,
+  type AnyTransitionDefinition,
+  type InspectionEvent,
+  type SnapshotFrom,
+} from 'xstate';
+import { getStateNodes, TestModel } from 'xstate/graph';
+import { HEARTBEAT, IMDS_HEARTBEAT, VERSIONS, monitorMachine, type MonitorInput } from '../../machines/monitor.js';
+import type { Observation } from '../../src/azure/healthservice.js';
+import { BREAK_REPORTER, Gates, StepClock, gatedActors, settle } from './harness.js';
+
+type Snapshot = SnapshotFrom<typeof monitorMachine>;
+
+// Distinct periods let the clock tell the regions' timers apart; zero roll-up makes every failure visible
+// in the observation, so each step's report can be checked (roll-up over time has its own scenario tests).
+const INPUT: Omit<MonitorInput, 'once'> = {
+  heartbeatPeriodMs: 1_000,
+  versionsPeriodMs: 2_000,
+  imdsPeriodMs: 3_000,
+  heartbeatRollupMs: 0,
+  imdsRollupMs: 0,
+};
+
+const REGIONS = [
+  { key: 'heartbeat', actor: 'checkHeartbeat', delay: 'heartbeatPeriod', ms: INPUT.heartbeatPeriodMs, name: HEARTBEAT },
+  { key: 'versions', actor: 'checkVersions', delay: 'versionsPeriod', ms: INPUT.versionsPeriodMs, name: VERSIONS },
+  { key: 'imds', actor: 'checkImds', delay: 'imdsPeriod', ms: INPUT.imdsPeriodMs, name: IMDS_HEARTBEAT },
+] as const;
+
+/** Every event the chart can take in `snapshot`, with the payloads its guards and actions read. */
+function eventsFor(snapshot: Snapshot): AnyEventObject[] {
+  if (snapshot.status !== 'active') return [];
+  const events: AnyEventObject[] = [];
+  for (const region of REGIONS) {
+    if (snapshot.matches({ running: { [region.key]: 'measuring' } } as never)) {
+      const done = (output: object) => ({ type: `xstate.done.actor.${region.actor}`, output: { at: 0, ...output } });
+      if (region.key === 'versions') {
+        events.push(done({ ok: true, value: '', available: true }));
+        events.push(done({ ok: true, value: 'HTTP status 404', available: false }));
+        events.push(done({ ok: false, value: 'HTTP status 500', available: false }));
+      } else {
+        events.push(done({ ok: true, value: '' }));
+        events.push(done({ ok: false, value: 'Missing field: [network]' }));
+      }
+      events.push({ type: `xstate.error.actor.${region.actor}`, error: 'bug' });
+    }
+    if (snapshot.matches({ running: { [region.key]: 'waiting' } } as never)) {
+      events.push({ type: `xstate.after.${region.delay}.monitor.running.${region.key}.waiting` });
+    }
+  }
+  if (snapshot.matches('running')) events.push({ type: 'STOP' });
+  if (snapshot.matches('stopping')) {
+    events.push({ type: 'xstate.done.actor.flush', output: undefined });
+    events.push({ type: 'xstate.error.actor.flush', error: 'bug' });
+  }
+  events.push({ type: 'xstate.error.actor.reporter', error: 'bug' });
+  return events;
+}
+
+/** The incoming edge's identity: event type plus the payload fields guards and actions branch on. */
+function edgeKey(event: AnyEventObject | undefined): string {
+  if (!event) return 'init';
+  const o = (event.output ?? {}) as { ok?: boolean; available?: boolean };
+  return `${event.type}${o.ok === undefined ? '' : `:ok=${o.ok}`}${o.available === undefined ? '' : `:available=${o.available}`}`;
+}
+
+/** State value, incoming edge and every context field that changes (guards, observations and output read them). */
+function serializeState(snapshot: Snapshot, event: AnyEventObject | undefined): string {
+  const { once, heartbeatStreak, imdsStreak, stopRequested, reporterFailed } = snapshot.context;
+  return JSON.stringify({
+    value: snapshot.value,
+    status: snapshot.status,
+    context: { once, heartbeatStreak, imdsStreak, stopRequested, reporterFailed },
+    via: edgeKey(event),
+  });
+}
+
+function modelFor(once: boolean) {
+  return new TestModel(monitorMachine, {
+    input: { ...INPUT, once },
+    events: eventsFor as never,
+    serializeState: serializeState as never,
+  });
+}
+
+const allNodes = [monitorMachine.root, ...getStateNodes(monitorMachine.root)];
+
+/** A stable name for a transition, the same for the machine and for its `provide`d copy. */
+function transitionKey(t: AnyTransitionDefinition): string {
+  const siblings = t.source.transitions.get(t.eventType) ?? [];
+  return `${t.source.id} --${t.eventType}[${siblings.findIndex((s) => s === t)}]--> ${(t.target ?? []).map((n) => n.id).join(',') || '(self)'}`;
+}
+
+const everyTransition = new Set(
+  allNodes.flatMap((node) => [...node.transitions.values()].flat().concat(node.always ?? []).map(transitionKey)),
+);
+
+/** Transitions a step takes: the event's own, plus the done-state transitions its microsteps raise. */
+function plannedTransitions(prev: Snapshot, event: AnyEventObject): string[] {
+  const taken = monitorMachine.getTransitionData(prev, event as never).map(transitionKey);
+  const micro = getMicrosteps(monitorMachine, prev, event as never).map(([s]) => s);
+  for (let k = 1; k < micro.length; k++) {
+    for (const node of allNodes) {
+      const doneType = `xstate.done.state.${node.id}`;
+      for (const t of node.transitions.get(doneType) ?? []) {
+        const sourceActive = micro[k - 1]._nodes.includes(node);
+        const targetsActive = (t.target ?? []).every((n) => micro[k]._nodes.includes(n));
+        if (sourceActive && targetsActive) taken.push(transitionKey(t));
+      }
+    }
+  }
+  return taken;
+}
+
+const models = [false, true].map((once) => ({ once, paths: modelFor(once).getShortestPaths() }));
+const observed = new Set<string>();
+
+/** Runs one planned path against the real interpreter and checks every state and side effect on the way. */
+async function runPath(once: boolean, path: (typeof models)[number]['paths'][number]) {
+  const gates = new Gates();
+  const observations: Observation[] = [];
+  const clock = new StepClock();
+  const actor = createActor(monitorMachine.provide({ actors: gatedActors(gates, observations) }), {
+    input: { ...INPUT, once },
+    clock,
+    inspect: (e: InspectionEvent) => {
+      if (e.type === '@xstate.microstep' && e.actorRef === actor) e._transitions.forEach((t) => observed.add(transitionKey(t)));
+    },
+  });
+  actor.start();
+  let seen = 0;
+  const execute = async ({ event }: { event: AnyEventObject }) => {
+    const inFlight = REGIONS.filter((r) => actor.getSnapshot().matches({ running: { [r.key]: 'measuring' } } as never));
+    const region = REGIONS.find((r) => event.type.endsWith(`.${r.actor}`) || event.type.startsWith(`xstate.after.${r.delay}.`));
+    if (event.type.startsWith('xstate.done.actor.')) gates.resolve(event.type.slice('xstate.done.actor.'.length), event.output);
+    else if (event.type === 'xstate.error.actor.reporter') actor.getSnapshot().children.reporter!.send(BREAK_REPORTER as never);
+    else if (event.type.startsWith('xstate.error.actor.')) gates.reject(event.type.slice('xstate.error.actor.'.length), new Error('bug'));
+    else if (event.type.startsWith('xstate.after.') && region) clock.fire(region.ms);
+    else actor.send(event as never);
+    await settle();
+
+    // Side effects: a finished measurement reports exactly one observation about its own signal.
+    const fresh = observations.slice(seen);
+    seen = observations.length;
+    if (event.type.startsWith('xstate.done.actor.check') && region) {
+      const output = event.output as { ok: boolean; value: string };
+      const value = region.key === 'heartbeat' ? '' : output.value;
+      expect(fresh).toEqual([{ ObservationName: region.name, IsHealthy: output.ok, Description: '', Value: value }]);
+    } else {
+      expect(fresh).toEqual([]);
+    }
+    if (event.type === 'STOP') {
+      // Leaving `running` aborts whatever was still being measured.
+      for (const r of inFlight) expect(gates.signals.get(r.actor)?.at(-1)?.aborted).toBe(true);
+      expect(gates.invocations.get('flush')).toBe(1);
+    }
+  };
+  const checkState = (planned: Snapshot) => {
+    const real = actor.getSnapshot();
+    expect(real.value).toEqual(planned.value);
+    expect(real.status).toBe(planned.status);
+    expect(real.context).toEqual(planned.context);
+    if (planned.status === 'done') {
+      expect(real.output).toEqual(planned.output);
+      expect(clock.pending).toBe(0);
+    }
+  };
+  const events = Object.fromEntries([...everyEventType()].map((type) => [type, execute]));
+  await path.test({ events: events as never, states: { '*': checkState as never } });
+  actor.stop();
+}
+
+function* everyEventType(): Generator<string> {
+  for (const node of allNodes) yield* node.transitions.keys();
+  yield 'STOP';
+}
+
+function describePath(path: { steps: Array<{ event: AnyEventObject }> }): string {
+  return path.steps.slice(1).map((s) => edgeKey(s.event).replace(/^xstate\.(done|error|after)\.(actor\.)?/, '$1 ')).join(' → ') || 'start';
+}
+
+for (const { once, paths } of models) {
+  describe(`the monitor chart${once ? ' with --once' : ''} follows every planned path`, () => {
+    for (const path of paths) it(describePath(path), () => runPath(once, path));
+  });
+}
+
+describe('monitor chart coverage', () => {
+  it('plans a path through every transition of every state node', () => {
+    const planned = new Set<string>();
+    for (const { paths } of models) {
+      for (const path of paths) {
+        for (let i = 1; i < path.steps.length; i++) {
+          plannedTransitions(path.steps[i - 1].state, path.steps[i].event).forEach((t) => planned.add(t));
+        }
+      }
+    }
+    expect([...everyTransition].filter((t) => !planned.has(t))).toEqual([]);
+  });
+
+  it('saw the interpreter take every transition while the paths ran', () => {
+    expect([...everyTransition].filter((t) => !observed.has(t))).toEqual([]);
+  });
+});
