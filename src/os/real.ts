@@ -15,7 +15,7 @@ import { PASSWORD_BACKENDS } from './password.js';
 import { under } from './paths.js';
 import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
-import { configureSshd } from './sshd.js';
+import { configureSshd, ensureSshdRuntimeDir } from './sshd.js';
 import { writeSudoers } from './sudoers.js';
 import { USER_BACKENDS } from './user.js';
 import { machineHostname, readPasswd, validateHostname, validateSshKey, validateUsername, type PasswdEntry } from './validate.js';
@@ -80,6 +80,7 @@ export class RealProvisioner implements Provisioner {
     if (request.keys.length === 0) return { backend: 'none', detail: 'no ssh keys provided' };
     const user = await this.lookupUser(request.username);
     try {
+      if (this.config.ssh.query_sshd_config) await ensureSshdRuntimeDir(this.context.root);
       const resolved = await resolveAuthorizedKeysFiles({
         username: user.name,
         home: user.home,

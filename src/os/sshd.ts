@@ -56,8 +56,7 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
     warnings.push(`${config.sshd_config_path} has no Include for ${config.sshd_config_dir}; the drop-in may be ignored`);
   }
 
-  // sshd refuses to run (even -T) without its privilege-separation directory, which its unit normally creates.
-  await mkdir(under(context.root, '/run/sshd'), { recursive: true, mode: 0o755 }).catch(() => undefined);
+  await ensureSshdRuntimeDir(context.root);
   let detail = `wrote ${file} (PasswordAuthentication ${want})`;
   try {
     const dump = await context.run(['sshd', '-T', '-f', mainPath], { signal, timeoutMs: 30_000 });
@@ -83,6 +82,11 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
   // One of the two names is usually absent, which makes systemctl exit non-zero after reloading the other.
   if (reload.exitCode !== 0 && !/not (found|loaded)/i.test(reload.stderr)) warnings.push(`sshd reload: ${reload.stderr.trim().split('\n')[0]}`);
   return { backend: 'sshd_config.d', detail: `${detail}; sshd reloaded if running`, warnings };
+}
+
+/** Creates /run/sshd: sshd refuses to run (even `-T`) without it, and only its own unit normally creates it. */
+export async function ensureSshdRuntimeDir(root: string): Promise<void> {
+  await mkdir(under(root, '/run/sshd'), { recursive: true, mode: 0o755 }).catch(() => undefined);
 }
 
 /** Whether systemd is the init system (the documented check: /run/systemd/system exists). */

@@ -1,0 +1,142 @@
+/** The real OS backend against real useradd, passwd, chpasswd, visudo, sshd and hostname, inside the sandbox. */
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Failure } from '../../src/errors.js';
+import type { StepResult } from '../../src/os/provisioner.js';
+import { canSandbox, createSandbox, runInSandbox, runTsInSandbox, type Sandbox } from '../e2e/ns.js';
+import { keyLine } from './keys.js';
+
+type Outcome = { ok: StepResult & Record<string, unknown>; error?: undefined } | { ok?: undefined; error: Failure };
+
+const SCRIPT = path.join(import.meta.dirname, 'fixtures/run-steps.ts');
+
+async function steps(sandbox: Sandbox, input: object, password?: string): Promise<Outcome[]> {
+  const result = await runTsInSandbox(sandbox, SCRIPT, [JSON.stringify(input)], { stdin: password === undefined ? undefined : Buffer.from(password) });
+  expect(result.exitCode, result.stderr).toBe(0);
+  return result.stdout.trim().split('\n').map((l) => JSON.parse(l) as Outcome);
+}
+
+async function shadowOf(sandbox: Sandbox, user: string): Promise<string> {
+  const line = (await readFile(sandbox.hostPath('/etc/shadow'), 'utf8')).split('\n').find((l) => l.startsWith(`${user}:`));
+  return line?.split(':')[1] ?? '';
+}
+
+describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox({ hostname: 'before', productUuid: '544CDFD0-CB4E-4B4A-9954-5BDF3ED5C3B8' });
+  });
+  afterAll(async () => sandbox?.cleanup());
+
+  it('creates the user with home, shell and existing groups, and warns about a skipped missing group', async () => {
+    const [user] = await steps(sandbox, { steps: [{ op: 'user', args: { username: 'azureuser', groups: ['adm', 'sudo', 'wheel'] } }] });
+    expect(user!.ok).toMatchObject({ backend: 'useradd' });
+    expect(user!.ok!.warnings).toEqual([expect.stringMatching(/group wheel does not exist; skipped/)]);
+    expect(await readFile(sandbox.hostPath('/etc/passwd'), 'utf8')).toMatch(/^azureuser:x:1000:1000:[^:]*:\/home\/azureuser:\/bin\/bash$/m);
+    expect(await readFile(sandbox.hostPath('/etc/group'), 'utf8')).toMatch(/^adm:x:4:azureuser$/m);
+    expect((await stat(sandbox.hostPath('/home/azureuser'))).uid).toBe(1000);
+    expect(await readFile('/etc/passwd', 'utf8')).not.toMatch(/^azureuser:x:1000:1000:created by bootstate/m);
+  });
+
+  it('treats an existing user as fine and adds it to the groups, creating a missing one when configured', async () => {
+    const [user] = await steps(sandbox, {
+      config: { user_provisioners: { missing_groups: 'create' } },
+      steps: [{ op: 'user', args: { username: 'azureuser', groups: ['wheel'] } }],
+    });
+    expect(user!.ok!.detail).toMatch(/existing user azureuser added to wheel/);
+    expect(user!.ok!.warnings).toEqual(['group wheel did not exist; created']);
+    expect(await readFile(sandbox.hostPath('/etc/group'), 'utf8')).toMatch(/^wheel:x:\d+:azureuser$/m);
+  });
+
+  it('locks the password with passwd -l, leaving ! in the sandbox shadow', async () => {
+    const [result] = await steps(sandbox, { steps: [{ op: 'password', args: 'azureuser' }] });
+    expect(result!.ok).toMatchObject({ backend: 'passwd' });
+    expect(await shadowOf(sandbox, 'azureuser')).toMatch(/^!/);
+  });
+
+  it('sets a provided password through chpasswd, leaving only a hash in the shadow file', async () => {
+    const secret = 'Tr0ub4dor&3-horse';
+    await steps(sandbox, { steps: [{ op: 'user', args: { username: 'pwuser', groups: [] } }] });
+    const [result] = await steps(sandbox, { steps: [{ op: 'password', args: 'pwuser' }] }, secret);
+    expect(result!.ok).toMatchObject({ backend: 'chpasswd' });
+    expect(await shadowOf(sandbox, 'pwuser')).toMatch(/^\$(y|6|5|2b|gy)\$/);
+    expect(await readFile(sandbox.hostPath('/etc/shadow'), 'utf8')).not.toContain(secret);
+  });
+
+  it('refuses a password step for a user that does not exist', async () => {
+    const [result] = await steps(sandbox, { steps: [{ op: 'password', args: 'ghost' }] });
+    expect(result!.error).toMatchObject({ code: 'USER_MISSING' });
+  });
+
+  it('writes a passwordless sudo drop-in 0440 that visudo accepts', async () => {
+    const [result] = await steps(sandbox, {
+      config: { user_provisioners: { passwordless_sudo: true } },
+      steps: [{ op: 'user', args: { username: 'azureuser', groups: [] } }],
+    });
+    expect(result!.ok!.warnings ?? []).toEqual([]);
+    const file = sandbox.hostPath('/etc/sudoers.d/90-bootstate-azureuser');
+    expect((await stat(file)).mode & 0o777).toBe(0o440);
+    const check = await runInSandbox(sandbox, ['visudo', '-c']);
+    expect(check.exitCode, check.stdout + check.stderr).toBe(0);
+  });
+
+  it('rejects system accounts and hostile names before running anything', async () => {
+    const results = await steps(sandbox, {
+      steps: [
+        { op: 'validateUsername', args: 'sshd' },
+        { op: 'user', args: { username: 'daemon', groups: [] } },
+        { op: 'user', args: { username: '-o', groups: [] } },
+        { op: 'validateUsername', args: 'pwuser' },
+      ],
+    });
+    expect(results.map((r) => r.error?.code ?? 'ok')).toEqual(['INVALID_USERNAME', 'INVALID_USERNAME', 'INVALID_USERNAME', 'ok']);
+  });
+
+  it('resolves AuthorizedKeysFile through sshd and writes keys owned by the user', async () => {
+    const key = keyLine();
+    const [result] = await steps(sandbox, { steps: [{ op: 'keys', args: { username: 'azureuser', keys: [key, key] } }] });
+    expect(result!.ok).toMatchObject({ backend: 'sshd -T', detail: expect.stringContaining('1 key(s) added to /home/azureuser/.ssh/authorized_keys') });
+    const file = await stat(sandbox.hostPath('/home/azureuser/.ssh/authorized_keys'));
+    expect([file.uid, file.mode & 0o777]).toEqual([1000, 0o600]);
+    expect((await stat(sandbox.hostPath('/home/azureuser/.ssh'))).mode & 0o777).toBe(0o700);
+  });
+
+  it('makes PasswordAuthentication effective even when the image ships a later drop-in saying yes', async () => {
+    await writeFile(sandbox.hostPath('/etc/ssh/sshd_config.d/50-cloud-init.conf'), 'PasswordAuthentication yes\n');
+    const [result] = await steps(sandbox, { steps: [{ op: 'sshd', args: false }] });
+    expect(result!.ok).toMatchObject({ backend: 'sshd_config.d', detail: expect.stringContaining('verified with sshd -T') });
+    expect(result!.ok!.warnings).toEqual([]);
+    const dump = await runInSandbox(sandbox, ['sshd', '-T']);
+    expect(dump.stdout).toMatch(/^passwordauthentication no$/m);
+    expect((await stat(sandbox.hostPath('/etc/ssh/sshd_config.d/00-bootstate.conf'))).mode & 0o777).toBe(0o600);
+  });
+
+  it('fails the sshd step when the main config sets the value before its Include', async () => {
+    const main = sandbox.hostPath('/etc/ssh/sshd_config');
+    const original = await readFile(main, 'utf8');
+    await writeFile(main, `PasswordAuthentication yes\n${original}`);
+    try {
+      const [result] = await steps(sandbox, { steps: [{ op: 'sshd', args: false }] });
+      expect(result!.error).toMatchObject({ code: 'SSHD_CONFIG_FAILED' });
+      expect(Object.fromEntries(result!.error!.data)).toMatchObject({ expected: 'no', effective: 'yes' });
+    } finally {
+      await writeFile(main, original);
+    }
+  });
+
+  it('sets the hostname inside the UTS namespace, falling back from hostnamectl to hostname', async () => {
+    const before = hostname();
+    const results = await steps(sandbox, { steps: [{ op: 'hostname', args: 'web-01.internal.example' }] });
+    expect(results[0]!.ok).toMatchObject({ backend: 'hostname' });
+    expect(results[0]!.ok!.warnings?.[0]).toMatch(/backend hostnamectl failed/);
+    expect(await readFile(sandbox.hostPath('/etc/hostname'), 'utf8')).toBe('web-01\n');
+    expect(hostname()).toBe(before);
+  });
+
+  it('reads the fake product_uuid as the Gen1 VM id', async () => {
+    const [result] = await steps(sandbox, { steps: [{ op: 'vmid', args: null }] });
+    expect(result!.ok).toMatchObject({ vmId: 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8', source: 'product_uuid', generation: 1 });
+  });
+});
