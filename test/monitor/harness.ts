@@ -94,9 +94,9 @@ export const BREAK_REPORTER = { type: 'TEST.BREAK' } as const;
 
 /** A reporter that records every observation the chart sends; it throws when sent BREAK_REPORTER. */
 export function recordingReporter(observations: Observation[]) {
-  return fromCallback<ReporterEvent | typeof BREAK_REPORTER>(({ receive }) => {
+  return fromCallback<ReporterEvent>(({ receive }) => {
     receive((event) => {
-      if (event.type === BREAK_REPORTER.type) throw new Error('reporter broke');
+      if ((event.type as string) === BREAK_REPORTER.type) throw new Error('reporter broke');
       observations.push(event.observation);
     });
   });
