@@ -1,0 +1,195 @@
+/**
+ * Runs the real provisioning machine with gated fake actors and a SimulatedClock. Each invoked actor is a gate the
+ * test opens (`resolve`) or fails (`reject`); timers fire only when the test moves the clock; the KVP writer records
+ * what it receives; every transition the interpreter takes is recorded through `inspect`.
+ */
+import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyTransitionDefinition, type InspectionEvent } from 'xstate';
+import { provisioningMachine, type KvpEvent, type ProvisioningInput } from '../../machines/provisioning.js';
+import type { ModelEvent } from './support.js';
+
+/** One start of one invoked actor: what it was given, and the switch that finishes it. */
+export interface Gate {
+  id: string;
+  input: any;
+  signal: AbortSignal;
+  /** Position in the run's shared sequence of actor starts and KVP records. */
+  seq: number;
+  settled: boolean;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+export interface KvpRecord {
+  event: KvpEvent;
+  seq: number;
+}
+
+const GATED = [
+  'loadConfig',
+  'readVmId',
+  'checkMarker',
+  'reportHealth',
+  'fetchMetadata',
+  'readMedia',
+  'validatePlan',
+  'setHostname',
+  'createUser',
+  'setPassword',
+  'writeSshKeys',
+  'configureSshd',
+  'markReportPending',
+  'markProvisioned',
+] as const;
+
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export type Run = ReturnType<typeof startRun>;
+
+/** Creates and starts an actor of the real machine; nothing moves until the test opens a gate or moves the clock. */
+export function startRun(input: ProvisioningInput = {}) {
+  let seq = 0;
+  const gates: Gate[] = [];
+  const kvp: KvpRecord[] = [];
+  const transitions: AnyTransitionDefinition[] = [];
+  const errors: unknown[] = [];
+  const clock = new SimulatedClock();
+  const dueAt = new WeakMap<object, number>();
+  let kvpStopped = false;
+
+  const gated = fromPromise<any, any>(
+    ({ input: actorInput, self, signal }) =>
+      new Promise((resolve, reject) => {
+        const gate: Gate = {
+          id: self.id,
+          input: actorInput,
+          signal,
+          seq: seq++,
+          settled: false,
+          resolve: (value) => {
+            gate.settled = true;
+            resolve(value);
+          },
+          reject: (error) => {
+            gate.settled = true;
+            reject(error);
+          },
+        };
+        gates.push(gate);
+      }),
+  );
+  const kvpWriter = fromCallback<KvpEvent>(({ receive }) => {
+    receive((event) => kvp.push({ event, seq: seq++ }));
+    return () => {
+      kvpStopped = true;
+    };
+  });
+  const actors = Object.fromEntries(GATED.map((name) => [name, gated]));
+  const machine = provisioningMachine.provide({ actors: { ...actors, kvpWriter } as any });
+
+  const actor = createActor(machine, {
+    input,
+    clock,
+    inspect: (event: InspectionEvent) => {
+      if (event.type === '@xstate.microstep' && event.actorRef.sessionId === event.rootId) transitions.push(...event._transitions);
+    },
+  });
+  actor.subscribe({ error: (error) => errors.push(error) });
+
+  /** Records the due time of each timer scheduled since the last call; time only moves in `fire`. */
+  const noteTimers = () => {
+    for (const scheduled of Object.values(actor.system.getSnapshot()._scheduledEvents)) {
+      if (!dueAt.has(scheduled)) dueAt.set(scheduled, clock.now() + (scheduled as { delay: number }).delay);
+    }
+  };
+
+  /** The most recent start of the actor invoked as `id`. */
+  const latest = (id: string): Gate | undefined => gates.filter((g) => g.id === id).at(-1);
+
+  const pending = (id: string): Gate => {
+    const gate = latest(id);
+    if (!gate || gate.settled || gate.signal.aborted) throw new Error(`actor '${id}' is not running`);
+    return gate;
+  };
+
+  /**
+   * Fires the timer that sends `type`, moving the clock to its due time. Throws when another timer is due earlier:
+   * such a path cannot happen in real time.
+   */
+  const fire = (type: string) => {
+    const scheduled = Object.values(actor.system.getSnapshot()._scheduledEvents);
+    const timer = scheduled.find((s) => s.event.type === type);
+    if (!timer) throw new Error(`no timer is scheduled for ${type}`);
+    const due = dueAt.get(timer)!;
+    const earlier = scheduled.filter((s) => s !== timer && dueAt.get(s)! <= due);
+    if (earlier.length) throw new Error(`${type} (due ${due} ms) cannot fire before ${earlier.map((s) => `${s.event.type} (due ${dueAt.get(s)} ms)`).join(', ')}`);
+    clock.set(due);
+  };
+
+  actor.start();
+  noteTimers();
+
+  return {
+    actor,
+    clock,
+    gates,
+    kvp,
+    transitions,
+    errors,
+    get kvpStopped() {
+      return kvpStopped;
+    },
+    latest,
+    pending,
+    /** Lets promise settlements reach the machine. */
+    settle,
+    async resolve(id: string, value?: unknown) {
+      pending(id).resolve(value);
+      await settle();
+      noteTimers();
+    },
+    async reject(id: string, error: unknown) {
+      pending(id).reject(error);
+      await settle();
+      noteTimers();
+    },
+    async fire(type: string) {
+      fire(type);
+      await settle();
+      noteTimers();
+    },
+    /** Moves the clock by `ms`, firing whatever falls due. */
+    async advance(ms: number) {
+      clock.increment(ms);
+      await settle();
+      noteTimers();
+    },
+    async send(event: { type: 'TERMINATE' }) {
+      actor.send(event);
+      await settle();
+      noteTimers();
+    },
+    /** Plays one event of a model path against the real actor. */
+    async play(event: ModelEvent) {
+      const { type } = event;
+      if (type === 'xstate.init') return;
+      if (type.startsWith('xstate.done.actor.')) return this.resolve(type.slice(18), event.output);
+      if (type.startsWith('xstate.error.actor.')) return this.reject(type.slice(19), event.error);
+      if (type.startsWith('xstate.after.')) return this.fire(type);
+      if (type === 'TERMINATE') return this.send({ type });
+      throw new Error(`cannot play ${type}`);
+    },
+  };
+}
+
+/** Loads the test config, reads the VM id and finds the marker in `marker` state. */
+export async function pastMarker(run: Run, config: unknown, vmId: string, marker: 'none' | 'provisioned' | 'report-pending') {
+  await run.resolve('config', config);
+  await run.resolve('vmId', vmId);
+  await run.resolve('marker', marker);
+}
+
+/** Completes validation and every OS step with the plan each was given. */
+export async function throughOs(run: Run) {
+  await run.resolve('validate', run.pending('validate').input.plan);
+  for (const id of ['hostname', 'user', 'password', 'sshKeys', 'sshd']) await run.resolve(id);
+}

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { BootstateError } from '../../src/errors.js';
+import { pastMarker, startRun, throughOs } from './harness.js';
+import { MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, TEST_CONFIG, VM_ID } from './support.js';
+
+const IMDS_TOTAL_MS = TEST_CONFIG.imds.total_retry_timeout_secs * 1000;
+const IMDS_RETRY_MS = TEST_CONFIG.imds.retry_interval_secs * 1000;
+
+describe('instance metadata', () => {
+  it('the IMDS total deadline pre-empts an in-flight request and aborts its signal', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.reject('imds', new BootstateError('HTTP_STATUS', 'IMDS answered 503', { retryable: true }));
+    await run.advance(IMDS_RETRY_MS);
+    const inFlight = run.pending('imds');
+
+    await run.advance(IMDS_TOTAL_MS - IMDS_RETRY_MS - 1);
+    expect(inFlight.signal.aborted).toBe(false);
+    await run.advance(1);
+    expect(inFlight.signal.aborted).toBe(true);
+    expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'timedOut' } } } })).toBe(true);
+
+    await run.resolve('media', null);
+    const { failure } = run.pending('failureReport').input;
+    expect(failure).toMatchObject({ code: 'TIMEOUT', reason: 'operation timed out' });
+    expect(failure.data).toContainEqual(['last_error', 'http status error']);
+  });
+
+  it('IMDS failed and media with a username provisions from the media', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
+    await run.resolve('media', MEDIA_WITH_USERNAME);
+
+    expect(run.pending('validate').input.plan).toMatchObject({
+      source: 'media',
+      username: 'mediauser',
+      hostname: 'vm-media',
+      passwordAuthentication: true,
+      passwordProvided: true,
+    });
+    await throughOs(run);
+    expect(run.gates.filter((g) => ['hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(g.id)).map((g) => g.input.plan.source)).toEqual(
+      ['media', 'media', 'media', 'media', 'media'],
+    );
+    await run.resolve('pendingMarker');
+    await run.resolve('readyReport');
+    await run.resolve('provisionedMarker');
+    expect(run.actor.getSnapshot().output).toEqual({ result: 'provisioned', exitCode: 0, reported: true });
+  });
+
+  it('IMDS failed and no media fails with the IMDS failure reason', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
+    await run.resolve('media', null);
+
+    expect(run.pending('failureReport').input.failure).toMatchObject({ code: 'IMDS_INVALID', reason: 'invalid IMDS metadata' });
+    await run.resolve('failureReport');
+    expect(run.actor.getSnapshot().output).toMatchObject({ result: 'failed', reason: 'invalid IMDS metadata', exitCode: 78 });
+  });
+
+  it('IMDS failed and media without a username fails with "failed to determine username"', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
+    await run.resolve('media', MEDIA_WITHOUT_USERNAME);
+
+    expect(run.pending('failureReport').input.failure).toMatchObject({ code: 'USERNAME_UNKNOWN', reason: 'failed to determine username' });
+  });
+});

@@ -1,0 +1,340 @@
+/**
+ * Pure helpers for the model-based tests of `machines/provisioning.ts`: naming transitions, enumerating them from
+ * the real machine, the events offered at each snapshot (with payloads), and the vertex key of the traversal.
+ */
+import { createEmptyActor, type AnyActorScope, type AnyMachineSnapshot, type AnyStateMachine, type AnyStateNode, type AnyTransitionDefinition, type EventObject, type InspectionEvent } from 'xstate';
+import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
+import { BootstateError, type ErrorCode } from '../../src/errors.js';
+import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
+
+/** Any event the traversal offers: a done/error/after event of the machine, or TERMINATE. */
+export type ModelEvent = EventObject & { output?: unknown; error?: unknown };
+
+/**
+ * A config whose delays are all distinct (imds retry 2 s, imds total 30 s, wireserver retry 1 s, wireserver
+ * total 60 s, failure report on SIGTERM 1.5 s), so no two timers of one path are ever due at the same instant.
+ */
+export const TEST_CONFIG: Config = {
+  ...DEFAULT_CONFIG,
+  imds: { ...DEFAULT_CONFIG.imds, retry_interval_secs: 2, total_retry_timeout_secs: 30 },
+  wireserver: { ...DEFAULT_CONFIG.wireserver, retry_interval_secs: 1, total_retry_timeout_secs: 60 },
+};
+
+export const VM_ID = '6f0c2a5e-0000-4000-8000-00000000c0de';
+
+export const METADATA: InstanceMetadata = {
+  vmId: VM_ID,
+  adminUsername: 'azureuser',
+  computerName: 'vm-imds',
+  disablePasswordAuthentication: true,
+  publicKeys: ['ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIImds imds'],
+  hasCustomData: false,
+  ppsType: 'None',
+};
+
+export const MEDIA_WITH_USERNAME: MediaMetadata = {
+  username: 'mediauser',
+  hostname: 'vm-media',
+  disablePasswordAuthentication: false,
+  publicKeys: [],
+  passwordProvided: true,
+  customDataPresent: false,
+  ppsType: 'None',
+  device: '/dev/sr0',
+};
+
+export const MEDIA_WITHOUT_USERNAME: MediaMetadata = { ...MEDIA_WITH_USERNAME, username: null, hostname: null };
+
+/** Done payloads per invoke id; `validate` echoes the plan it was given. */
+export function donePayloads(invokeId: string, context: ProvisioningContext): unknown[] {
+  switch (invokeId) {
+    case 'config':
+      return [TEST_CONFIG];
+    case 'vmId':
+      return [VM_ID];
+    case 'marker':
+      return ['none', 'provisioned', 'report-pending'];
+    case 'imds':
+      return [METADATA];
+    case 'media':
+      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME];
+    case 'validate':
+      return [context.plan];
+    case 'inProgressReport':
+    case 'readyReport':
+    case 'failureReport':
+    case 'hostname':
+    case 'user':
+    case 'password':
+    case 'sshKeys':
+    case 'sshd':
+    case 'pendingMarker':
+    case 'provisionedMarker':
+      return [undefined];
+    default:
+      throw new Error(`no done payload for invoke '${invokeId}': add one to test/model/support.ts`);
+  }
+}
+
+/** The error each actor fails with when its failure is not a retry question. */
+const FATAL_CODE: Record<string, ErrorCode> = {
+  config: 'CONFIG_INVALID',
+  vmId: 'VM_ID_UNREADABLE',
+  marker: 'IO',
+  inProgressReport: 'HTTP_STATUS',
+  imds: 'IMDS_INVALID',
+  media: 'OVF_INVALID',
+  validate: 'INVALID_USERNAME',
+  hostname: 'HOSTNAME_FAILED',
+  user: 'USER_FAILED',
+  password: 'PASSWORD_FAILED',
+  sshKeys: 'SSH_KEYS_FAILED',
+  sshd: 'SSHD_CONFIG_FAILED',
+  pendingMarker: 'MARKER_FAILED',
+  readyReport: 'HTTP_STATUS',
+  provisionedMarker: 'MARKER_FAILED',
+  failureReport: 'HTTP_STATUS',
+};
+
+const errorCache = new Map<string, BootstateError>();
+
+/** One shared instance per (invoke, retryable), so serialised events stay identical across the traversal. */
+export function errorFor(invokeId: string, retryable: boolean): BootstateError {
+  const key = `${invokeId}:${retryable}`;
+  let error = errorCache.get(key);
+  if (!error) {
+    const code: ErrorCode = retryable ? 'HTTP_STATUS' : FATAL_CODE[invokeId] ?? failUnknown(invokeId);
+    error = new BootstateError(code, `${invokeId} ${retryable ? 'answered 503' : 'failed'}`, { retryable });
+    errorCache.set(key, error);
+  }
+  return error;
+}
+
+function failUnknown(invokeId: string): never {
+  throw new Error(`no error payload for invoke '${invokeId}': add one to test/model/support.ts`);
+}
+
+/** `source eventType[index] → targets`: the name of one transition definition, stable across runs. */
+export function edgeKey(t: AnyTransitionDefinition): string {
+  const siblings = t.eventType === '' ? (t.source.always ?? []) : (t.source.transitions.get(t.eventType) ?? []);
+  const index = siblings.indexOf(t);
+  if (index < 0) throw new Error(`transition ${t.source.id} ${t.eventType} is not one of its source's transitions`);
+  const targets = t.target?.length ? t.target.map((n) => n.id).join(',') : '(none)';
+  return `${t.source.id} ${t.eventType || '(always)'}[${index}] → ${targets}`;
+}
+
+export function allStateNodes(node: AnyStateNode): AnyStateNode[] {
+  return [node, ...Object.values(node.states).flatMap((child) => allStateNodes(child as AnyStateNode))];
+}
+
+/** Every transition of every state node: `on`, invoke onDone/onError, `after`, state onDone, `always`. */
+export function allTransitions(machine: AnyStateMachine): AnyTransitionDefinition[] {
+  return allStateNodes(machine.root).flatMap((node) => [...[...node.transitions.values()].flat(), ...(node.always ?? [])]);
+}
+
+function inertScope(onMicrostep?: (transitions: AnyTransitionDefinition[]) => void): { scope: AnyActorScope; stop(): void } {
+  const self = createEmptyActor();
+  const subscription = self.system.inspect((e: InspectionEvent) => {
+    if (e.type === '@xstate.microstep') onMicrostep?.(e._transitions);
+  });
+  const scope = {
+    self,
+    id: '',
+    sessionId: '',
+    logger: () => {},
+    defer: () => {},
+    stopChild: () => {},
+    emit: () => {},
+    actionExecutor: () => {},
+    system: self.system,
+  } as unknown as AnyActorScope;
+  return { scope, stop: () => subscription.unsubscribe() };
+}
+
+/**
+ * One macrostep computed purely (no actor runs, no action executes): the next snapshot and the transitions of
+ * each microstep. `getTransitionData` only answers for the external event; raised `xstate.done.state.*` events
+ * and eventless transitions are taken in later microsteps of the same macrostep, which only it reports.
+ */
+export function macrostep(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: EventObject) {
+  const microsteps: AnyTransitionDefinition[][] = [];
+  const { scope, stop } = inertScope((transitions) => microsteps.push(transitions));
+  try {
+    return { snapshot: machine.transition(snapshot, event, scope) as AnyMachineSnapshot, microsteps };
+  } finally {
+    stop();
+  }
+}
+
+/**
+ * Replays a path's events purely from the initial snapshot. Paths from `getShortestPaths` carry one
+ * representative snapshot per vertex key, which may come from another path; the replay is this path's own.
+ */
+export function replay(machine: AnyStateMachine, events: EventObject[], input: unknown = {}) {
+  const { scope, stop } = inertScope();
+  let snapshot = machine.getInitialSnapshot(scope, input) as AnyMachineSnapshot;
+  stop();
+  const steps = [{ snapshot, microsteps: [] as AnyTransitionDefinition[][] }];
+  for (const event of events) {
+    const next = macrostep(machine, snapshot, event);
+    steps.push(next);
+    snapshot = next.snapshot;
+  }
+  return steps;
+}
+
+/** A delay reference resolved to milliseconds with the machine's own delay implementations. */
+export function delayMs(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, delay: string | number): number {
+  if (typeof delay === 'number') return delay;
+  const impl = (machine.implementations.delays as Record<string, unknown>)[delay];
+  if (typeof impl === 'number') return impl;
+  if (typeof impl !== 'function') throw new Error(`unknown delay '${delay}'`);
+  return (impl as (args: { context: unknown; event: unknown }, params: unknown) => number)({ context: snapshot.context, event: { type: '' } }, undefined);
+}
+
+const isFinalChildActive = (snapshot: AnyMachineSnapshot, region: AnyStateNode) =>
+  snapshot._nodes.some((n) => n.parent === region && n.type === 'final');
+
+const under = (node: AnyStateNode, path: string) => node.path.join('.') === path || node.path.join('.').startsWith(`${path}.`);
+
+/** Regions of a parallel state that move one after the other: each waits for the previous ones to be final. */
+const SEQUENTIAL_REGIONS: Record<string, string[]> = {
+  'provisioning.work.gathering': ['media', 'imds'],
+  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd'],
+};
+
+/**
+ * Whether events of `node` are offered at `snapshot`. This is the bound on the parallel regions (see the
+ * comment in provisioning.test.ts): every transition stays reachable, the interleavings do not multiply.
+ */
+export function mayMove(snapshot: AnyMachineSnapshot, node: AnyStateNode): boolean {
+  const context = snapshot.context as ProvisioningContext;
+  if (under(node, 'provisioning.inProgress')) {
+    const workAtStart =
+      snapshot.matches({ provisioning: { work: { gathering: { imds: { fetching: 'requesting' }, media: 'reading' } } } }) &&
+      context.imdsFailure === null;
+    if (!workAtStart) return false;
+  }
+  if (under(node, 'provisioning.work') && snapshot.matches({ provisioning: { inProgress: 'backoff' } })) return false;
+  for (const [parallelPath, order] of Object.entries(SEQUENTIAL_REGIONS)) {
+    const index = order.findIndex((key) => under(node, `${parallelPath}.${key}`));
+    if (index <= 0) continue;
+    const parallel = snapshot.machine.getStateNodeById(`provisioning.${parallelPath}`) as AnyStateNode;
+    const earlier = order.slice(0, index).map((key) => parallel.states[key] as AnyStateNode);
+    if (!earlier.every((region) => isFinalChildActive(snapshot, region))) return false;
+  }
+  return true;
+}
+
+/**
+ * Every event that can move `snapshot` under the region policy: done events with each payload, error events
+ * (retryable and fatal where a `retryable` guard tells them apart), TERMINATE, and of the active delayed
+ * transitions the one due first (timers of one state chain start together, so the shortest delay fires
+ * first; the runner checks this against the real scheduler on every path).
+ */
+export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
+  if (snapshot.status !== 'active') return [];
+  const context = snapshot.context as ProvisioningContext;
+  const events: ModelEvent[] = [];
+  const delayed: Array<{ type: string; ms: number }> = [];
+  for (const node of snapshot._nodes) {
+    if (!mayMove(snapshot, node)) continue;
+    for (const [type, transitions] of node.transitions) {
+      if (type.startsWith('xstate.done.actor.')) {
+        const id = type.slice('xstate.done.actor.'.length);
+        for (const output of donePayloads(id, context)) events.push({ type, output });
+      } else if (type.startsWith('xstate.error.actor.')) {
+        const id = type.slice('xstate.error.actor.'.length);
+        const guarded = transitions.some((t) => (t.guard as { type?: string } | undefined)?.type === 'retryable');
+        if (guarded) events.push({ type, error: errorFor(id, true) });
+        events.push({ type, error: errorFor(id, false) });
+      } else if (type.startsWith('xstate.after.')) {
+        const delay = (transitions[0] as AnyTransitionDefinition & { delay: string | number }).delay;
+        delayed.push({ type, ms: delayMs(snapshot.machine, snapshot, delay) });
+      } else if (type.startsWith('xstate.done.state.')) {
+        // raised by the machine itself when its regions are final; never sent from outside
+      } else if (!events.some((e) => e.type === type)) {
+        events.push({ type });
+      }
+    }
+  }
+  const first = Math.min(...delayed.map((d) => d.ms));
+  for (const d of delayed) if (d.ms === first) events.push({ type: d.type });
+  return events;
+}
+
+const mediaKey = (media: ProvisioningContext['media']) => (media === null ? 'none' : media.username ? 'user' : 'nouser');
+
+/**
+ * Vertex key: state value + the transitions that led here + the context fields guards and failure reasons read.
+ * Keying on the incoming transitions (not just the event type) makes every transition definition a distinct
+ * vertex, so shortest paths reach every edge; root TERMINATE and reportingFailure's TERMINATE stay apart.
+ */
+export function serializeState(snapshot: AnyMachineSnapshot, event: EventObject | undefined, prev?: AnyMachineSnapshot): string {
+  const context = snapshot.context as ProvisioningContext;
+  const via = event && prev ? snapshot.machine.getTransitionData(prev, event).map(edgeKey) : ['(init)'];
+  return JSON.stringify({
+    value: snapshot.value,
+    status: snapshot.status,
+    via,
+    failure: context.failure !== null,
+    plan: context.plan !== null,
+    metadata: context.metadata !== null,
+    media: mediaKey(context.media),
+    terminating: context.terminating,
+  });
+}
+
+/** The health tag each top-level state must carry (none for the states before and beside reporting). */
+export function expectedHealth(snapshot: AnyMachineSnapshot): Health | null {
+  const top = typeof snapshot.value === 'string' ? snapshot.value : Object.keys(snapshot.value)[0]!;
+  switch (top) {
+    case 'provisioning':
+      return HEALTH_IN_PROGRESS;
+    case 'reportingReady':
+    case 'markingProvisioned':
+    case 'provisioned':
+    case 'readyNotAccepted':
+    case 'markerNotWritten':
+      return HEALTH_READY;
+    case 'reportingFailure':
+    case 'failed':
+    case 'failedUnreported':
+      return HEALTH_FAILED;
+    default:
+      return null;
+  }
+}
+
+/** What each final state must output, apart from the failure reason and its exit code. */
+export const FINAL_OUTPUT: Record<string, Pick<ProvisioningOutput, 'result' | 'reported'>> = {
+  provisioned: { result: 'provisioned', reported: true },
+  alreadyProvisioned: { result: 'already-provisioned', reported: false },
+  readyNotAccepted: { result: 'failed', reported: false },
+  markerNotWritten: { result: 'failed', reported: true },
+  failed: { result: 'failed', reported: true },
+  failedUnreported: { result: 'failed', reported: false },
+};
+
+/** `xstate.done.actor.imds` → `done imds`, for readable path names. */
+export function shortEvent(event: ModelEvent): string {
+  const { type } = event;
+  if (type === 'xstate.init') return 'start';
+  if (type.startsWith('xstate.done.actor.')) {
+    const id = type.slice(18);
+    const output = event.output;
+    if (id === 'validate') return 'done validate';
+    const tag =
+      output === null ? ' null' : typeof output === 'string' ? ` ${output === VM_ID ? 'vm-id' : output}` : output && typeof output === 'object' && 'username' in output ? ` ${(output as MediaMetadata).username ? 'media+user' : 'media-user'}` : '';
+    return `done ${id}${tag}`;
+  }
+  if (type.startsWith('xstate.error.actor.')) {
+    return `error ${type.slice(19)}${(event.error as BootstateError).retryable ? ' (retryable)' : ''}`;
+  }
+  if (type.startsWith('xstate.after.')) {
+    const [delay, ...rest] = type.slice(13).split('.');
+    return `after ${delay} in ${rest.slice(1).join('.')}`;
+  }
+  return type;
+}

@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { HEALTH_FAILED } from '../../machines/provisioning.js';
+import { BootstateError } from '../../src/errors.js';
+import { pastMarker, startRun } from './harness.js';
+import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+
+describe('TERMINATE', () => {
+  it('during the OS steps reports "terminated" and gives the failure report 1.5 s', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.resolve('media', null);
+    await run.resolve('imds', METADATA);
+    await run.resolve('validate', run.pending('validate').input.plan);
+    await run.resolve('hostname');
+    const user = run.pending('user');
+
+    await run.send({ type: 'TERMINATE' });
+    expect(user.signal.aborted).toBe(true);
+    expect(run.actor.getSnapshot().value).toEqual({ reportingFailure: 'requesting' });
+    expect(run.pending('failureReport').input).toMatchObject({ health: HEALTH_FAILED, failure: { code: 'TERMINATED', reason: 'terminated' } });
+
+    await run.advance(1499);
+    expect(run.actor.getSnapshot().value).toEqual({ reportingFailure: 'requesting' });
+    await run.advance(1);
+    expect(run.actor.getSnapshot().output).toEqual({ result: 'failed', reason: 'terminated', code: 'TERMINATED', exitCode: 1, reported: false });
+  });
+
+  it('during reportingFailure keeps the original reason', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.resolve('media', null);
+    await run.resolve('imds', METADATA);
+    await run.reject('validate', new BootstateError('INVALID_USERNAME', 'root is reserved'));
+    const first = run.pending('failureReport');
+
+    await run.send({ type: 'TERMINATE' });
+    expect(first.signal.aborted).toBe(true);
+    const second = run.pending('failureReport');
+    expect(second).not.toBe(first);
+    expect(second.input.failure).toMatchObject({ code: 'INVALID_USERNAME', reason: 'invalid username' });
+    expect(run.kvp.map((r) => r.event.failure?.reason)).toEqual(['invalid username', 'invalid username']);
+
+    await run.advance(1500);
+    expect(run.actor.getSnapshot().output).toEqual({
+      result: 'failed',
+      reason: 'invalid username',
+      code: 'INVALID_USERNAME',
+      exitCode: 78,
+      reported: false,
+    });
+  });
+});
