@@ -66,8 +66,9 @@ export async function closeAll(): Promise<void> {
 }
 
 /** Builds the error for a failed attempt, with the failure kind as supporting data. */
-export function transportError(url: string, kind: TransportFailure, cause?: unknown): BootstateError {
-  return new BootstateError('HTTP_TRANSPORT', `${kind} (${new URL(url).origin})`, {
+function transportError(url: string, kind: TransportFailure, cause?: unknown): BootstateError {
+  const detail = kind === 'transport error' ? `: ${causeCode(cause)}` : '';
+  return new BootstateError('HTTP_TRANSPORT', `${kind}${detail} (${new URL(url).origin})`, {
     data: [
       ['error', kind],
       ['endpoint', url],
@@ -77,11 +78,16 @@ export function transportError(url: string, kind: TransportFailure, cause?: unkn
   });
 }
 
+/** The most specific code or message an undici or socket error carries. */
+function causeCode(error: unknown): string {
+  const e = error as { code?: string; message?: string; cause?: { code?: string } } | undefined;
+  return e?.cause?.code ?? e?.code ?? e?.message ?? String(error);
+}
+
 /** Maps an undici or socket error to the transport failure a person would name. */
 function classify(error: unknown): TransportFailure {
-  const e = error as { code?: string; name?: string; cause?: { code?: string } };
-  const code = e?.code ?? e?.cause?.code;
-  switch (code) {
+  const e = error as { code?: string; cause?: { code?: string } } | undefined;
+  switch (e?.code ?? e?.cause?.code) {
     case 'UND_ERR_CONNECT_TIMEOUT':
       return 'connect timeout';
     case 'UND_ERR_HEADERS_TIMEOUT':
