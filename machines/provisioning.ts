@@ -6,7 +6,7 @@
  * deadlines are states and `after` delays: leaving a state aborts its actor, so a deadline holds whatever a server
  * does. Nothing here performs I/O; every actor is a named placeholder that `cli.ts` replaces with `provide`.
  */
-import { assign, fromCallback, fromPromise, sendTo, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
 import type { InstanceMetadata, MediaMetadata } from '../src/azure/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../src/config/defaults.js';
 import { failure, toFailure, type Failure } from '../src/errors.js';
@@ -154,6 +154,7 @@ export const provisioningMachine = setup({
   },
   guards: {
     configFailed: ({ context }) => context.failure !== null,
+    terminating: ({ context }) => context.terminating,
     markerProvisioned: (_, params: { state: string }) => params.state === 'provisioned',
     markerReportPending: (_, params: { state: string }) => params.state === 'report-pending',
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
@@ -162,7 +163,9 @@ export const provisioningMachine = setup({
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
     imdsTotalTimeout: ({ context }) => seconds(context.config.imds.total_retry_timeout_secs),
-    wireserverRetryInterval: ({ context }) => seconds(context.config.wireserver.retry_interval_secs),
+    /** Once terminating, retries come quickly so one more attempt fits the short budget. */
+    wireserverRetryInterval: ({ context }) =>
+      context.terminating ? Math.min(200, seconds(context.config.wireserver.retry_interval_secs)) : seconds(context.config.wireserver.retry_interval_secs),
     wireserverTotalTimeout: ({ context }) => seconds(context.config.wireserver.total_retry_timeout_secs),
     /** On SIGTERM the failure report gets a short budget so the agent exits within 2 s. */
     failureReportTimeout: ({ context }) =>
@@ -187,22 +190,35 @@ export const provisioningMachine = setup({
         ]),
     }),
     recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
+    recordReadyTerminated: assign({
+      terminating: true,
+      reportFailure: () => failure('TERMINATED', [['error', 'received SIGTERM while reporting Ready']]),
+    }),
     recordTerminated: assign({
       terminating: true,
       failure: ({ context }) => context.failure ?? failure('TERMINATED', [['error', 'received SIGTERM']]),
     }),
-    writeReportToKvp: sendTo('kvp', ({ context }, params: { health: typeof HEALTH_READY | typeof HEALTH_FAILED }) => ({
-      type: 'kvp.report' as const,
-      health: params.health,
-      vmId: context.vmId,
-      failure: params.health === HEALTH_FAILED ? context.failure : null,
-    })),
+    /** Sent before the HTTP report starts, so the host hears the outcome even when HTTP fails. */
+    writeReportToKvp: enqueueActions(({ context, self, enqueue }, params: { health: typeof HEALTH_READY | typeof HEALTH_FAILED }) => {
+      // A KVP writer that failed has left the children; the report still goes over HTTP.
+      const children = (self as { getSnapshot?: () => { children?: Record<string, unknown> } } | undefined)?.getSnapshot?.()?.children;
+      if (children && !children.kvp) return;
+      enqueue.sendTo('kvp', {
+        type: 'kvp.report' as const,
+        health: params.health,
+        vmId: context.vmId,
+        failure: params.health === HEALTH_FAILED ? context.failure : null,
+      });
+    }),
+    recordKvpFailure: assign({
+      warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `kvp writer stopped: ${toFailure(params.error).reason}`],
+    }),
   },
 }).createMachine({
   id: 'provisioning',
   context: ({ input }) => ({
-    config: input.config ?? DEFAULT_CONFIG,
-    extraGroups: input.groups ?? [],
+    config: input?.config ?? DEFAULT_CONFIG,
+    extraGroups: input?.groups ?? [],
     vmId: ZERO_VM_ID,
     metadata: null,
     media: null,
@@ -213,7 +229,11 @@ export const provisioningMachine = setup({
     terminating: false,
     warnings: [],
   }),
-  invoke: { id: 'kvp', src: 'kvpWriter', input: ({ context }) => ({ vmId: context.vmId }) },
+  invoke: {
+    id: 'kvp',
+    src: 'kvpWriter',
+    onError: { actions: { type: 'recordKvpFailure', params: ({ event }) => ({ error: event.error }) } },
+  },
   output: ({ event }) => (event as unknown as { output: ProvisioningOutput }).output,
   on: {
     TERMINATE: { target: '.reportingFailure', actions: 'recordTerminated' },
@@ -402,6 +422,10 @@ export const provisioningMachine = setup({
       entry: { type: 'writeReportToKvp', params: { health: HEALTH_READY } },
       initial: 'requesting',
       after: { wireserverTotalTimeout: { target: 'readyNotAccepted', actions: 'recordReportTimeout' } },
+      on: {
+        // Provisioning is complete and the report-pending marker is down: the next boot reports Ready.
+        TERMINATE: { target: 'readyNotAccepted', actions: 'recordReadyTerminated' },
+      },
       states: {
         requesting: {
           invoke: {
@@ -427,6 +451,8 @@ export const provisioningMachine = setup({
     },
     markingProvisioned: {
       tags: [HEALTH_READY],
+      // Ready was accepted; finishing the marker takes milliseconds, so SIGTERM waits for it.
+      on: { TERMINATE: {} },
       invoke: {
         id: 'provisionedMarker',
         src: 'markProvisioned',
@@ -441,7 +467,11 @@ export const provisioningMachine = setup({
       initial: 'requesting',
       after: { failureReportTimeout: { target: 'failedUnreported', actions: 'recordReportTimeout' } },
       on: {
-        TERMINATE: { target: 'reportingFailure', reenter: true, actions: 'recordTerminated' },
+        TERMINATE: [
+          // The short budget counts from the first SIGTERM; later ones change nothing.
+          { guard: 'terminating' },
+          { target: 'reportingFailure', reenter: true, actions: 'recordTerminated' },
+        ],
       },
       states: {
         requesting: {

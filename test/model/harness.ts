@@ -78,7 +78,11 @@ export function startRun(input: ProvisioningInput = {}) {
       }),
   );
   const kvpWriter = fromCallback<KvpEvent>(({ receive }) => {
-    receive((event) => kvp.push({ event, seq: seq++ }));
+    receive((event) => {
+      // Lets a path fail the writer for real: an error thrown while receiving stops the callback actor.
+      if ((event as { type: string }).type === 'test.kvp.fail') throw (event as unknown as { error: unknown }).error;
+      kvp.push({ event, seq: seq++ });
+    });
     return () => {
       kvpStopped = true;
     };
@@ -148,7 +152,8 @@ export function startRun(input: ProvisioningInput = {}) {
       noteTimers();
     },
     async reject(id: string, error: unknown) {
-      pending(id).reject(error);
+      if (id === 'kvp') (actor.getSnapshot().children as Record<string, { send(e: unknown): void }>).kvp!.send({ type: 'test.kvp.fail', error });
+      else pending(id).reject(error);
       await settle();
       noteTimers();
     },

@@ -95,6 +95,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   readyReport: 'HTTP_STATUS',
   provisionedMarker: 'MARKER_FAILED',
   failureReport: 'HTTP_STATUS',
+  kvp: 'KVP_FAILED',
 };
 
 const errorCache = new Map<string, BootstateError>();
@@ -246,6 +247,8 @@ export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
         for (const output of donePayloads(id, context)) events.push({ type, output });
       } else if (type.startsWith('xstate.error.actor.')) {
         const id = type.slice('xstate.error.actor.'.length);
+        // The root KVP writer can fail anywhere; failing it once, before anything else runs, covers its edge.
+        if (id === 'kvp' && !snapshot.matches('loadingConfig')) continue;
         const guarded = transitions.some((t) => (t.guard as { type?: string } | undefined)?.type === 'retryable');
         if (guarded) events.push({ type, error: errorFor(id, true) });
         events.push({ type, error: errorFor(id, false) });
