@@ -7,24 +7,31 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { AnyStateMachine } from 'xstate';
 import { renderChartHtml } from '../src/inspect/chart-html.js';
-import { buildGraph, renderSvg, toDot, toMermaid } from '../src/inspect/graph.js';
+import { buildGraph, renderSvg, toDot, toMermaid, type GraphOptions } from '../src/inspect/graph.js';
 
 const FORMATS = ['svg', 'mermaid', 'dot', 'html'] as const;
 type Format = (typeof FORMATS)[number];
 
-/** Loads one of the agent's machines by name. */
-async function loadMachine(name: string): Promise<AnyStateMachine> {
-  if (name === 'provisioning') return (await import('../machines/provisioning.js')).provisioningMachine;
-  if (name === 'monitor') return (await import('../machines/monitor.js')).monitorMachine;
+/** Loads one of the agent's machines by name, with the context its delays take under the default config. */
+async function loadMachine(name: string): Promise<{ machine: AnyStateMachine; options: GraphOptions }> {
+  const { DEFAULT_CONFIG } = await import('../src/config/defaults.js');
+  if (name === 'provisioning') {
+    const { provisioningMachine } = await import('../machines/provisioning.js');
+    return { machine: provisioningMachine, options: { delayContext: { config: DEFAULT_CONFIG, terminating: false } } };
+  }
+  if (name === 'monitor') {
+    const { monitorMachine, monitorInput } = await import('../machines/monitor.js');
+    return { machine: monitorMachine, options: { delayContext: monitorInput(DEFAULT_CONFIG.monitor, false) } };
+  }
   throw new Error(`unknown machine "${name}" (provisioning | monitor)`);
 }
 
 /** Renders a machine in one of the chart formats. */
-async function renderChart(machine: AnyStateMachine, format: Format): Promise<string> {
-  const graph = buildGraph(machine);
+async function renderChart({ machine, options }: { machine: AnyStateMachine; options: GraphOptions }, format: Format): Promise<string> {
+  const graph = buildGraph(machine, options);
   if (format === 'dot') return toDot(graph);
   if (format === 'mermaid') return toMermaid(graph);
-  if (format === 'html') return renderChartHtml(machine);
+  if (format === 'html') return renderChartHtml(machine, options);
   const svg = await renderSvg(toDot(graph));
   return svg.endsWith('\n') ? svg : `${svg}\n`;
 }

@@ -3,12 +3,12 @@
  * reading a machine without a run.
  */
 import type { AnyStateMachine } from 'xstate';
-import { buildGraph, renderSvg, toDot } from './graph.js';
+import { buildGraph, renderSvg, toDot, type GraphOptions } from './graph.js';
 import { escapeHtml } from './trace.js';
 
 /** Renders a machine's chart as a self-contained HTML page. */
-export async function renderChartHtml(machine: AnyStateMachine): Promise<string> {
-  const graph = buildGraph(machine);
+export async function renderChartHtml(machine: AnyStateMachine, options: GraphOptions = {}): Promise<string> {
+  const graph = buildGraph(machine, options);
   const svg = await renderSvg(toDot(graph));
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

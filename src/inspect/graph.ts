@@ -50,12 +50,32 @@ export function formatDelay(ms: number): string {
   return ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : `${ms / 60_000}min`;
 }
 
+export interface GraphOptions {
+  /**
+   * Context to evaluate delay functions with (e.g. one built from the default config), so that a delay read from
+   * config is labelled with its value; without it such delays show their name only.
+   */
+  delayContext?: unknown;
+}
+
+/** A named delay's value in ms, evaluating a function delay with the given context when there is one. */
+function delayValue(implementation: unknown, options: GraphOptions): number | undefined {
+  if (typeof implementation === 'number') return implementation;
+  if (typeof implementation !== 'function' || options.delayContext === undefined) return undefined;
+  try {
+    const value: unknown = implementation({ context: options.delayContext, event: { type: '' } }, undefined);
+    return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Labels a delay by its value when known and its name when it has one: `after 2s (retryInterval)`. */
-function delayLabel(machine: AnyStateMachine, delay: unknown): string {
+function delayLabel(machine: AnyStateMachine, delay: unknown, options: GraphOptions): string {
   if (typeof delay === 'number') return `after ${formatDelay(delay)}`;
   if (typeof delay === 'string') {
-    const implementation = (machine.implementations.delays as Record<string, unknown>)[delay];
-    return typeof implementation === 'number' ? `after ${formatDelay(implementation)} (${delay})` : `after (${delay})`;
+    const value = delayValue((machine.implementations.delays as Record<string, unknown>)[delay], options);
+    return value === undefined ? `after (${delay})` : `after ${formatDelay(value)} (${delay})`;
   }
   return 'after (expression)';
 }
@@ -70,14 +90,14 @@ function kindOf(eventType: string): EdgeKind {
 }
 
 /** A short human label for a transition, with its guard in brackets. */
-function edgeLabel(machine: AnyStateMachine, node: AnyStateNode, transition: AnyTransitionDefinition): string {
+function edgeLabel(machine: AnyStateMachine, node: AnyStateNode, transition: AnyTransitionDefinition, options: GraphOptions): string {
   const eventType = String(transition.eventType);
   let label: string;
   const kind = kindOf(eventType);
   if (kind === 'always') label = 'always';
   else if (kind === 'after') {
     const delayed = node.after.find((candidate) => candidate.eventType === eventType);
-    label = delayLabel(machine, delayed?.delay);
+    label = delayLabel(machine, delayed?.delay, options);
   } else if (eventType.startsWith('xstate.done.actor.')) label = `done: ${eventType.slice('xstate.done.actor.'.length)}`;
   else if (eventType.startsWith('xstate.error.actor.')) label = `error: ${eventType.slice('xstate.error.actor.'.length)}`;
   else if (eventType.startsWith('xstate.done.state.')) label = 'onDone';
@@ -92,7 +112,7 @@ function srcName(src: unknown): string {
 }
 
 /** Walks a machine into a {@link MachineGraph}; works for any XState 5 machine. */
-export function buildGraph(machine: AnyStateMachine): MachineGraph {
+export function buildGraph(machine: AnyStateMachine, options: GraphOptions = {}): MachineGraph {
   const nodes = new Map<string, GraphNode>();
   const edges: GraphEdge[] = [];
   const visit = (node: AnyStateNode): void => {
@@ -118,7 +138,7 @@ export function buildGraph(machine: AnyStateMachine): MachineGraph {
         targets: (transition.target ?? []).map(statePath),
         event: String(transition.eventType),
         kind: kindOf(String(transition.eventType)),
-        label: edgeLabel(machine, node, transition),
+        label: edgeLabel(machine, node, transition, options),
       });
     }
     children.forEach(visit);

@@ -58,28 +58,29 @@ export class LiveSocket {
     }
   }
 
-  /** Flushes what an open connection can take within the timeout, then closes; never retries afterwards. */
+  /**
+   * Lets a connection that is open or still opening take the queued messages within the timeout, then closes;
+   * never retries afterwards.
+   */
   async close(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
     const ws = this.#ws;
     this.#ws = undefined;
-    this.#queue = [];
-    if (!ws) return;
-    if (ws.readyState !== WebSocket.OPEN) {
-      ws.terminate();
-      return;
-    }
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        ws.terminate();
-        resolve();
-      }, this.#closeTimeoutMs);
-      ws.once('close', () => {
-        clearTimeout(timer);
-        resolve();
+    if (ws && ws.readyState !== WebSocket.CLOSED) {
+      await new Promise<void>((resolve) => {
+        const deadline = setTimeout(() => {
+          ws.terminate();
+          resolve();
+        }, this.#closeTimeoutMs);
+        ws.once('close', () => {
+          clearTimeout(deadline);
+          resolve();
+        });
+        if (ws.readyState === WebSocket.OPEN) ws.close(1000, 'run finished');
+        else ws.once('open', () => ws.close(1000, 'run finished'));
       });
-      ws.close(1000, 'run finished');
-    });
+    }
+    this.#queue = [];
   }
 }

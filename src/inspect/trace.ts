@@ -6,7 +6,7 @@
 import type { AnyStateMachine } from 'xstate';
 import { decodeDomId } from './dom-id.js';
 import { formatDuration, formatSteps, toDot } from './dot.js';
-import { buildGraph } from './graph.js';
+import { buildGraph, type GraphOptions } from './graph.js';
 import type { JournalLine } from './journal.js';
 import { analyseRun, highlightOf, type RunPath } from './run-path.js';
 import { renderSvg } from './svg.js';
@@ -85,7 +85,7 @@ function badgeText(run: RunPath, last: JournalLine | undefined): string {
   return `${run.outcome === 'ok' ? 'OK' : 'FAILED'}${detail ? `: ${detail}` : ''}`;
 }
 
-export interface TraceInput {
+export interface TraceInput extends GraphOptions {
   machine: AnyStateMachine;
   journalLines: JournalLine[];
   /** Shown in the header, e.g. the journal's path. */
@@ -93,8 +93,8 @@ export interface TraceInput {
 }
 
 /** Renders one run as a single self-contained HTML page. */
-export async function renderTraceHtml({ machine, journalLines, title }: TraceInput): Promise<string> {
-  const graph = buildGraph(machine);
+export async function renderTraceHtml({ machine, journalLines, title, ...graphOptions }: TraceInput): Promise<string> {
+  const graph = buildGraph(machine, graphOptions);
   const run = analyseRun(graph, journalLines);
   const svg = tagSvg(await renderSvg(toDot(graph, { highlight: highlightOf(run) })), run);
   const first = journalLines[0];

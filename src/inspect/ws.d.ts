@@ -22,9 +22,12 @@ declare module 'ws' {
     on(event: 'error', listener: (error: Error) => void): this;
     on(event: 'message', listener: (data: RawData, isBinary: boolean) => void): this;
     once(event: 'close', listener: (code: number, reason: Buffer) => void): this;
+    once(event: 'open', listener: () => void): this;
   }
 
   export interface ServerOptions {
+    host?: string;
+    port?: number;
     server?: HttpServer;
     noServer?: boolean;
     maxPayload?: number;
@@ -36,5 +39,7 @@ declare module 'ws' {
     handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, callback: (ws: WebSocket, request: IncomingMessage) => void): void;
     close(callback?: (error?: Error) => void): void;
     on(event: 'connection', listener: (ws: WebSocket, request: IncomingMessage) => void): this;
+    on(event: 'listening', listener: () => void): this;
+    address(): { port: number; address: string } | string;
   }
 }

@@ -20,7 +20,7 @@ function observedMacrosteps(events: InspectionEvent[]): Array<{ event: string; v
     if (event.actorRef.sessionId !== event.rootId) continue;
     if (event.type === '@xstate.microstep') taken.push(...event._transitions.map((t) => edgeKey(t.source, t)));
     if (event.type === '@xstate.snapshot') {
-      steps.push({ event: event.event.type, value: (event.snapshot as { value: unknown }).value, transitions: taken });
+      steps.push({ event: event.event.type, value: (event.snapshot as unknown as { value: unknown }).value, transitions: taken });
       taken = [];
     }
   }
