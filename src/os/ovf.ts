@@ -1,0 +1,179 @@
+/**
+ * Parses Azure's ovf-env.xml (spec §7.2) namespace-aware: elements are matched by namespace URI and local name,
+ * so `wa:`, `ns1:` and default-namespace producers all work. A DOCTYPE is rejected outright and entities are
+ * never expanded (only the five predefined ones and character references are decoded), so no entity attack
+ * (billion laughs, external entities) can reach the parser. The password goes into the SecretStore only.
+ */
+import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import type { MediaMetadata } from '../azure/metadata.js';
+import { BootstateError, escapeValue } from '../errors.js';
+import type { SecretStore } from '../secrets.js';
+import { validatePassword } from './validate.js';
+
+export const OVF_NS = 'http://schemas.dmtf.org/ovf/environment/1';
+export const WA_NS = 'http://schemas.microsoft.com/windowsazure';
+export const MAX_OVF_BYTES = 1024 * 1024;
+
+interface Element {
+  ns: string;
+  local: string;
+  attrs: Map<string, string>;
+  children: Element[];
+  text: string;
+}
+
+export interface ParseOvfOptions {
+  /** Receives the admin password when the document carries a non-empty one. */
+  secrets?: SecretStore;
+  /** Device the document came from, recorded in the result. */
+  device?: string;
+}
+
+/** Parses ovf-env.xml text into MediaMetadata (password → `secrets`), or throws OVF_INVALID / PASSWORD_TOO_LONG. */
+export function parseOvfEnv(xml: string, options: ParseOvfOptions = {}): MediaMetadata {
+  if (Buffer.byteLength(xml) > MAX_OVF_BYTES) throw invalid(`document is larger than ${MAX_OVF_BYTES} bytes`);
+  const text = xml.replace(/^\uFEFF/, '');
+  if (/<!DOCTYPE/i.test(text) || /<!ENTITY/i.test(text)) throw invalid('document has a DOCTYPE or ENTITY declaration');
+  let roots: Element[];
+  try {
+    roots = parseElements(text);
+  } catch (error) {
+    if (error instanceof BootstateError) throw error;
+    // The parser's own exceptions (e.g. an unclosed processing instruction) mean the document is malformed.
+    throw invalid(`not well-formed XML: ${(error as Error).message}`);
+  }
+  return fromEnvironment(roots.find((e) => e.local === 'Environment'), options);
+}
+
+/** Validates well-formedness and builds the element tree (entities untouched). */
+function parseElements(text: string): Element[] {
+  const valid = XMLValidator.validate(text);
+  if (valid !== true) throw invalid(`not well-formed XML: ${valid.err.msg} (line ${valid.err.line})`);
+  const parser = new XMLParser({
+    preserveOrder: true,
+    ignoreAttributes: false,
+    attributeNamePrefix: '',
+    processEntities: false,
+    htmlEntities: false,
+    parseTagValue: false,
+    parseAttributeValue: false,
+    trimValues: false,
+    cdataPropName: '#cdata',
+  });
+  return toElements(parser.parse(text) as RawNode[], new Map([['xml', 'http://www.w3.org/XML/1998/namespace']]));
+}
+
+/** Continuation of parseOvfEnv once the document is a tree of namespaced elements. */
+function fromEnvironment(env: Element | undefined, options: ParseOvfOptions): MediaMetadata {
+  if (!env || !inNs(env, OVF_NS)) throw invalid('root element is not an OVF Environment');
+
+  const provisioning = single(env, 'ProvisioningSection', WA_NS);
+  if (!provisioning) throw invalid('no ProvisioningSection: not an Azure ovf-env.xml');
+  const linux = single(provisioning, 'LinuxProvisioningConfigurationSet', WA_NS);
+  if (!linux) throw invalid('no LinuxProvisioningConfigurationSet');
+
+  const field = (name: string) => single(linux, name, WA_NS);
+  const trimmed = (name: string) => field(name)?.text.trim() || null;
+
+  const password = field('UserPassword')?.text ?? '';
+  if (password.length > 0) {
+    validatePassword(password);
+    options.secrets?.setPassword(password);
+  }
+  const disable = field('DisableSshPasswordAuthentication');
+  const keys = single(single(linux, 'SSH', WA_NS) ?? emptyElement(), 'PublicKeys', WA_NS);
+  const publicKeys = (keys?.children ?? [])
+    .filter((e) => e.local === 'PublicKey' && inNs(e, WA_NS))
+    .map((key) => single(key, 'Value', WA_NS)?.text.trim() ?? '')
+    .filter((v) => v.length > 0);
+
+  return {
+    username: trimmed('UserName'),
+    hostname: trimmed('HostName'),
+    disablePasswordAuthentication: disable ? disable.text.trim().toLowerCase() === 'true' : null,
+    publicKeys,
+    passwordProvided: password.length > 0,
+    customDataPresent: (field('CustomData')?.text.replace(/\s+/g, '') ?? '').length > 0,
+    ppsType: ppsType(env),
+    device: options.device ?? '',
+  };
+}
+
+/** The preprovisioning type: either spelling of the element, case-insensitively; `Running` for the legacy flag. */
+function ppsType(env: Element): string {
+  const settings = single(single(env, 'PlatformSettingsSection', WA_NS) ?? emptyElement(), 'PlatformSettings', WA_NS);
+  if (!settings) return 'None';
+  const type = settings.children.find((e) => e.local.toLowerCase() === 'preprovisionedvmtype' && inNs(e, WA_NS));
+  const value = type?.text.trim();
+  if (value && type?.attrs.get(`{http://www.w3.org/2001/XMLSchema-instance}nil`) !== 'true') return value;
+  const legacy = single(settings, 'PreprovisionedVm', WA_NS)?.text.trim().toLowerCase();
+  return legacy === 'true' ? 'Running' : 'None';
+}
+
+type RawNode = Record<string, unknown> & { ':@'?: Record<string, string> };
+
+/** Turns fast-xml-parser's ordered output into elements with resolved namespaces. */
+function toElements(nodes: RawNode[], scope: Map<string, string>): Element[] {
+  const out: Element[] = [];
+  for (const node of nodes) {
+    const name = Object.keys(node).find((k) => k !== ':@');
+    if (!name || name.startsWith('?') || name === '#text' || name === '#cdata') continue;
+    const rawAttrs = node[':@'] ?? {};
+    const inner = new Map(scope);
+    for (const [key, value] of Object.entries(rawAttrs)) {
+      if (key === 'xmlns') inner.set('', value);
+      else if (key.startsWith('xmlns:')) inner.set(key.slice(6), value);
+    }
+    const [prefix, local] = name.includes(':') ? name.split(':', 2) as [string, string] : ['', name];
+    const ns = inner.get(prefix);
+    if (ns === undefined && prefix !== '') throw invalid(`unbound namespace prefix ${escapeValue(prefix)}`);
+    const attrs = new Map<string, string>();
+    for (const [key, value] of Object.entries(rawAttrs)) {
+      if (key === 'xmlns' || key.startsWith('xmlns:')) continue;
+      const [ap, al] = key.includes(':') ? key.split(':', 2) as [string, string] : ['', key];
+      attrs.set(ap ? `{${inner.get(ap) ?? ap}}${al}` : al, decode(value));
+    }
+    const children = node[name] as RawNode[];
+    let text = '';
+    for (const child of children) {
+      if (typeof child['#text'] === 'string') text += decode(child['#text']);
+      else if (Array.isArray(child['#cdata'])) text += (child['#cdata'] as RawNode[]).map((c) => String(c['#text'] ?? '')).join('');
+    }
+    out.push({ ns: ns ?? '', local, attrs, children: toElements(children, inner), text });
+  }
+  return out;
+}
+
+/** Decodes the predefined entities and character references; anything else named `&x;` is an error. */
+function decode(raw: string): string {
+  return raw.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|[A-Za-z]+);/g, (_, ref: string) => {
+    if (ref.startsWith('#')) {
+      const code = ref[1] === 'x' ? Number.parseInt(ref.slice(2), 16) : Number(ref.slice(1));
+      if (!Number.isFinite(code) || code > 0x10ffff || code === 0) throw invalid('invalid character reference');
+      return String.fromCodePoint(code);
+    }
+    const named: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+    if (!(ref in named)) throw invalid(`undefined entity &${escapeValue(ref)};`);
+    return named[ref]!;
+  });
+}
+
+/** Elements of the Azure namespace are also accepted without a namespace, as some producers write them. */
+function inNs(element: Element, ns: string): boolean {
+  return element.ns === ns || element.ns === '';
+}
+
+/** The only child `local` in `ns`, null when absent; more than one is invalid metadata. */
+function single(parent: Element, local: string, ns: string): Element | null {
+  const found = parent.children.filter((e) => e.local === local && inNs(e, ns));
+  if (found.length > 1) throw invalid(`more than one ${local}`);
+  return found[0] ?? null;
+}
+
+function emptyElement(): Element {
+  return { ns: '', local: '', attrs: new Map(), children: [], text: '' };
+}
+
+function invalid(problem: string): BootstateError {
+  return new BootstateError('OVF_INVALID', `ovf-env.xml: ${problem}`, { data: [['problem', problem]] });
+}
