@@ -1,0 +1,241 @@
+/**
+ * The .deb an image builder installs: built by scripts/build-deb.mjs from the binary, then inspected as dpkg
+ * sees it (`dpkg-deb -c`), extracted (`dpkg-deb -x`) and installed into a scratch root (`dpkg --root`).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseToml } from 'smol-toml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+import { loadConfig } from '../../src/config/load.js';
+import { renderDefaultConfig } from '../../packaging/default-config.js';
+
+const root = resolve(fileURLToPath(import.meta.url), '../../..');
+const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+const deb = join(root, `dist/bootstate_${version}_amd64.deb`);
+const WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate.service';
+const isRoot = process.getuid?.() === 0;
+const hasSystemdAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
+
+let scratch: string;
+let extracted: string;
+
+beforeAll(() => {
+  if (!existsSync(join(root, 'dist/bootstate'))) {
+    execFileSync(process.execPath, [join(root, 'scripts/build-binary.mjs')], { cwd: root, stdio: 'inherit' });
+  }
+  execFileSync(process.execPath, [join(root, 'scripts/build-deb.mjs')], { cwd: root, stdio: 'inherit' });
+  scratch = mkdtempSync(join(tmpdir(), 'bootstate-deb-'));
+  extracted = join(scratch, 'extracted');
+  execFileSync('dpkg-deb', ['-x', deb, extracted]);
+}, 900_000);
+
+afterAll(() => {
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+});
+
+/** `dpkg-deb -c` as path → { mode, owner }, the way dpkg will create them. */
+function contents(): Map<string, { mode: string; owner: string }> {
+  const listing = execFileSync('dpkg-deb', ['-c', deb], { encoding: 'utf8' });
+  const entries = new Map<string, { mode: string; owner: string }>();
+  for (const line of listing.trim().split('\n')) {
+    const [mode, owner, , , , ...rest] = line.split(/\s+/);
+    const path = rest.join(' ').replace(/^\.\//, '/').split(' -> ')[0];
+    if (path !== '/') entries.set(path.replace(/\/$/, ''), { mode, owner });
+  }
+  return entries;
+}
+
+function field(name: string): string {
+  return execFileSync('dpkg-deb', ['-f', deb, name], { encoding: 'utf8' }).trim();
+}
+
+/** A unit file's settings, each key's values split on whitespace and gathered across repeated lines. */
+function unitSettings(path: string): Record<string, string[]> {
+  const settings: Record<string, string[]> = {};
+  let section = '';
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    if (/^\s*(#|;|$)/.test(line)) continue;
+    const header = /^\[(.+)\]$/.exec(line.trim());
+    if (header) {
+      section = header[1];
+      continue;
+    }
+    const [key, ...value] = line.split('=');
+    (settings[`${section}.${key.trim()}`] ??= []).push(...value.join('=').trim().split(/\s+/));
+  }
+  return settings;
+}
+
+/** A dpkg database with nothing installed, inside a directory that stands for `/`. */
+function emptyDpkgRoot(name: string): string {
+  const dir = join(scratch, name);
+  for (const sub of ['info', 'updates', 'triggers']) mkdirSync(join(dir, 'var/lib/dpkg', sub), { recursive: true });
+  writeFileSync(join(dir, 'var/lib/dpkg/status'), '');
+  writeFileSync(join(dir, 'var/lib/dpkg/available'), '');
+  return dir;
+}
+
+/** Runs dpkg on a scratch root; maintainer scripts run on this host with DPKG_ROOT set, not chrooted. */
+function dpkg(dir: string, ...args: string[]): void {
+  execFileSync('dpkg', [`--root=${dir}`, '--force-script-chrootless', '--force-depends', ...args], { stdio: 'pipe' });
+}
+
+describe('the .deb', () => {
+  it('is named and described as an admin package that depends on flock and passwd', () => {
+    expect(field('Package')).toBe('bootstate');
+    expect(field('Version')).toBe(version);
+    expect(field('Architecture')).toBe('amd64');
+    expect(field('Section')).toBe('admin');
+    expect(field('Priority')).toBe('optional');
+    expect(field('Maintainer')).not.toBe('');
+    expect(field('Description')).toMatch(/^first-boot provisioning agent/);
+    expect(field('Depends').split(/,\s*/)).toEqual(expect.arrayContaining(['util-linux', 'passwd']));
+    expect(field('Recommends')).toContain('openssh-server');
+  });
+
+  it('installs exactly the binary, two units, the default config and the copyright, owned by root with their modes', () => {
+    const files = [...contents()].filter(([, entry]) => !entry.mode.startsWith('d'));
+    expect(Object.fromEntries(files.map(([path, entry]) => [path, entry.mode]))).toEqual({
+      '/etc/bootstate/bootstate.toml': '-rw-r--r--',
+      '/usr/bin/bootstate': '-rwxr-xr-x',
+      '/usr/lib/systemd/system/bootstate-monitor.service': '-rw-r--r--',
+      '/usr/lib/systemd/system/bootstate.service': '-rw-r--r--',
+      '/usr/share/doc/bootstate/copyright': '-rw-r--r--',
+    });
+    for (const [path, entry] of contents()) {
+      expect(entry.owner, path).toBe('root/root');
+      if (entry.mode.startsWith('d')) expect(entry.mode, path).toBe('drwxr-xr-x');
+    }
+  });
+
+  it('marks the default config a conffile so an admin\'s edits survive upgrades', () => {
+    const control = join(scratch, 'control');
+    execFileSync('dpkg-deb', ['-e', deb, control]);
+    expect(readFileSync(join(control, 'conffiles'), 'utf8').trim().split('\n')).toEqual(['/etc/bootstate/bootstate.toml']);
+    expect(readdirSync(control).sort()).toEqual(['conffiles', 'control', 'md5sums', 'postinst', 'postrm', 'prerm']);
+  });
+
+  it('ships the binary dist/bootstate, byte for byte', () => {
+    expect(readFileSync(join(extracted, 'usr/bin/bootstate')).equals(readFileSync(join(root, 'dist/bootstate')))).toBe(true);
+  });
+});
+
+describe('the first-boot unit', () => {
+  const unit = () => unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate.service'));
+
+  it('runs once, to completion, as /usr/bin/bootstate provision', () => {
+    expect(unit()['Service.Type']).toEqual(['oneshot']);
+    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'provision']);
+  });
+
+  it('waits for the network and finishes before sshd and logins start', () => {
+    expect(unit()['Unit.After']).toContain('network-online.target');
+    expect(unit()['Unit.Wants']).toContain('network-online.target');
+    expect(unit()['Unit.Before']).toEqual(expect.arrayContaining(['sshd.service', 'ssh.service', 'systemd-user-sessions.service']));
+  });
+
+  it('is wanted by multi-user.target, which is where postinst links it', () => {
+    expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
+  });
+});
+
+describe('the monitor unit', () => {
+  const unit = () => unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate-monitor.service'));
+
+  it('is a long-running bootstate monitor that starts after provisioning and restarts on failure', () => {
+    expect(unit()['Service.Type']).toEqual(['simple']);
+    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'monitor']);
+    expect(unit()['Unit.After']).toContain('bootstate.service');
+    expect(unit()['Service.Restart']).toEqual(['on-failure']);
+  });
+});
+
+describe('the default /etc/bootstate/bootstate.toml', () => {
+  const shipped = () => join(extracted, 'etc/bootstate/bootstate.toml');
+  const isSetting = (line: string) => /^#[a-z_]+ = /.test(line);
+
+  it('is what packaging/default-config.ts renders from DEFAULT_CONFIG', () => {
+    expect(readFileSync(shipped(), 'utf8')).toBe(renderDefaultConfig());
+  });
+
+  it('changes nothing as shipped: every setting is commented out', async () => {
+    const { config } = await loadConfig({ systemFile: '/nonexistent', dropinDir: '/nonexistent', override: shipped(), env: {} });
+    expect(config).toEqual(DEFAULT_CONFIG);
+    const lines = readFileSync(shipped(), 'utf8').split('\n');
+    expect(lines.filter((line) => line !== '' && !line.startsWith('#') && !/^\[[a-z_]+\]$/.test(line))).toEqual([]);
+  });
+
+  it('spells out exactly DEFAULT_CONFIG when every setting is uncommented', async () => {
+    const uncommented = join(scratch, 'uncommented.toml');
+    const text = readFileSync(shipped(), 'utf8')
+      .split('\n')
+      .map((line) => (isSetting(line) ? line.slice(1) : line))
+      .join('\n');
+    writeFileSync(uncommented, text);
+    expect(parseToml(text)).toEqual(DEFAULT_CONFIG);
+    const { config } = await loadConfig({ systemFile: '/nonexistent', dropinDir: '/nonexistent', override: uncommented, env: {} });
+    expect(config).toEqual(DEFAULT_CONFIG);
+  });
+
+  it('explains every setting on the line above it', () => {
+    const lines = readFileSync(shipped(), 'utf8').split('\n');
+    lines.forEach((line, i) => {
+      if (isSetting(line)) expect(lines[i - 1], line).toMatch(/^# \S/);
+    });
+  });
+});
+
+describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () => {
+  it('enables the first-boot unit, and removing the package disables it and keeps the config until purge', () => {
+    const target = emptyDpkgRoot('dpkg-root');
+    dpkg(target, '-i', deb);
+    expect(readlinkSync(join(target, WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate.service');
+    expect(existsSync(join(target, 'usr/bin/bootstate'))).toBe(true);
+
+    dpkg(target, '-r', 'bootstate');
+    expect(existsSync(join(target, WANTS_LINK))).toBe(false);
+    expect(existsSync(join(target, 'usr/bin/bootstate'))).toBe(false);
+    expect(existsSync(join(target, 'etc/bootstate/bootstate.toml'))).toBe(true);
+
+    dpkg(target, '--purge', 'bootstate');
+    expect(existsSync(join(target, 'etc/bootstate/bootstate.toml'))).toBe(false);
+  });
+
+  it.skipIf(!hasSystemdAnalyze)('has units systemd-analyze verify accepts, with /usr/bin/bootstate in place', () => {
+    const target = emptyDpkgRoot('verify-root');
+    dpkg(target, '-i', deb);
+    // The units order themselves against the standard targets; give the scratch root the host's.
+    const targets = '/usr/lib/systemd/system';
+    for (const name of readdirSync(targets).filter((n) => n.endsWith('.target'))) {
+      if (!existsSync(join(target, 'usr/lib/systemd/system', name))) copyFileSync(join(targets, name), join(target, 'usr/lib/systemd/system', name));
+    }
+    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service'], { encoding: 'utf8' });
+    expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
+    expect(result.status).toBe(0);
+  });
+});
+
+describe('postinst', () => {
+  it('links the unit into multi-user.target.wants itself when there is no systemctl', () => {
+    const target = join(scratch, 'no-systemctl-root');
+    const bin = join(scratch, 'bin-without-systemctl');
+    mkdirSync(bin, { recursive: true });
+    for (const tool of ['sh', 'mkdir', 'ln']) symlinkSync(execFileSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim(), join(bin, tool));
+    const control = join(scratch, 'control-postinst');
+    execFileSync('dpkg-deb', ['-e', deb, control]);
+    execFileSync(join(bin, 'sh'), [join(control, 'postinst'), 'configure', ''], { env: { PATH: bin, DPKG_ROOT: target } });
+    expect(readlinkSync(join(target, WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate.service');
+  });
+
+  it('leaves an admin\'s disabled unit disabled on upgrade', () => {
+    const target = join(scratch, 'upgrade-root');
+    const control = join(scratch, 'control-upgrade');
+    execFileSync('dpkg-deb', ['-e', deb, control]);
+    execFileSync('sh', [join(control, 'postinst'), 'configure', '0.0.1'], { env: { PATH: process.env.PATH, DPKG_ROOT: target } });
+    expect(existsSync(join(target, WANTS_LINK))).toBe(false);
+  });
+});
