@@ -7,7 +7,7 @@ import {
   type Observation,
 } from '../../src/azure/healthservice.js';
 import { AGENT } from '../../src/version.js';
-import { startFakeFabric, type FakeFabric } from '../fabric/fake-fabric.js';
+import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { deferred, recordingLog, refusedPort } from './helpers.js';
 
 const obs = (name: string, healthy = true, value = ''): Observation => ({

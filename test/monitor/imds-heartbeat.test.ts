@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { checkImdsHeartbeat, classifyImdsStatus, validateImdsDocument } from '../../src/monitor/imds-heartbeat.js';
 import { AGENT } from '../../src/version.js';
-import { exampleImdsDocument } from '../fabric/imds-document.js';
-import { startFakeFabric, type FakeFabric } from '../fabric/fake-fabric.js';
+import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
+import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { refusedPort } from './helpers.js';
 
 const validate = (doc: unknown) => validateImdsDocument(JSON.stringify(doc));

@@ -7,7 +7,7 @@ import type { InspectionEvent } from 'xstate';
 import type { Observation } from '../../src/azure/healthservice.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
 import { defaultEndpoints, runMonitor, type RunMonitorOptions } from '../../src/monitor/run.js';
-import { startFakeFabric, type FakeFabric } from '../fabric/fake-fabric.js';
+import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { deferred, recordingLog } from './helpers.js';
 
 let fabric: FakeFabric;

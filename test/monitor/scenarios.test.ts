@@ -9,7 +9,7 @@ import type { Observation } from '../../src/azure/healthservice.js';
 import { classifyHealth, classifyVersions } from '../../src/azure/hostplugin.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { validateImdsDocument } from '../../src/monitor/imds-heartbeat.js';
-import { exampleImdsDocument } from '../fabric/imds-document.js';
+import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { recordingReporter, settle } from './harness.js';
 
 const MINUTE = 60_000;
