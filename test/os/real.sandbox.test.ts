@@ -128,8 +128,9 @@ describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () 
 
   it('sets the hostname inside the UTS namespace, falling back from hostnamectl to hostname', async () => {
     const before = hostname();
-    const results = await steps(sandbox, { steps: [{ op: 'hostname', args: 'web-01.internal.example' }] });
+    const results = await steps(sandbox, { steps: [{ op: 'hostname', args: 'web-01.internal.example' }, { op: 'currentHostname', args: null }] });
     expect(results[0]!.ok).toMatchObject({ backend: 'hostname' });
+    expect(results[1]!.ok!.detail).toBe('web-01');
     expect(results[0]!.ok!.warnings?.[0]).toMatch(/backend hostnamectl failed/);
     expect(await readFile(sandbox.hostPath('/etc/hostname'), 'utf8')).toBe('web-01\n');
     expect(hostname()).toBe(before);
