@@ -4,7 +4,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll, request } from '../../src/azure/http.js';
 import { BootstateError } from '../../src/errors.js';
-import { type FakeFabric, startFakeFabric } from '../fabric/fake-fabric.js';
+import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
 
 let fabric: FakeFabric;
 const TIMEOUT_MS = 200;

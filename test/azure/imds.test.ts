@@ -5,8 +5,8 @@ import { fetchInstanceMetadataOnce, parseInstanceMetadata } from '../../src/azur
 import { DEFAULT_CONFIG, type ImdsConfig } from '../../src/config/defaults.js';
 import { BootstateError } from '../../src/errors.js';
 import { AGENT } from '../../src/version.js';
-import { type FakeFabric, startFakeFabric } from '../fabric/fake-fabric.js';
-import { EXAMPLE_VM_ID, exampleImdsDocument, withOsProfile } from '../fabric/imds-document.js';
+import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
+import { EXAMPLE_VM_ID, exampleImdsDocument, withOsProfile } from '../../src/fabric/imds-document.js';
 
 let fabric: FakeFabric;
 let config: ImdsConfig;
@@ -52,7 +52,7 @@ describe('fetchInstanceMetadataOnce', () => {
       computerName: 'web-01',
       disablePasswordAuthentication: true,
       publicKeys: [
-        'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk3ExampleOnlyNotARealKeyExampleOnlyNotAReal azureuser@laptop\n',
+        'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN/Rb85Ri4GtZokp7+G4Wiooo9ItAifFWeNtrUbNH45R azureuser@laptop\n',
       ],
       hasCustomData: false,
       ppsType: 'None',

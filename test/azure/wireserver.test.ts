@@ -5,7 +5,7 @@ import { HealthReporter, healthBody, postHealthOnce } from '../../src/azure/wire
 import { DEFAULT_CONFIG, type WireserverConfig } from '../../src/config/defaults.js';
 import { BootstateError, failure } from '../../src/errors.js';
 import { AGENT } from '../../src/version.js';
-import { type FakeFabric, startFakeFabric } from '../fabric/fake-fabric.js';
+import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
 
 const vmId = 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8';
 let fabric: FakeFabric;

@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type FakeFabric, startFakeFabric } from './fake-fabric.js';
-import { EXAMPLE_VM_ID } from './imds-document.js';
-import { applyScenario } from './scenarios.js';
+import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
+import { EXAMPLE_VM_ID } from '../../src/fabric/imds-document.js';
+import { applyScenario } from '../../src/fabric/scenarios.js';
 
 let fabric: FakeFabric | undefined;
 afterEach(async () => {

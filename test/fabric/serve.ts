@@ -10,8 +10,8 @@
  */
 import { appendFileSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { type Listen, startFakeFabric } from './fake-fabric.js';
-import { applyScenario } from './scenarios.js';
+import { type Listen, startFakeFabric } from '../../src/fabric/fake-fabric.js';
+import { applyScenario } from '../../src/fabric/scenarios.js';
 
 /** Parses `host:port` (IPv6 as `[::1]:80`). */
 function parseListen(value: string | undefined): Partial<Listen> | undefined {

@@ -60,7 +60,7 @@ const EXAMPLE = {
     "provider": "Microsoft.Compute",
     "publicKeys": [
       {
-        "keyData": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk3ExampleOnlyNotARealKeyExampleOnlyNotAReal azureuser@laptop\n",
+        "keyData": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN/Rb85Ri4GtZokp7+G4Wiooo9ItAifFWeNtrUbNH45R azureuser@laptop\n",
         "path": "/home/azureuser/.ssh/authorized_keys"
       }
     ],

@@ -1,0 +1,137 @@
+/**
+ * The real actors of the provisioning chart: one `fromPromise` per step, each taking its dependencies
+ * explicitly so tests and the demo can swap the OS backend, the clock-free parts and the fabric addresses.
+ */
+import { fromCallback, fromPromise } from 'xstate';
+import type { Logger } from 'pino';
+import {
+  HEALTH_FAILED,
+  HEALTH_IN_PROGRESS,
+  type KvpEvent,
+  type ProvisioningPlan,
+  type ReportInput,
+} from '../../machines/provisioning.js';
+import { fetchInstanceMetadataOnce } from '../azure/imds.js';
+import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
+import { HealthReporter } from '../azure/wireserver.js';
+import type { Config } from '../config/defaults.js';
+import { BootstateError } from '../errors.js';
+import type { KvpTelemetry } from '../kvp/telemetry.js';
+import type { MarkerStore, Provisioner } from '../os/provisioner.js';
+import { machineHostname, validateHostname, validateSshKey, validateUsername } from '../os/validate.js';
+import { readVmId } from '../os/vmid.js';
+import type { SecretStore } from '../secrets.js';
+import type { ReportBook } from './report-book.js';
+
+export interface ProvisioningDeps {
+  log: Logger;
+  loadConfig(): Promise<Config>;
+  /** Root for `/sys` when reading the VM id (tests and the demo use a fake product_uuid). */
+  sysRoot: string;
+  provisioner: Provisioner;
+  markers(config: Config): MarkerStore;
+  readMedia(config: Config, secrets: SecretStore, signal: AbortSignal): Promise<MediaMetadata | null>;
+  secrets: SecretStore;
+  reporter: HealthReporter;
+  reports: ReportBook;
+  kvp: KvpTelemetry | null;
+  /** Called with the VM id once known, so telemetry keys carry it. */
+  onVmId?(vmId: string): void;
+}
+
+type PlanInput = { config: Config; plan: ProvisioningPlan };
+
+/** Builds the `actors` map handed to `provisioningMachine.provide`. */
+export function provisioningActors(deps: ProvisioningDeps) {
+  const { log } = deps;
+  const step = (name: string, run: (input: PlanInput, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string }>) =>
+    fromPromise<void, PlanInput>(async ({ input, signal }) => {
+      const started = Date.now();
+      const result = await run(input, signal);
+      for (const warning of result.warnings ?? []) log.warn({ step: name, backend: result.backend }, warning);
+      log.info({ step: name, backend: result.backend, ms: Date.now() - started }, result.detail ?? `${name} done`);
+    });
+
+  return {
+    kvpWriter: fromCallback<KvpEvent>(({ receive }) => {
+      receive((event) => {
+        if (event.type !== 'kvp.report' || !deps.kvp) return;
+        const encoded =
+          event.health === HEALTH_FAILED && event.failure
+            ? deps.reports.failure(event.failure, event.vmId)
+            : deps.reports.success(event.vmId);
+        deps.kvp.writeReport(encoded);
+      });
+      return () => deps.kvp?.flush();
+    }),
+
+    loadConfig: fromPromise<Config, void>(() => deps.loadConfig()),
+
+    readVmId: fromPromise<string, void>(async () => {
+      const id = await readVmId({ sysRoot: deps.sysRoot });
+      if (id.source === 'unreadable') log.warn({ step: 'vmId' }, 'product_uuid unreadable; using the zero VM id');
+      log.info({ step: 'vmId', vmId: id.vmId, generation: id.generation }, 'VM id read');
+      deps.onVmId?.(id.vmId);
+      return id.vmId;
+    }),
+
+    checkMarker: fromPromise<'none' | 'provisioned' | 'report-pending', { config: Config; vmId: string }>(async ({ input }) => {
+      const state = await deps.markers(input.config).state(input.vmId);
+      if (state === 'provisioned') log.info({ vmId: input.vmId }, 'already provisioned; nothing to do');
+      if (state === 'report-pending') log.info({ vmId: input.vmId }, 'provisioned earlier but Ready not accepted; reporting Ready');
+      return state;
+    }),
+
+    reportHealth: fromPromise<void, ReportInput>(async ({ input, signal }) => {
+      if (input.health === HEALTH_IN_PROGRESS && !input.config.wireserver.report_in_progress) return;
+      const description =
+        input.health === HEALTH_FAILED && input.failure ? deps.reports.failure(input.failure, input.vmId) : undefined;
+      await deps.reporter.post({ config: input.config.wireserver, health: input.health, vmId: input.vmId, description, signal, log });
+      log.info({ state: input.health }, 'health report accepted');
+    }),
+
+    fetchMetadata: fromPromise<InstanceMetadata, { config: Config }>(async ({ input, signal }) => {
+      try {
+        return await fetchInstanceMetadataOnce({ config: input.config.imds, signal });
+      } catch (error) {
+        if (error instanceof BootstateError && error.retryable) log.info({ code: error.code, reason: error.reason }, `IMDS attempt failed: ${error.message}`);
+        throw error;
+      }
+    }),
+
+    readMedia: fromPromise<MediaMetadata | null, { config: Config }>(async ({ input, signal }) => {
+      if (!input.config.provisioning_media.enable) return null;
+      return deps.readMedia(input.config, deps.secrets, signal);
+    }),
+
+    validatePlan: fromPromise<ProvisioningPlan, PlanInput>(async ({ input }) => {
+      const { plan } = input;
+      if (deps.provisioner.validateUsername) await deps.provisioner.validateUsername(plan.username);
+      else await validateUsername(plan.username);
+      const hostname = machineHostname(validateHostname(plan.hostname));
+      const keys = [...new Set(plan.sshKeys.map((k) => validateSshKey(k).line))];
+      return { ...plan, hostname, sshKeys: keys };
+    }),
+
+    setHostname: step('hostname', ({ plan }, signal) => deps.provisioner.setHostname(plan.hostname, signal)),
+    createUser: step('user', ({ plan }, signal) =>
+      deps.provisioner.createUser({ username: plan.username, groups: plan.groups }, signal),
+    ),
+    setPassword: step('password', ({ plan }, signal) => deps.provisioner.setPassword(plan.username, deps.secrets, signal)),
+    writeSshKeys: step('sshKeys', ({ plan }, signal) =>
+      deps.provisioner.writeSshKeys({ username: plan.username, keys: plan.sshKeys }, signal),
+    ),
+    configureSshd: step('sshd', ({ config, plan }, signal) =>
+      config.ssh.configure_sshd_password_authentication
+        ? deps.provisioner.configureSshd(plan.passwordAuthentication, signal)
+        : Promise.resolve({ backend: 'none', detail: 'sshd configuration disabled by config' }),
+    ),
+
+    markReportPending: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
+      await deps.markers(input.config).markReportPending(input.vmId);
+    }),
+    markProvisioned: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
+      await deps.markers(input.config).markProvisioned(input.vmId);
+    }),
+  };
+}

@@ -1,0 +1,32 @@
+/**
+ * Encodes each run's final report once, so the KVP record and the wireserver description carry the same
+ * bytes (same timestamp) however many HTTP attempts follow.
+ */
+import { encodeFailureReport, encodeSuccessReport } from '../azure/report.js';
+import type { Failure } from '../errors.js';
+
+export class ReportBook {
+  #success = new Map<string, string>();
+  #failure = new Map<string, string>();
+
+  /** The encoded success report for `vmId`, created on first use. */
+  success(vmId: string): string {
+    let encoded = this.#success.get(vmId);
+    if (encoded === undefined) {
+      encoded = encodeSuccessReport({ vmId });
+      this.#success.set(vmId, encoded);
+    }
+    return encoded;
+  }
+
+  /** The encoded failure report for this failure and `vmId`, created on first use. */
+  failure(failure: Failure, vmId: string): string {
+    const key = `${vmId}\u0000${failure.code}\u0000${JSON.stringify(failure.data)}`;
+    let encoded = this.#failure.get(key);
+    if (encoded === undefined) {
+      encoded = encodeFailureReport(failure, { vmId });
+      this.#failure.set(key, encoded);
+    }
+    return encoded;
+  }
+}

@@ -1,0 +1,165 @@
+/**
+ * Runs one provisioning: loads the config, sets up logging, KVP and the journal, provides the real actors to
+ * the chart, runs it to its final state and returns its output. `cli.ts` maps the output to the exit code.
+ */
+import { createActor, toPromise, type InspectionEvent } from 'xstate';
+import { provisioningMachine, type ProvisioningOutput } from '../machines/provisioning.js';
+import { provisioningActors } from './actors/provisioning.js';
+import { ReportBook } from './actors/report-book.js';
+import { TransitionTelemetry } from './actors/transition-telemetry.js';
+import { closeAll } from './azure/http.js';
+import { HealthReporter } from './azure/wireserver.js';
+import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
+import { loadConfig } from './config/load.js';
+import { EXIT_FAILURE, toFailure } from './errors.js';
+import { createJournal } from './inspect/journal.js';
+import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
+import { createLogger } from './log.js';
+import { readProvisioningMedia } from './os/media.js';
+import { FileMarkerStore } from './os/marker.js';
+import type { Provisioner } from './os/provisioner.js';
+import { RealProvisioner } from './os/real.js';
+import { ScratchProvisioner } from './os/scratch.js';
+import { SecretStore } from './secrets.js';
+
+export interface ProvisionOptions {
+  /** `--config FILE|DIR`. */
+  configPath?: string;
+  /** `--groups`, merged over the configured groups. */
+  groups?: string[];
+  systemConfigFile?: string;
+  dropinDir?: string;
+  /** Adjusts the loaded config (the demo points it at its embedded fabric). */
+  adjustConfig?(config: Config): Config;
+  /** `--dry-run DIR`: provision into DIR with the scratch backend instead of changing this machine. */
+  dryRunDir?: string;
+  sysRoot?: string;
+  /** `--inspect ws://…`: stream allow-listed inspection events to a Stately inspector. */
+  inspectUrl?: string;
+  /** Extra observers (the demo prints transitions). */
+  inspect?: (event: InspectionEvent) => void;
+  /** Install SIGTERM/SIGINT handlers that send TERMINATE (the CLI does; tests running in-process do not). */
+  handleSignals?: boolean;
+  /** Where stderr log lines go; default fd 2. */
+  stderr?: { write(line: string): unknown };
+}
+
+export interface ProvisionResult extends ProvisioningOutput {
+  journalPath: string | null;
+  config: Config;
+  /** Commands the scratch backend recorded (dry runs and the demo). */
+  commands: string[][];
+}
+
+/** Provisions this VM (or a dry-run directory) once and returns the chart's output. */
+export async function runProvision(options: ProvisionOptions = {}): Promise<ProvisionResult> {
+  const loaded = await loadConfig({
+    systemFile: options.systemConfigFile ?? SYSTEM_CONFIG_FILE,
+    dropinDir: options.dropinDir ?? SYSTEM_CONFIG_DROPIN_DIR,
+    override: options.configPath ?? process.env.BOOTSTATE_CONFIG,
+  }).then(
+    (result) => ({ ok: true as const, config: (options.adjustConfig ?? ((c: Config) => c))(result.config), warnings: result.warnings }),
+    (error: unknown) => ({ ok: false as const, error, config: (options.adjustConfig ?? ((c: Config) => c))(DEFAULT_CONFIG), warnings: [] }),
+  );
+  const config = loaded.config;
+
+  const kvp = config.telemetry.kvp
+    ? new KvpTelemetry({ dir: config.telemetry.kvp_dir, pool: config.telemetry.kvp_pool, level: config.telemetry.kvp_level })
+    : null;
+  const { log, close: closeLog } = createLogger({
+    logPath: config.log_path.path,
+    stderr: options.stderr as never,
+    extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp) }] : [],
+  });
+  for (const warning of loaded.warnings) log.warn({ step: 'config' }, warning);
+  if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
+
+  const secrets = new SecretStore();
+  const provisioner: Provisioner = options.dryRunDir
+    ? new ScratchProvisioner(options.dryRunDir, config)
+    : new RealProvisioner({ config });
+  const reporter = new HealthReporter();
+  const transitions = kvp ? new TransitionTelemetry(kvp) : null;
+
+  let journal: ReturnType<typeof createJournal> | null = null;
+  const early: Array<[InspectionEvent, Date]> = [];
+  let live: { inspect(event: InspectionEvent): void; stop(): Promise<void> } | null = null;
+  if (options.inspectUrl) {
+    const { startLiveInspector } = await import('./inspect/live.js');
+    live = startLiveInspector(options.inspectUrl);
+  }
+
+  const actors = provisioningActors({
+    log,
+    loadConfig: () => (loaded.ok ? Promise.resolve(loaded.config) : Promise.reject(loaded.error)),
+    sysRoot: options.sysRoot ?? '/',
+    provisioner,
+    markers: (c) => new FileMarkerStore(c.data_dir.path),
+    readMedia: (_config, store, signal) =>
+      readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) }),
+    secrets,
+    reporter,
+    reports: new ReportBook(),
+    kvp,
+    onVmId: (vmId) => {
+      kvp?.setVmId(vmId);
+      if (config.journal.enable && !journal) {
+        try {
+          journal = createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep });
+          for (const [event, at] of early.splice(0)) journal.inspect(event, at);
+        } catch (error) {
+          log.warn({ step: 'journal' }, `journal disabled: ${(error as Error).message}`);
+        }
+      }
+    },
+  });
+
+  const actor = createActor(provisioningMachine.provide({ actors: actors as never }), {
+    input: { config, groups: options.groups },
+    inspect: (event) => {
+      if (journal) journal.inspect(event);
+      else if (config.journal.enable && early.length < 1000) early.push([event, new Date()]);
+      transitions?.inspect(event);
+      live?.inspect(event);
+      options.inspect?.(event);
+    },
+  });
+
+  const terminate = () => actor.send({ type: 'TERMINATE' });
+  if (options.handleSignals) {
+    process.on('SIGTERM', terminate);
+    process.on('SIGINT', terminate);
+  }
+
+  let output: ProvisioningOutput;
+  try {
+    actor.start();
+    output = await toPromise(actor);
+  } catch (error) {
+    // The chart handles every actor error itself; reaching here is a bug. Still tell the fabric.
+    const failure = toFailure(error);
+    log.fatal({ reason: failure.reason }, `unhandled error: ${(error as Error)?.message ?? String(error)}`);
+    output = { result: 'failed', exitCode: EXIT_FAILURE, reason: failure.reason, code: failure.code, reported: false };
+  } finally {
+    if (options.handleSignals) {
+      process.off('SIGTERM', terminate);
+      process.off('SIGINT', terminate);
+    }
+  }
+
+  log.info({ result: output.result, reason: output.reason, exitCode: output.exitCode }, `provisioning finished: ${output.result}`);
+  transitions?.flush();
+  kvp?.flush();
+  secrets.clear();
+  const journalPath = (journal as ReturnType<typeof createJournal> | null)?.path ?? null;
+  (journal as ReturnType<typeof createJournal> | null)?.close();
+  await live?.stop();
+  await closeAll();
+  closeLog();
+  return {
+    ...output,
+    journalPath,
+    config,
+    commands: provisioner instanceof ScratchProvisioner ? provisioner.commands : [],
+  };
+}
