@@ -1,0 +1,161 @@
+/**
+ * The built agent against a fake fabric on loopback: retries, deadlines, final reports and exit codes.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
+import { decodeReport } from '../../src/azure/report.js';
+import { lastFailureDescription, markers, reportKinds, runAgent } from './agent.js';
+
+let fabric: FakeFabric;
+beforeEach(async () => {
+  fabric = await startFakeFabric();
+});
+afterEach(async () => {
+  await fabric.close();
+});
+
+const field = (description: string | undefined, key: string) =>
+  description ? decodeReport(description).find(([k]) => k === key)?.[1] : undefined;
+
+/** Lets only the Ready report follow a script; InProgress is always accepted. */
+function readyScript(...statuses: Array<number | 'stall'>) {
+  let i = 0;
+  fabric.setWireserver((request) => {
+    if (!request.body.includes('"Ready"')) return 'ok';
+    const next = statuses[Math.min(i++, statuses.length - 1)]!;
+    return next === 'stall' ? 'stall' : { status: next };
+  });
+}
+
+describe('the agent against a healthy fabric', () => {
+  it('provisions, reports InProgress then Ready, writes the marker and exits 0', async () => {
+    const run = await runAgent(fabric);
+    expect(run.code).toBe(0);
+    expect(reportKinds(fabric)).toEqual(['NotReady/Provisioning', 'Ready']);
+    expect(markers(run.root)).toEqual([expect.stringMatching(/\.provisioned$/)]);
+  });
+
+  it('reports nothing and exits 0 on the second boot of the same VM', async () => {
+    const first = await runAgent(fabric);
+    fabric.requests.length = 0;
+    fabric.reports.length = 0;
+    const second = await runAgent(fabric, { root: first.root });
+    expect(second.code).toBe(0);
+    expect(fabric.requests).toEqual([]);
+  });
+});
+
+describe('IMDS faults', () => {
+  it('retries 500 and 404 and then provisions', async () => {
+    fabric.setImds({ status: 500 }, { status: 404 }, 'ok');
+    const run = await runAgent(fabric);
+    expect(run.code).toBe(0);
+    expect(fabric.requestsTo('imds')).toHaveLength(3);
+    expect(reportKinds(fabric).at(-1)).toBe('Ready');
+  });
+
+  it('retries a malformed body and then provisions', async () => {
+    fabric.setImds({ status: 200, body: '{"compute": {"osProfile": ' }, 'ok');
+    const run = await runAgent(fabric);
+    expect(run.code).toBe(0);
+    expect(fabric.requestsTo('imds')).toHaveLength(2);
+  });
+
+  it('gives up on a stalled IMDS at the total deadline, within a second', async () => {
+    fabric.setImds('stall');
+    const run = await runAgent(fabric, { imds: { total_retry_timeout_secs: 2, request_timeout_secs: 60 } });
+    expect(run.code).toBe(1);
+    expect(reportKinds(fabric).at(-1)).toBe('NotReady/ProvisioningFailed');
+    expect(field(lastFailureDescription(fabric), 'reason')).toBe('operation timed out');
+    const first = fabric.requestsTo('imds')[0]!.receivedAt;
+    const failed = fabric.requestsTo('health').at(-1)!.receivedAt;
+    expect(failed - first).toBeGreaterThanOrEqual(2000 - 100);
+    expect(failed - first).toBeLessThan(2000 + 1000);
+  });
+
+  it('gives up on an IMDS that always answers 503, naming the last error', async () => {
+    fabric.setImds({ status: 503 });
+    const run = await runAgent(fabric, { imds: { total_retry_timeout_secs: 1.5 } });
+    expect(run.code).toBe(1);
+    const description = lastFailureDescription(fabric);
+    expect(field(description, 'reason')).toBe('operation timed out');
+    expect(field(description, 'last_error')).toBe('http status error');
+    expect(fabric.requestsTo('imds').length).toBeGreaterThan(3);
+  });
+
+  it('fails at once on a non-retryable status and reports the endpoint and status', async () => {
+    fabric.setImds({ status: 403 });
+    const run = await runAgent(fabric);
+    expect(run.code).toBe(1);
+    expect(fabric.requestsTo('imds')).toHaveLength(1);
+    const description = lastFailureDescription(fabric);
+    expect(field(description, 'reason')).toBe('http status error');
+    expect(field(description, 'status')).toBe('403');
+  });
+
+  it('rejects a hostile username from metadata with exit 78 and the value escaped', async () => {
+    const doc = structuredClone((await (await fetch(fabric.imdsUrl, { headers: { Metadata: 'true' } })).json()) as any);
+    doc.compute.osProfile.adminUsername = '-oops;rm\n';
+    fabric.setImdsDocument(doc);
+    const run = await runAgent(fabric);
+    expect(run.code).toBe(78);
+    const description = lastFailureDescription(fabric)!;
+    expect(field(description, 'reason')).toBe('invalid username');
+    expect(description).toContain('-oops;rm\\x0a');
+    expect(markers(run.root)).toEqual([]);
+  });
+});
+
+describe('wireserver faults', () => {
+  it('retries 429 three times and then has Ready accepted', async () => {
+    readyScript(429, 429, 429, 200);
+    const run = await runAgent(fabric);
+    expect(run.code).toBe(0);
+    expect(reportKinds(fabric).filter((k) => k === 'Ready')).toHaveLength(4);
+    expect(markers(run.root)).toEqual([expect.stringMatching(/\.provisioned$/)]);
+  });
+
+  it('keeps Ready pending on a 403 and reports it on the next boot without provisioning again', async () => {
+    readyScript(403);
+    const first = await runAgent(fabric);
+    expect(first.code).toBe(1);
+    expect(markers(first.root)).toEqual([expect.stringMatching(/\.report-pending$/)]);
+    readyScript(200);
+    fabric.requests.length = 0;
+    fabric.reports.length = 0;
+    const second = await runAgent(fabric, { root: first.root });
+    expect(second.code).toBe(0);
+    expect(reportKinds(fabric)).toEqual(['Ready']);
+    expect(fabric.requestsTo('imds')).toEqual([]);
+    expect(markers(first.root)).toEqual([expect.stringMatching(/\.provisioned$/)]);
+  });
+
+  it('gives up on a stalled wireserver at the report deadline, within a second', async () => {
+    readyScript('stall');
+    const run = await runAgent(fabric, { wireserver: { total_retry_timeout_secs: 2, read_timeout_secs: 60 } });
+    expect(run.code).toBe(1);
+    const readyPosts = fabric.requestsTo('health').filter((r) => r.body.includes('"Ready"'));
+    expect(readyPosts).toHaveLength(1);
+    expect(run.ms).toBeLessThan(2000 + 1000 + 1500);
+    expect(markers(run.root)).toEqual([expect.stringMatching(/\.report-pending$/)]);
+  });
+});
+
+describe('signals', () => {
+  it('reports ProvisioningFailed with reason terminated within 2 s of SIGTERM', async () => {
+    fabric.setImds('stall');
+    let killedAt = 0;
+    const run = await runAgent(fabric, {
+      imds: { total_retry_timeout_secs: 60 },
+      onSpawn: (child) => {
+        void fabric.waitForRequests('imds', 1, 10_000).then(() => {
+          killedAt = performance.now();
+          child.kill('SIGTERM');
+        });
+      },
+    });
+    expect(run.code).toBe(1);
+    expect(field(lastFailureDescription(fabric), 'reason')).toBe('terminated');
+    expect(performance.now() - killedAt).toBeLessThan(2000);
+  });
+});
