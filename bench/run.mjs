@@ -1,0 +1,123 @@
+#!/usr/bin/env node
+// Runs every benchmark in bench/ and writes their figures, with the date and the machine, into README.md between
+// <!-- bench:start --> and <!-- bench:end --> (markers appended when absent; bench/results.md when there is no
+// README). Usage: node bench/run.mjs [--only cold-start,rss] [--no-write]    BENCH_RUNS=N sets the repetitions.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism, release } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const START = '<!-- bench:start -->';
+const END = '<!-- bench:end -->';
+
+/** Ours print `{bench, rows}`; the KVP and monitor benchmarks print their own JSON, summarised by `rows`. */
+const BENCHES = [
+  { name: 'cold-start', file: 'bench/cold-start.ts' },
+  { name: 'time-to-ready', file: 'bench/time-to-ready.ts' },
+  { name: 'time-to-ready-sandbox', file: 'bench/time-to-ready-sandbox.ts' },
+  { name: 'latency', file: 'bench/latency.ts' },
+  { name: 'rss', file: 'bench/rss.ts' },
+  { name: 'kvp', file: 'bench/kvp.ts', rows: foreignRows },
+  { name: 'monitor-soak', file: 'bench/monitor-soak.ts', nodeArgs: ['--expose-gc'], rows: monitorSoakRows },
+];
+
+const { values } = parseArgs({ options: { only: { type: 'string' }, 'no-write': { type: 'boolean' } } });
+const only = values.only?.split(',');
+
+const sections = [];
+for (const bench of BENCHES) {
+  if (only && !only.includes(bench.name)) continue;
+  if (!existsSync(join(root, bench.file))) {
+    process.stderr.write(`${bench.name}: ${bench.file} absent, skipped\n`);
+    continue;
+  }
+  process.stderr.write(`${bench.name}: running ${bench.file}\n`);
+  const result = spawnSync(process.execPath, [...(bench.nodeArgs ?? []), '--import', 'tsx', bench.file], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (result.status !== 0) {
+    sections.push({ name: bench.name, rows: [], failed: `exited with ${result.status ?? result.signal}` });
+    continue;
+  }
+  const parsed = parseOutput(result.stdout);
+  sections.push({ name: bench.name, rows: bench.rows ? bench.rows(parsed) : parsed.rows ?? [], runs: parsed.runs });
+}
+
+const table = render(sections);
+process.stdout.write(`${table}\n`);
+if (!values['no-write']) write(table);
+
+/** The last JSON document on stdout: one line, or the whole output when it is pretty-printed. */
+function parseOutput(stdout) {
+  const lines = stdout.trim().split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    try {
+      return JSON.parse(lines.slice(i).join('\n'));
+    } catch {}
+  }
+  return { rows: [{ metric: 'output', median: Number.NaN, unit: '', note: stdout.trim().slice(-200) }] };
+}
+
+function monitorSoakRows(result) {
+  const rows = [
+    { metric: `RSS after ${result.cycles} monitor cycles (${result.represents})`, median: result.samples?.end?.rssMiB, unit: 'MiB' },
+    { metric: 'RSS growth, second half of the soak', median: result.growth?.rssMiBSecondHalf, unit: 'MiB' },
+  ];
+  if (result.gcForced) rows.push({ metric: 'heap growth after forced GC, second half', median: result.growth?.heapUsedMiBSecondHalf, unit: 'MiB' });
+  return rows;
+}
+
+/** A benchmark that prints `{rows}` is taken as is; otherwise its top-level numbers become rows. */
+function foreignRows(result) {
+  if (Array.isArray(result.rows)) return result.rows;
+  return Object.entries(result)
+    .filter(([, value]) => typeof value === 'number')
+    .map(([metric, median]) => ({ metric, median, unit: '' }));
+}
+
+function render(results) {
+  const cpu = /model name\s*:\s*(.*)/.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? 'unknown CPU';
+  const runs = results.find((s) => s.runs)?.runs;
+  const lines = [
+    `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${availableParallelism()} × ${cpu}, Linux ${release()},`,
+    `Node ${process.version}; medians of ${runs ?? '?'} interleaved runs per variant, each against its floor measured in the same`,
+    'run (ratio = median / floor). Regenerate with `npm run bench`.',
+    '',
+    '| benchmark | measure | median | floor (same run) | ratio | target |',
+    '|---|---|---:|---|---:|---|',
+  ];
+  for (const section of results) {
+    if (section.failed) lines.push(`| ${section.name} | **failed**: ${section.failed} | | | | |`);
+    for (const row of section.rows) {
+      const floor = row.floor === undefined ? '' : `${row.floorName}: ${fmt(row.floor)} ${row.unit}`;
+      const ratio = row.floor === undefined ? '' : `×${fmt(row.ratio ?? row.median / row.floor)}`;
+      const metric = row.note ? `${row.metric} (${row.note})` : row.metric;
+      lines.push(`| ${section.name} | ${metric} | ${fmt(row.median)} ${row.unit} | ${floor} | ${ratio} | ${row.target ?? ''} |`);
+    }
+  }
+  return lines.join('\n');
+}
+
+function fmt(n) {
+  if (typeof n !== 'number' || Number.isNaN(n)) return '–';
+  return Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2);
+}
+
+/** Replaces the text between the markers, appending them (to README.md, else bench/results.md) when absent. */
+function write(table) {
+  const readme = join(root, 'README.md');
+  const target = existsSync(readme) ? readme : join(root, 'bench/results.md');
+  const text = existsSync(target) ? readFileSync(target, 'utf8') : '# Benchmarks\n';
+  const block = `${START}\n${table}\n${END}`;
+  const start = text.indexOf(START);
+  const end = text.indexOf(END);
+  const next = start >= 0 && end > start ? `${text.slice(0, start)}${block}${text.slice(end + END.length)}` : `${text.trimEnd()}\n\n${block}\n`;
+  writeFileSync(target, next);
+  process.stderr.write(`wrote the table into ${target.slice(root.length + 1)}\n`);
+}
