@@ -37,7 +37,7 @@ const STDERR_TAIL = 512;
 /** Runs `argv` without a shell and resolves with its output, or throws SUBPROCESS_FAILED. */
 export function run(argv: string[], options: RunOptions = {}): Promise<RunResult> {
   const [command, ...args] = argv;
-  if (!command) throw new TypeError('run: empty argv');
+  if (!command) return Promise.reject(new TypeError('run: empty argv'));
   const max = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
   return new Promise((resolve, reject) => {
     if (options.signal?.aborted) {

@@ -2,7 +2,7 @@
  * The optional passwordless-sudo rule (spec §8.4): one drop-in per user in the sudoers directory, 0440 owned by
  * root, checked with `visudo -cf` before it replaces anything, so a bad rule can never lock out sudo.
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
 import { writeFileAtomic } from './atomic.js';
@@ -42,5 +42,18 @@ export async function writeSudoers(username: string, sudoersDir: string, context
       cause: error,
     });
   }
+  const main = await readFile(under(context.root, '/etc/sudoers'), 'utf8').catch(() => null);
+  if (main !== null && !includesSudoersDir(main, sudoersDir)) {
+    warnings.push(`/etc/sudoers has no @includedir ${sudoersDir}; the rule may be ignored`);
+  }
   return { backend: 'sudoers.d', detail: `wrote ${file}`, warnings };
+}
+
+/** Whether sudoers text includes `dir` (`@includedir` or the older `#includedir` spelling). */
+export function includesSudoersDir(sudoers: string, dir: string): boolean {
+  const want = path.posix.normalize(dir);
+  return sudoers.split('\n').some((line) => {
+    const m = /^\s*[@#]includedir\s+(\S+)\s*$/.exec(line);
+    return m !== null && path.posix.normalize(m[1]!) === want;
+  });
 }

@@ -3,7 +3,7 @@
  * user is fine and only gains the groups (`usermod -aG`). Missing groups are created or skipped as configured,
  * with a warning either way. The optional passwordless-sudo rule lives in sudoers.ts.
  */
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import type { UserProvisionersConfig } from '../config/defaults.js';
 import type { Backend, OsContext } from './backends.js';
 import { under } from './paths.js';
@@ -25,6 +25,9 @@ export const USER_BACKENDS: Record<string, Backend<UserArgs>> = {
     if (exists) {
       if (groups.length) await context.run(['usermod', '-aG', groups.join(','), args.username], { signal, timeoutMs: 60_000 });
       return { backend: 'useradd', detail: `existing user ${args.username}${groups.length ? ` added to ${groups.join(',')}` : ''}`, warnings };
+    }
+    if (!(await access(under(context.root, args.config.shell)).then(() => true, () => false))) {
+      warnings.push(`shell ${args.config.shell} does not exist on this image; logins will fail until it is installed`);
     }
     const argv = ['useradd', '--create-home', '--home-dir', `/home/${args.username}`, '--shell', args.config.shell];
     argv.push('--comment', 'created by bootstate from provisioning metadata');
