@@ -12,6 +12,7 @@ import { HealthReporter } from './azure/wireserver.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
 import { loadConfig } from './config/load.js';
 import { EXIT_FAILURE, toFailure } from './errors.js';
+import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
 import { createJournal } from './inspect/journal.js';
 import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
 import { createLogger } from './log.js';
@@ -73,6 +74,16 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   });
   for (const warning of loaded.warnings) log.warn({ step: 'config' }, warning);
   if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
+
+  let instance: InstanceLock;
+  try {
+    instance = acquireInstanceLock(config.data_dir.path);
+  } catch (error) {
+    const failure = toFailure(error);
+    log.error({ code: failure.code, reason: failure.reason }, (error as Error).message);
+    closeLog();
+    return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [] };
+  }
 
   const secrets = new SecretStore();
   const provisioner: Provisioner = options.dryRunDir
@@ -155,6 +166,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   (journal as ReturnType<typeof createJournal> | null)?.close();
   await live?.stop();
   await closeAll();
+  instance.release();
   closeLog();
   return {
     ...output,

@@ -19,6 +19,8 @@ export interface LockOptions {
   timeoutMs?: number;
   /** The util-linux `flock` binary; default `flock` from PATH. */
   flockPath?: string;
+  /** What the lock protects, for error messages; default `the kvp pool`. */
+  subject?: string;
 }
 
 export const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
@@ -27,22 +29,23 @@ const CONFLICT_EXIT = 75;
 
 function runFlock(fd: number, args: string[], options: LockOptions, what: string): void {
   const bin = options.flockPath ?? 'flock';
+  const subject = options.subject ?? 'the kvp pool';
   const result = spawnSync(bin, [...args, '3'], { stdio: ['ignore', 'ignore', 'pipe', fd], encoding: 'utf8' });
   if (result.error) {
     const errno = (result.error as NodeJS.ErrnoException).code;
     const message =
       errno === 'ENOENT'
-        ? `cannot ${what} the kvp pool: the flock(1) command (util-linux) was not found as '${bin}'`
-        : `cannot ${what} the kvp pool: running '${bin}' failed: ${result.error.message}`;
+        ? `cannot ${what} ${subject}: the flock(1) command (util-linux) was not found as '${bin}'`
+        : `cannot ${what} ${subject}: running '${bin}' failed: ${result.error.message}`;
     throw new BootstateError('KVP_FAILED', message, { cause: result.error, retryable: false });
   }
   if (result.status === CONFLICT_EXIT) {
-    const message = `cannot ${what} the kvp pool: another process held it for ${options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS} ms`;
+    const message = `cannot ${what} ${subject}: another process held it for ${options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS} ms`;
     throw new BootstateError('KVP_FAILED', message, { retryable: true });
   }
   if (result.status !== 0) {
     const detail = (result.stderr ?? '').trim() || `exit status ${result.status ?? result.signal}`;
-    throw new BootstateError('KVP_FAILED', `cannot ${what} the kvp pool: flock(1) failed: ${detail}`);
+    throw new BootstateError('KVP_FAILED', `cannot ${what} ${subject}: flock(1) failed: ${detail}`);
   }
 }
 

@@ -1,6 +1,9 @@
 /**
  * The built agent against a fake fabric on loopback: retries, deadlines, final reports and exit codes.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { decodeReport } from '../../src/azure/report.js';
@@ -157,5 +160,22 @@ describe('signals', () => {
     expect(run.code).toBe(1);
     expect(field(lastFailureDescription(fabric), 'reason')).toBe('terminated');
     expect(performance.now() - killedAt).toBeLessThan(2000);
+  });
+});
+
+describe('a single instance', () => {
+  it('lets only one of two agents started on the same machine provision; the other exits with a clear message', async () => {
+    let release!: () => void;
+    fabric.setImds({ gate: new Promise<void>((r) => (release = r)) });
+    const root = mkdtempSync(join(tmpdir(), 'bootstate-it-'));
+    const first = runAgent(fabric, { root, imds: { total_retry_timeout_secs: 20 } });
+    await fabric.waitForRequests('imds', 1, 10_000);
+    const second = await runAgent(fabric, { root });
+    release();
+    const done = await first;
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain('another bootstate is already provisioning this machine');
+    expect(done.code).toBe(0);
+    expect(fabric.requestsTo('imds')).toHaveLength(1);
   });
 });
