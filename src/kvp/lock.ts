@@ -3,6 +3,9 @@
  * the process: a child that inherits our descriptor as its fd 3 and runs util-linux `flock -x 3` locks
  * *our* description, and the lock stays held after the child exits until `flock -u 3` runs the same way or
  * we close the descriptor. That gives cloud-init and azure-init (both `flock` writers) real exclusion.
+ * Each spawn costs milliseconds, so the open-lock-close helpers release by closing (the child has exited, so
+ * our descriptor is the last reference to the description) rather than spawning `flock -u`. Node opens
+ * files with O_CLOEXEC, so no unrelated child inherits the descriptor and keeps the lock alive.
  *
  * No OFD `fcntl` lock is taken: there is no `fcntl(F_OFD_SETLK)` in Node or in a standard command, so it
  * would need native code, and the one fcntl user, hv_kvp_daemon, re-reads the whole file before every
@@ -80,12 +83,12 @@ export interface OpenLockedOptions extends LockOptions {
   flags?: number;
 }
 
-/** Opens `path`, runs `fn(fd)` under an exclusive lock on it, then unlocks and closes it. */
+/** Opens `path`, runs `fn(fd)` under an exclusive lock on it, then closes it, which releases the lock. */
 export function withExclusiveLock<T>(path: string, fn: (fd: number) => T, options: OpenLockedOptions = {}): T {
   return withOpenLock(path, 'exclusive', fn, options.flags ?? fs.constants.O_RDWR | fs.constants.O_CREAT, options);
 }
 
-/** Opens `path` read-only, runs `fn(fd)` under a shared lock on it, then unlocks and closes it. */
+/** Opens `path` read-only, runs `fn(fd)` under a shared lock on it, then closes it, which releases the lock. */
 export function withSharedLock<T>(path: string, fn: (fd: number) => T, options: OpenLockedOptions = {}): T {
   return withOpenLock(path, 'shared', fn, options.flags ?? fs.constants.O_RDONLY, options);
 }
@@ -93,7 +96,8 @@ export function withSharedLock<T>(path: string, fn: (fd: number) => T, options: 
 function withOpenLock<T>(path: string, mode: LockMode, fn: (fd: number) => T, flags: number, options: LockOptions): T {
   const fd = fs.openSync(path, flags, 0o600);
   try {
-    return withFdLock(fd, mode, () => fn(fd), options);
+    lockFd(fd, mode, options);
+    return fn(fd);
   } finally {
     fs.closeSync(fd);
   }

@@ -19,7 +19,7 @@ import {
   validateRecord,
 } from './codec.js';
 import { readBytes, wrapIo, writeFully } from './file-io.js';
-import { type LockMode, type LockOptions, withFdLock } from './lock.js';
+import { type LockMode, type LockOptions, lockFd } from './lock.js';
 
 export const DEFAULT_KVP_DIR = '/var/lib/hyperv';
 export const GUEST_POOL = 1;
@@ -250,9 +250,13 @@ export class KvpStore {
     return this.#readRaw(fd, mayCut).records;
   }
 
+  /**
+   * Rewrites (`mayCut`) decode leniently: they only compare keys and copy slots byte for byte, and one foreign
+   * record with a character cut in half (azure-init splits values by bytes) must not block the report.
+   */
   #readRaw(fd: number, mayCut: boolean): { raw: Buffer; records: KvpRecord[] } {
     const raw = readBytes(fd, this.#wholeRecords(fd, mayCut));
-    return { raw, records: decodeRecords(raw, { lossy: this.#options.lossy }) };
+    return { raw, records: decodeRecords(raw, { lossy: mayCut || this.#options.lossy }) };
   }
 
   /** Keeps only the slots in `keep` (ascending indexes), copying their bytes unchanged, with one write and a cut. */
@@ -279,11 +283,12 @@ export class KvpStore {
       throw wrapIo(error, what, this.path);
     }
     try {
-      return withFdLock(fd, mode, () => fn(fd), this.#options);
+      lockFd(fd, mode, this.#options);
+      return fn(fd);
     } catch (error) {
       throw wrapIo(error, what, this.path);
     } finally {
-      fs.closeSync(fd);
+      fs.closeSync(fd); // releases the flock: no other reference to this open file description remains
     }
   }
 

@@ -85,6 +85,8 @@ export class KvpTelemetry {
   readonly clearedStale: boolean;
   #vmId: string | undefined;
   #queue: Pending[] = [];
+  /** Off after a failed flush, so a pool locked by a hung writer costs one lock timeout, not one per event. */
+  #autoFlush = true;
   readonly #minRank: number;
   readonly #batchSize: number;
   readonly #maxQueued: number;
@@ -154,13 +156,17 @@ export class KvpTelemetry {
     return this.#attempt(() => this.store.upsert(REPORT_KEY, value)) !== undefined;
   }
 
-  /** Writes every queued record under one exclusive lock; returns false if the pool write failed. */
+  /**
+   * Writes every queued record under one exclusive lock; returns false if the pool write failed. A failure
+   * keeps a retryable batch queued and pauses automatic flushing until an explicit flush succeeds.
+   */
   flush(): boolean {
     if (!this.enabled || this.#queue.length === 0) return true;
     const batch = this.#queue;
     this.#queue = [];
     const records = batch.flatMap((pending) => this.#records(pending));
     const result = this.#attempt(() => this.store.append(records));
+    this.#autoFlush = result !== undefined;
     if (result) {
       this.stats.written += result.written;
       this.stats.dropped += result.dropped;
@@ -188,7 +194,7 @@ export class KvpTelemetry {
     }
     this.#queue.push({ level, name, value, id: randomUUID() });
     this.#trimQueue();
-    if (this.#queue.length >= this.#batchSize) this.flush();
+    if (this.#autoFlush && this.#queue.length >= this.#batchSize) this.flush();
   }
 
   #trimQueue(): void {

@@ -120,6 +120,19 @@ describe('KvpStore', () => {
     expect(fs.readFileSync(file).equals(foreign)).toBe(true);
   });
 
+  it('still upserts into a pool holding another writer\'s record with a UTF-8 character cut in half, leaving its bytes alone', () => {
+    const file = path.join(dir, 'pool');
+    const foreign = encodeRecords([rec('azure-init|chunk', 'ab€')]);
+    foreign.fill(0, 512 + 4); // keep only the first byte of the 3-byte '€'
+    fs.writeFileSync(file, foreign);
+    const store = new KvpStore({ path: file });
+    expect(() => store.dump()).toThrow(/not valid UTF-8/);
+    expect(store.upsert('PROVISIONING_REPORT', 'result=error').action).toBe('appended');
+    expect(store.delete('PROVISIONING_REPORT')).toBe(1);
+    expect(fs.readFileSync(file).equals(foreign)).toBe(true);
+    expect(new KvpStore({ path: file, lossy: true }).read('azure-init|chunk')).toBe('ab\uFFFD');
+  });
+
   it('clear empties the pool and keeps the same file (inode) so other writers\' descriptors stay valid', () => {
     const store = new KvpStore({ dir });
     store.append([rec('a', '1')]);

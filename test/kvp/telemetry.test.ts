@@ -136,17 +136,20 @@ describe('KvpTelemetry', () => {
     expect(t.lastError).toMatch(/kvp pool/);
   });
 
-  it('keeps the batch queued when the pool is locked by another writer, and writes it on the next flush', () => {
+  it('keeps the batch queued while another writer holds the lock, stops auto-flushing, and writes it all on the next flush', () => {
     const store = new KvpStore({ dir, timeoutMs: 0 });
-    const t = make({ store });
+    const t = make({ store, batchSize: 50 });
     t.event('ERROR', 's', 'x');
     const holder = fs.openSync(store.path, fs.constants.O_RDWR | fs.constants.O_CREAT);
     lockFd(holder, 'exclusive');
     expect(t.flush()).toBe(false);
     expect(t.pending).toBe(1);
+    for (let i = 0; i < 60; i++) t.event('ERROR', 's', `queued ${i}`);
+    expect(t.stats.errors).toBe(1);
+    expect(t.pending).toBe(61);
     fs.closeSync(holder);
     expect(t.flush()).toBe(true);
-    expect(pool()).toHaveLength(1);
+    expect(pool()).toHaveLength(61);
   });
 
   it('counts telemetry that no longer fits a full pool as dropped', () => {
