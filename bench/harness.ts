@@ -127,7 +127,7 @@ export interface Fabric {
 export async function startFabric(latencyMs = 0): Promise<Fabric> {
   const module = existsSync(join(REPO, 'src/fabric/fake-fabric.ts'))
     ? await import('../src/fabric/fake-fabric.js')
-    : await import('../test/fabric/fake-fabric.js');
+    : await import('../src/fabric/fake-fabric.js');
   const arrivals: Arrival[] = [];
   let waiter: { route: string; marker: string; resolve(a: Arrival): void } | null = null;
   const fabric = await module.startFakeFabric({
