@@ -20,7 +20,7 @@ function criticalChain(arrivals: Arrival[]): Arrival[] {
   for (const [i, arrival] of sorted.entries()) {
     let best: Arrival[] = [];
     for (let j = 0; j < i; j++) {
-      if (sorted[j].at + LATENCY_MS <= arrival.at + SLACK_MS && chains[j].length > best.length) best = chains[j];
+      if (sorted[j].at + LATENCY_MS <= arrival.at + SLACK_MS && chains[j].length >= best.length) best = chains[j];
     }
     chains.push([...best, arrival]);
   }

@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// Shows what the bundle is made of: bytes per package (or source folder) in dist/bootstate.mjs, largest first,
+// because every byte is read, decoded and pre-parsed on every start, whichever subcommand runs.
+// Usage: node scripts/bench-bundle.mjs [--top 20]
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { build } from 'esbuild';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const { values } = parseArgs({ options: { top: { type: 'string', default: '20' } } });
+
+const result = await build({
+  entryPoints: [join(root, 'src/cli.ts')],
+  outfile: join(root, 'dist/bootstate.mjs'),
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'esm',
+  legalComments: 'none',
+  write: false,
+  metafile: true,
+  logLevel: 'warning',
+});
+
+const output = Object.values(result.metafile.outputs)[0];
+const groups = new Map();
+for (const [file, { bytesInOutput }] of Object.entries(output.inputs)) {
+  groups.set(groupOf(file), (groups.get(groupOf(file)) ?? 0) + bytesInOutput);
+}
+const rows = [...groups].sort((a, b) => b[1] - a[1]);
+process.stdout.write(`total ${kib(output.bytes)} KiB in dist/bootstate.mjs\n`);
+for (const [group, bytes] of rows.slice(0, Number(values.top))) {
+  process.stdout.write(`${kib(bytes).padStart(7)} KiB  ${((100 * bytes) / output.bytes).toFixed(1).padStart(5)} %  ${group}\n`);
+}
+
+/** `node_modules/@scope/name/…` → `@scope/name`; `src/os/…` → `src/os`. */
+function groupOf(file) {
+  const parts = file.split('/');
+  const at = parts.lastIndexOf('node_modules');
+  if (at >= 0) return parts[at + 1].startsWith('@') ? `${parts[at + 1]}/${parts[at + 2]}` : parts[at + 1];
+  return parts.slice(0, 2).join('/');
+}
+
+function kib(bytes) {
+  return (bytes / 1024).toFixed(0);
+}
