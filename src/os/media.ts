@@ -11,6 +11,7 @@ import type { MediaMetadata } from '../azure/metadata.js';
 import { BootstateError } from '../errors.js';
 import type { SecretStore } from '../secrets.js';
 import { run as defaultRun, type Runner } from './exec.js';
+import { IsoError, readFileFromIso } from './iso9660.js';
 import { MAX_OVF_BYTES, parseOvfEnv } from './ovf.js';
 import { under } from './paths.js';
 
@@ -68,7 +69,7 @@ export async function readProvisioningMedia(options: MediaOptions): Promise<Medi
     try {
       xml = candidate.mountedAt
         ? await readOvfFile(under(options.root ?? '/', candidate.mountedAt))
-        : await withMountedMedia(candidate.device, options, readOvfFile);
+        : await withMountedMedia(candidate.device, options, readOvfFile).catch((error) => readOvfFromIso(candidate.device, error));
     } catch (error) {
       if (error instanceof BootstateError && error.code === 'OVF_INVALID') throw error;
       options.onNote?.(`${candidate.device}: ${(error as Error).message}`);
@@ -115,6 +116,22 @@ export async function withMountedMedia<T>(device: string, options: Omit<MediaOpt
     }
   } finally {
     await rmdir(dir).catch(() => undefined);
+  }
+}
+
+/**
+ * Hardened images ship without the iso9660/udf kernel modules and cannot mount the media at all, so when the
+ * mount fails the device is read as ISO 9660 in userspace instead. UDF media are not covered by this fallback.
+ */
+async function readOvfFromIso(device: string, mountError: unknown): Promise<string | null> {
+  if (!(mountError instanceof BootstateError) || mountError.code !== 'MEDIA_FAILED') throw mountError;
+  try {
+    return (await readFileFromIso(device, 'ovf-env.xml', MAX_OVF_BYTES))?.toString('utf8') ?? null;
+  } catch (error) {
+    if (error instanceof IsoError && error.code === 'TOO_LARGE') {
+      throw new BootstateError('OVF_INVALID', `ovf-env.xml is larger than ${MAX_OVF_BYTES} bytes`, { data: [['problem', 'too large']] });
+    }
+    throw new Error(`${mountError.message}; reading it as ISO 9660 failed too: ${(error as Error).message}`, { cause: error });
   }
 }
 
