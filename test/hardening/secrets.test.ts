@@ -1,0 +1,121 @@
+/**
+ * Secrets never leave the agent: a distinctive password and custom data are planted in the metadata and the
+ * config file, and every byte the run produced is searched for them — stdout, stderr, every file it wrote
+ * (log, KVP pool, journals, markers, OS files), the trace HTML, every request the fabric received, and the
+ * argv of the agent and its children while it ran.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
+import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
+import { AGENT, runAgent, type AgentRun } from '../integration/agent.js';
+import { watchProcessTree } from './process-watch.js';
+
+const tag = randomBytes(6).toString('hex');
+const PASSWORD = `S3cr3t-Canary-${tag}`;
+const CUSTOM_TEXT = `CanaryCustom-${tag}`;
+const CUSTOM = Buffer.from(CUSTOM_TEXT).toString('base64');
+/** Whole secrets and fragments long enough to identify them (a JSON error shows ~10 characters of its input). */
+const NEEDLES = [PASSWORD, CUSTOM, CUSTOM_TEXT, 'S3cr3t-Can', CUSTOM.slice(0, 10), CUSTOM_TEXT.slice(0, 10), tag];
+
+function plantedDocument(): Record<string, any> {
+  const doc = exampleImdsDocument();
+  doc.compute.customData = CUSTOM;
+  doc.compute.userData = CUSTOM;
+  doc.compute.osProfile.adminPassword = PASSWORD;
+  doc.compute.tagsList = [{ name: 'password', value: PASSWORD }];
+  return doc;
+}
+
+const CONFIG_WITH_SECRETS = `
+# admin password for the image: ${PASSWORD}
+# custom data: ${CUSTOM}
+[journal]
+enable = true # ${PASSWORD}
+`;
+
+interface Produced {
+  where: string;
+  text: string;
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .map((name) => join(dir, name))
+    .filter((path) => statSync(path).isFile());
+}
+
+let fabric: FakeFabric;
+beforeEach(async () => {
+  fabric = await startFakeFabric();
+});
+afterEach(async () => {
+  await fabric.close();
+});
+
+/** Runs the agent with the secrets planted and gathers everything it produced, by origin. */
+async function runAndCollect(): Promise<{ run: AgentRun; produced: Produced[] }> {
+  let watch: ReturnType<typeof watchProcessTree> | null = null;
+  const run = await runAgent(fabric, {
+    extraToml: CONFIG_WITH_SECRETS,
+    imds: { total_retry_timeout_secs: 3, retry_interval_secs: 0.1 },
+    onSpawn: (child) => (watch = watchProcessTree(child.pid!, 10)),
+  });
+  const w = watch as ReturnType<typeof watchProcessTree> | null;
+  w?.stop();
+  const produced: Produced[] = [
+    { where: 'stdout', text: run.stdout },
+    { where: 'stderr', text: run.stderr },
+    ...[...(w?.seen.values() ?? [])].map((p) => ({ where: `argv of ${p.pid}`, text: p.argv.join(' ') })),
+    ...fabric.requests.map((r, i) => ({ where: `request ${i} to ${r.route}`, text: `${r.method} ${r.url} ${JSON.stringify(r.headers)} ${r.body}` })),
+  ];
+  for (const file of filesUnder(run.root).filter((f) => !f.endsWith('/bootstate.toml'))) {
+    produced.push({ where: file, text: readFileSync(file).toString('latin1') });
+  }
+  const runs = join(run.root, 'var/lib/bootstate/runs');
+  for (const journal of readdirSync(runs).filter((f) => f.endsWith('.jsonl'))) {
+    const html = join(run.root, `trace-${journal}.html`);
+    execFileSync(process.execPath, [AGENT, 'trace', join(runs, journal), '-o', html], { stdio: 'pipe' });
+    produced.push({ where: html, text: readFileSync(html, 'utf8') });
+  }
+  return { run, produced };
+}
+
+function leaks(produced: Produced[]): string[] {
+  return produced.flatMap(({ where, text }) => NEEDLES.filter((n) => text.includes(n)).map((n) => `${n} in ${where}`));
+}
+
+describe('secrets planted in metadata and config', () => {
+  it('appear nowhere the agent wrote, sent or ran when provisioning succeeds', async () => {
+    fabric.setImdsDocument(plantedDocument());
+    const { run, produced } = await runAndCollect();
+    expect(run.code).toBe(0);
+    expect(produced.some((p) => p.where.endsWith('.kvp_pool_1'))).toBe(true);
+    expect(produced.some((p) => p.where.endsWith('.html'))).toBe(true);
+    expect(produced.filter((p) => p.where.startsWith('argv')).length).toBeGreaterThan(0);
+    expect(leaks(produced)).toEqual([]);
+  });
+
+  it('appear nowhere when provisioning fails and the failure report is sent', async () => {
+    const doc = plantedDocument();
+    doc.compute.osProfile.adminUsername = 'root';
+    fabric.setImdsDocument(doc);
+    const { run, produced } = await runAndCollect();
+    expect(run.code).toBe(78);
+    expect(produced.some((p) => p.text.includes('ProvisioningFailed'))).toBe(true);
+    expect(leaks(produced)).toEqual([]);
+  });
+
+  it('appear nowhere when IMDS first serves a body that breaks JSON right at the custom data', async () => {
+    const text = JSON.stringify(plantedDocument());
+    fabric.setImds({ status: 200, body: text.replace(`"customData":"${CUSTOM}"`, `"customData":${CUSTOM}`) }, 'ok');
+    fabric.setImdsDocument(plantedDocument());
+    const { run, produced } = await runAndCollect();
+    expect(run.code).toBe(0);
+    expect(fabric.requestsTo('imds')).toHaveLength(2);
+    expect(leaks(produced)).toEqual([]);
+  });
+});
