@@ -103,57 +103,81 @@ export class KvpStore {
   append(records: readonly KvpRecord[]): AppendResult {
     for (const record of records) validateRecord(record, this.#options);
     if (records.length === 0) return { written: 0, dropped: 0 };
-    return this.#locked('exclusive', O_WRONLY | O_APPEND | O_CREAT, 'append to', (fd) => {
-      const count = this.#wholeRecords(fd, true) / RECORD_BYTES;
-      const room = Math.max(0, MAX_RECORDS - count);
-      const kept = records.slice(0, room);
-      const dropped = records.length - kept.length;
-      this.droppedRecords += dropped;
-      if (kept.length > 0) {
-        // O_APPEND puts the batch after whatever exists even if a non-flock writer slipped in; on a failed or
-        // short write the file is cut back so no torn record is left behind.
-        const before = count * RECORD_BYTES;
-        try {
-          writeFully(fd, encodeRecords(kept, this.#options), null);
-        } catch (error) {
-          fs.ftruncateSync(fd, before);
-          throw error;
-        }
-      }
-      return { written: kept.length, dropped };
+    return this.#locked('exclusive', O_WRONLY | O_APPEND | O_CREAT, 'append to', (fd) => this.#appendIn(fd, records));
+  }
+
+  /**
+   * Several changes under ONE exclusive lock, in this order: empty the pool if it predates `clearIfStaleBefore`,
+   * append `append`, upsert `upsert`. The agent's writes go through here so each costs a single lock.
+   */
+  batch(changes: { clearIfStaleBefore?: Date; append?: readonly KvpRecord[]; upsert?: KvpRecord }): {
+    cleared: boolean;
+    appended: AppendResult;
+    upserted: UpsertResult | null;
+  } {
+    const append = changes.append ?? [];
+    for (const record of append) validateRecord(record, this.#options);
+    if (changes.upsert) validateRecord(changes.upsert, this.#options);
+    return this.#locked('exclusive', O_RDWR | O_CREAT, 'write to', (fd) => {
+      const cleared = changes.clearIfStaleBefore ? this.#clearIfStaleIn(fd, changes.clearIfStaleBefore) : false;
+      const appended = append.length > 0 ? this.#appendIn(fd, append) : { written: 0, dropped: 0 };
+      const upserted = changes.upsert ? this.#upsertIn(fd, changes.upsert.key, changes.upsert.value) : null;
+      return { cleared, appended, upserted };
     });
+  }
+
+  #appendIn(fd: number, records: readonly KvpRecord[]): AppendResult {
+    const count = this.#wholeRecords(fd, true) / RECORD_BYTES;
+    const room = Math.max(0, MAX_RECORDS - count);
+    const kept = records.slice(0, room);
+    const dropped = records.length - kept.length;
+    this.droppedRecords += dropped;
+    if (kept.length > 0) {
+      // Written at the end of the whole records (with O_APPEND, at the end whatever a non-flock writer did); on a
+      // failed or short write the file is cut back so no torn record is left behind.
+      const before = count * RECORD_BYTES;
+      try {
+        writeFully(fd, encodeRecords(kept, this.#options), before);
+      } catch (error) {
+        fs.ftruncateSync(fd, before);
+        throw error;
+      }
+    }
+    return { written: kept.length, dropped };
   }
 
   /** Sets `key` to `value` once: overwrites its first record in place, removes later duplicates, or adds it. */
   upsert(key: string, value: string): UpsertResult {
     validateRecord({ key, value }, this.#options);
-    return this.#locked('exclusive', O_RDWR | O_CREAT, 'write to', (fd) => {
-      const { raw, records } = this.#readRaw(fd, true);
-      const encoded = encodeRecord({ key, value }, this.#options);
-      let target = records.findIndex((r) => r.key === key);
-      let result: UpsertResult;
-      if (target >= 0 && target < MAX_RECORDS) {
-        result = { action: 'replaced', removedDuplicates: 0 };
-      } else if (records.length < MAX_RECORDS) {
-        target = records.length;
-        result = { action: 'appended', removedDuplicates: 0 };
-      } else {
-        // A full pool must still carry the outcome: the report takes the slot of our oldest telemetry record,
-        // or, when the pool holds none of ours, of the oldest record the daemon can see.
-        const prefix = this.#options.ownPrefix ?? OWN_KEY_PREFIX;
-        const own = records.findIndex((r, i) => i < MAX_RECORDS && r.key.startsWith(prefix));
-        target = own >= 0 ? own : 0;
-        result = { action: 'evicted', evictedKey: records[target].key, removedDuplicates: 0 };
-      }
-      writeFully(fd, encoded, target * RECORD_BYTES);
-      const keep = indexes(records.length).filter((i) => i === target || records[i].key !== key);
-      result.removedDuplicates = records.length - keep.length;
-      if (keep.length < records.length) {
-        if (target < records.length) encoded.copy(raw, target * RECORD_BYTES);
-        this.#compact(fd, raw, keep);
-      }
-      return result;
-    });
+    return this.#locked('exclusive', O_RDWR | O_CREAT, 'write to', (fd) => this.#upsertIn(fd, key, value));
+  }
+
+  #upsertIn(fd: number, key: string, value: string): UpsertResult {
+    const { raw, records } = this.#readRaw(fd, true);
+    const encoded = encodeRecord({ key, value }, this.#options);
+    let target = records.findIndex((r) => r.key === key);
+    let result: UpsertResult;
+    if (target >= 0 && target < MAX_RECORDS) {
+      result = { action: 'replaced', removedDuplicates: 0 };
+    } else if (records.length < MAX_RECORDS) {
+      target = records.length;
+      result = { action: 'appended', removedDuplicates: 0 };
+    } else {
+      // A full pool must still carry the outcome: the report takes the slot of our oldest telemetry record,
+      // or, when the pool holds none of ours, of the oldest record the daemon can see.
+      const prefix = this.#options.ownPrefix ?? OWN_KEY_PREFIX;
+      const own = records.findIndex((r, i) => i < MAX_RECORDS && r.key.startsWith(prefix));
+      target = own >= 0 ? own : 0;
+      result = { action: 'evicted', evictedKey: records[target].key, removedDuplicates: 0 };
+    }
+    writeFully(fd, encoded, target * RECORD_BYTES);
+    const keep = indexes(records.length).filter((i) => i === target || records[i].key !== key);
+    result.removedDuplicates = records.length - keep.length;
+    if (keep.length < records.length) {
+      if (target < records.length) encoded.copy(raw, target * RECORD_BYTES);
+      this.#compact(fd, raw, keep);
+    }
+    return result;
   }
 
   /** Returns the value of the last record with `key`, or undefined. */
@@ -204,12 +228,15 @@ export class KvpStore {
 
   /** Empties the pool under the exclusive lock if it predates `bootTime`; returns whether it did. */
   clearIfStale(bootTime: Date = readBootTime()): boolean {
-    const cleared = this.#lockedIfExists('exclusive', O_RDWR, 'clear', (fd) => {
-      if (fs.fstatSync(fd).mtimeMs > bootTime.getTime()) return false;
-      fs.ftruncateSync(fd, 0);
-      return true;
-    });
+    const cleared = this.#lockedIfExists('exclusive', O_RDWR, 'clear', (fd) => this.#clearIfStaleIn(fd, bootTime));
     return cleared ?? false;
+  }
+
+  #clearIfStaleIn(fd: number, bootTime: Date): boolean {
+    const stat = fs.fstatSync(fd);
+    if (stat.size === 0 || stat.mtimeMs > bootTime.getTime()) return false;
+    fs.ftruncateSync(fd, 0);
+    return true;
   }
 
   /** Describes the pool without failing on corruption: size, records, unique keys, stale and corrupt flags. */

@@ -81,8 +81,8 @@ export class KvpTelemetry {
   lastError: string | undefined;
   /** Whether the last failure may succeed on retry (a lock held too long by another writer). */
   lastErrorRetryable = false;
-  /** Whether the stale check at construction emptied the pool. */
-  readonly clearedStale: boolean;
+  /** Whether the stale check (done by the first write) emptied the pool. */
+  clearedStale = false;
   #vmId: string | undefined;
   #queue: Pending[] = [];
   /** Off after a failed flush, so a pool locked by a hung writer costs one lock timeout, not one per event. */
@@ -92,6 +92,8 @@ export class KvpTelemetry {
   readonly #maxQueued: number;
   readonly #maxChunks: number;
   #timer: NodeJS.Timeout | undefined;
+  /** Boot time for the stale check still owed by the first write; null once done or disabled. */
+  #staleBefore: Date | null;
 
   constructor(options: KvpTelemetryOptions = {}) {
     const config = { ...DEFAULT_CONFIG.telemetry, ...options.config };
@@ -104,11 +106,8 @@ export class KvpTelemetry {
     this.#batchSize = Math.max(1, options.batchSize ?? 50);
     this.#maxQueued = Math.max(1, options.maxQueued ?? 1024);
     this.#maxChunks = Math.max(1, options.maxChunks ?? 8);
-    let cleared = false;
-    if (this.enabled && options.bootTime !== null) {
-      cleared = this.#attempt(() => this.store.clearIfStale(options.bootTime ?? readBootTime())) ?? false;
-    }
-    this.clearedStale = cleared;
+    // The stale check rides on the first write's lock rather than costing a lock of its own at start-up.
+    this.#staleBefore = this.enabled && options.bootTime !== null ? (options.bootTime ?? readBootTime()) : null;
     if (this.enabled && options.flushIntervalMs) {
       this.#timer = setInterval(() => this.flush(), options.flushIntervalMs);
       this.#timer.unref();
@@ -151,9 +150,19 @@ export class KvpTelemetry {
    */
   writeReport(encoded: string): boolean {
     if (!this.enabled) return false;
-    this.flush();
     const value = truncateUtf8(sanitizeText(encoded), SAFE_VALUE_BYTES);
-    return this.#attempt(() => this.store.upsert(REPORT_KEY, value)) !== undefined;
+    const batch = this.#queue;
+    this.#queue = [];
+    const records = batch.flatMap((pending) => this.#records(pending));
+    const result = this.#attempt(() =>
+      this.store.batch({ clearIfStaleBefore: this.#staleBefore ?? undefined, append: records, upsert: { key: REPORT_KEY, value } }),
+    );
+    if (!result) {
+      this.#queue = batch.concat(this.#queue);
+      return false;
+    }
+    this.#noteWritten(result.cleared, result.appended);
+    return true;
   }
 
   /**
@@ -165,11 +174,10 @@ export class KvpTelemetry {
     const batch = this.#queue;
     this.#queue = [];
     const records = batch.flatMap((pending) => this.#records(pending));
-    const result = this.#attempt(() => this.store.append(records));
+    const result = this.#attempt(() => this.store.batch({ clearIfStaleBefore: this.#staleBefore ?? undefined, append: records }));
     this.#autoFlush = result !== undefined;
     if (result) {
-      this.stats.written += result.written;
-      this.stats.dropped += result.dropped;
+      this.#noteWritten(result.cleared, result.appended);
       return true;
     }
     const retryable = this.lastErrorRetryable;
@@ -184,6 +192,13 @@ export class KvpTelemetry {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
     this.flush();
+  }
+
+  #noteWritten(cleared: boolean, appended: { written: number; dropped: number }): void {
+    if (cleared) this.clearedStale = true;
+    this.#staleBefore = null;
+    this.stats.written += appended.written;
+    this.stats.dropped += appended.dropped;
   }
 
   #enqueue(level: KvpLevel, name: string, value: string): void {

@@ -161,13 +161,20 @@ describe('KvpTelemetry', () => {
     expect(t.stats).toMatchObject({ written: 1, dropped: 1 });
   });
 
-  it('empties a pool left from an earlier boot at construction, and leaves a fresh one alone', () => {
+  it('empties a pool left from an earlier boot under the lock of its first write, and leaves a fresh one alone', () => {
     const file = path.join(dir, '.kvp_pool_1');
     fs.writeFileSync(file, encodeRecords([{ key: 'old', value: 'boot' }]));
-    expect(new KvpTelemetry({ dir, bootTime: new Date(0) }).clearedStale).toBe(false);
+    const fresh = new KvpTelemetry({ dir, bootTime: new Date(0) });
+    expect(fresh.writeReport('result=success')).toBe(true);
+    expect(fresh.clearedStale).toBe(false);
+    expect(new KvpStore({ path: file }).dump().map((r) => r.key)).toEqual(['old', 'PROVISIONING_REPORT']);
+
+    fs.writeFileSync(file, encodeRecords([{ key: 'old', value: 'boot' }]));
+    const stale = new KvpTelemetry({ dir, bootTime: new Date(Date.now() + 60_000) });
     expect(fs.statSync(file).size).toBe(RECORD_BYTES);
-    expect(new KvpTelemetry({ dir, bootTime: new Date(Date.now() + 60_000) }).clearedStale).toBe(true);
-    expect(fs.statSync(file).size).toBe(0);
+    expect(stale.writeReport('result=success')).toBe(true);
+    expect(stale.clearedStale).toBe(true);
+    expect(new KvpStore({ path: file }).dump().map((r) => r.key)).toEqual(['PROVISIONING_REPORT']);
   });
 
   it('does nothing at all when kvp is disabled in the config', () => {
