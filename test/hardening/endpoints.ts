@@ -9,17 +9,21 @@ export interface Endpoint {
   url: string;
   /** `METHOD url body` of every request that reached it. */
   received: string[];
+  /** When each of `received` arrived (ms since the epoch). */
+  receivedAt: number[];
   close(): Promise<void>;
 }
 
 async function serve(handler: (req: IncomingMessage, res: ServerResponse, body: string) => void): Promise<Endpoint & { server: Server }> {
   const received: string[] = [];
+  const receivedAt: number[] = [];
   const sockets = new Set<Socket>();
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks).toString('utf8');
     received.push(`${req.method} ${req.url} ${body}`);
+    receivedAt.push(Date.now());
     handler(req, res, body);
   });
   server.requestTimeout = 0;
@@ -34,6 +38,7 @@ async function serve(handler: (req: IncomingMessage, res: ServerResponse, body: 
     server,
     url: `http://127.0.0.1:${port}`,
     received,
+    receivedAt,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();

@@ -21,7 +21,10 @@ export interface Observed {
   lastError?: string;
   status?: string;
   attempts: number;
-  /** From entering the faulty phase to the final report (IMDS) or to exit (wireserver); null if never entered. */
+  /**
+   * From the first attempt at the faulty endpoint (or, when nothing listens there, the chart entering that
+   * phase) to the final report (IMDS) or to exit (wireserver); null if the phase was never reached.
+   */
   ms: number | null;
   redirectTargetHits: number;
   /** argv of descendants still running after the agent exited. */
@@ -115,7 +118,14 @@ async function observe(fault: FaultCase): Promise<Observed> {
     const description = lastFailureDescription(fabric);
     const field = (key: string) => (description ? decodeReport(description).find(([k]) => k === key)?.[1] : undefined);
     const failureReport = fabric.requestsTo('health').filter((r) => r.body.includes('ProvisioningFailed')).at(-1);
-    const start = entered(lines, isImds ? 'provisioning' : 'reportingReady');
+    const firstAttempt = isImds
+      ? fabric.requestsTo('imds')[0]?.receivedAt
+      : Math.min(
+          ...fabric.requestsTo('health').filter((r) => r.body.includes('"Ready"')).map((r) => r.receivedAt),
+          ...trickler.receivedAt.filter((_, i) => trickler.received[i]!.includes('"Ready"')),
+        );
+    // With nothing listening there is no first request: the chart entering the phase stands in for it.
+    const start = Number.isFinite(firstAttempt) ? firstAttempt! : entered(lines, isImds ? 'provisioning' : 'reportingReady');
     const end = isImds ? (failureReport?.receivedAt ?? exitAt) : exitAt;
     const readyAttempts =
       fabric.requestsTo('health').filter((r) => r.body.includes('"Ready"')).length +
