@@ -2,6 +2,8 @@
  * The `bootstate` command: parses argv, runs one subcommand, exits with its code. Thin on purpose — each
  * subcommand lives in its own module and everything but `provision` is loaded only when asked for.
  */
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { EXIT_FAILURE, EXIT_OK } from './errors.js';
 import { VERSION } from './version.js';
@@ -92,13 +94,27 @@ async function provision(args: string[]): Promise<number> {
   return result.exitCode;
 }
 
-const isEntry = (() => {
+/** True when this module is the program (the bundle, the single executable, or `tsx src/cli.ts`), not an import. */
+function isEntry(): boolean {
+  try {
+    if ((require('node:sea') as { isSea(): boolean }).isSea()) return true;
+  } catch {
+    // not a single executable, or no require in this module system
+  }
   const entry = process.argv[1];
-  if (!entry) return false;
-  return /(?:^|\/)(?:bootstate(?:\.mjs)?|cli\.ts)$/.test(entry) || process.env.BOOTSTATE_FORCE_MAIN === '1';
-})();
+  if (!entry || typeof import.meta?.url !== 'string') return false;
+  try {
+    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
 
-if (isEntry) {
+if (isEntry()) {
+  // `bootstate kvp dump | head` closes the pipe early; that is not an error.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0);
+  });
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (error) => {
