@@ -1,0 +1,205 @@
+/**
+ * One simulated Azure VM for the e2e suite: a network namespace where the fake fabric (test/fabric/serve.ts)
+ * listens on the real link-local addresses, a sandbox (ns.ts) that is the VM's disk, and `boot()`, which runs
+ * `node dist/bootstate.mjs` with no config file and no endpoint overrides inside both. Argument vectors of the
+ * system commands the agent runs are recorded through PATH shims, and the UTS hostname is captured right after
+ * the agent exits, in the same namespace.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { RecordedRequest } from '../../src/fabric/behaviours.js';
+import { run } from '../../src/os/exec.js';
+import { createNetns, createSandbox, REPO, runInSandbox, type Netns, type Sandbox, type SandboxOptions } from './ns.js';
+
+export const AGENT = path.join(REPO, 'dist/bootstate.mjs');
+const SERVE = path.join(REPO, 'test/fabric/serve.ts');
+
+/** Commands whose argv the shims record (everything the OS backend and the media reader may run). */
+const SHIMMED = [
+  'useradd', 'usermod', 'groupadd', 'passwd', 'chpasswd', 'hostname', 'hostnamectl', 'sshd', 'visudo', 'systemctl',
+  'blkid', 'mount', 'umount', 'getent', 'id',
+];
+
+// Appends "$0 args…" NUL-separated, one record per line, then runs the real command from PATH minus this dir.
+const SHIM = `#!/bin/sh
+me=$(basename "$0"); dir=$(dirname "$0")
+printf '%s' "$me" >> "$dir/../argv.log"; for a in "$@"; do printf '\\0%s' "$a" >> "$dir/../argv.log"; done; printf '\\n' >> "$dir/../argv.log"
+IFS=:; for p in $PATH; do
+  [ "$p" = "$dir" ] && continue
+  if [ -x "$p/$me" ]; then unset IFS; exec "$p/$me" "$@"; fi
+done
+echo "shim: $me not found" >&2; exit 127
+`;
+
+export interface BootResult {
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+  /** The kernel hostname inside the VM's UTS namespace right after the agent exited. */
+  utsHostname: string;
+  ms: number;
+}
+
+export interface VmOptions extends SandboxOptions {
+  /** Fabric scenario from src/fabric/scenarios.ts. */
+  scenario?: string;
+}
+
+export interface Vm {
+  name: string;
+  sandbox: Sandbox;
+  netns: Netns;
+  /** Runs the agent once, as a boot of this VM would. */
+  boot(): Promise<BootResult>;
+  /** Every request the fabric received so far, in arrival order. */
+  requests(): Promise<RecordedRequest[]>;
+  /** `state` or `state/subStatus` of each health report so far. */
+  reportKinds(): Promise<string[]>;
+  /** Argument vectors of shimmed commands the agent ran, e.g. `[['passwd', '-l', 'azureuser'], …]`. */
+  commands(): Promise<string[][]>;
+  /** Stops the fabric and removes the network namespace (the sandbox tree stays for assertions). */
+  shutdown(): Promise<void>;
+}
+
+/** Creates the VM: sandbox, namespace, fabric (waits until it listens). Undoes what it did if a step fails. */
+export async function createVm(name: string, options: VmOptions = {}): Promise<Vm> {
+  if (!existsSync(AGENT)) throw new Error(`${AGENT} is missing: build it first (npm test builds it)`);
+  const sandbox = await createSandbox(options);
+  let netns: Netns | null = null;
+  let fabric: ChildProcess | null = null;
+  const record = path.join(sandbox.root, 'fabric-requests.jsonl');
+  const shims = path.join(sandbox.root, 'e2e-bin');
+  try {
+    await writeFile(record, '');
+    await mkdir(shims);
+    for (const command of SHIMMED) {
+      await writeFile(path.join(shims, command), SHIM);
+      await chmod(path.join(shims, command), 0o755);
+    }
+    netns = await createNetns(name);
+    fabric = await startFabric(netns.name, options.scenario ?? 'happy', record);
+  } catch (error) {
+    fabric?.kill('SIGKILL');
+    await netns?.delete();
+    await sandbox.cleanup();
+    throw error;
+  }
+  const ns = netns;
+  const server = fabric;
+
+  const requests = async () =>
+    (await readFile(record, 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as RecordedRequest);
+
+  return {
+    name,
+    sandbox,
+    netns: ns,
+    requests,
+    async reportKinds() {
+      return (await requests())
+        .filter((r) => r.route === 'health')
+        .map((r) => JSON.parse(r.body) as { state: string; details?: { subStatus?: string } })
+        .map((b) => (b.details?.subStatus ? `${b.state}/${b.details.subStatus}` : b.state));
+    },
+    async commands() {
+      const text = await readFile(path.join(sandbox.root, 'argv.log'), 'utf8').catch(() => '');
+      return text.split('\n').filter(Boolean).map((line) => line.split('\0'));
+    },
+    async boot() {
+      const started = performance.now();
+      const result = await runInSandbox(
+        sandbox,
+        // The shims go first in PATH for the agent only, not for the harness's own mount and hostname calls.
+        ['sh', '-c', 'PATH="$E2E_SHIMS:$PATH" "$@"; rc=$?; hostname > /run/.e2e-uts-hostname; exit $rc', 'boot', process.execPath, AGENT],
+        {
+          netns: ns.name,
+          timeoutMs: 120_000,
+          env: { E2E_SHIMS: shims, BOOTSTATE_CONFIG: undefined, BOOTSTATE_USER_GROUPS: undefined, BOOTSTATE_LOG: undefined },
+        },
+      );
+      const uts = await readFile(sandbox.hostPath('/run/.e2e-uts-hostname'), 'utf8').catch(() => '');
+      return { exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr, utsHostname: uts.trim(), ms: performance.now() - started };
+    },
+    async shutdown() {
+      await stopProcess(server);
+      await ns.delete();
+    },
+  };
+}
+
+/** Starts serve.ts inside `netns` on 169.254.169.254:80 and 168.63.129.16:80/32526; resolves once it listens. */
+async function startFabric(netns: string, scenario: string, record: string): Promise<ChildProcess> {
+  const argv = [
+    'ip', 'netns', 'exec', netns, process.execPath, '--import', 'tsx', SERVE,
+    '--imds', '169.254.169.254:80', '--wireserver', '168.63.129.16:80', '--host-plugin', '168.63.129.16:32526',
+    '--record', record, '--scenario', scenario,
+  ];
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error(`fake fabric in ${netns} did not start within 30 s: ${stderr}`)), 30_000);
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(error);
+    };
+    child.stdout!.on('data', (d) => {
+      stdout += d;
+      if (/"ready":true/.test(stdout)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => fail(new Error(`fake fabric in ${netns} exited with ${code}: ${stderr}`)));
+    child.once('error', fail);
+  });
+  return child;
+}
+
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Attaches `image` read-only to a free loop device; returns its path and a detach function. */
+export async function attachLoop(image: string): Promise<{ device: string; detach(): Promise<void> }> {
+  const result = await run(['losetup', '--find', '--show', '--read-only', image]);
+  const device = result.stdout.trim();
+  return { device, detach: async () => void (await run(['losetup', '-d', device], { allowFailure: true })) };
+}
+
+/** Loop devices and their backing files, e.g. `['/dev/loop0 /tmp/x/ovf.iso']`. */
+export async function loopDevices(): Promise<string[]> {
+  const result = await run(['losetup', '--list', '--noheadings', '--output', 'NAME,BACK-FILE'], { allowFailure: true });
+  return result.stdout.split('\n').map((l) => l.trim().replace(/\s+/g, ' ')).filter(Boolean);
+}
+
+/** Network namespace names. */
+export async function netnsNames(): Promise<string[]> {
+  const result = await run(['ip', 'netns', 'list'], { allowFailure: true });
+  return result.stdout.split('\n').map((l) => l.split(' ')[0]!).filter(Boolean);
+}
+
+/** Mount points of this (the host's) mount namespace. */
+export async function mountPoints(): Promise<string[]> {
+  return (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').filter(Boolean).map((l) => l.split(' ')[4]!).sort();
+}
+
+/** Verifies `password` against a crypt(3) hash with perl's crypt (libcrypt: yescrypt, SHA-512, …), via stdin. */
+export async function cryptMatches(password: string, hash: string): Promise<boolean> {
+  const result = await run(['perl', '-e', 'my $h = shift; my $p = <STDIN>; chomp $p; print crypt($p, $h) eq $h ? "match" : "mismatch"', hash], {
+    stdin: Buffer.from(`${password}\n`),
+  });
+  return result.stdout === 'match';
+}
