@@ -3,7 +3,7 @@
  * the chart, runs it to its final state and returns its output. `cli.ts` maps the output to the exit code.
  */
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
-import { provisioningMachine, type ProvisioningOutput } from '../machines/provisioning.js';
+import { HEALTH_FAILED, provisioningMachine, ZERO_VM_ID, type ProvisioningOutput } from '../machines/provisioning.js';
 import { provisioningActors } from './actors/provisioning.js';
 import { ReportBook } from './actors/report-book.js';
 import { TransitionTelemetry } from './actors/transition-telemetry.js';
@@ -11,11 +11,11 @@ import { closeAll } from './azure/http.js';
 import { HealthReporter } from './azure/wireserver.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
 import { loadConfig } from './config/load.js';
-import { EXIT_FAILURE, toFailure } from './errors.js';
+import { EXIT_FAILURE, toFailure, type Failure } from './errors.js';
 import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
 import { createJournal } from './inspect/journal.js';
 import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
-import { createLogger } from './log.js';
+import { createLogger, type Logger } from './log.js';
 import { readProvisioningMedia } from './os/media.js';
 import { FileMarkerStore } from './os/marker.js';
 import type { Provisioner } from './os/provisioner.js';
@@ -100,6 +100,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     live = startLiveInspector(options.inspectUrl);
   }
 
+  const reports = new ReportBook();
   const actors = provisioningActors({
     log,
     loadConfig: () => (loaded.ok ? Promise.resolve(loaded.config) : Promise.reject(loaded.error)),
@@ -110,7 +111,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
       readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) }),
     secrets,
     reporter,
-    reports: new ReportBook(),
+    reports,
     kvp,
     onVmId: (vmId) => {
       kvp?.setVmId(vmId);
@@ -147,10 +148,12 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     actor.start();
     output = await toPromise(actor);
   } catch (error) {
-    // The chart handles every actor error itself; reaching here is a bug. Still tell the fabric.
+    // The chart handles every actor error itself; reaching here is a bug. The fabric must still hear of it.
     const failure = toFailure(error);
     log.fatal({ reason: failure.reason }, `unhandled error: ${(error as Error)?.message ?? String(error)}`);
-    output = { result: 'failed', exitCode: EXIT_FAILURE, reason: failure.reason, code: failure.code, reported: false };
+    const vmId = (actor.getSnapshot().context as { vmId?: string } | undefined)?.vmId ?? ZERO_VM_ID;
+    const reported = await reportLastResort(reporter, reports, config, vmId, failure, kvp, log);
+    output = { result: 'failed', exitCode: EXIT_FAILURE, reason: failure.reason, code: failure.code, reported };
   } finally {
     if (options.handleSignals) {
       process.off('SIGTERM', terminate);
@@ -174,4 +177,24 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     config,
     commands: provisioner instanceof ScratchProvisioner ? provisioner.commands : [],
   };
+}
+
+/** One failure report outside the chart (KVP, then one HTTP attempt bounded by 10 s); whether it was accepted. */
+async function reportLastResort(
+  reporter: HealthReporter,
+  reports: ReportBook,
+  config: Config,
+  vmId: string,
+  failure: Failure,
+  kvp: KvpTelemetry | null,
+  log: Logger,
+): Promise<boolean> {
+  const description = reports.failure(failure, vmId);
+  kvp?.writeReport(description);
+  try {
+    await reporter.post({ config: config.wireserver, health: HEALTH_FAILED, vmId, description, signal: AbortSignal.timeout(10_000), log });
+    return true;
+  } catch {
+    return false;
+  }
 }
