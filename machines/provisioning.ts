@@ -426,28 +426,7 @@ export const provisioningMachine = setup({
         // Provisioning is complete and the report-pending marker is down: the next boot reports Ready.
         TERMINATE: { target: 'readyNotAccepted', actions: 'recordReadyTerminated' },
       },
-      states: {
-        requesting: {
-          invoke: {
-            id: 'readyReport',
-            src: 'reportHealth',
-            input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_READY, failure: null }),
-            onDone: '#provisioning.markingProvisioned',
-            onError: [
-              {
-                guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
-                target: 'backoff',
-                actions: { type: 'recordReportFailure', params: ({ event }) => ({ error: event.error }) },
-              },
-              {
-                target: '#provisioning.readyNotAccepted',
-                actions: { type: 'recordReportFailure', params: ({ event }) => ({ error: event.error }) },
-              },
-            ],
-          },
-        },
-        backoff: { after: { wireserverRetryInterval: 'requesting' } },
-      },
+      states: finalReportStates('readyReport', HEALTH_READY, '#provisioning.markingProvisioned', '#provisioning.readyNotAccepted'),
     },
     markingProvisioned: {
       tags: [HEALTH_READY],
@@ -473,28 +452,7 @@ export const provisioningMachine = setup({
           { target: 'reportingFailure', reenter: true, actions: 'recordTerminated' },
         ],
       },
-      states: {
-        requesting: {
-          invoke: {
-            id: 'failureReport',
-            src: 'reportHealth',
-            input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_FAILED, failure: context.failure }),
-            onDone: '#provisioning.failed',
-            onError: [
-              {
-                guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
-                target: 'backoff',
-                actions: { type: 'recordReportFailure', params: ({ event }) => ({ error: event.error }) },
-              },
-              {
-                target: '#provisioning.failedUnreported',
-                actions: { type: 'recordReportFailure', params: ({ event }) => ({ error: event.error }) },
-              },
-            ],
-          },
-        },
-        backoff: { after: { wireserverRetryInterval: 'requesting' } },
-      },
+      states: finalReportStates('failureReport', HEALTH_FAILED, '#provisioning.failed', '#provisioning.failedUnreported'),
     },
     provisioned: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('provisioned', context, true) },
     alreadyProvisioned: { type: 'final', output: ({ context }) => outputOf('already-provisioned', context, false) },
@@ -518,6 +476,39 @@ function osStep(id: string, src: 'setHostname' | 'createUser' | 'setPassword' | 
         actions: { type: 'recordFailure' as const, params: ({ event }: { event: ErrorActorEvent }) => ({ error: event.error }) },
       },
     },
+  };
+}
+
+/**
+ * Attempts of a final report: request → (retryable error) backoff → request; accepted → `accepted`, refused →
+ * `notAccepted`. The enclosing state owns the total deadline.
+ */
+function finalReportStates(
+  id: 'readyReport' | 'failureReport',
+  health: typeof HEALTH_READY | typeof HEALTH_FAILED,
+  accepted: string,
+  notAccepted: string,
+) {
+  const record = { type: 'recordReportFailure' as const, params: ({ event }: { event: ErrorActorEvent }) => ({ error: event.error }) };
+  return {
+    requesting: {
+      invoke: {
+        id,
+        src: 'reportHealth' as const,
+        input: ({ context }: { context: ProvisioningContext }) => ({
+          config: context.config,
+          vmId: context.vmId,
+          health,
+          failure: health === HEALTH_FAILED ? context.failure : null,
+        }),
+        onDone: accepted,
+        onError: [
+          { guard: { type: 'retryable' as const, params: ({ event }: { event: ErrorActorEvent }) => ({ error: event.error }) }, target: 'backoff', actions: record },
+          { target: notAccepted, actions: record },
+        ],
+      },
+    },
+    backoff: { after: { wireserverRetryInterval: 'requesting' } },
   };
 }
 
