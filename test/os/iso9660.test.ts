@@ -4,7 +4,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BootstateError } from '../../src/errors.js';
+import type { Runner } from '../../src/os/exec.js';
 import { IsoError, readFileFromIso } from '../../src/os/iso9660.js';
+import { readProvisioningMedia } from '../../src/os/media.js';
+import { SecretStore } from '../../src/secrets.js';
 
 const OVF = '<Environment>the provisioning document</Environment>\n';
 const LONG_NAME = 'A-Rock-Ridge-name-longer-than-ISO-level-1-allows.Xml';
@@ -137,5 +141,70 @@ describe('damaged media', () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('provisioning media that cannot be mounted', () => {
+  const AZURE_OVF = `<?xml version="1.0" encoding="utf-8"?>
+<Environment xmlns="http://schemas.dmtf.org/ovf/environment/1" xmlns:wa="http://schemas.microsoft.com/windowsazure">
+  <wa:ProvisioningSection>
+    <LinuxProvisioningConfigurationSet xmlns="http://schemas.microsoft.com/windowsazure">
+      <HostName>iso-host</HostName>
+      <UserName>isouser</UserName>
+      <UserPassword>from-userspace</UserPassword>
+    </LinuxProvisioningConfigurationSet>
+  </wa:ProvisioningSection>
+</Environment>
+`;
+
+  /** blkid lists `device` as ISO 9660; mount fails as it does without the iso9660 module. */
+  const noIsoKernel = (device: string, calls: string[][]): Runner => async (argv) => {
+    calls.push(argv);
+    if (argv[0] === 'mount') throw new BootstateError('SUBPROCESS_FAILED', 'mount: unknown filesystem type iso9660');
+    const stdout = argv[0] === 'blkid' && argv.includes('TYPE=iso9660') ? `${device}\n` : '';
+    return { argv, exitCode: 0, signal: null, stdout, stderr: '', endedBy: 'exit' };
+  };
+
+  async function mediaImage(name: string, files: Record<string, string | Buffer>): Promise<string> {
+    const content = path.join(dir, `${name}-content`);
+    await mkdir(content);
+    for (const [file, data] of Object.entries(files)) await writeFile(path.join(content, file), data);
+    mkisofs(name, content, []);
+    return image(name);
+  }
+
+  const read = async (device: string, notes: string[] = [], calls: string[][] = [], secrets = new SecretStore()) => {
+    const root = await mkdtemp(path.join(dir, 'root-'));
+    return readProvisioningMedia({ secrets, root, run: noIsoKernel(device, calls), onNote: (n) => notes.push(n) });
+  };
+
+  it('reads ovf-env.xml from the device itself after the mount fails, password included', async () => {
+    const device = await mediaImage('media-ok', { 'ovf-env.xml': AZURE_OVF });
+    const secrets = new SecretStore();
+    const calls: string[][] = [];
+    const media = await read(device, [], calls, secrets);
+    expect(calls.some((c) => c[0] === 'mount')).toBe(true);
+    expect(media).toMatchObject({ username: 'isouser', hostname: 'iso-host', passwordProvided: true, device });
+    expect(secrets.withPassword((b) => b.toString('utf8'))).toBe('from-userspace');
+  });
+
+  it('reports an ovf-env.xml above the size cap as OVF_INVALID, as a mounted one would be', async () => {
+    const device = await mediaImage('media-big', { 'ovf-env.xml': Buffer.alloc(1024 * 1024 + 1, 0x20) });
+    await expect(read(device)).rejects.toMatchObject({ code: 'OVF_INVALID' });
+  });
+
+  it('skips a device it can neither mount nor read as ISO 9660 (UDF, say), with a note naming both failures', async () => {
+    const device = path.join(dir, 'udf-like.img');
+    await writeFile(device, Buffer.alloc(64 * 1024));
+    const notes: string[] = [];
+    expect(await read(device, notes)).toBeNull();
+    expect(notes).toEqual([expect.stringMatching(/cannot mount .*unknown filesystem type iso9660.*reading it as ISO 9660 failed too: no ISO 9660 volume descriptor/)]);
+  });
+
+  it('notes an ISO 9660 device without ovf-env.xml and returns null', async () => {
+    const device = await mediaImage('media-empty', { 'README.TXT': 'not provisioning media\n' });
+    const notes: string[] = [];
+    expect(await read(device, notes)).toBeNull();
+    expect(notes).toEqual([`${device}: no ovf-env.xml`]);
   });
 });
