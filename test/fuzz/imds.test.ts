@@ -39,7 +39,8 @@ function mutate(edits: Array<[string[], Json | undefined]>): Json {
     if (!parent) continue;
     const last = path.at(-1)!;
     if (value === undefined) delete parent[last];
-    else parent[last] = value;
+    // A copy: constant arbitraries hand out one shared instance, which a later edit could make circular.
+    else parent[last] = structuredClone(value);
   }
   return doc;
 }
