@@ -161,7 +161,14 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     }
   }
 
-  log.info({ result: output.result, reason: output.reason, exitCode: output.exitCode }, `provisioning finished: ${output.result}`);
+  const summary = { result: output.result, reason: output.reason, code: output.code, exitCode: output.exitCode, reported: output.reported };
+  if (output.result === 'failed') {
+    const context = actor.getSnapshot().context as { failure?: Failure | null; reportFailure?: Failure | null } | undefined;
+    const cause = context?.failure ?? context?.reportFailure;
+    const detail = cause ? Object.fromEntries(cause.data.filter(([key]) => key !== 'stack_base64')) : undefined;
+    log.error({ ...summary, detail }, `provisioning failed: ${output.reason}`);
+  }
+  else log.info(summary, `provisioning finished: ${output.result}`);
   transitions?.flush();
   kvp?.flush();
   secrets.clear();

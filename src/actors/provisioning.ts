@@ -15,7 +15,7 @@ import { fetchInstanceMetadataOnce } from '../azure/imds.js';
 import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
+import { BootstateError, toFailure } from '../errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { MarkerStore, Provisioner } from '../os/provisioner.js';
 import { machineHostname, validateHostname, validateSshKey, validateUsername } from '../os/validate.js';
@@ -47,7 +47,10 @@ export function provisioningActors(deps: ProvisioningDeps) {
   const step = (name: string, run: (input: PlanInput, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string }>) =>
     fromPromise<void, PlanInput>(async ({ input, signal }) => {
       const started = Date.now();
-      const result = await run(input, signal);
+      const result = await run(input, signal).catch((error: unknown) => {
+        if (!signal.aborted) logFailure(log, name, error);
+        throw error;
+      });
       for (const warning of result.warnings ?? []) log.warn({ step: name, backend: result.backend }, warning);
       log.info({ step: name, backend: result.backend, ms: Date.now() - started }, result.detail ?? `${name} done`);
     });
@@ -105,12 +108,12 @@ export function provisioningActors(deps: ProvisioningDeps) {
     }),
 
     validatePlan: fromPromise<ProvisioningPlan, PlanInput>(async ({ input }) => {
-      const { plan } = input;
-      if (deps.provisioner.validateUsername) await deps.provisioner.validateUsername(plan.username);
-      else await validateUsername(plan.username);
-      const hostname = machineHostname(validateHostname(plan.hostname));
-      const keys = [...new Set(plan.sshKeys.map((k) => validateSshKey(k).line))];
-      return { ...plan, hostname, sshKeys: keys };
+      try {
+        return await validatePlan(input, deps);
+      } catch (error) {
+        logFailure(log, 'validate', error);
+        throw error;
+      }
     }),
 
     setHostname: step('hostname', ({ plan }, signal) => deps.provisioner.setHostname(plan.hostname, signal)),
@@ -134,4 +137,19 @@ export function provisioningActors(deps: ProvisioningDeps) {
       await deps.markers(input.config).markProvisioned(input.vmId);
     }),
   };
+}
+
+/** Checks the plan before anything runs: username, hostname (reduced to its first label) and every SSH key. */
+async function validatePlan({ plan }: PlanInput, deps: Pick<ProvisioningDeps, 'provisioner'>): Promise<ProvisioningPlan> {
+  if (deps.provisioner.validateUsername) await deps.provisioner.validateUsername(plan.username);
+  else await validateUsername(plan.username);
+  const hostname = machineHostname(validateHostname(plan.hostname));
+  const keys = [...new Set(plan.sshKeys.map((k) => validateSshKey(k).line))];
+  return { ...plan, hostname, sshKeys: keys };
+}
+
+/** Logs a failed step at error level with its kind and supporting data (which never carry secrets). */
+function logFailure(log: Logger, step: string, error: unknown): void {
+  const failure = toFailure(error);
+  log.error({ step, code: failure.code, reason: failure.reason, data: Object.fromEntries(failure.data.filter(([k]) => k !== 'stack_base64')) }, `${step} failed: ${(error as Error)?.message ?? failure.reason}`);
 }

@@ -5,7 +5,7 @@
 import { hostname } from 'node:os';
 import path from 'node:path';
 import type { Runner } from './exec.js';
-import { isCommandMissing, stderrOf } from './exec.js';
+import { firstLine, isCommandMissing, stderrOf } from './exec.js';
 
 export interface KeysFileContext {
   username: string;
@@ -91,7 +91,7 @@ export async function resolveAuthorizedKeysFiles(options: ResolveOptions): Promi
         return fallback();
       }
       if (!(error instanceof Error) || !error.message.startsWith('unknown token')) {
-        warnings.push(`sshd ${flag} failed (${stderrOf(error).split('\n')[0]})`);
+        warnings.push(`sshd ${flag} failed (${firstLine(stderrOf(error))})`);
         continue;
       }
       warnings.push(`${error.message}; using ${options.fallback}`);

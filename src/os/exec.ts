@@ -111,6 +111,12 @@ export function isCommandMissing(error: unknown): boolean {
 }
 
 /** The first line of a command's stderr tail, for warnings that must stay short. */
+/** The first line of a command's message, without the carriage returns some tools (OpenSSH) end lines with. */
+export function firstLine(text: string): string {
+  return (text.split('\n')[0] ?? '').replace(/\r/g, '').trim();
+}
+
+/** The trimmed stderr tail a failed command left, or the error message. */
 export function stderrOf(error: unknown): string {
   if (!(error instanceof BootstateError)) return String(error);
   const tail = error.data.find(([k]) => k === 'stderr')?.[1];

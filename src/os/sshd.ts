@@ -11,7 +11,7 @@ import { BootstateError } from '../errors.js';
 import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';
 import { sshdDumpValue } from './authorized-keys-file.js';
-import { isCommandMissing, stderrOf } from './exec.js';
+import { firstLine, isCommandMissing, stderrOf } from './exec.js';
 import { under } from './paths.js';
 import type { StepResult } from './provisioner.js';
 
@@ -71,7 +71,7 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
     detail += '; verified with sshd -T';
   } catch (error) {
     if (error instanceof BootstateError && error.code === 'SSHD_CONFIG_FAILED') throw error;
-    warnings.push(isCommandMissing(error) ? 'sshd is not installed; effective value not verified' : `sshd -T failed (${stderrOf(error).split('\n')[0]}); effective value not verified`);
+    warnings.push(isCommandMissing(error) ? 'sshd is not installed; effective value not verified' : `sshd -T failed (${firstLine(stderrOf(error))}); effective value not verified`);
   }
 
   if (!config.reload_sshd) return { backend: 'sshd_config.d', detail: `${detail}; reload disabled`, warnings };
@@ -80,7 +80,7 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
     .run(['systemctl', 'try-reload-or-restart', 'ssh.service', 'sshd.service'], { signal, timeoutMs: 60_000, allowFailure: true })
     .catch((error: unknown) => ({ exitCode: -1, stderr: stderrOf(error) }));
   // One of the two names is usually absent, which makes systemctl exit non-zero after reloading the other.
-  if (reload.exitCode !== 0 && !/not (found|loaded)/i.test(reload.stderr)) warnings.push(`sshd reload: ${reload.stderr.trim().split('\n')[0]}`);
+  if (reload.exitCode !== 0 && !/not (found|loaded)/i.test(reload.stderr)) warnings.push(`sshd reload: ${firstLine(reload.stderr)}`);
   return { backend: 'sshd_config.d', detail: `${detail}; sshd reloaded if running`, warnings };
 }
 
