@@ -5,7 +5,7 @@
  * No media is normal: the result is null.
  */
 import { constants } from 'node:fs';
-import { access, mkdir, mkdtemp, open, readFile, rmdir } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readFile, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { MediaMetadata } from '../azure/metadata.js';
 import { BootstateError } from '../errors.js';
@@ -13,7 +13,7 @@ import type { SecretStore } from '../secrets.js';
 import { run as defaultRun, type Runner } from './exec.js';
 import { IsoError, readFileFromIso } from './iso9660.js';
 import { MAX_OVF_BYTES, parseOvfEnv } from './ovf.js';
-import { under } from './paths.js';
+import { exists, under } from './paths.js';
 
 export interface MediaOptions {
   secrets: SecretStore;
@@ -169,13 +169,4 @@ async function mountedMedia(mountsFile: string): Promise<Map<string, string>> {
     }
   }
   return out;
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p);
-    return true;
-  } catch {
-    return false;
-  }
 }

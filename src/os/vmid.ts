@@ -2,8 +2,8 @@
  * The VM id as Azure knows it (spec §6): `product_uuid`, lower-cased, with the first three groups
  * byte-swapped on Generation 1 (BIOS) VMs, where SMBIOS 2.3 stores them little-endian.
  */
-import { access, readFile } from 'node:fs/promises';
-import { under } from './paths.js';
+import { readFile } from 'node:fs/promises';
+import { exists, under } from './paths.js';
 
 export const ZERO_VM_ID = '00000000-0000-0000-0000-000000000000';
 
@@ -46,13 +46,4 @@ export function sameVmId(a: string, b: string): boolean {
 
 function reverseBytes(hex: string): string {
   return (hex.match(/../g) ?? []).reverse().join('');
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p);
-    return true;
-  } catch {
-    return false;
-  }
 }
