@@ -65,7 +65,8 @@ export function provisioningActors(deps: ProvisioningDeps) {
             : deps.reports.success(event.vmId);
         deps.kvp.writeReport(encoded);
       });
-      return () => deps.kvp?.flush();
+      // No flush on stop: the runner flushes once after the final state, with the final state's span included.
+      return undefined;
     }),
 
     loadConfig: fromPromise<Config, void>(() => deps.loadConfig()),
