@@ -61,20 +61,22 @@ export function parseInstanceMetadata(text: string): InstanceMetadata {
   let json: unknown;
   try {
     json = JSON.parse(text);
-  } catch (error) {
-    throw new BootstateError('IMDS_PARSE', `IMDS body is not JSON: ${(error as Error).message}`, {
-      data: [['error', (error as Error).message]],
-      retryable: true,
-    });
+  } catch {
+    // JSON.parse's message quotes the body around the fault, and the body may carry custom data: never echo it.
+    const problem = `body of ${Buffer.byteLength(text, 'utf8')} bytes is not valid JSON`;
+    throw new BootstateError('IMDS_PARSE', `IMDS ${problem}`, { data: [['error', problem]], retryable: true });
   }
   const result = v.safeParse(InstanceDocument, json);
   if (!result.success) {
     const issue = result.issues[0];
     const key = v.getDotPath(issue) ?? '(document)';
-    throw new BootstateError('IMDS_INVALID', `invalid IMDS metadata for key=${key}: ${issue.message}`, {
+    // Only the expected and received *types*: the received value itself is metadata and stays out of logs.
+    const received = issue.input === undefined ? 'nothing' : issue.input === null ? 'null' : Array.isArray(issue.input) ? 'array' : typeof issue.input;
+    const problem = `expected ${issue.expected ?? 'a valid value'}, received ${received}`;
+    throw new BootstateError('IMDS_INVALID', `invalid IMDS metadata for key=${key}: ${problem}`, {
       data: [
         ['key', key],
-        ['error', issue.message],
+        ['error', problem],
       ],
       retryable: true,
     });

@@ -5,6 +5,7 @@
 import { hostname } from 'node:os';
 import path from 'node:path';
 import type { Runner } from './exec.js';
+import { BootstateError, escapeValue } from '../errors.js';
 import { firstLine, isCommandMissing, stderrOf } from './exec.js';
 
 export interface KeysFileContext {
@@ -13,8 +14,15 @@ export interface KeysFileContext {
   uid: number;
 }
 
-/** Expands one AuthorizedKeysFile value (several paths) to absolute paths; throws on an unknown `%` token. */
+/**
+ * Expands one AuthorizedKeysFile value (several paths) to absolute paths; throws SSH_KEYS_FAILED on an unknown
+ * `%` token or a relative path that climbs out of the home directory.
+ */
 export function expandAuthorizedKeysFile(value: string, context: KeysFileContext): string[] {
+  const invalid = (pattern: string, problem: string) =>
+    new BootstateError('SSH_KEYS_FAILED', `AuthorizedKeysFile ${escapeValue(pattern)}: ${problem}`, {
+      data: [['pattern', escapeValue(pattern)], ['problem', problem]],
+    });
   return value
     .split(/\s+/)
     .filter((p) => p.length > 0)
@@ -30,10 +38,14 @@ export function expandAuthorizedKeysFile(value: string, context: KeysFileContext
           case '%':
             return '%';
           default:
-            throw new Error(`unknown token %${token} in AuthorizedKeysFile ${p}`);
+            throw invalid(p, `unknown token %${escapeValue(token)}`);
         }
       });
-      return path.posix.normalize(expanded.startsWith('/') ? expanded : `${context.home}/${expanded}`);
+      if (expanded.startsWith('/')) return path.posix.normalize(expanded);
+      const resolved = path.posix.normalize(`${context.home}/${expanded}`);
+      const home = path.posix.normalize(`${context.home}/`);
+      if (!resolved.startsWith(home)) throw invalid(p, 'relative path leaves the home directory');
+      return resolved;
     });
 }
 
@@ -90,7 +102,7 @@ export async function resolveAuthorizedKeysFiles(options: ResolveOptions): Promi
         warnings.push(`sshd is not installed; using ${options.fallback}`);
         return fallback();
       }
-      if (!(error instanceof Error) || !error.message.startsWith('unknown token')) {
+      if (!(error instanceof BootstateError) || error.code !== 'SSH_KEYS_FAILED') {
         warnings.push(`sshd ${flag} failed (${firstLine(stderrOf(error))})`);
         continue;
       }
