@@ -162,8 +162,14 @@ async function bigBody(res: ServerResponse, bytes: number): Promise<void> {
     sent += piece.length;
     if (!res.write(piece)) {
       await new Promise<void>((resolve) => {
-        res.once('drain', resolve);
-        res.once('close', resolve);
+        // Both listeners go when either fires, so a long body never piles up listeners.
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.once('drain', done);
+        res.once('close', done);
       });
     }
   }
