@@ -1,0 +1,623 @@
+/**
+ * Crash at every state: for each state of the provisioning chart the built agent is SIGKILLed while in that state
+ * (held there by a gated fake fabric, a retry backoff, a FIFO standing in for a slow file, or caught by a
+ * journal poller that freezes the agent with SIGSTOP before deciding), then booted again on the same root
+ * against a healthy fabric. The second boot must converge to what an uninterrupted run into a fresh root leaves.
+ * A summary per state goes to test-output/crash.json.
+ */
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StateValue } from 'xstate';
+import { startFakeFabric, type Behaviour, type FakeFabric } from '../../src/fabric/fake-fabric.js';
+import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
+import { readJournal } from '../../src/inspect/journal.js';
+import { validateSshKey } from '../../src/os/validate.js';
+import { markers, reportKinds, runAgent, type AgentOptions } from '../integration/agent.js';
+import {
+  DATA_DIR,
+  chartStates,
+  checkPool,
+  hasTempFile,
+  isActive,
+  osTree,
+  runAndKill,
+  tempFiles,
+  type KillPlan,
+  type PoolCheck,
+  type TreeEntry,
+} from './crash-harness.js';
+
+const DOC = exampleImdsDocument();
+const USER: string = DOC.compute.osProfile.adminUsername;
+const KEYS: string[] = (DOC.compute.publicKeys as Array<{ keyData: string }>).map((k) => validateSshKey(k.keyData).line);
+const ZERO_VM = '00000000-0000-0000-0000-000000000000';
+const ATTEMPTS = 6;
+const PARALLEL = 2;
+
+/**
+ * The scratch backend writes the user's passwd line with the test runner's uid (0 as root), which the real
+ * username validation then refuses as a system account on any later boot (see the known-bug test below). The
+ * image's login.defs admits that uid so the matrix tests crash recovery rather than that defect.
+ */
+const LOGIN_DEFS = 'UID_MIN 0\nUID_MAX 4294967294\n';
+
+type Kind = 'inProgress' | 'ready' | 'failed';
+const kindOf = (body: string): Kind =>
+  body.includes('ProvisioningFailed') ? 'failed' : body.includes('"state":"Ready"') ? 'ready' : 'inProgress';
+
+interface Ctx {
+  fabric: FakeFabric;
+  root: string;
+  /** Never resolves until the kill is over: holds a request for as long as the test wants. */
+  gate: Promise<void>;
+}
+
+interface Hold {
+  how: string;
+  options?: AgentOptions;
+  setup?(ctx: Ctx): void;
+  ready?(ctx: Ctx): boolean;
+  /** Removes an obstacle the hold planted (the host is healthy again for the second boot). */
+  afterKill?(ctx: Ctx): void;
+  /** Boot once uninterrupted before the run that is killed. */
+  preProvision?: boolean;
+  /** Hold the config read before the chart starts (no journal exists yet). */
+  configFifo?: boolean;
+}
+
+interface Transient {
+  transient: string;
+}
+
+const wire = (ctx: Ctx, per: Partial<Record<Kind, Behaviour>>) =>
+  ctx.fabric.setWireserver((request) => per[kindOf(request.body)] ?? 'ok');
+const arrived = (ctx: Ctx, kind: Kind | 'imds') =>
+  kind === 'imds' ? ctx.fabric.requestsTo('imds').length > 0 : ctx.fabric.requestsTo('health').some((r) => kindOf(r.body) === kind);
+
+const imdsGate: Hold = {
+  how: 'IMDS request gated',
+  setup: (ctx) => ctx.fabric.setImds({ gate: ctx.gate }),
+  ready: (ctx) => arrived(ctx, 'imds'),
+};
+const poller: Hold = { how: 'journal poller (SIGSTOP on the line, then SIGKILL)' };
+/** The poller, waiting until the step's atomic write is between creating its temp file and renaming it. */
+const midWrite = (dir: string): Hold => ({
+  how: `journal poller, killed while the atomic writer's temp file exists in ${dir} (between open and rename)`,
+  ready: (ctx) => hasTempFile(join(ctx.root, dir)),
+});
+const slowWire = { retry_interval_secs: 30, total_retry_timeout_secs: 60 };
+const failingImds = (ctx: Ctx) => ctx.fabric.setImds({ status: 403, body: { error: 'Forbidden' } });
+const obstacle = (root: string) => join(root, DATA_DIR, `${ZERO_VM}.provisioned`);
+
+/** How each state is held; a state the chart gains without an entry here fails the first test. */
+const HOLDS: Record<string, Hold | Transient> = {
+  loadingConfig: {
+    how: '--config is a FIFO nobody writes: the agent blocks reading its configuration (before the chart starts)',
+    configFifo: true,
+  },
+  readingVmId: poller,
+  checkingMarker: poller,
+  provisioning: imdsGate,
+  'provisioning.inProgress': {
+    how: 'InProgress POST and IMDS gated',
+    setup: (ctx) => {
+      ctx.fabric.setImds({ gate: ctx.gate });
+      wire(ctx, { inProgress: { gate: ctx.gate } });
+    },
+    ready: (ctx) => arrived(ctx, 'imds') && arrived(ctx, 'inProgress'),
+  },
+  'provisioning.inProgress.sending': {
+    how: 'InProgress POST and IMDS gated',
+    setup: (ctx) => {
+      ctx.fabric.setImds({ gate: ctx.gate });
+      wire(ctx, { inProgress: { gate: ctx.gate } });
+    },
+    ready: (ctx) => arrived(ctx, 'imds') && arrived(ctx, 'inProgress'),
+  },
+  'provisioning.inProgress.backoff': {
+    how: 'InProgress answered 503 with retry_interval_secs = 30; IMDS gated',
+    options: { wireserver: slowWire },
+    setup: (ctx) => {
+      ctx.fabric.setImds({ gate: ctx.gate });
+      wire(ctx, { inProgress: { status: 503 } });
+    },
+  },
+  'provisioning.inProgress.sent': imdsGate,
+  'provisioning.inProgress.abandoned': {
+    how: 'InProgress answered 403 (not retryable); IMDS gated',
+    setup: (ctx) => {
+      ctx.fabric.setImds({ gate: ctx.gate });
+      wire(ctx, { inProgress: { status: 403 } });
+    },
+  },
+  'provisioning.work': imdsGate,
+  'provisioning.work.gathering': imdsGate,
+  'provisioning.work.gathering.imds': imdsGate,
+  'provisioning.work.gathering.imds.fetching': imdsGate,
+  'provisioning.work.gathering.imds.fetching.requesting': imdsGate,
+  'provisioning.work.gathering.imds.fetching.backoff': {
+    how: 'IMDS answered 503 with retry_interval_secs = 30',
+    options: { imds: { retry_interval_secs: 30, total_retry_timeout_secs: 60 } },
+    setup: (ctx) => ctx.fabric.setImds({ status: 503 }),
+  },
+  'provisioning.work.gathering.imds.fetched': {
+    transient:
+      'final region state: with provisioning media disabled (a dry run must not probe the host\'s devices) the media region is final within one tick, so the IMDS answer completes gathering in the same macrostep',
+  },
+  'provisioning.work.gathering.imds.failed': {
+    transient: 'final region state: the media region is already final, so a non-retryable IMDS error leaves gathering in the same macrostep',
+  },
+  'provisioning.work.gathering.imds.timedOut': {
+    transient: 'final region state: the media region is already final, so the IMDS deadline leaves gathering in the same macrostep',
+  },
+  'provisioning.work.gathering.media': imdsGate,
+  'provisioning.work.gathering.media.reading': poller,
+  'provisioning.work.gathering.media.read': imdsGate,
+  'provisioning.work.gathering.media.unreadable': {
+    transient: 'only entered when the media reader throws; with media disabled (dry run) it returns null and never throws',
+  },
+  'provisioning.work.validating': poller,
+  'provisioning.work.configuringOs': poller,
+  'provisioning.work.configuringOs.hostname': poller,
+  'provisioning.work.configuringOs.hostname.setting': poller,
+  'provisioning.work.configuringOs.hostname.done': poller,
+  'provisioning.work.configuringOs.account': poller,
+  'provisioning.work.configuringOs.account.creatingUser': poller,
+  'provisioning.work.configuringOs.account.settingPassword': poller,
+  'provisioning.work.configuringOs.account.writingSshKeys': midWrite(`home/${USER}/.ssh`),
+  'provisioning.work.configuringOs.account.done': {
+    how: 'etc/ssh/sshd_config is a FIFO: the sshd step blocks reading it while the account region finishes (FIFO removed before the second boot)',
+    setup: (ctx) => {
+      mkdirSync(join(ctx.root, 'etc/ssh'), { recursive: true });
+      execFileSync('mkfifo', [join(ctx.root, 'etc/ssh/sshd_config')]);
+    },
+    afterKill: (ctx) => rmSync(join(ctx.root, 'etc/ssh/sshd_config'), { force: true }),
+  },
+  'provisioning.work.configuringOs.sshd': poller,
+  'provisioning.work.configuringOs.sshd.configuring': midWrite('etc/ssh/sshd_config.d'),
+  'provisioning.work.configuringOs.sshd.done': poller,
+  markingReportPending: midWrite(DATA_DIR),
+  reportingReady: {
+    how: 'Ready POST gated',
+    setup: (ctx) => wire(ctx, { ready: { gate: ctx.gate } }),
+    ready: (ctx) => arrived(ctx, 'ready'),
+  },
+  'reportingReady.requesting': {
+    how: 'Ready POST gated',
+    setup: (ctx) => wire(ctx, { ready: { gate: ctx.gate } }),
+    ready: (ctx) => arrived(ctx, 'ready'),
+  },
+  'reportingReady.backoff': {
+    how: 'Ready answered 503 with retry_interval_secs = 30',
+    options: { wireserver: slowWire },
+    setup: (ctx) => wire(ctx, { ready: { status: 503 } }),
+  },
+  markingProvisioned: poller,
+  reportingFailure: {
+    how: 'IMDS 403, failure POST gated',
+    setup: (ctx) => {
+      failingImds(ctx);
+      wire(ctx, { failed: { gate: ctx.gate } });
+    },
+    ready: (ctx) => arrived(ctx, 'failed'),
+  },
+  'reportingFailure.requesting': {
+    how: 'IMDS 403, failure POST gated',
+    setup: (ctx) => {
+      failingImds(ctx);
+      wire(ctx, { failed: { gate: ctx.gate } });
+    },
+    ready: (ctx) => arrived(ctx, 'failed'),
+  },
+  'reportingFailure.backoff': {
+    how: 'IMDS 403, failure POST answered 503 with retry_interval_secs = 30',
+    options: { wireserver: slowWire },
+    setup: (ctx) => {
+      failingImds(ctx);
+      wire(ctx, { failed: { status: 503 } });
+    },
+  },
+  provisioned: { how: 'journal poller on the final state (before the agent exits)' },
+  alreadyProvisioned: { how: 'an uninterrupted boot first, then the journal poller on the second boot\'s final state', preProvision: true },
+  readyNotAccepted: {
+    how: 'Ready answered 403, journal poller on the final state',
+    setup: (ctx) => wire(ctx, { ready: { status: 403 } }),
+  },
+  markerNotWritten: {
+    how: 'a directory occupies <vm_id>.provisioned from the moment Ready arrives (removed before the second boot); journal poller on the final state',
+    setup: (ctx) =>
+      ctx.fabric.setWireserver((request) => {
+        if (kindOf(request.body) === 'ready') mkdirSync(obstacle(ctx.root), { recursive: true });
+        return 'ok';
+      }),
+    afterKill: (ctx) => rmSync(obstacle(ctx.root), { recursive: true, force: true }),
+  },
+  failed: { how: 'IMDS 403, journal poller on the final state', setup: failingImds },
+  failedUnreported: {
+    how: 'IMDS 403, failure POST answered 403, journal poller on the final state',
+    setup: (ctx) => {
+      failingImds(ctx);
+      wire(ctx, { failed: { status: 403 } });
+    },
+  },
+};
+
+const isTransient = (h: Hold | Transient): h is Transient => 'transient' in h;
+
+interface FileProblem {
+  file: string;
+  problem: string;
+}
+
+/** Every file the agent writes must parse as its format (no half-written file). */
+function unparsable(root: string): FileProblem[] {
+  const out: FileProblem[] = [];
+  const check = (file: string, ok: (text: string) => boolean) => {
+    const path = join(root, file);
+    if (existsSync(path) && !ok(readFileSync(path, 'utf8'))) out.push({ file, problem: 'does not parse' });
+  };
+  check('etc/hostname', (t) => /^[a-z0-9]([a-z0-9-]*[a-z0-9])?\n$/i.test(t));
+  check('etc/passwd', (t) => t.endsWith('\n') && t.trimEnd().split('\n').every((l) => l.split(':').length === 7));
+  check(`home/${USER}/.ssh/authorized_keys`, (t) =>
+    t.endsWith('\n') &&
+    t.trimEnd().split('\n').every((l) => {
+      try {
+        validateSshKey(l);
+        return true;
+      } catch {
+        return false;
+      }
+    }),
+  );
+  check('etc/ssh/sshd_config.d/00-bootstate.conf', (t) =>
+    t.endsWith('\n') && t.trimEnd().split('\n').every((l) => l.startsWith('#') || /^PasswordAuthentication (yes|no)$/.test(l)),
+  );
+  const runs = join(root, DATA_DIR, 'runs');
+  for (const name of existsSync(runs) ? readdirSync(runs) : []) {
+    const lines = readFileSync(join(runs, name), 'utf8').split('\n').filter((l) => l !== '');
+    for (const [i, line] of lines.entries()) {
+      try {
+        JSON.parse(line);
+      } catch {
+        out.push({ file: `${DATA_DIR}/runs/${name}`, problem: `line ${i + 1} is torn` });
+      }
+    }
+  }
+  for (const name of readdirSync(join(root, DATA_DIR)).filter((n) => /\.(provisioned|report-pending)$/.test(n))) {
+    if (readFileSync(join(root, DATA_DIR, name)).length !== 0) out.push({ file: name, problem: 'marker is not empty' });
+  }
+  return out;
+}
+
+function journalValues(root: string): StateValue[] {
+  const runs = join(root, DATA_DIR, 'runs');
+  if (!existsSync(runs)) return [];
+  return readdirSync(runs).flatMap((name) => readJournal(join(runs, name)).map((l) => l.value));
+}
+
+interface EndState {
+  code: number | null;
+  reports: string[];
+  markers: string[];
+  tree: Record<string, TreeEntry>;
+  temps: string[];
+  unparsable: FileProblem[];
+  pool: PoolCheck;
+  userLines: number;
+  keyCounts: number[];
+  ms: number;
+}
+
+function endState(root: string, code: number | null, reports: string[], ms: number): EndState {
+  const passwd = join(root, 'etc/passwd');
+  const keys = join(root, `home/${USER}/.ssh/authorized_keys`);
+  const keyText = existsSync(keys) ? readFileSync(keys, 'utf8').split('\n') : [];
+  return {
+    code,
+    reports,
+    markers: markers(root).sort(),
+    tree: osTree(root),
+    temps: tempFiles(root),
+    unparsable: unparsable(root),
+    pool: checkPool(root),
+    userLines: existsSync(passwd) ? readFileSync(passwd, 'utf8').split('\n').filter((l) => l.startsWith(`${USER}:`)).length : 0,
+    keyCounts: KEYS.map((k) => keyText.filter((l) => l === k).length),
+    ms: Math.round(ms),
+  };
+}
+
+function seedRoot(prefix: string, loginDefs = true): string {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  if (loginDefs) {
+    mkdirSync(join(root, 'etc'), { recursive: true });
+    writeFileSync(join(root, 'etc/login.defs'), LOGIN_DEFS);
+  }
+  return root;
+}
+
+interface Attempt {
+  killedIn: StateValue | null;
+  landed: boolean;
+}
+
+interface CaseResult {
+  state: string;
+  how: string;
+  attempts: Attempt[];
+  landed: boolean;
+  killedIn: StateValue | null;
+  killRun: { ms: number; signal: string | null; reports: string[] };
+  afterKill: { markers: string[]; readyAccepted: boolean; temps: string[] };
+  second: EndState | null;
+  /** Every journal line's state value in the root at the end (all boots). */
+  journal: StateValue[];
+  ms: number;
+}
+
+/** One state: hold, kill (retrying while the kill lands elsewhere), boot again on a healthy fabric, record. */
+async function crashAt(state: string, hold: Hold): Promise<CaseResult> {
+  const started = performance.now();
+  const attempts: Attempt[] = [];
+  for (let i = 0; i < ATTEMPTS; i++) {
+    const fabric = await startFakeFabric();
+    const root = seedRoot('bootstate-crash-');
+    let open: () => void = () => undefined;
+    const ctx: Ctx = { fabric, root, gate: new Promise<void>((resolve) => (open = resolve)) };
+    try {
+      if (hold.preProvision) {
+        const first = await runAgent(fabric, { root });
+        if (first.code !== 0) throw new Error(`uninterrupted boot before the kill exited ${first.code}: ${first.stderr}`);
+        fabric.requests.length = 0;
+        fabric.reports.length = 0;
+      }
+      hold.setup?.(ctx);
+      const plan: KillPlan = { target: state, ...(hold.ready ? { ready: () => hold.ready!(ctx) } : {}) };
+      const options: AgentOptions = { ...hold.options };
+      let writer: number | null = null;
+      if (hold.configFifo) {
+        const fifo = join(root, 'held.toml');
+        execFileSync('mkfifo', [fifo]);
+        options.args = ['--config', fifo];
+        plan.heldWithoutJournal = () => {
+          if (writer !== null) return true;
+          try {
+            writer = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+            return true;
+          } catch {
+            return false;
+          }
+        };
+      }
+      const kill = await runAndKill(fabric, root, options, plan);
+      if (writer !== null) closeSync(writer);
+      open();
+      attempts.push({ killedIn: kill.killedAt?.value ?? null, landed: kill.landed });
+      if (!kill.landed) continue;
+      hold.afterKill?.(ctx);
+      const killReports = reportKinds(fabric);
+      const readyAccepted = journalValues(root).some((v) => isActive(v, 'markingProvisioned'));
+      const afterKill = { markers: markers(root).sort(), readyAccepted, temps: tempFiles(root) };
+      fabric.setImds();
+      fabric.setWireserver();
+      fabric.requests.length = 0;
+      fabric.reports.length = 0;
+      const second = await runAgent(fabric, { root });
+      return {
+        state,
+        how: hold.how,
+        attempts,
+        landed: true,
+        killedIn: kill.killedAt?.value ?? null,
+        killRun: { ms: Math.round(kill.run.ms), signal: kill.run.signal, reports: killReports },
+        afterKill,
+        second: endState(root, second.code, reportKinds(fabric), second.ms),
+        journal: journalValues(root),
+        ms: Math.round(performance.now() - started),
+      };
+    } finally {
+      open();
+      await fabric.close();
+    }
+  }
+  return {
+    state,
+    how: hold.how,
+    attempts,
+    landed: false,
+    killedIn: attempts.at(-1)?.killedIn ?? null,
+    killRun: { ms: 0, signal: null, reports: [] },
+    afterKill: { markers: [], readyAccepted: false, temps: [] },
+    second: null,
+    journal: [],
+    ms: Math.round(performance.now() - started),
+  };
+}
+
+async function pool<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!);
+      }
+    }),
+  );
+  return out;
+}
+
+const STATES = chartStates();
+const HELD = STATES.filter((s) => HOLDS[s] && !isTransient(HOLDS[s]!));
+const results = new Map<string, CaseResult>();
+let reference: EndState;
+let referenceJournal: StateValue[] = [];
+let totalMs = 0;
+
+beforeAll(async () => {
+  const started = performance.now();
+  const fabric = await startFakeFabric();
+  try {
+    const root = seedRoot('bootstate-crash-ref-');
+    const run = await runAgent(fabric, { root });
+    reference = endState(root, run.code, reportKinds(fabric), run.ms);
+    referenceJournal = journalValues(root);
+  } finally {
+    await fabric.close();
+  }
+  const done = await pool(HELD, PARALLEL, (state) => crashAt(state, HOLDS[state] as Hold));
+  for (const r of done) results.set(r.state, r);
+  totalMs = Math.round(performance.now() - started);
+}, 240_000);
+
+afterAll(() => {
+  mkdirSync('test-output', { recursive: true });
+  const summary = {
+    totalMs,
+    reference: reference && { code: reference.code, reports: reference.reports, markers: reference.markers, ms: reference.ms },
+    states: STATES.map((state) => {
+      const hold = HOLDS[state];
+      if (!hold) return { state, held: 'NO HOLD' };
+      if (isTransient(hold)) return { state, held: 'not held (transient)', why: hold.transient };
+      const r = results.get(state);
+      if (!r) return { state, held: hold.how, result: 'not run' };
+      return {
+        state,
+        held: r.how,
+        attempts: r.attempts.length,
+        landed: r.landed,
+        killedIn: r.killedIn,
+        killRun: r.killRun,
+        afterKill: r.afterKill,
+        second: r.second && {
+          code: r.second.code,
+          reports: r.second.reports,
+          markers: r.second.markers,
+          sameTree: JSON.stringify(r.second.tree) === JSON.stringify(reference.tree),
+          temps: r.second.temps,
+          unparsable: r.second.unparsable,
+          pool: r.second.pool,
+          ms: r.second.ms,
+        },
+        ms: r.ms,
+      };
+    }),
+  };
+  writeFileSync('test-output/crash.json', `${JSON.stringify(summary, null, 2)}\n`);
+});
+
+describe('the chart', () => {
+  it('has a hold (or a documented reason it cannot be held) for every state, and no hold for a state it lacks', () => {
+    expect(STATES.length).toBeGreaterThan(40);
+    expect(STATES.filter((s) => !HOLDS[s])).toEqual([]);
+    expect(Object.keys(HOLDS).filter((s) => !STATES.includes(s))).toEqual([]);
+  });
+
+  it('never shows a state documented as transient in any journal line', () => {
+    const transient = STATES.filter((s) => HOLDS[s] && isTransient(HOLDS[s]!));
+    const seen = [...referenceJournal, ...[...results.values()].flatMap((r) => r.journal)];
+    expect(seen.length).toBeGreaterThan(STATES.length);
+    expect(transient.filter((s) => seen.some((v) => isActive(v, s)))).toEqual([]);
+  });
+});
+
+describe('an uninterrupted run', () => {
+  it('provisions into a fresh root: exit 0, InProgress then Ready, the marker, one user line, each key once', () => {
+    expect(reference.code).toBe(0);
+    expect(reference.reports).toEqual(['NotReady/Provisioning', 'Ready']);
+    expect(reference.markers).toEqual([`${ZERO_VM}.provisioned`]);
+    expect(reference.userLines).toBe(1);
+    expect(reference.keyCounts.every((n) => n === 1)).toBe(true);
+    expect(Object.keys(reference.tree)).toEqual(
+      expect.arrayContaining(['etc/hostname', 'etc/passwd', `home/${USER}/.ssh/authorized_keys`, 'etc/ssh/sshd_config.d/00-bootstate.conf']),
+    );
+    expect(reference.pool.reportKeys).toBe(1);
+  });
+});
+
+describe.each(HELD)('a SIGKILL in %s', (state) => {
+  const r = () => {
+    const result = results.get(state)!;
+    if (!result.second) throw new Error(`no kill landed in ${state} in ${ATTEMPTS} attempts: ${JSON.stringify(result.attempts)}`);
+    return result;
+  };
+
+  it('lands in that state, as the journal shows when the agent is frozen', () => {
+    expect(r().attempts.at(-1)).toEqual({ killedIn: r().killedIn, landed: true });
+    if (!HOLDS[state] || !(HOLDS[state] as Hold).configFifo) expect(isActive(r().killedIn!, state)).toBe(true);
+    else expect(r().killedIn).toBeNull();
+    expect(r().killRun.signal).toBe('SIGKILL');
+  });
+
+  it('leaves a .provisioned marker only if Ready had been accepted', () => {
+    const provisioned = r().afterKill.markers.includes(`${ZERO_VM}.provisioned`);
+    if (!r().afterKill.readyAccepted) expect(provisioned).toBe(false);
+    if (provisioned) expect(r().afterKill.readyAccepted).toBe(true);
+  });
+
+  it('is followed by a boot that exits 0 with Ready accepted, the marker and no report-pending marker', () => {
+    const second = r().second!;
+    const before = r().afterKill.markers;
+    expect(second.code).toBe(0);
+    expect(second.markers).toEqual([`${ZERO_VM}.provisioned`]);
+    if (before.includes(`${ZERO_VM}.provisioned`)) expect(second.reports).toEqual([]);
+    else if (before.includes(`${ZERO_VM}.report-pending`)) expect(second.reports).toEqual(['Ready']);
+    else expect(second.reports).toEqual(['NotReady/Provisioning', 'Ready']);
+  });
+
+  it('is followed by a boot that leaves the same OS files, contents and modes as an uninterrupted run', () => {
+    const second = r().second!;
+    expect(second.tree).toEqual(reference.tree);
+    expect(second.userLines).toBe(1);
+    expect(second.keyCounts).toEqual(KEYS.map(() => 1));
+  });
+
+  it('leaves no temp file behind once the next boot is done', () => {
+    expect(r().second!.temps).toEqual([]);
+  });
+
+  it('leaves every file it wrote parseable (no half-written file)', () => {
+    expect(r().second!.unparsable).toEqual([]);
+  });
+
+  it('leaves a KVP pool of whole, decodable records with exactly one PROVISIONING_REPORT', () => {
+    const pool = r().second!.pool;
+    expect(pool.error).toBeUndefined();
+    expect(pool.bytes % 2560).toBe(0);
+    expect(pool.records).toBeGreaterThan(0);
+    expect(pool.reportKeys).toBe(1);
+  });
+});
+
+describe('Ready accepted, marker not yet written', () => {
+  it('makes the next boot report Ready a second time (the report-pending marker stands in for the missing one)', () => {
+    const cases = ['markerNotWritten', 'markingProvisioned']
+      .map((s) => results.get(s)!)
+      .filter((c) => c.afterKill.readyAccepted && !c.afterKill.markers.includes(`${ZERO_VM}.provisioned`));
+    expect(cases.map((c) => c.state)).toContain('markerNotWritten');
+    for (const c of cases) {
+      expect(c.killRun.reports.filter((k) => k === 'Ready')).toHaveLength(1);
+      expect(c.second!.reports).toEqual(['Ready']);
+    }
+  });
+});
+
+describe('the scratch backend as root', () => {
+  // Expected to fail while src/os/scratch.ts writes the runner's uid (0) into etc/passwd: the next boot's username
+  // validation refuses azureuser as a system account (INVALID_USERNAME, exit 78). Make it a plain `it` once fixed.
+  (process.getuid?.() === 0 ? it.fails : it.skip)('lets a boot after a kill past user creation converge without a login.defs admitting uid 0', async () => {
+    const fabric = await startFakeFabric();
+    try {
+      const root = seedRoot('bootstate-crash-uid0-', false);
+      const kill = await runAndKill(fabric, root, {}, { target: 'provisioning.work.configuringOs.account.writingSshKeys' });
+      expect(kill.landed).toBe(true);
+      const second = await runAgent(fabric, { root });
+      expect(second.code).toBe(0);
+    } finally {
+      await fabric.close();
+    }
+  }, 30_000);
+});
