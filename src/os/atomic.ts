@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
+import { open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 
 export interface AtomicWriteOptions {
@@ -15,11 +15,31 @@ export interface AtomicWriteOptions {
   validate?: (tempPath: string) => Promise<void>;
 }
 
+/** The temp name for `name`: a leading dot and a dot inside keep sudoers.d and sshd_config.d/*.conf from reading it. */
+export function tempNameFor(name: string): string {
+  return `.${name}.${randomBytes(6).toString('hex')}.tmp`;
+}
+
+/**
+ * Removes temp files a killed run left for `name` in `dir` (`dir` may be a /proc/self/fd path). Only one agent
+ * runs at a time (the instance lock), so every such file is an orphan.
+ */
+export async function sweepTempFiles(dir: string, name: string): Promise<void> {
+  const orphan = new RegExp(`^\\.${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.[0-9a-f]{12}\\.tmp$`);
+  let entries: string[];
+  try {
+    entries = await readdir(dir);
+  } catch {
+    return;
+  }
+  await Promise.all(entries.filter((entry) => orphan.test(entry)).map((entry) => rm(path.join(dir, entry), { force: true })));
+}
+
 /** Replaces `target` with `data` atomically, with the given mode and owner. */
 export async function writeFileAtomic(target: string, data: string | Buffer, options: AtomicWriteOptions): Promise<void> {
   const dir = path.dirname(target);
-  // A leading dot and a dot inside keep sudoers.d and sshd_config.d/*.conf from picking up the temp file.
-  const temp = path.join(dir, `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+  await sweepTempFiles(dir, path.basename(target));
+  const temp = path.join(dir, tempNameFor(path.basename(target)));
   const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
   const handle = await open(temp, flags, options.mode);
   try {

@@ -3,7 +3,7 @@
  * tests) can show a whole provisioning run without root: `<dir>/etc/hostname`, `<dir>/etc/passwd`,
  * `<dir>/home/<user>/.ssh/authorized_keys`, `<dir>/etc/ssh/sshd_config.d/00-bootstate.conf`, …
  */
-import { appendFile, chmod, mkdir } from 'node:fs/promises';
+import { appendFile, chmod, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
@@ -11,7 +11,10 @@ import type { RunOptions, RunResult } from './exec.js';
 import { under } from './paths.js';
 import type { StepResult, UserRequest } from './provisioner.js';
 import { RealProvisioner } from './real.js';
-import { readPasswd } from './validate.js';
+import { readPasswd, usernameProblem } from './validate.js';
+
+/** The comment field of passwd lines this backend writes. */
+const SCRATCH_GECOS = 'bootstate scratch';
 
 /** Commands the scratch backend treats as "not installed", so nothing pretends to have verified anything. */
 const ABSENT = new Set(['sshd', 'systemctl', 'visudo']);
@@ -53,6 +56,17 @@ export class ScratchProvisioner extends RealProvisioner {
     return super.setHostname(hostname, signal);
   }
 
+  /**
+   * As the real check, except for a user this backend created itself on an earlier (interrupted) run: that passwd
+   * line carries the runner's uid so the files it owns match, which may be 0 — not a system account.
+   */
+  override async validateUsername(username: string): Promise<void> {
+    const passwd = await readFile(under(this.dir, '/etc/passwd'), 'utf8').catch(() => '');
+    const ours = passwd.split('\n').some((line) => line.startsWith(`${username}:`) && line.split(':')[4] === SCRATCH_GECOS);
+    if (ours && usernameProblem(username) === null) return;
+    await super.validateUsername(username);
+  }
+
   /** Records useradd as the real backend would, then creates the home and a passwd line under `dir`. */
   override async createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult> {
     const result = await super.createUser(request, signal);
@@ -61,7 +75,7 @@ export class ScratchProvisioner extends RealProvisioner {
     if (!(await readPasswd(passwd)).some((e) => e.name === request.username)) {
       await mkdir(path.dirname(passwd), { recursive: true });
       const { uid, gid } = this.context.rootOwner;
-      await appendFile(passwd, `${request.username}:x:${uid}:${gid}:bootstate scratch:${home}:${this.config.user_provisioners.shell}\n`);
+      await appendFile(passwd, `${request.username}:x:${uid}:${gid}:${SCRATCH_GECOS}:${home}:${this.config.user_provisioners.shell}\n`);
     }
     await mkdir(under(this.dir, home), { recursive: true, mode: 0o750 });
     await chmod(under(this.dir, home), 0o750);

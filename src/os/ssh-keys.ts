@@ -3,11 +3,11 @@
  * the file 0600 owned by the user, every component opened with O_NOFOLLOW so a symlink planted in the home
  * directory is refused rather than followed (safe-fs.ts), and the file replaced atomically.
  */
-import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
+import { sweepTempFiles, tempNameFor } from './atomic.js';
 import { under } from './paths.js';
 import { inDir, openBase, openExistingFile, walkDirs } from './safe-fs.js';
 import { validateSshKey } from './validate.js';
@@ -105,7 +105,8 @@ function identity(line: string): string | null {
 }
 
 async function replaceInDir(dir: Awaited<ReturnType<typeof walkDirs>>, name: string, text: string, uid: number, gid: number): Promise<void> {
-  const tempName = `.${name}.${randomBytes(6).toString('hex')}.tmp`;
+  await sweepTempFiles(inDir(dir, '.'), name);
+  const tempName = tempNameFor(name);
   const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
   const handle = await open(inDir(dir, tempName), flags, 0o600);
   try {

@@ -606,9 +606,9 @@ describe('Ready accepted, marker not yet written', () => {
 });
 
 describe('the scratch backend as root', () => {
-  // Expected to fail while src/os/scratch.ts writes the runner's uid (0) into etc/passwd: the next boot's username
-  // validation refuses azureuser as a system account (INVALID_USERNAME, exit 78). Make it a plain `it` once fixed.
-  (process.getuid?.() === 0 ? it.fails : it.skip)('lets a boot after a kill past user creation converge without a login.defs admitting uid 0', async () => {
+  // The scratch backend writes the runner's uid (0 as root) into etc/passwd; the next boot must not take the user it
+  // created for a system account.
+  (process.getuid?.() === 0 ? it : it.skip)('lets a boot after a kill past user creation converge without a login.defs admitting uid 0', async () => {
     const fabric = await startFakeFabric();
     try {
       const root = seedRoot('bootstate-crash-uid0-', false);

@@ -51,4 +51,13 @@ describe('writeFileAtomic', () => {
     await writeFileAtomic(path.join(dir, '90-rule'), 'x', { mode: 0o440, validate: async (t) => void (seen = path.basename(t)) });
     expect(seen).toMatch(/^\.90-rule\.[0-9a-f]+\.tmp$/);
   });
+
+  it('sweeps the temp files a killed run left for the same name, and only those', async () => {
+    const dir = await temp();
+    await writeFile(path.join(dir, '.hostname.0123456789ab.tmp'), 'half');
+    await writeFile(path.join(dir, '.hostname.backup'), 'someone else');
+    await writeFile(path.join(dir, '.hostnamex.0123456789ab.tmp'), 'another name');
+    await writeFileAtomic(path.join(dir, 'hostname'), 'web-01\n', { mode: 0o644 });
+    expect((await readdir(dir)).sort()).toEqual(['.hostname.backup', '.hostnamex.0123456789ab.tmp', 'hostname']);
+  });
 });
