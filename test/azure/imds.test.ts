@@ -7,6 +7,7 @@ import { BootstateError } from '../../src/errors.js';
 import { AGENT } from '../../src/version.js';
 import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
 import { EXAMPLE_VM_ID, exampleImdsDocument, withOsProfile } from '../../src/fabric/imds-document.js';
+import { errorOf } from '../support/errors.js';
 
 let fabric: FakeFabric;
 let config: ImdsConfig;
@@ -29,16 +30,6 @@ afterAll(async () => {
   await closeAll();
   await fabric.close();
 });
-
-async function errorOf(promise: Promise<unknown>): Promise<BootstateError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(BootstateError);
-    return error as BootstateError;
-  }
-  throw new Error('expected a failure');
-}
 
 const minimal = (osProfile: Record<string, unknown>, publicKeys: unknown = []) =>
   JSON.stringify({ compute: { osProfile: { adminUsername: 'a', computerName: 'b', ...osProfile }, publicKeys } });

@@ -3,9 +3,10 @@ import { closeAll } from '../../src/azure/http.js';
 import { encodeFailureReport } from '../../src/azure/report.js';
 import { HealthReporter, healthBody, postHealthOnce } from '../../src/azure/wireserver.js';
 import { DEFAULT_CONFIG, type WireserverConfig } from '../../src/config/defaults.js';
-import { BootstateError, failure } from '../../src/errors.js';
+import { failure } from '../../src/errors.js';
 import { AGENT } from '../../src/version.js';
 import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
+import { errorOf } from '../support/errors.js';
 
 const vmId = 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8';
 let fabric: FakeFabric;
@@ -20,16 +21,6 @@ afterAll(async () => {
   await closeAll();
   await fabric.close();
 });
-
-async function errorOf(promise: Promise<unknown>): Promise<BootstateError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(BootstateError);
-    return error as BootstateError;
-  }
-  throw new Error('expected a failure');
-}
 
 function recordingLogger() {
   const entries: Array<{ obj: Record<string, unknown>; msg: string }> = [];
