@@ -1,0 +1,101 @@
+/**
+ * The built CLI's other subcommands, as an image builder or a support engineer runs them: report, clean, kvp,
+ * graph and trace.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeReport } from '../../src/azure/report.js';
+import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
+import { AGENT, markers, runAgent, writeConfig } from './agent.js';
+
+let fabric: FakeFabric;
+beforeAll(async () => {
+  fabric = await startFakeFabric();
+});
+afterAll(async () => {
+  await fabric.close();
+});
+
+/** Runs the built CLI asynchronously (the fake fabric lives in this process) and returns its exit code and output. */
+async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [AGENT, ...args], { timeout: 30_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+function root(): { dir: string; config: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'bootstate-cmd-'));
+  return { dir, config: writeConfig(fabric, dir, {}) };
+}
+
+describe('bootstate report', () => {
+  it('reports Ready on its own and exits 0', async () => {
+    fabric.reports.length = 0;
+    const { config } = root();
+    const run = await cli(['report', 'ready', '--config', config, '--vm-id', 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8']);
+    expect(run.code).toBe(0);
+    expect(fabric.reports).toEqual([{ state: 'Ready' }]);
+  });
+
+  it('reports a failure with the given reason in the encoded description, retrying a 503', async () => {
+    fabric.reports.length = 0;
+    fabric.setWireserver({ status: 503 }, 'ok');
+    const { config } = root();
+    const run = await cli(['report', 'failure', '--reason', 'image check failed', '--config', config, '--vm-id', 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8']);
+    fabric.setWireserver();
+    expect(run.code).toBe(0);
+    expect(fabric.reports).toHaveLength(2);
+    const last = fabric.reports.at(-1) as { state: string; details: { subStatus: string; description: string } };
+    expect(last.details.subStatus).toBe('ProvisioningFailed');
+    const fields = new Map(decodeReport(last.details.description));
+    expect(fields.get('reason')).toBe('image check failed');
+    expect(fields.get('vm_id')).toBe('d0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8');
+  });
+
+  it('refuses a failure report without a reason, as a usage error', async () => {
+    const { config } = root();
+    expect((await cli(['report', 'failure', '--config', config])).code).toBe(2);
+  });
+});
+
+describe('bootstate clean, kvp, graph and trace after a provisioning run', () => {
+  it('reads the pool, draws the chart and the run, and re-arms the image', async () => {
+    const run = await runAgent(fabric);
+    expect(run.code).toBe(0);
+    const config = join(run.root, 'bootstate.toml');
+    const pool = join(run.root, 'var/lib/hyperv/.kvp_pool_1');
+
+    const report = await cli(['kvp', 'read', 'PROVISIONING_REPORT', '--file', pool]);
+    expect(report.code).toBe(0);
+    expect(report.stdout).toMatch(/^PROVISIONING_REPORT=result=success\|agent=bootstate\//);
+
+    const written = await cli(['kvp', 'write', 'support-note', 'checked by hand', '--file', pool]);
+    expect(written.code).toBe(0);
+    const entries = JSON.parse((await cli(['kvp', 'entries', '--json', '--file', pool])).stdout);
+    expect(JSON.stringify(entries)).toContain('checked by hand');
+
+    const mermaid = await cli(['graph', '--format', 'mermaid']);
+    expect(mermaid.code).toBe(0);
+    expect(mermaid.stdout).toContain('stateDiagram-v2');
+    expect(mermaid.stdout).toContain('reportingReady');
+
+    const html = join(run.root, 'run.html');
+    const trace = await cli(['trace', '-o', html, '--config', config]);
+    expect(trace.code).toBe(0);
+    expect(readFileSync(html, 'utf8')).toContain('data-outcome="ok"');
+
+    expect(markers(run.root)).toHaveLength(1);
+    const clean = await cli(['clean', '--logs', '--config', config]);
+    expect(clean.code).toBe(0);
+    expect(markers(run.root)).toEqual([]);
+    expect(existsSync(join(run.root, 'var/log/bootstate.log'))).toBe(false);
+  });
+});
