@@ -179,3 +179,17 @@ describe('a single instance', () => {
     expect(fabric.requestsTo('imds')).toHaveLength(1);
   });
 });
+
+describe('live inspection', () => {
+  it('provisions and exits promptly when the inspector it was pointed at is unreachable', async () => {
+    const { createServer } = await import('node:net');
+    const probe = createServer();
+    await new Promise<void>((done) => probe.listen(0, '127.0.0.1', done));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((done) => probe.close(() => done()));
+    const run = await runAgent(fabric, { args: ['--inspect', `ws://127.0.0.1:${port}`] });
+    expect(run.code).toBe(0);
+    expect(reportKinds(fabric)).toEqual(['NotReady/Provisioning', 'Ready']);
+    expect(run.ms).toBeLessThan(10_000);
+  });
+});
