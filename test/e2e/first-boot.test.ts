@@ -58,6 +58,7 @@ let scenarios: {
   hostileHostname: Promise<Failing>;
   symlinked: Promise<Symlinked>;
   readyRejected: Promise<ReadyRejected>;
+  badConfig: Promise<Failing>;
   media: Promise<Media>;
 };
 
@@ -273,7 +274,15 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
         return { vm, first, second, requestsAfterFirst, passwdAfterFirst, markersAfterFirst };
       }),
     );
-    const independent = [happy, passwordAuth, sameDisk, hostileUsername, hostileHostname, symlinked, readyRejected];
+    const badConfig = slot(() =>
+      withVm('badconf', { generation: 2 }, async (vm) => {
+        await mkdir(vm.sandbox.hostPath('/etc/bootstate'), { recursive: true });
+        await writeFile(vm.sandbox.hostPath('/etc/bootstate/bootstate.toml'), '[imds]\nretry_interval_secs = "soon"\n');
+        const passwdBefore = await file(vm, '/etc/passwd');
+        return { vm, boot: await vm.boot(), passwdBefore };
+      }),
+    );
+    const independent = [happy, passwordAuth, sameDisk, hostileUsername, hostileHostname, symlinked, readyRejected, badConfig];
     // Alone, after the others: every agent's blkid would see this VM's loop device.
     const media = Promise.allSettled(independent).then(() => {
       if (!LOOP) throw new Error('no loop devices');
@@ -295,7 +304,7 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
         }
       });
     });
-    scenarios = { happy, passwordAuth, sameDisk, hostileUsername, hostileHostname, symlinked, readyRejected, media };
+    scenarios = { happy, passwordAuth, sameDisk, hostileUsername, hostileHostname, symlinked, readyRejected, badConfig, media };
     // Each test awaits its own scenario; keep a failed one from also surfacing as an unhandled rejection.
     for (const p of Object.values(scenarios)) (p as Promise<unknown>).catch(() => undefined);
   });
@@ -447,6 +456,20 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
       expect((await lastFailure(vm)).get('reason')).toBe('failed to provision ssh keys');
       expect(await readdir(vm.sandbox.hostPath(outside))).toEqual([]);
       expect(await readlink(vm.sandbox.hostPath('/home/azureuser/.ssh'))).toBe(outside);
+      expect(await markers(vm)).toEqual([]);
+    });
+  });
+
+  describe('with a broken configuration file', () => {
+    it('still reports ProvisioningFailed with the defaults, naming the file and key, exits 78 and changes nothing', async () => {
+      const { vm, boot, passwdBefore } = await scenarios.badConfig;
+      expect(boot.exitCode, boot.stderr).toBe(78);
+      expect(await vm.reportKinds()).toEqual(['NotReady/ProvisioningFailed']);
+      const report = await lastFailure(vm);
+      expect(report.get('reason')).toBe('failed to load config');
+      expect([...report.values()].join(' ')).toContain('/etc/bootstate/bootstate.toml');
+      expect([...report.values()].join(' ')).toContain('retry_interval_secs');
+      expect(await file(vm, '/etc/passwd')).toBe(passwdBefore);
       expect(await markers(vm)).toEqual([]);
     });
   });
