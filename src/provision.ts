@@ -75,14 +75,19 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   for (const warning of loaded.warnings) log.warn({ step: 'config' }, warning);
   if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
 
-  let instance: InstanceLock;
+  let instance: InstanceLock | null = null;
   try {
     instance = acquireInstanceLock(config.data_dir.path);
   } catch (error) {
     const failure = toFailure(error);
-    log.error({ code: failure.code, reason: failure.reason }, (error as Error).message);
-    closeLog();
-    return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [] };
+    if (failure.code === 'ALREADY_RUNNING') {
+      // The instance holding the lock reports; a second report from here could only contradict it.
+      log.error({ code: failure.code, reason: failure.reason }, (error as Error).message);
+      closeLog();
+      return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [] };
+    }
+    // An unwritable data directory: run unlocked so the chart still reaches a report (the marker step will fail).
+    log.warn({ code: failure.code, reason: failure.reason }, `running without the instance lock: ${(error as Error).message}`);
   }
 
   const secrets = new SecretStore();
@@ -176,7 +181,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   (journal as ReturnType<typeof createJournal> | null)?.close();
   await live?.stop();
   await closeAll();
-  instance.release();
+  instance?.release();
   closeLog();
   return {
     ...output,
