@@ -63,6 +63,12 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     (error: unknown) => ({ ok: false as const, error, config: (options.adjustConfig ?? ((c: Config) => c))(DEFAULT_CONFIG), warnings: [] }),
   );
   const config = loaded.config;
+  if (!loaded.ok && options.dryRunDir) {
+    // A dry run must not fall back to the defaults: they point at this machine's /var and the real fabric.
+    const failure = toFailure(loaded.error);
+    (options.stderr ?? process.stderr).write(`bootstate: ${(loaded.error as Error)?.message ?? failure.reason}; dry run not started\n`);
+    return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [] };
+  }
 
   const kvp = config.telemetry.kvp
     ? new KvpTelemetry({ dir: config.telemetry.kvp_dir, pool: config.telemetry.kvp_pool, level: config.telemetry.kvp_level })

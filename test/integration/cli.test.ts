@@ -193,3 +193,14 @@ describe('live inspection', () => {
     expect(run.ms).toBeLessThan(10_000);
   });
 });
+
+describe('a dry run with a broken configuration', () => {
+  it('stops with exit 78 and the file and key, instead of falling back to the real fabric and /var', async () => {
+    const run = await runAgent(fabric, { extraToml: '[journal]\nkeep = "many"\n' });
+    expect(run.code).toBe(78);
+    expect(run.stderr).toContain('bootstate.toml');
+    expect(run.stderr).toContain('keep');
+    expect(run.stderr).toContain('dry run not started');
+    expect(fabric.requests).toEqual([]);
+  });
+});
