@@ -16,6 +16,11 @@ export interface HttpRequestOptions {
   requestTimeoutMs: number;
   /** Reading stops with an error once the body grows past this many bytes. */
   maxBodyBytes?: number;
+  /**
+   * false: the answer is its status and headers; the body is dropped unread, so a slow, huge or broken body
+   * cannot turn an accepted request into a failure (health reports). Default true.
+   */
+  readBody?: boolean;
   signal?: AbortSignal;
 }
 
@@ -146,6 +151,10 @@ export async function request(url: string, options: HttpRequestOptions): Promise
       body: options.body,
       signal,
     });
+    if (options.readBody === false) {
+      discard(res.body);
+      return { status: res.statusCode, headers: flattenHeaders(res.headers), body: Buffer.alloc(0) };
+    }
     const declared = Number(res.headers['content-length']);
     if (Number.isFinite(declared) && declared > maxBodyBytes) {
       discard(res.body);

@@ -14,8 +14,6 @@ export type Health = 'Ready' | 'NotReady/Provisioning' | 'NotReady/ProvisioningF
 /** Statuses after which the same report may be accepted later. */
 export const WIRESERVER_RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 503]);
 
-const MAX_RESPONSE_BYTES = 64 * 1024;
-
 export interface DebugLogger {
   debug(obj: object, msg: string): void;
 }
@@ -73,7 +71,8 @@ export async function postHealthOnce(options: PostHealthOptions): Promise<Health
     body: healthBody(options.health, options.vmId, options.description),
     connectTimeoutMs: config.connection_timeout_secs * 1000,
     requestTimeoutMs: config.read_timeout_secs * 1000,
-    maxBodyBytes: MAX_RESPONSE_BYTES,
+    // The status is the wireserver's verdict; its body carries nothing we use.
+    readBody: false,
     signal: options.signal,
   });
   options.log?.debug({ endpoint, health: options.health, status: res.status, headers: res.headers }, 'wireserver response');
