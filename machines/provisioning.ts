@@ -7,16 +7,12 @@
  * does. Nothing here performs I/O; every actor is a named placeholder that `cli.ts` replaces with `provide`.
  */
 import { assign, enqueueActions, fromCallback, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
+import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health } from '../src/azure/health.js';
 import type { InstanceMetadata, MediaMetadata } from '../src/azure/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../src/config/defaults.js';
 import { failure, toFailure, type Failure } from '../src/errors.js';
 
-export const HEALTH_IN_PROGRESS = 'NotReady/Provisioning';
-export const HEALTH_READY = 'Ready';
-export const HEALTH_FAILED = 'NotReady/ProvisioningFailed';
-export type Health = typeof HEALTH_IN_PROGRESS | typeof HEALTH_READY | typeof HEALTH_FAILED;
-
-export const ZERO_VM_ID = '00000000-0000-0000-0000-000000000000';
+export { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health };
 
 /** What provisioning will apply, resolved from IMDS (or the provisioning media). No secrets. */
 export interface ProvisioningPlan {

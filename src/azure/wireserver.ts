@@ -5,11 +5,12 @@
  */
 import type { WireserverConfig } from '../config/defaults.js';
 import { BootstateError, failure } from '../errors.js';
+import type { Health } from './health.js';
 import { request } from './http.js';
 import { encodeFailureReport } from './report.js';
 import { AGENT } from '../version.js';
 
-export type Health = 'Ready' | 'NotReady/Provisioning' | 'NotReady/ProvisioningFailed';
+export type { Health };
 
 /** Statuses after which the same report may be accepted later. */
 export const WIRESERVER_RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 503]);

@@ -11,14 +11,15 @@ import { BootstateError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { type KvpRecord, SAFE_KEY_BYTES, SAFE_VALUE_BYTES, sanitizeText, splitValue, truncateUtf8 } from './codec.js';
 import { KvpStore, readBootTime } from './store.js';
+import { ZERO_VM_ID } from '../azure/health.js';
 
 export { pinoDestination } from './log-sink.js';
 
 export const KVP_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 export type KvpLevel = (typeof KVP_LEVELS)[number];
 export const REPORT_KEY = 'PROVISIONING_REPORT';
-/** The VM id used in keys of records flushed before `setVmId` was called (as azure-init does when unreadable). */
-export const ZERO_VM_ID = '00000000-0000-0000-0000-000000000000';
+/** Keys of records flushed before `setVmId` was called carry the zero VM id (as azure-init's do when unreadable). */
+export { ZERO_VM_ID };
 const TRUNCATED = ' …[truncated]';
 
 export interface KvpTelemetryOptions {

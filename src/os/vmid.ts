@@ -3,9 +3,10 @@
  * byte-swapped on Generation 1 (BIOS) VMs, where SMBIOS 2.3 stores them little-endian.
  */
 import { readFile } from 'node:fs/promises';
+import { ZERO_VM_ID } from '../azure/health.js';
 import { exists, under } from './paths.js';
 
-export const ZERO_VM_ID = '00000000-0000-0000-0000-000000000000';
+export { ZERO_VM_ID };
 
 export interface VmId {
   vmId: string;
