@@ -3,7 +3,8 @@
  * every `*.toml` in the drop-in directory (sorted) → `--config FILE|DIR` (or `BOOTSTATE_CONFIG`). Each file is
  * validated on its own, so an error names the file and key that caused it.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as v from 'valibot';
 import { parse as parseToml } from 'smol-toml';
@@ -75,7 +76,7 @@ export function mergeLayer(config: Config, layer: Layer): Config {
 async function readLayer(file: string, warnings: string[]): Promise<Layer> {
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readRegularFile(file);
   } catch (error) {
     throw configError(file, `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
@@ -93,6 +94,20 @@ async function readLayer(file: string, warnings: string[]): Promise<Layer> {
     throw configError(file, result.issues.map((issue) => describeIssue(issue, names)).join('; '));
   }
   return result.output;
+}
+
+/**
+ * Reads a regular file as UTF-8. Opened non-blocking and checked before reading, so a FIFO or device in place of a
+ * configuration file is an error at once instead of a first boot that never ends.
+ */
+async function readRegularFile(file: string): Promise<string> {
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    if (!(await handle.stat()).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
+    return await handle.readFile('utf8');
+  } finally {
+    await handle.close();
+  }
 }
 
 /** The files a `--config` value stands for: the file itself, or a directory's sorted `*.toml`. */

@@ -223,3 +223,19 @@ path = "/var/log/azure-init.log"
     expect(DEFAULT_CONFIG.user_provisioners.groups).toEqual([]);
   });
 });
+
+describe('a configuration path that is not a regular file', () => {
+  it('is refused at once, naming the file, instead of blocking on a FIFO nobody writes', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const fifo = `${mkdtempSync(`${tmpdir()}/bootstate-fifo-`)}/held.toml`;
+    execFileSync('mkfifo', [fifo]);
+    const error = await loadConfig({ systemFile: '/nonexistent', dropinDir: '/nonexistent', override: fifo }).then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
+    expect(error?.message).toContain(fifo);
+    expect(error?.message).toContain('not a regular file');
+  });
+});

@@ -6,7 +6,7 @@
  * A summary per state goes to test-output/crash.json.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -64,8 +64,8 @@ interface Hold {
   afterKill?(ctx: Ctx): void;
   /** Boot once uninterrupted before the run that is killed. */
   preProvision?: boolean;
-  /** Hold the config read before the chart starts (no journal exists yet). */
-  configFifo?: boolean;
+  /** Kill as soon as the agent runs, before the chart journals anything (configuration loading). */
+  atStart?: boolean;
 }
 
 interface Transient {
@@ -95,8 +95,8 @@ const obstacle = (root: string) => join(root, DATA_DIR, `${ZERO_VM}.provisioned`
 /** How each state is held; a state the chart gains without an entry here fails the first test. */
 const HOLDS: Record<string, Hold | Transient> = {
   loadingConfig: {
-    how: '--config is a FIFO nobody writes: the agent blocks reading its configuration (before the chart starts)',
-    configFifo: true,
+    how: 'killed as soon as it runs, before the chart journals its first state: nothing is written yet',
+    atStart: true,
   },
   readingVmId: poller,
   checkingMarker: poller,
@@ -376,23 +376,8 @@ async function crashAt(state: string, hold: Hold): Promise<CaseResult> {
       hold.setup?.(ctx);
       const plan: KillPlan = { target: state, ...(hold.ready ? { ready: () => hold.ready!(ctx) } : {}) };
       const options: AgentOptions = { ...hold.options };
-      let writer: number | null = null;
-      if (hold.configFifo) {
-        const fifo = join(root, 'held.toml');
-        execFileSync('mkfifo', [fifo]);
-        options.args = ['--config', fifo];
-        plan.heldWithoutJournal = () => {
-          if (writer !== null) return true;
-          try {
-            writer = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
-            return true;
-          } catch {
-            return false;
-          }
-        };
-      }
+      if (hold.atStart) plan.heldWithoutJournal = () => true;
       const kill = await runAndKill(fabric, root, options, plan);
-      if (writer !== null) closeSync(writer);
       open();
       attempts.push({ killedIn: kill.killedAt?.value ?? null, landed: kill.landed });
       if (!kill.landed) continue;
@@ -547,7 +532,7 @@ describe.each(HELD)('a SIGKILL in %s', (state) => {
 
   it('lands in that state, as the journal shows when the agent is frozen', () => {
     expect(r().attempts.at(-1)).toEqual({ killedIn: r().killedIn, landed: true });
-    if (!HOLDS[state] || !(HOLDS[state] as Hold).configFifo) expect(isActive(r().killedIn!, state)).toBe(true);
+    if (!HOLDS[state] || !(HOLDS[state] as Hold).atStart) expect(isActive(r().killedIn!, state)).toBe(true);
     else expect(r().killedIn).toBeNull();
     expect(r().killRun.signal).toBe('SIGKILL');
   });
