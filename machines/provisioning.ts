@@ -159,6 +159,8 @@ export const provisioningMachine = setup({
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
     imdsTotalTimeout: ({ context }) => seconds(context.config.imds.total_retry_timeout_secs),
+    /** Local work has a deadline too: a hung file system or command must not hold the first boot forever. */
+    osTimeout: ({ context }) => seconds(context.config.os.timeout_secs),
     /** Once terminating, retries come quickly so one more attempt fits the short budget. */
     wireserverRetryInterval: ({ context }) =>
       context.terminating ? Math.min(200, seconds(context.config.wireserver.retry_interval_secs)) : seconds(context.config.wireserver.retry_interval_secs),
@@ -183,6 +185,13 @@ export const provisioningMachine = setup({
         failure('TIMEOUT', [
           ['error', `the wireserver did not accept the report within ${context.config.wireserver.total_retry_timeout_secs} s`],
           ...(context.reportFailure ? ([['last_error', context.reportFailure.reason]] as [string, string][]) : []),
+        ]),
+    }),
+    recordOsTimeout: assign({
+      failure: ({ context }, params: { phase: string }) =>
+        failure('TIMEOUT', [
+          ['error', `${params.phase} did not finish within ${context.config.os.timeout_secs} s`],
+          ['phase', params.phase],
         ]),
     }),
     recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
@@ -363,6 +372,9 @@ export const provisioningMachine = setup({
               },
             },
             validating: {
+              after: {
+                osTimeout: { target: '#provisioning.reportingFailure', actions: { type: 'recordOsTimeout', params: { phase: 'validation' } } },
+              },
               invoke: {
                 id: 'validate',
                 src: 'validatePlan',
@@ -374,6 +386,9 @@ export const provisioningMachine = setup({
             configuringOs: {
               type: 'parallel',
               onDone: '#provisioning.markingReportPending',
+              after: {
+                osTimeout: { target: '#provisioning.reportingFailure', actions: { type: 'recordOsTimeout', params: { phase: 'OS configuration' } } },
+              },
               states: {
                 hostname: {
                   initial: 'setting',

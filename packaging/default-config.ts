@@ -40,6 +40,7 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'user_provisioners.passwordless_sudo': 'Give the admin user sudo without a password through a sudoers drop-in.',
   'user_provisioners.sudoers_dir': 'Where that sudoers drop-in is written.',
   'password_provisioners.backends': 'Ways to set or lock the admin password, tried in order until one works.',
+  'os.timeout_secs': 'Longest the metadata checks, and then the OS changes, may each take before the run fails (operation timed out).',
   'provisioning_media.enable': 'Read ovf-env.xml from the provisioning media (the CD-ROM Azure attaches) if present.',
   'telemetry.kvp': 'Write telemetry and the health report to Hyper-V KVP so the host can read them.',
   'telemetry.kvp_dir': 'Directory of the KVP pool files.',

@@ -44,6 +44,11 @@ export interface UserProvisionersConfig extends BackendsConfig {
   sudoers_dir: string;
 }
 
+export interface OsConfig {
+  /** Longest the metadata checks, and then the OS changes, may each take before the run fails. */
+  timeout_secs: number;
+}
+
 export interface ProvisioningMediaConfig {
   enable: boolean;
 }
@@ -78,6 +83,7 @@ export interface Config {
   hostname_provisioners: BackendsConfig;
   user_provisioners: UserProvisionersConfig;
   password_provisioners: BackendsConfig;
+  os: OsConfig;
   provisioning_media: ProvisioningMediaConfig;
   telemetry: TelemetryConfig;
   monitor: MonitorConfig;
@@ -124,6 +130,7 @@ export const DEFAULT_CONFIG: Config = {
     sudoers_dir: '/etc/sudoers.d',
   },
   password_provisioners: { backends: ['passwd'] },
+  os: { timeout_secs: 300 },
   provisioning_media: { enable: true },
   telemetry: { kvp: true, kvp_dir: '/var/lib/hyperv', kvp_pool: 1, kvp_level: 'info' },
   monitor: {

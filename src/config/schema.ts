@@ -58,6 +58,7 @@ const sections = {
     sudoers_dir: absolutePath,
   }),
   password_provisioners: backends,
+  os: v.strictObject({ timeout_secs: positiveSecs }),
   provisioning_media: v.strictObject({ enable: v.boolean() }),
   telemetry: v.strictObject({
     kvp: v.boolean(),

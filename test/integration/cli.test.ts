@@ -204,3 +204,30 @@ describe('a dry run with a broken configuration', () => {
     expect(fabric.requests).toEqual([]);
   });
 });
+
+describe('a hung OS step', () => {
+  it('reports operation timed out at the OS deadline when a step hangs', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const { mkdirSync } = await import('node:fs');
+    const root = mkdtempSync(join(tmpdir(), 'bootstate-it-'));
+    mkdirSync(join(root, 'etc/ssh'), { recursive: true });
+    execFileSync('mkfifo', [join(root, 'etc/ssh/sshd_config')]); // nobody ever writes: reading it blocks
+    const run = await runAgent(fabric, {
+      root,
+      extraToml: '[os]\ntimeout_secs = 1\n',
+      // A read blocked on a FIFO holds a libuv thread that no abort can free, and Node waits for it at exit; the
+      // report is what the deadline guarantees, so the test ends the process once the report is in.
+      onSpawn: (child) => {
+        void fabric.waitForRequests('health', 2, 10_000).then(() => setTimeout(() => child.kill('SIGKILL'), 500));
+      },
+    });
+    expect([1, null]).toContain(run.code);
+    const description = lastFailureDescription(fabric);
+    expect(field(description, 'reason')).toBe('operation timed out');
+    expect(field(description, 'phase')).toBe('OS configuration');
+    const fetched = fabric.requestsTo('imds')[0]!.receivedAt;
+    const failed = fabric.requestsTo('health').at(-1)!.receivedAt;
+    expect(failed - fetched).toBeLessThan(1000 + 1000);
+    expect(markers(root)).toEqual([]);
+  });
+});
