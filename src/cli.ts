@@ -1,97 +1,78 @@
 /**
- * The `bootstate` command: parses argv, runs one subcommand, exits with its code. Thin on purpose — each
- * subcommand lives in its own module and everything but `provision` is loaded only when asked for.
+ * The `bootstate` command: finds the subcommand, parses its options against its table entry
+ * (`src/cli/subcommands.ts`), runs it and exits with its code. Thin on purpose — each subcommand's module is
+ * imported only when that subcommand runs.
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { EXIT_USAGE, parseSubcommand, renderHelp, suggestion, synopsis, UsageError } from './cli/argv.js';
+import { SUBCOMMANDS } from './cli/subcommands.js';
 import { EXIT_FAILURE, EXIT_OK } from './errors.js';
 import { VERSION } from './version.js';
 
-const USAGE = `bootstate ${VERSION} — first-boot provisioning agent for Linux VMs on Azure
+export const EXIT_CODES_HELP = `Exit codes:
+  0   success: provisioned and Ready accepted, or already provisioned
+  1   any other failure (network, deadline, OS command, SIGTERM, another instance running)
+  2   usage error
+  78  bad configuration, or bad input from the metadata (EX_CONFIG)`;
 
-Usage:
-  bootstate [provision] [--config FILE|DIR] [--groups a,b] [--dry-run DIR] [--inspect ws://HOST:PORT]
-  bootstate clean [--logs] [--config FILE|DIR]
-  bootstate report ready|in-progress|failure [--reason TEXT] [--config FILE|DIR]
-  bootstate monitor [--once] [--config FILE|DIR] [--inspect ws://HOST:PORT]
-  bootstate kvp info|dump|entries|read KEY|write KEY VALUE [--append]|delete KEY|clear [--if-stale]|is-stale
-                [--pool N] [--dir DIR] [--file PATH] [--json]
-  bootstate graph [--machine provisioning|monitor] [--format dot|mermaid|svg|html] [-o FILE]
-  bootstate trace [JOURNAL] [-o FILE] [--config FILE|DIR]
-  bootstate inspect-server [--host 127.0.0.1] [--port 8787]
-  bootstate demo
-  bootstate --version | --help
-
-Exit codes: 0 success or already provisioned; 78 bad configuration or bad input from metadata; 1 other failure.
-`;
-
-const SUBCOMMANDS = new Set(['provision', 'clean', 'report', 'monitor', 'kvp', 'graph', 'trace', 'inspect-server', 'demo', 'help']);
+/** `bootstate --help`: every subcommand with its synopsis and summary. */
+export function overview(): string {
+  const lines = [
+    `bootstate ${VERSION} — first-boot provisioning agent for Linux VMs on Azure`,
+    '',
+    'Usage: bootstate [SUBCOMMAND] [OPTIONS]   (no subcommand: provision)',
+    '       bootstate SUBCOMMAND --help',
+    '       bootstate --version',
+    '',
+    'Subcommands:',
+  ];
+  const width = Math.max(...Object.keys(SUBCOMMANDS).map((name) => name.length)) + 2;
+  for (const [name, spec] of Object.entries(SUBCOMMANDS)) lines.push(`  ${name.padEnd(width)}${spec.summary}`);
+  lines.push('', 'Synopsis:');
+  for (const [name, spec] of Object.entries(SUBCOMMANDS)) lines.push(`  ${synopsis(name, spec)}`);
+  lines.push('', EXIT_CODES_HELP);
+  return `${lines.join('\n')}\n`;
+}
 
 /** Runs the CLI with `argv` (without node and script) and resolves to the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const first = argv[0];
-  if (first === '--version' || first === '-V') {
-    process.stdout.write(`bootstate ${VERSION}\n`);
-    return EXIT_OK;
-  }
-  if (first === '--help' || first === '-h' || first === 'help') {
-    process.stdout.write(USAGE);
-    return EXIT_OK;
-  }
-  const command = first !== undefined && SUBCOMMANDS.has(first) ? first : 'provision';
-  const rest = command === first ? argv.slice(1) : argv;
+  let name = 'provision';
+  let rest = argv;
   try {
-    switch (command) {
-      case 'provision':
-        return await provision(rest);
-      case 'kvp': {
-        const { runKvpCommand } = await import('./kvp/cli.js');
-        return await runKvpCommand(rest, { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) });
-      }
-      default: {
-        const { runSubcommand } = await import('./commands.js');
-        return await runSubcommand(command, rest);
-      }
+    if (first === '--version' || first === '-V' || first === '--help' || first === '-h' || first === 'help') {
+      name = '';
+      const topic = argv[1];
+      if (first === 'help' && topic !== undefined && argv.length === 2) return await main([topic, '--help']);
+      if (argv.length > 1) throw new UsageError(`unexpected argument '${argv[1]}' after ${first}`);
+      process.stdout.write(first === '--version' || first === '-V' ? `bootstate ${VERSION}\n` : overview());
+      return EXIT_OK;
     }
+    if (first !== undefined && !first.startsWith('-')) {
+      if (!Object.hasOwn(SUBCOMMANDS, first)) {
+        name = '';
+        throw new UsageError(`unknown subcommand '${first}'${suggestion(first, Object.keys(SUBCOMMANDS))}`);
+      }
+      name = first;
+      rest = argv.slice(1);
+    }
+    const spec = SUBCOMMANDS[name];
+    const parsed = parseSubcommand(name, spec, rest);
+    if (parsed.help) {
+      process.stdout.write(renderHelp(name, spec));
+      return EXIT_OK;
+    }
+    return await spec.run(parsed);
   } catch (error) {
-    const e = error as { code?: string; message?: string };
-    if (e?.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' || e?.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' || e?.code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
-      process.stderr.write(`bootstate: ${e.message}\n\n${USAGE}`);
-      return 2;
+    if (error instanceof UsageError) {
+      const where = name ? `bootstate ${name}` : 'bootstate';
+      process.stderr.write(`${where}: ${error.message} (see '${where} --help')\n`);
+      return EXIT_USAGE;
     }
-    process.stderr.write(`bootstate: ${e?.message ?? String(error)}\n`);
+    process.stderr.write(`bootstate${name ? ` ${name}` : ''}: ${(error as Error)?.message ?? String(error)}\n`);
     return EXIT_FAILURE;
   }
-}
-
-/** `--groups a,b --groups c` and `BOOTSTATE_USER_GROUPS=a,b` (the flag wins) → `['a','b','c']`. */
-export function parseGroups(flags: string[] | undefined, env: string | undefined): string[] {
-  const raw = flags && flags.length > 0 ? flags : env ? [env] : [];
-  return raw.flatMap((g) => g.split(',')).map((g) => g.trim()).filter(Boolean);
-}
-
-async function provision(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      config: { type: 'string' },
-      groups: { type: 'string', short: 'g', multiple: true },
-      'dry-run': { type: 'string' },
-      inspect: { type: 'string' },
-    },
-    strict: true,
-    allowPositionals: false,
-  });
-  const { runProvision } = await import('./provision.js');
-  const result = await runProvision({
-    configPath: values.config,
-    groups: parseGroups(values.groups, process.env.BOOTSTATE_USER_GROUPS),
-    dryRunDir: values['dry-run'],
-    inspectUrl: values.inspect,
-    handleSignals: true,
-  });
-  return result.exitCode;
 }
 
 /** True when this module is the program (the bundle, the single executable, or `tsx src/cli.ts`), not an import. */

@@ -1,9 +1,9 @@
 /**
- * The subcommands other than `provision` and `kvp`: clean, report, monitor, graph, trace, inspect-server, demo.
- * Loaded only when one of them is asked for, so a first boot never pays for them.
+ * The subcommands other than `provision`, `kvp` and `demo`: clean, report, monitor, graph, trace, inspect-server.
+ * Their options are parsed and checked by the CLI table (`src/cli/subcommands.ts`); loaded only when one of them
+ * runs, so a first boot never pays for them.
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../machines/provisioning.js';
 import { reportMachine } from '../machines/report.js';
@@ -12,34 +12,12 @@ import { closeAll } from './azure/http.js';
 import { HealthReporter } from './azure/wireserver.js';
 import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
 import { loadConfig } from './config/load.js';
-import { EXIT_FAILURE, EXIT_OK, failure } from './errors.js';
+import type { ParsedArgs } from './cli/argv.js';
+import { UsageError } from './cli/argv.js';
+import { describeFailure, EXIT_FAILURE, EXIT_OK, failure } from './errors.js';
 import { createLogger } from './log.js';
 import { FileMarkerStore } from './os/marker.js';
 import { readVmId } from './os/vmid.js';
-
-/** Runs subcommand `name` with its arguments and resolves to the exit code. */
-export async function runSubcommand(name: string, args: string[]): Promise<number> {
-  switch (name) {
-    case 'clean':
-      return clean(args);
-    case 'report':
-      return report(args);
-    case 'monitor':
-      return monitor(args);
-    case 'graph':
-      return graph(args);
-    case 'trace':
-      return trace(args);
-    case 'inspect-server':
-      return inspectServer(args);
-    case 'demo': {
-      const { runDemo } = await import('./demo.js');
-      return runDemo(args);
-    }
-    default:
-      throw new Error(`unknown subcommand ${name}`);
-  }
-}
 
 async function configFrom(path: string | undefined): Promise<Config> {
   const { config } = await loadConfig({
@@ -50,10 +28,11 @@ async function configFrom(path: string | undefined): Promise<Config> {
   return config;
 }
 
-async function clean(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { logs: { type: 'boolean' }, config: { type: 'string' } }, strict: true });
-  const config = await configFrom(values.config);
-  const removed = await new FileMarkerStore(config.data_dir.path).clean({ logs: values.logs ?? false, logPath: config.log_path.path });
+type Values = ParsedArgs['values'];
+
+export async function clean(values: Values): Promise<number> {
+  const config = await configFrom(values.config as string | undefined);
+  const removed = await new FileMarkerStore(config.data_dir.path).clean({ logs: values.logs === true, logPath: config.log_path.path });
   for (const path of removed) process.stdout.write(`removed ${path}\n`);
   if (removed.length === 0) process.stdout.write('nothing to remove\n');
   return EXIT_OK;
@@ -65,30 +44,19 @@ const HEALTH_BY_NAME: Record<string, Health> = {
   failure: HEALTH_FAILED,
 };
 
-async function report(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: { reason: { type: 'string' }, config: { type: 'string' }, 'vm-id': { type: 'string' } },
-    strict: true,
-    allowPositionals: true,
-  });
-  const health = HEALTH_BY_NAME[positionals[0] ?? ''];
-  if (!health || positionals.length !== 1) {
-    process.stderr.write('usage: bootstate report ready|in-progress|failure [--reason TEXT]\n');
-    return 2;
-  }
-  if (health === HEALTH_FAILED && !values.reason) {
-    process.stderr.write('bootstate report failure needs --reason\n');
-    return 2;
-  }
-  const config = await configFrom(values.config);
+export async function report(values: Values, positionals: string[]): Promise<number> {
+  const health = HEALTH_BY_NAME[positionals[0]];
+  const reason = values.reason as string | undefined;
+  if (health === HEALTH_FAILED && !reason) throw new UsageError('a failure report needs --reason TEXT');
+  if (health !== HEALTH_FAILED && reason !== undefined) throw new UsageError(`--reason applies only to a failure report`);
+  const config = await configFrom(values.config as string | undefined);
   const { log, close } = createLogger({ logPath: config.log_path.path });
-  const vmId = values['vm-id'] ?? (await readVmId()).vmId;
+  const vmId = (values['vm-id'] as string | undefined) ?? (await readVmId()).vmId;
   const book = new ReportBook();
   // An image builder's own failure: its reason is theirs, the rest of the report is ours.
   const description =
     health === HEALTH_FAILED
-      ? book.failure({ ...failure('UNHANDLED', []), reason: values.reason!, code: 'UNHANDLED' }, vmId)
+      ? book.failure({ ...failure('UNHANDLED', []), reason: reason!, code: 'UNHANDLED' }, vmId)
       : undefined;
   const reporter = new HealthReporter();
   const actor = createActor(
@@ -114,17 +82,13 @@ async function report(args: string[]): Promise<number> {
     process.stdout.write(`reported ${health}\n`);
     return EXIT_OK;
   }
-  process.stderr.write(`report not accepted: ${output.failure?.reason} ${JSON.stringify(output.failure?.data ?? [])}\n`);
+  const why = output.failure ? describeFailure(output.failure) : 'no answer';
+  process.stderr.write(`bootstate report: ${health} not accepted by ${config.wireserver.health_endpoint}: ${why}; check that this VM reaches the wireserver (wireserver.health_endpoint)\n`);
   return EXIT_FAILURE;
 }
 
-async function monitor(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: { once: { type: 'boolean' }, config: { type: 'string' }, inspect: { type: 'string' } },
-    strict: true,
-  });
-  const config = await configFrom(values.config);
+export async function monitor(values: Values): Promise<number> {
+  const config = await configFrom(values.config as string | undefined);
   const { runMonitor } = await import('./monitor/run.js');
   const { KvpTelemetry, pinoDestination } = await import('./kvp/telemetry.js');
   const { createJournal } = await import('./inspect/journal.js');
@@ -136,11 +100,11 @@ async function monitor(args: string[]): Promise<number> {
   const { vmId } = await readVmId();
   kvp?.setVmId(vmId);
   const journal = config.journal.enable ? createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep }) : null;
-  const live = values.inspect ? (await import('./inspect/live.js')).startLiveInspector(values.inspect) : null;
+  const live = values.inspect ? (await import('./inspect/live.js')).startLiveInspector(values.inspect as string) : null;
   try {
     const result = await runMonitor({
       config,
-      once: values.once ?? false,
+      once: values.once === true,
       log,
       onUnhealthy: (observation) =>
         kvp?.event('WARN', 'monitor.observation', `${observation.ObservationName} unhealthy: ${observation.Value}`),
@@ -159,45 +123,29 @@ async function monitor(args: string[]): Promise<number> {
   }
 }
 
-async function graph(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      machine: { type: 'string', default: 'provisioning' },
-      format: { type: 'string', default: 'svg' },
-      output: { type: 'string', short: 'o' },
-    },
-    strict: true,
-  });
+export async function graph(values: Values): Promise<number> {
   const { renderMachine } = await import('./inspect/render.js');
-  const text = await renderMachine(values.machine!, values.format!);
-  if (values.output) writeFileSync(values.output, text);
+  const text = await renderMachine(values.machine as string, values.format as string);
+  if (values.output) writeFileSync(values.output as string, text);
   else process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   return EXIT_OK;
 }
 
-async function trace(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: { output: { type: 'string', short: 'o' }, config: { type: 'string' } },
-    strict: true,
-    allowPositionals: true,
-  });
+export async function trace(values: Values, positionals: string[]): Promise<number> {
   const { writeTrace } = await import('./inspect/render.js');
-  const config = await configFrom(values.config);
-  const written = await writeTrace({ journal: positionals[0], dataDir: config.data_dir.path, output: values.output });
+  const config = await configFrom(values.config as string | undefined);
+  const written = await writeTrace({ journal: positionals[0], dataDir: config.data_dir.path, output: values.output as string | undefined });
   process.stdout.write(`${written}\n`);
   return EXIT_OK;
 }
 
-async function inspectServer(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: { host: { type: 'string', default: '127.0.0.1' }, port: { type: 'string', default: '8787' } },
-    strict: true,
-  });
+export async function inspectServer(values: Values): Promise<number> {
+  const host = values.host as string;
+  if (!isLoopback(host) && values['allow-remote'] !== true) {
+    throw new UsageError(`--host ${host} is not a loopback address: anyone who reaches it sees every run; add --allow-remote to mean it`);
+  }
   const { startInspectServer } = await import('./inspect/live.js');
-  const server = await startInspectServer({ host: values.host!, port: Number(values.port) });
+  const server = await startInspectServer({ host, port: Number(values.port) });
   process.stdout.write(`${JSON.stringify({ agent: server.agentUrl, viewer: server.viewerUrl })}\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
@@ -205,4 +153,10 @@ async function inspectServer(args: string[]): Promise<number> {
   });
   await server.close();
   return EXIT_OK;
+}
+
+/** `127.0.0.0/8`, `::1` and `localhost`: addresses only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return bare === 'localhost' || bare === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare) || /^::ffff:127\./.test(bare);
 }

@@ -7,7 +7,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { InspectionEvent, StateValue } from 'xstate';
 import { statePaths } from './actors/transition-telemetry.js';
 import type { Config } from './config/defaults.js';
@@ -33,9 +32,8 @@ function listFiles(root: string, dir = root): string[] {
 }
 
 /** Runs the demo and resolves to its exit code (the provisioning run's). */
-export async function runDemo(args: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
-  const { values } = parseArgs({ args, options: { dir: { type: 'string' } }, strict: true });
-  const root = values.dir ?? mkdtempSync(join(tmpdir(), 'bootstate-demo-'));
+export async function runDemo(values: { dir?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+  const root = (values.dir as string | undefined) ?? mkdtempSync(join(tmpdir(), 'bootstate-demo-'));
   mkdirSync(join(root, 'sys/class/dmi/id'), { recursive: true });
   mkdirSync(join(root, 'sys/firmware/efi'), { recursive: true });
   writeFileSync(join(root, 'sys/class/dmi/id/product_uuid'), `${randomUUID()}\n`);

@@ -134,3 +134,9 @@ export function escapeValue(value: string, max = 64): string {
   }
   return out;
 }
+
+/** A failure as one readable phrase for a person, e.g. `http status error (endpoint http://…, status 503)`. */
+export function describeFailure(failure: Pick<Failure, 'reason' | 'data'>): string {
+  const details = failure.data.filter(([key]) => key !== 'stack_base64').map(([key, value]) => `${key.replace(/_/g, ' ')} ${value}`);
+  return details.length > 0 ? `${failure.reason} (${details.join(', ')})` : failure.reason;
+}

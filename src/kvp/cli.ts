@@ -3,6 +3,8 @@
  * Every command goes through KvpStore, so it takes the same locks as the agent.
  */
 import { parseArgs } from 'node:util';
+import { describeParseError, renderHelp, suggestion } from '../cli/argv.js';
+import { SUBCOMMANDS } from '../cli/subcommands.js';
 import { BootstateError } from '../errors.js';
 import type { KvpRecord } from './codec.js';
 import { KvpStore, poolPath } from './store.js';
@@ -12,27 +14,7 @@ export interface KvpCliIo {
   stderr: (text: string) => void;
 }
 
-export const KVP_USAGE = `usage: bootstate kvp <command> [options]
-
-commands:
-  info                    pool path, size, record and key counts, stale/corrupt flags
-  dump                    every record in file order
-  entries                 every key with its last value
-  read KEY                the last value of KEY (exit 1 if absent)
-  write KEY VALUE         set KEY (replacing earlier records); --append adds a record instead
-  delete KEY              remove every record of KEY
-  clear [--if-stale]      empty the pool (only if it predates this boot with --if-stale)
-  is-stale                exit 0 if the pool predates this boot, else 1
-
-options:
-  --pool N      pool number, default 1 (guest to host)
-  --dir DIR     pool directory, default /var/lib/hyperv
-  --file PATH   any pool file (overrides --pool and --dir)
-  --json        print JSON
-  --repair      drop a torn tail instead of refusing a corrupt file
-  --unsafe      allow keys up to 511 and values up to 2,047 bytes (the host may truncate them)
-  --lossy       show invalid UTF-8 as U+FFFD instead of failing
-`;
+const SEE_HELP = " (see 'bootstate kvp --help')\n";
 
 const ARITY: Record<string, number> = {
   info: 0, dump: 0, entries: 0, read: 1, write: 2, delete: 1, clear: 0, 'is-stale': 0,
@@ -67,27 +49,27 @@ export async function runKvpCommand(argv: string[], io: KvpCliIo): Promise<numbe
       },
     });
   } catch (error) {
-    io.stderr(`bootstate kvp: ${(error as Error).message}\n${KVP_USAGE}`);
+    io.stderr(`bootstate kvp: ${describeParseError(error, Object.keys(SUBCOMMANDS.kvp.options))}${SEE_HELP}`);
     return 2;
   }
   const { values, positionals } = parsed;
   const [command, ...args] = positionals;
   if (values.help) {
-    io.stdout(KVP_USAGE);
+    io.stdout(renderHelp('kvp', SUBCOMMANDS.kvp));
     return 0;
   }
   if (command === undefined || !(command in ARITY) || args.length !== ARITY[command]) {
-    const why = command === undefined ? 'missing command' : command in ARITY ? `wrong number of arguments for ${command}` : `unknown command '${command}'`;
-    io.stderr(`bootstate kvp: ${why}\n${KVP_USAGE}`);
+    const why = command === undefined ? 'missing command' : command in ARITY ? `wrong number of arguments for ${command}` : `unknown command '${command}'${suggestion(command, Object.keys(ARITY))}`;
+    io.stderr(`bootstate kvp: ${why}${SEE_HELP}`);
     return 2;
   }
   if ((values.append && command !== 'write') || (values['if-stale'] && command !== 'clear')) {
-    io.stderr(`bootstate kvp: ${values.append ? '--append' : '--if-stale'} does not apply to ${command}\n`);
+    io.stderr(`bootstate kvp: ${values.append ? '--append' : '--if-stale'} does not apply to ${command}${SEE_HELP}`);
     return 2;
   }
   const pool = values.pool === undefined ? 1 : Number(values.pool);
   if (!/^\d+$/.test(values.pool ?? '1') || pool > 4) {
-    io.stderr(`bootstate kvp: --pool must be 0..4, got '${values.pool}'\n`);
+    io.stderr(`bootstate kvp: --pool must be 0..4, got '${values.pool}'${SEE_HELP}`);
     return 2;
   }
   const json = values.json === true;

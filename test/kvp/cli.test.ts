@@ -53,7 +53,7 @@ describe('bootstate kvp', () => {
     expect((await kvp('dump', '--bogus')).code).toBe(2);
     expect((await kvp('dump', '--pool', 'x')).code).toBe(2);
     expect((await kvp('dump', '--append', '--file', file)).code).toBe(2);
-    expect((await kvp('--help')).out).toMatch(/usage: bootstate kvp/);
+    expect((await kvp('--help')).out).toMatch(/Usage: bootstate kvp/);
   });
 
   it('refuses oversize values unless --unsafe', async () => {

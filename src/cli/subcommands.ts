@@ -1,0 +1,116 @@
+/**
+ * Every subcommand of `bootstate`, one entry each: its help text (plain strings) and a `run` that imports the
+ * module doing the work only when that subcommand is asked for. `--help`, usage errors and the README's CLI section
+ * all come from this table.
+ */
+import type { SubcommandSpec } from './argv.js';
+
+const CONFIG_OPTION = { value: 'FILE|DIR', help: 'configuration file, or directory of *.toml drop-ins, applied last (also BOOTSTATE_CONFIG)' };
+
+/** The subcommands in the order `bootstate --help` lists them. `provision` runs when none is named. */
+export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
+  provision: {
+    summary: 'Provision this VM once (the first-boot unit runs this; it is also what runs when no subcommand is named).',
+    options: {
+      config: CONFIG_OPTION,
+      groups: { value: 'a,b', short: 'g', multiple: true, help: 'supplementary groups for the admin user, added to the configured ones (also BOOTSTATE_USER_GROUPS)' },
+      'dry-run': { value: 'DIR', help: 'provision into DIR with the scratch backend: files land under DIR, commands are printed instead of run' },
+      inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
+    },
+    run: async ({ values }) => (await import('./provision-command.js')).provisionCommand(values),
+  },
+  clean: {
+    summary: 'Re-arm an image for capture: remove the provisioned markers (and with --logs the log).',
+    options: {
+      logs: { help: 'also remove the log file' },
+      config: CONFIG_OPTION,
+    },
+    run: async ({ values }) => (await import('../commands.js')).clean(values),
+  },
+  report: {
+    summary: 'Send one health report to the wireserver, with the same retries and deadline as a first boot.',
+    args: 'ready|in-progress|failure',
+    positionals: { min: 1, max: 1, choices: ['ready', 'in-progress', 'failure'] },
+    options: {
+      reason: { value: 'TEXT', help: 'why provisioning failed (required with failure)' },
+      'vm-id': { value: 'ID', help: 'VM id to report (default: read from /sys/class/dmi/id/product_uuid)' },
+      config: CONFIG_OPTION,
+    },
+    run: async ({ values, positionals }) => (await import('../commands.js')).report(values, positionals),
+  },
+  monitor: {
+    summary: 'Report HealthService observations (host plugin and IMDS heartbeats) until stopped.',
+    options: {
+      once: { help: 'measure every signal once, post the observations and exit' },
+      config: CONFIG_OPTION,
+      inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
+    },
+    run: async ({ values }) => (await import('../commands.js')).monitor(values),
+  },
+  kvp: {
+    summary: 'Read and edit a Hyper-V KVP pool file under flock(2), as the agent does.',
+    args: 'COMMAND [ARGS]',
+    ownArgv: true,
+    options: {
+      pool: { value: 'N', help: 'pool number 0..4 (default 1, guest to host)' },
+      dir: { value: 'DIR', help: 'pool directory (default /var/lib/hyperv)' },
+      file: { value: 'PATH', help: 'any pool file (overrides --pool and --dir)' },
+      json: { help: 'print JSON' },
+      append: { help: 'with write: add a record instead of replacing the key' },
+      'if-stale': { help: 'with clear: only if the pool predates this boot' },
+      repair: { help: 'drop a torn tail instead of refusing a corrupt file' },
+      unsafe: { help: 'allow keys up to 511 and values up to 2,047 bytes (the host may truncate them)' },
+      lossy: { help: 'show invalid UTF-8 as U+FFFD instead of failing' },
+    },
+    notes: `Commands:
+  info                pool path, size, record and key counts, stale/corrupt flags
+  dump                every record in file order
+  entries             every key with its last value
+  read KEY            the last value of KEY (exit 1 if absent)
+  write KEY VALUE     set KEY (replacing earlier records)
+  delete KEY          remove every record of KEY
+  clear               empty the pool
+  is-stale            exit 0 if the pool predates this boot, else 1`,
+    run: async ({ argv }) =>
+      (await import('../kvp/cli.js')).runKvpCommand(argv, {
+        stdout: (s) => process.stdout.write(s),
+        stderr: (s) => process.stderr.write(s),
+      }),
+  },
+  graph: {
+    summary: 'Draw a statechart.',
+    options: {
+      machine: { value: 'NAME', choices: ['provisioning', 'monitor'], default: 'provisioning', help: 'which chart' },
+      format: { value: 'FORMAT', choices: ['dot', 'mermaid', 'svg', 'html'], default: 'svg', help: 'output format' },
+      output: { value: 'FILE', short: 'o', help: 'write to FILE instead of stdout' },
+    },
+    run: async ({ values }) => (await import('../commands.js')).graph(values),
+  },
+  trace: {
+    summary: 'Write one self-contained HTML page of a run: the chart with its path, timings and the journal.',
+    args: '[JOURNAL]',
+    positionals: { min: 0, max: 1 },
+    options: {
+      output: { value: 'FILE', short: 'o', help: 'where to write the page (default: next to the journal)' },
+      config: CONFIG_OPTION,
+    },
+    notes: 'Without JOURNAL, the latest run journal under <data_dir>/runs/ is drawn.',
+    run: async ({ values, positionals }) => (await import('../commands.js')).trace(values, positionals),
+  },
+  'inspect-server': {
+    summary: 'Relay live runs (--inspect) to a browser viewer; listens on loopback only unless told otherwise.',
+    options: {
+      host: { value: 'ADDRESS', default: '127.0.0.1', help: 'address to listen on' },
+      port: { value: 'PORT', kind: 'port', default: '8787', help: 'port to listen on' },
+      'allow-remote': { help: 'allow a --host that is not a loopback address (anyone who can reach it sees the runs)' },
+    },
+    run: async ({ values }) => (await import('../commands.js')).inspectServer(values),
+  },
+  demo: {
+    summary: 'A whole first boot against an embedded fake Azure fabric, changing nothing on this machine.',
+    options: {
+      dir: { value: 'DIR', help: 'provision into DIR (default: a new temporary directory)' },
+    },
+    run: async ({ values }) => (await import('../demo.js')).runDemo(values),
+  },
+};
