@@ -169,7 +169,7 @@ export interface ProvisionTiming {
 }
 
 /**
- * Provisions once with `--dry-run` into a fresh temp tree, the fabric's URLs and temp paths in a `--config`
+ * Provisions once with `--scratch` into a fresh temp tree, the fabric's URLs and temp paths in a `--config`
  * file, and times it from spawn. Rejects unless Ready arrived and the agent exited 0.
  */
 export async function timeProvisioning(build: Build, fabric: Fabric): Promise<ProvisionTiming> {
@@ -179,7 +179,7 @@ export async function timeProvisioning(build: Build, fabric: Fabric): Promise<Pr
     writeFileSync(config, benchConfig(fabric, dir));
     const ready = fabric.expect('health', '"Ready"');
     const start = performance.now();
-    const child = spawn(build.argv[0], [...build.argv.slice(1), 'provision', '--dry-run', join(dir, 'root'), '--config', config], {
+    const child = spawn(build.argv[0], [...build.argv.slice(1), 'provision', '--scratch', join(dir, 'root'), '--config', config], {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, BOOTSTATE_LOG: 'error' },
     });

@@ -1,5 +1,5 @@
 /**
- * Peak resident memory (VmHWM, from GNU time's %M) of a whole `--dry-run` provisioning against a loopback
+ * Peak resident memory (VmHWM, from GNU time's %M) of a whole `--scratch` provisioning against a loopback
  * fabric, next to `node -e 0`'s. Target: ≤ 60 MiB.
  *
  *   node --import tsx bench/rss.ts

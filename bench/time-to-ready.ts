@@ -1,5 +1,5 @@
 /**
- * Time to Ready with an instant loopback fabric: spawn → the Ready POST arriving, for a `--dry-run`
+ * Time to Ready with an instant loopback fabric: spawn → the Ready POST arriving, for a `--scratch`
  * provisioning. A dry run executes no OS commands, so its floor is bench/floor-client.mjs: node plus the two
  * round trips no agent can avoid (IMDS GET, then Ready POST), with nothing else loaded. Target: ≤ 1.3 × floor.
  * The real backend (useradd, chpasswd, hostname, sshd -G …) is measured by bench/time-to-ready-sandbox.ts.

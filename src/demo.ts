@@ -4,32 +4,14 @@
  * printing each state it enters with its timing, and ends by writing the run's trace page.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
-import type { InspectionEvent, StateValue } from 'xstate';
-import { statePaths } from './actors/transition-telemetry.js';
+import { join } from 'node:path';
 import type { Config } from './config/defaults.js';
 import { EXIT_OK } from './errors.js';
 import { startFakeFabric } from './fabric/fake-fabric.js';
 import { runProvision } from './provision.js';
-
-/** Leaf states of a state value, e.g. `provisioning.work.validating`. */
-function leaves(value: StateValue): string[] {
-  const all = statePaths(value);
-  return all.filter((p) => !all.some((q) => q.startsWith(`${p}.`)));
-}
-
-function listFiles(root: string, dir = root): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    const st = statSync(path);
-    if (st.isDirectory()) out.push(...listFiles(root, path));
-    else out.push(`${(st.mode & 0o777).toString(8).padStart(4, '0')}  ${relative(root, path)}`);
-  }
-  return out;
-}
+import { listFiles, shellCommand, statePrinter } from './run-output.js';
 
 /** Runs the demo and resolves to its exit code (the provisioning run's). */
 export async function runDemo(values: { dir?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
@@ -41,22 +23,7 @@ export async function runDemo(values: { dir?: unknown }, out: (line: string) => 
   out(`bootstate demo: fake IMDS at ${fabric.imdsUrl}, wireserver at ${fabric.healthUrl}`);
   out(`provisioning into ${root} (dry run: this machine is not changed)\n`);
 
-  const started = performance.now();
-  let previous = new Set<string>();
-  let rootSession: string | null = null;
-  const inspect = (event: InspectionEvent) => {
-    if (event.type !== '@xstate.snapshot') return;
-    rootSession ??= event.rootId;
-    if (event.actorRef.sessionId !== rootSession) return;
-    const snapshot = event.snapshot as unknown as { value: StateValue; tags?: Set<string> };
-    const now = new Set(leaves(snapshot.value));
-    for (const leaf of now) {
-      if (previous.has(leaf)) continue;
-      const tags = [...(snapshot.tags ?? [])].join(' ');
-      out(`${(performance.now() - started).toFixed(1).padStart(8)} ms  ${leaf}${tags ? `  [${tags}]` : ''}`);
-    }
-    previous = now;
-  };
+  const inspect = statePrinter(out);
 
   const adjust = (config: Config): Config => ({
     ...config,
@@ -74,7 +41,7 @@ export async function runDemo(values: { dir?: unknown }, out: (line: string) => 
       systemConfigFile: join(root, 'etc/bootstate/bootstate.toml'),
       dropinDir: join(root, 'etc/bootstate/bootstate.toml.d'),
       adjustConfig: adjust,
-      dryRunDir: root,
+      scratchDir: root,
       sysRoot: root,
       inspect,
       stderr: { write: () => true },
@@ -84,9 +51,9 @@ export async function runDemo(values: { dir?: unknown }, out: (line: string) => 
     const reports = fabric.reports as Array<{ state: string; details?: { subStatus?: string } }>;
     out(`reports received by the fabric: ${reports.map((r) => r.state + (r.details?.subStatus ? `/${r.details.subStatus}` : '')).join(', ')}`);
     out('\ncommands the real backend would have run:');
-    for (const command of result.commands) out(`  ${command.join(' ')}`);
+    for (const command of result.commands) out(`  ${shellCommand(command)}`);
     out(`\nfiles written under ${root}:`);
-    for (const line of listFiles(root).filter((l) => !l.includes('sys/'))) out(`  ${line}`);
+    for (const line of listFiles(root, ['sys'])) out(`  ${line}`);
     if (result.journalPath) {
       const { writeTrace } = await import('./inspect/render.js');
       const trace = await writeTrace({ journal: result.journalPath, dataDir: result.config.data_dir.path, output: join(root, 'trace.html') });

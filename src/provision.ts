@@ -2,12 +2,14 @@
  * Runs one provisioning: loads the config, sets up logging, KVP and the journal, provides the real actors to
  * the chart, runs it to its final state and returns its output. `cli.ts` maps the output to the exit code.
  */
+import { join } from 'node:path';
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
 import { HEALTH_FAILED, provisioningMachine, ZERO_VM_ID, type ProvisioningOutput } from '../machines/provisioning.js';
 import { provisioningActors } from './actors/provisioning.js';
 import { ReportBook } from './actors/report-book.js';
 import { TransitionTelemetry } from './actors/transition-telemetry.js';
 import { closeAll } from './azure/http.js';
+import { DryRunReporter } from './azure/dry-run-reporter.js';
 import { HealthReporter } from './azure/wireserver.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
 import { loadConfig } from './config/load.js';
@@ -32,8 +34,15 @@ export interface ProvisionOptions {
   dropinDir?: string;
   /** Adjusts the loaded config (the demo points it at its embedded fabric). */
   adjustConfig?(config: Config): Config;
-  /** `--dry-run DIR`: provision into DIR with the scratch backend instead of changing this machine. */
-  dryRunDir?: string;
+  /** Provision into DIR with the scratch backend (files under DIR, commands recorded) instead of changing this machine. */
+  scratchDir?: string;
+  /**
+   * `--dry-run DIR` (with `scratchDir`): also keep the data dir, log, KVP pool and journals under DIR, and send no
+   * health report — each one is passed to `onNote` instead.
+   */
+  dryRun?: boolean;
+  /** What a dry run would have told the fabric, one line each. */
+  onNote?: (line: string) => void;
   sysRoot?: string;
   /** `--inspect ws://…`: stream allow-listed inspection events to a Stately inspector. */
   inspectUrl?: string;
@@ -54,16 +63,21 @@ export interface ProvisionResult extends ProvisioningOutput {
 
 /** Provisions this VM (or a dry-run directory) once and returns the chart's output. */
 export async function runProvision(options: ProvisionOptions = {}): Promise<ProvisionResult> {
+  const dryRunDir = options.dryRun ? options.scratchDir : undefined;
+  const adjust = (c: Config): Config => {
+    const adjusted = (options.adjustConfig ?? ((x: Config) => x))(c);
+    return dryRunDir ? keepUnder(dryRunDir, adjusted) : adjusted;
+  };
   const loaded = await loadConfig({
     systemFile: options.systemConfigFile ?? SYSTEM_CONFIG_FILE,
     dropinDir: options.dropinDir ?? SYSTEM_CONFIG_DROPIN_DIR,
     override: options.configPath ?? process.env.BOOTSTATE_CONFIG,
   }).then(
-    (result) => ({ ok: true as const, config: (options.adjustConfig ?? ((c: Config) => c))(result.config), warnings: result.warnings }),
-    (error: unknown) => ({ ok: false as const, error, config: (options.adjustConfig ?? ((c: Config) => c))(DEFAULT_CONFIG), warnings: [] }),
+    (result) => ({ ok: true as const, config: adjust(result.config), warnings: result.warnings }),
+    (error: unknown) => ({ ok: false as const, error, config: adjust(DEFAULT_CONFIG), warnings: [] }),
   );
   const config = loaded.config;
-  if (!loaded.ok && options.dryRunDir) {
+  if (!loaded.ok && options.scratchDir) {
     // A dry run must not fall back to the defaults: they point at this machine's /var and the real fabric.
     const failure = toFailure(loaded.error);
     (options.stderr ?? process.stderr).write(`bootstate: ${(loaded.error as Error)?.message ?? failure.reason}; dry run not started\n`);
@@ -97,10 +111,10 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   }
 
   const secrets = new SecretStore();
-  const provisioner: Provisioner = options.dryRunDir
-    ? new ScratchProvisioner(options.dryRunDir, config)
+  const provisioner: Provisioner = options.scratchDir
+    ? new ScratchProvisioner(options.scratchDir, config)
     : new RealProvisioner({ config });
-  const reporter = new HealthReporter();
+  const reporter = options.dryRun ? new DryRunReporter(options.onNote ?? ((line) => log.info({ step: 'report' }, line))) : new HealthReporter();
   const transitions = kvp ? new TransitionTelemetry(kvp) : null;
 
   let journal: ReturnType<typeof createJournal> | null = null;
@@ -194,6 +208,19 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     journalPath,
     config,
     commands: provisioner instanceof ScratchProvisioner ? provisioner.commands : [],
+  };
+}
+
+/**
+ * A dry run's config: the data dir (markers, lock, journals), the log and the KVP pool directory moved under
+ * `dir`, so nothing outside it is written.
+ */
+export function keepUnder(dir: string, config: Config): Config {
+  return {
+    ...config,
+    data_dir: { path: join(dir, config.data_dir.path) },
+    log_path: { path: config.log_path.path ? join(dir, config.log_path.path) : '' },
+    telemetry: { ...config.telemetry, kvp_dir: join(dir, config.telemetry.kvp_dir) },
   };
 }
 

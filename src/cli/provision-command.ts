@@ -1,5 +1,7 @@
-/** `bootstate provision`: maps the parsed options onto `runProvision` and its output onto the exit code. */
+/** `bootstate provision`: maps the parsed options onto `runProvision`, prints what a dry run did, returns the exit code. */
+import { mkdirSync, realpathSync } from 'node:fs';
 import type { ParsedArgs } from './argv.js';
+import { UsageError } from './argv.js';
 
 /** `--groups a,b --groups c` and `BOOTSTATE_USER_GROUPS=a,b` (the flag wins) → `['a','b','c']`. */
 export function parseGroups(flags: string[] | undefined, env: string | undefined): string[] {
@@ -8,13 +10,32 @@ export function parseGroups(flags: string[] | undefined, env: string | undefined
 }
 
 export async function provisionCommand(values: ParsedArgs['values']): Promise<number> {
+  const dryRun = values['dry-run'] as string | undefined;
+  const scratch = values.scratch as string | undefined;
+  if (dryRun !== undefined && scratch !== undefined) throw new UsageError('--dry-run and --scratch exclude each other');
+  const dir = dryRun ?? scratch;
+  if (dir !== undefined) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const root = dir === undefined ? undefined : realpathSync(dir);
+  const out = (line: string) => process.stdout.write(`${line}\n`);
   const { runProvision } = await import('../provision.js');
+  const { statePrinter, shellCommand, listFiles } = dryRun !== undefined ? await import('../run-output.js') : ({} as never);
+  if (dryRun !== undefined) out(`bootstate dry run into ${root}: metadata is read, nothing outside this directory changes, no health report is sent\n`);
   const result = await runProvision({
     configPath: values.config as string | undefined,
     groups: parseGroups(values.groups as string[] | undefined, process.env.BOOTSTATE_USER_GROUPS),
-    dryRunDir: values['dry-run'] as string | undefined,
+    scratchDir: root,
+    dryRun: dryRun !== undefined,
+    onNote: (line) => out(`             ${line}`),
+    inspect: dryRun !== undefined ? statePrinter(out) : undefined,
     inspectUrl: values.inspect as string | undefined,
     handleSignals: true,
   });
+  if (dryRun !== undefined) {
+    out(`\nresult: ${result.result}${result.reason ? ` (${result.reason})` : ''}, exit code ${result.exitCode}`);
+    out('\ncommands the real backend would run:');
+    for (const command of result.commands) out(`  ${shellCommand(command)}`);
+    out(`\nfiles written under ${root}:`);
+    for (const line of listFiles(root!)) out(`  ${line}`);
+  }
   return result.exitCode;
 }

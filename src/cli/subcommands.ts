@@ -14,7 +14,14 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     options: {
       config: CONFIG_OPTION,
       groups: { value: 'a,b', short: 'g', multiple: true, help: 'supplementary groups for the admin user, added to the configured ones (also BOOTSTATE_USER_GROUPS)' },
-      'dry-run': { value: 'DIR', help: 'provision into DIR with the scratch backend: files land under DIR, commands are printed instead of run' },
+      'dry-run': {
+        value: 'DIR',
+        help: 'read the metadata and show what would be done, changing nothing outside DIR: files, markers, log, KVP pool and journal land under DIR, commands and health reports are printed instead of run or sent',
+      },
+      scratch: {
+        value: 'DIR',
+        help: 'as --dry-run, but send the health reports and keep the configured data dir, log and KVP paths (to test the agent against a fake fabric)',
+      },
       inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
     },
     run: async ({ values }) => (await import('./provision-command.js')).provisionCommand(values),

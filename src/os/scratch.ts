@@ -11,7 +11,8 @@ import type { RunOptions, RunResult } from './exec.js';
 import { under } from './paths.js';
 import type { StepResult, UserRequest } from './provisioner.js';
 import { RealProvisioner } from './real.js';
-import { readPasswd, usernameProblem } from './validate.js';
+import { writeFileAtomic } from './atomic.js';
+import { machineHostname, readPasswd, usernameProblem, validateHostname } from './validate.js';
 
 /** The comment field of passwd lines this backend writes. */
 const SCRATCH_GECOS = 'bootstate scratch';
@@ -29,12 +30,7 @@ export class ScratchProvisioner extends RealProvisioner {
     const uid = process.getuid?.() ?? 0;
     const gid = process.getgid?.() ?? 0;
     super({
-      config: {
-        ...config,
-        // hostnamectl would "succeed" without doing anything; the file backend leaves something to look at.
-        hostname_provisioners: { backends: ['hostname'] },
-        ssh: { ...config.ssh, query_sshd_config: false },
-      },
+      config,
       root: dir,
       rootOwner: { uid, gid },
       run: async (argv: string[], _options?: RunOptions): Promise<RunResult> => {
@@ -50,10 +46,14 @@ export class ScratchProvisioner extends RealProvisioner {
     this.commands = commands;
   }
 
-  /** Writes `<dir>/etc/hostname` and records the `hostname` call. */
+  /** Records the configured backends' commands; `<dir>/etc/hostname` is written as hostnamectl would write it. */
   override async setHostname(hostname: string, signal: AbortSignal): Promise<StepResult> {
     await mkdir(under(this.dir, '/etc'), { recursive: true });
-    return super.setHostname(hostname, signal);
+    const result = await super.setHostname(hostname, signal);
+    if (result.backend === 'hostnamectl') {
+      await writeFileAtomic(under(this.dir, '/etc/hostname'), `${machineHostname(validateHostname(hostname))}\n`, { mode: 0o644 });
+    }
+    return result;
   }
 
   /**

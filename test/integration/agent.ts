@@ -1,6 +1,6 @@
 /**
  * Runs the built agent (`dist/bootstate.mjs`) as a child process against a fake fabric on loopback, provisioning
- * into a temporary directory with the dry-run backend, and reports what happened.
+ * into a temporary directory with the scratch backend, and reports what happened.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
@@ -57,14 +57,14 @@ export function writeConfig(fabric: FakeFabric, root: string, options: AgentOpti
   return file;
 }
 
-/** Runs `bootstate provision --dry-run ROOT --config ROOT/bootstate.toml` and waits for it to exit. */
+/** Runs `bootstate provision --scratch ROOT --config ROOT/bootstate.toml` and waits for it to exit. */
 export async function runAgent(fabric: FakeFabric, options: AgentOptions = {}): Promise<AgentRun> {
   if (!existsSync(AGENT)) throw new Error(`${AGENT} is missing: run npm run build first`);
   const root = options.root ?? mkdtempSync(join(tmpdir(), 'bootstate-it-'));
   mkdirSync(root, { recursive: true });
   const config = writeConfig(fabric, root, options);
   const started = performance.now();
-  const child = spawn(process.execPath, [AGENT, 'provision', '--dry-run', root, '--config', config, ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [AGENT, 'provision', '--scratch', root, '--config', config, ...(options.args ?? [])], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, BOOTSTATE_LOG: 'warn', ...options.env },
   });
