@@ -36,6 +36,13 @@ ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/bin/npx"
 mkdir -p "$root/src/bootstate"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$root/src/bootstate"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The network this machine is on may re-sign TLS with a local CA (a proxy); the fresh root must trust it too.
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+  # Node keeps its own CA list; this machine's npm is told about the local CA the same way.
+  export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+fi
 chroot "$root" useradd -m builder
 chroot "$root" chown -R builder: /src/bootstate
 
@@ -52,11 +59,12 @@ inside() {
 }
 
 step "npm ci && npm start (as a user, as the README says)"
-inside su builder -c 'cd /src/bootstate && npm ci --no-audit --no-fund && npm start' | tail -n 25
+inside su builder -w NODE_EXTRA_CA_CERTS -c 'cd /src/bootstate && npm ci --no-audit --no-fund && npm start' >"$work/start.log" 2>&1 || { tail -n 40 "$work/start.log"; echo "FAIL: npm ci && npm start" >&2; exit 1; }
+tail -n 25 "$work/start.log"
 
 step "pretest as a non-root user stops with the one command to run"
 set +e
-out=$(inside su builder -c 'cd /src/bootstate && node scripts/test-prerequisites.mjs' 2>&1)
+out=$(inside su builder -w NODE_EXTRA_CA_CERTS -c 'cd /src/bootstate && node scripts/test-prerequisites.mjs' 2>&1)
 code=$?
 set -e
 printf '%s\n' "$out"
