@@ -16,6 +16,7 @@ import type { ParsedArgs } from './cli/argv.js';
 import { UsageError } from './cli/argv.js';
 import { describeFailure, EXIT_FAILURE, EXIT_OK, failure } from './errors.js';
 import { createLogger } from './log.js';
+import type { LogFormat } from './log-text.js';
 import { FileMarkerStore } from './os/marker.js';
 import { readVmId } from './os/vmid.js';
 
@@ -50,7 +51,7 @@ export async function report(values: Values, positionals: string[]): Promise<num
   if (health === HEALTH_FAILED && !reason) throw new UsageError('a failure report needs --reason TEXT');
   if (health !== HEALTH_FAILED && reason !== undefined) throw new UsageError(`--reason applies only to a failure report`);
   const config = await configFrom(values.config as string | undefined);
-  const { log, close } = createLogger({ logPath: config.log_path.path });
+  const { log, close } = createLogger({ logPath: config.log_path.path, format: values['log-format'] as LogFormat | undefined });
   const vmId = (values['vm-id'] as string | undefined) ?? (await readVmId()).vmId;
   const book = new ReportBook();
   // An image builder's own failure: its reason is theirs, the rest of the report is ours.
@@ -95,6 +96,7 @@ export async function monitor(values: Values): Promise<number> {
   const kvp = config.telemetry.kvp ? new KvpTelemetry({ config: config.telemetry }) : null;
   const { log, close } = createLogger({
     logPath: config.log_path.path,
+    format: values['log-format'] as LogFormat | undefined,
     extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp) }] : [],
   });
   const { vmId } = await readVmId();

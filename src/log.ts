@@ -1,10 +1,12 @@
 /**
- * The agent's logger: pino JSON lines to stderr, to the log file (0600, appended) and to any extra sink (the
- * KVP telemetry destination). Everything is synchronous so the last lines survive an exit or a crash.
+ * The agent's logger: pino JSON lines to the log file (0600, appended) and to any extra sink (the KVP telemetry
+ * destination); on stderr JSON too, or one text line per event (log-text.ts) under systemd or with
+ * `--log-format text`. Everything is synchronous so the last lines survive an exit or a crash.
  */
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import pino, { type DestinationStream, type Logger, type StreamEntry } from 'pino';
+import { stderrFormat, stderrIsJournal, textDestination, type LogFormat } from './log-text.js';
 
 export type { Logger };
 
@@ -17,6 +19,8 @@ export interface LoggerOptions {
   extra?: Array<{ level: pino.Level; stream: DestinationStream }>;
   /** Where stderr lines go (tests pass their own). */
   stderr?: DestinationStream;
+  /** Form of the stderr lines; default: `text` when stderr is the journal, else `json` (see log-text.ts). */
+  format?: LogFormat;
 }
 
 /** Field paths whose values are replaced before any destination sees them: secrets never reach a log line. */
@@ -39,8 +43,10 @@ export const REDACT_PATHS = [
 export function createLogger(options: LoggerOptions = {}): { log: Logger; close(): void } {
   const envLevel = process.env.BOOTSTATE_LOG as pino.Level | undefined;
   const stderrLevel = options.stderrLevel ?? (envLevel && envLevel in pino.levels.values ? envLevel : 'info');
+  const stderr = options.stderr ?? pino.destination({ dest: 2, sync: true });
+  const format = options.format ?? stderrFormat(undefined);
   const streams: StreamEntry[] = [
-    { level: stderrLevel, stream: options.stderr ?? pino.destination({ dest: 2, sync: true }) },
+    { level: stderrLevel, stream: format === 'text' ? textDestination(stderr, stderrIsJournal()) : stderr },
   ];
   let fileFd: number | null = null;
   if (options.logPath) {

@@ -18,6 +18,7 @@ import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
 import { createJournal } from './inspect/journal.js';
 import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
 import { createLogger, type Logger } from './log.js';
+import type { LogFormat } from './log-text.js';
 import { readProvisioningMedia } from './os/media.js';
 import { FileMarkerStore } from './os/marker.js';
 import type { Provisioner } from './os/provisioner.js';
@@ -52,6 +53,8 @@ export interface ProvisionOptions {
   handleSignals?: boolean;
   /** Where stderr log lines go; default fd 2. */
   stderr?: { write(line: string): unknown };
+  /** `--log-format`: stderr as JSON or text lines (default: text under systemd). */
+  logFormat?: LogFormat;
 }
 
 export interface ProvisionResult extends ProvisioningOutput {
@@ -90,6 +93,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   const { log, close: closeLog } = createLogger({
     logPath: config.log_path.path,
     stderr: options.stderr as never,
+    format: options.logFormat,
     extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp) }] : [],
   });
   for (const warning of loaded.warnings) log.warn({ step: 'config' }, warning);

@@ -55,6 +55,23 @@ export function provisioningActors(deps: ProvisioningDeps) {
       log.info({ step: name, backend: result.backend, ms: Date.now() - started }, result.detail ?? `${name} done`);
     });
 
+  // Attempts per retried request (IMDS, each health), counted from the first so a failure says how many and how much
+  // of the total budget is left; the chart owns the real deadline, this only reports it.
+  const series = new Map<string, { count: number; started: number }>();
+  const nextAttempt = (key: string) => {
+    const entry = series.get(key) ?? { count: 0, started: Date.now() };
+    series.set(key, entry);
+    entry.count += 1;
+    return entry;
+  };
+  const retryWarning = (what: string, entry: { count: number; started: number }, budgetSecs: number, intervalSecs: number, error: BootstateError) => {
+    const left = Math.max(0, budgetSecs - (Date.now() - entry.started) / 1000);
+    log.warn(
+      { code: error.code, reason: error.reason, attempt: entry.count, remaining_secs: Math.round(left) },
+      `${what} attempt ${entry.count} failed: ${error.message}; next attempt in ${intervalSecs} s, ${Math.round(left)} s of ${budgetSecs} s left`,
+    );
+  };
+
   return {
     kvpWriter: fromCallback<KvpEvent>(({ receive }) => {
       receive((event) => {
@@ -90,15 +107,29 @@ export function provisioningActors(deps: ProvisioningDeps) {
       if (input.health === HEALTH_IN_PROGRESS && !input.config.wireserver.report_in_progress) return;
       const description =
         input.health === HEALTH_FAILED && input.failure ? deps.reports.failure(input.failure, input.vmId) : undefined;
-      await deps.reporter.post({ config: input.config.wireserver, health: input.health, vmId: input.vmId, description, signal, log });
-      log.info({ state: input.health }, 'health report accepted');
+      const attempt = nextAttempt(`report ${input.health}`);
+      let sent = true;
+      try {
+        sent = (await deps.reporter.post({ config: input.config.wireserver, health: input.health, vmId: input.vmId, description, signal, log })).sent;
+      } catch (error) {
+        const { wireserver } = input.config;
+        if (error instanceof BootstateError && error.retryable && !signal.aborted) {
+          retryWarning(`${input.health} report`, attempt, wireserver.total_retry_timeout_secs, wireserver.retry_interval_secs, error);
+        }
+        throw error;
+      }
+      log.info({ state: input.health }, sent ? 'health report accepted' : 'health report not sent');
     }),
 
     fetchMetadata: fromPromise<InstanceMetadata, { config: Config }>(async ({ input, signal }) => {
+      const attempt = nextAttempt('imds');
       try {
         return await fetchInstanceMetadataOnce({ config: input.config.imds, signal });
       } catch (error) {
-        if (error instanceof BootstateError && error.retryable) log.info({ code: error.code, reason: error.reason }, `IMDS attempt failed: ${error.message}`);
+        const { imds } = input.config;
+        if (error instanceof BootstateError && error.retryable && !signal.aborted) {
+          retryWarning('IMDS', attempt, imds.total_retry_timeout_secs, imds.retry_interval_secs, error);
+        }
         throw error;
       }
     }),

@@ -28,6 +28,7 @@ export async function provisionCommand(values: ParsedArgs['values']): Promise<nu
     onNote: (line) => out(`             ${line}`),
     inspect: dryRun !== undefined ? statePrinter(out) : undefined,
     inspectUrl: values.inspect as string | undefined,
+    logFormat: values['log-format'] as 'json' | 'text' | undefined,
     handleSignals: true,
   });
   if (dryRun !== undefined) {

@@ -5,6 +5,12 @@
  */
 import type { SubcommandSpec } from './argv.js';
 
+const LOG_FORMAT_OPTION = {
+  value: 'FORMAT',
+  choices: ['json', 'text'],
+  help: 'form of the log on stderr: JSON lines, or one text line per event with syslog priority prefixes under systemd (default: text when stderr is the journal, else json; also BOOTSTATE_LOG_FORMAT). The log file is always JSON',
+} as const;
+
 const CONFIG_OPTION = { value: 'FILE|DIR', help: 'configuration file, or directory of *.toml drop-ins, applied last (also BOOTSTATE_CONFIG)' };
 
 /** The subcommands in the order `bootstate --help` lists them. `provision` runs when none is named. */
@@ -23,6 +29,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
         help: 'as --dry-run, but send the health reports and keep the configured data dir, log and KVP paths (to test the agent against a fake fabric)',
       },
       inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
+      'log-format': LOG_FORMAT_OPTION,
     },
     run: async ({ values }) => (await import('./provision-command.js')).provisionCommand(values),
   },
@@ -42,6 +49,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       reason: { value: 'TEXT', help: 'why provisioning failed (required with failure)' },
       'vm-id': { value: 'ID', help: 'VM id to report (default: read from /sys/class/dmi/id/product_uuid)' },
       config: CONFIG_OPTION,
+      'log-format': LOG_FORMAT_OPTION,
     },
     run: async ({ values, positionals }) => (await import('../commands.js')).report(values, positionals),
   },
@@ -51,6 +59,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       once: { help: 'measure every signal once, post the observations and exit' },
       config: CONFIG_OPTION,
       inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
+      'log-format': LOG_FORMAT_OPTION,
     },
     run: async ({ values }) => (await import('../commands.js')).monitor(values),
   },

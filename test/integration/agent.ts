@@ -31,6 +31,8 @@ export interface AgentOptions {
   /** Called once the child is running (tests send signals). */
   onSpawn?(child: import('node:child_process').ChildProcess): void;
   env?: Record<string, string>;
+  /** A file descriptor to give the agent as stderr instead of a pipe (then `stderr` stays empty). */
+  stderrFd?: number;
 }
 
 function toml(section: string, values: Record<string, number | string | boolean>): string {
@@ -65,13 +67,13 @@ export async function runAgent(fabric: FakeFabric, options: AgentOptions = {}): 
   const config = writeConfig(fabric, root, options);
   const started = performance.now();
   const child = spawn(process.execPath, [AGENT, 'provision', '--scratch', root, '--config', config, ...(options.args ?? [])], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', options.stderrFd ?? 'pipe'],
     env: { ...process.env, BOOTSTATE_LOG: 'warn', ...options.env },
   });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr?.on('data', (d) => (stderr += d));
   options.onSpawn?.(child);
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((done) => child.on('exit', (c, s) => done([c, s])));
   return { code, signal, stdout, stderr, ms: performance.now() - started, root };
