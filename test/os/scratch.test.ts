@@ -19,10 +19,10 @@ afterEach(async () => {
 const signal = new AbortController().signal;
 
 describe('ScratchProvisioner', () => {
-  it('runs a whole provisioning under its directory and records the commands it would run', async () => {
+  it('runs a whole provisioning under its directory and records exactly the commands the real backend would run', async () => {
     const p = await scratch();
     const key = keyLine();
-    expect((await p.setHostname('web-01.example.com', signal)).backend).toBe('hostname');
+    expect((await p.setHostname('web-01.example.com', signal)).backend).toBe('hostnamectl');
     await p.createUser({ username: 'azureuser', groups: ['adm'] }, signal);
     expect((await p.setPassword('azureuser', new SecretStore(), signal)).backend).toBe('passwd');
     const keys = await p.writeSshKeys({ username: 'azureuser', keys: [key] }, signal);
@@ -35,11 +35,19 @@ describe('ScratchProvisioner', () => {
     expect((await stat(path.join(p.dir, 'etc/ssh/sshd_config.d/00-bootstate.conf'))).mode & 0o777).toBe(0o600);
     expect(sshd.warnings).toContain('sshd is not installed; effective value not verified');
     expect(p.commands).toEqual([
-      ['hostname', 'web-01'],
+      ['hostnamectl', 'set-hostname', 'web-01'],
       ['useradd', '--create-home', '--home-dir', '/home/azureuser', '--shell', '/bin/bash', '--comment', 'created by bootstate from provisioning metadata', 'azureuser'],
       ['passwd', '-l', 'azureuser'],
+      ['sshd', '-G', '-f', '/etc/ssh/sshd_config', '-C', 'user=azureuser,host=vm,addr=127.0.0.1'],
       ['sshd', '-T', '-f', '/etc/ssh/sshd_config'],
     ]);
+  });
+
+  it('writes /etc/hostname with the hostname backend when that is the one configured', async () => {
+    const p = await scratch({ ...DEFAULT_CONFIG, hostname_provisioners: { backends: ['hostname'] } });
+    expect((await p.setHostname('web-02', signal)).backend).toBe('hostname');
+    expect(await readFile(path.join(p.dir, 'etc/hostname'), 'utf8')).toBe('web-02\n');
+    expect(p.commands).toEqual([['hostname', 'web-02']]);
   });
 
   it('warns about a configured group that does not exist instead of dropping it silently', async () => {
