@@ -4,6 +4,8 @@
  * runs, so a first boot never pays for them.
  */
 import { writeFileSync } from 'node:fs';
+import { readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../machines/provisioning.js';
 import { reportMachine } from '../machines/report.js';
@@ -33,10 +35,38 @@ type Values = ParsedArgs['values'];
 
 export async function clean(values: Values): Promise<number> {
   const config = await configFrom(values.config as string | undefined);
-  const removed = await new FileMarkerStore(config.data_dir.path).clean({ logs: values.logs === true, logPath: config.log_path.path });
+  const logs = values.logs === true;
+  const removed = await new FileMarkerStore(config.data_dir.path).clean({ logs, logPath: config.log_path.path });
   for (const path of removed) process.stdout.write(`removed ${path}\n`);
-  if (removed.length === 0) process.stdout.write('nothing to remove\n');
+  const history = logs ? await cleanRunHistory(config) : [];
+  for (const line of history) process.stdout.write(`${line}\n`);
+  if (removed.length === 0 && history.length === 0) process.stdout.write('nothing to remove\n');
   return EXIT_OK;
+}
+
+/**
+ * `clean --logs` for image capture: the build VM's run journals (and traces drawn next to them) and the records in
+ * the guest KVP pool must not ship in the image. Returns one line per thing removed or emptied.
+ */
+async function cleanRunHistory(config: Config): Promise<string[]> {
+  const lines: string[] = [];
+  const runs = join(config.data_dir.path, 'runs');
+  const names = await readdir(runs).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [] as string[];
+    throw error;
+  });
+  for (const name of names.sort()) {
+    await rm(join(runs, name), { recursive: true });
+    lines.push(`removed ${join(runs, name)}`);
+  }
+  const { KvpStore, poolPath } = await import('./kvp/store.js');
+  const pool = new KvpStore({ path: poolPath(config.telemetry.kvp_dir, config.telemetry.kvp_pool), lossy: true });
+  const { exists, size, records } = pool.info();
+  if (exists && size > 0) {
+    pool.clear();
+    lines.push(`emptied ${pool.path} (${records} KVP record${records === 1 ? '' : 's'})`);
+  }
+  return lines;
 }
 
 const HEALTH_BY_NAME: Record<string, Health> = {

@@ -34,9 +34,9 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     run: async ({ values }) => (await import('./provision-command.js')).provisionCommand(values),
   },
   clean: {
-    summary: 'Re-arm an image for capture: remove the provisioned markers (and with --logs the log).',
+    summary: 'Re-arm an image for capture: remove the provisioned markers (with --logs also the run history).',
     options: {
-      logs: { help: 'also remove the log file' },
+      logs: { help: 'also remove the log file and the run journals, and empty the guest KVP pool' },
       config: CONFIG_OPTION,
     },
     run: async ({ values }) => (await import('../commands.js')).clean(values),

@@ -3,7 +3,7 @@
  * graph and trace.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -93,9 +93,22 @@ describe('bootstate clean, kvp, graph and trace after a provisioning run', () =>
     expect(readFileSync(html, 'utf8')).toContain('data-outcome="ok"');
 
     expect(markers(run.root)).toHaveLength(1);
+    const runs = join(run.root, 'var/lib/bootstate/runs');
+    const journals = readdirSync(runs).filter((name) => name.endsWith('.jsonl'));
+    expect(journals).toHaveLength(1);
+    const records = JSON.parse((await cli(['kvp', 'info', '--json', '--file', pool])).stdout).records as number;
+    expect(records).toBeGreaterThan(1);
     const clean = await cli(['clean', '--logs', '--config', config]);
     expect(clean.code).toBe(0);
     expect(markers(run.root)).toEqual([]);
     expect(existsSync(join(run.root, 'var/log/bootstate.log'))).toBe(false);
+    expect(readdirSync(runs)).toEqual([]);
+    expect(statSync(pool).size).toBe(0);
+    const said = clean.stdout.split('\n').filter(Boolean);
+    expect(said).toContain(`removed ${join(run.root, 'var/log/bootstate.log')}`);
+    expect(said).toContain(`removed ${join(runs, journals[0]!)}`);
+    expect(said).toContain(`emptied ${pool} (${records} KVP records)`);
+    expect(said.filter((line) => line.includes('.provisioned'))).toHaveLength(1);
+    expect((await cli(['clean', '--logs', '--config', config])).stdout).toBe('nothing to remove\n');
   });
 });
