@@ -2,6 +2,7 @@
  * The optional passwordless-sudo rule (spec §8.4): one drop-in per user in the sudoers directory, 0440 owned by
  * root, checked with `visudo -cf` before it replaces anything, so a bad rule can never lock out sudo.
  */
+import { createHash } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
@@ -11,19 +12,30 @@ import { isCommandMissing } from './exec.js';
 import { under } from './paths.js';
 import type { StepResult } from './provisioner.js';
 
-/** The drop-in's name: no dot, since sudo's includedir skips names with one. */
+/**
+ * The drop-in's name, e.g. `90-bootstate-azureuser`: sudo's includedir silently skips names containing a dot or
+ * ending in `~`, so any character but letters, digits, `_` and `-` becomes `_`, and a name that had to change
+ * gains a hash of the original so that `john.doe` and `john_doe` never share a file.
+ */
 export function sudoersFileName(username: string): string {
-  return `90-bootstate-${username.replace(/\$$/, '_')}`;
+  const safe = username.replace(/[^A-Za-z0-9_-]/g, '_');
+  if (safe === username) return `90-bootstate-${safe}`;
+  return `90-bootstate-${safe}-${createHash('sha256').update(username).digest('hex').slice(0, 8)}`;
 }
 
-/** Writes `<user> ALL=(ALL) NOPASSWD: ALL` into `<sudoersDir>/90-bootstate-<user>`, validated with visudo. */
+/** The rule: the user name double-quoted, as sudoers(5) allows for names with characters its grammar reserves. */
+export function sudoersRule(username: string): string {
+  return `"${username.replace(/["\\]/g, '\\$&')}" ALL=(ALL) NOPASSWD: ALL\n`;
+}
+
+/** Writes `"<user>" ALL=(ALL) NOPASSWD: ALL` into `<sudoersDir>/<sudoersFileName(user)>`, validated with visudo. */
 export async function writeSudoers(username: string, sudoersDir: string, context: OsContext, signal: AbortSignal): Promise<StepResult> {
   const dir = under(context.root, sudoersDir);
   const file = path.join(dir, sudoersFileName(username));
   const warnings: string[] = [];
   try {
     await mkdir(dir, { recursive: true, mode: 0o750 });
-    await writeFileAtomic(file, `# Written by bootstate\n${username} ALL=(ALL) NOPASSWD: ALL\n`, {
+    await writeFileAtomic(file, `# Written by bootstate\n${sudoersRule(username)}`, {
       mode: 0o440,
       uid: context.rootOwner.uid,
       gid: context.rootOwner.gid,
@@ -51,9 +63,10 @@ export async function writeSudoers(username: string, sudoersDir: string, context
 
 /** Whether sudoers text includes `dir` (`@includedir` or the older `#includedir` spelling). */
 export function includesSudoersDir(sudoers: string, dir: string): boolean {
-  const want = path.posix.normalize(dir);
+  const norm = (p: string) => path.posix.normalize(p).replace(/(.)\/$/, '$1');
+  const want = norm(dir);
   return sudoers.split('\n').some((line) => {
     const m = /^\s*[@#]includedir\s+(\S+)\s*$/.exec(line);
-    return m !== null && path.posix.normalize(m[1]!) === want;
+    return m !== null && norm(m[1]!) === want;
   });
 }

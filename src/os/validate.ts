@@ -3,9 +3,11 @@
  * public keys and the password length. Every rejection is a BootstateError whose data says why and carries
  * the offending value escaped — except the password, which is never echoed.
  *
- * Decisions: usernames are lower-case only and may not contain dots (Debian's useradd refuses upper case by
- * default, and sudoers.d ignores file names with a dot, which would silently drop the sudo rule). Hostnames are
- * validated whole (RFC 1123, ≤ 253) and the machine is given the first label (see `machineHostname`).
+ * Decisions: a username is what Azure's API and shadow's useradd both accept — upper case and dots included
+ * (`AzureAdmin`, `john.doe`), ≤ 32 bytes — minus what is unsafe wherever the name is used: a leading `-`
+ * (option), `:` `/` `,` (passwd fields, paths, lists), blanks and control characters, `.` and `..`, digits only
+ * (read as a uid). Whatever is derived from the name (the sudoers drop-in's file name) is made safe where it is
+ * derived. Hostnames are validated whole (RFC 1123, ≤ 253) and the machine is given the first label.
  */
 import { readFile } from 'node:fs/promises';
 import { BootstateError, escapeValue } from '../errors.js';
@@ -20,7 +22,8 @@ export const RESERVED_USERNAMES: ReadonlySet<string> = new Set([
   'systemd-timesync', 'polkitd', '_apt', 'halt', 'shutdown', 'operator', 'adm', 'ftp',
 ]);
 
-const USERNAME = /^[a-z_][a-z0-9_-]*\$?$/;
+/** Characters shadow's useradd accepts in a name (plus one trailing `$` for machine accounts). */
+const USERNAME = /^[A-Za-z0-9_.-]+\$?$/;
 
 export interface UsernameOptions {
   /** passwd file to look for existing system accounts (uid below UID_MIN or above UID_MAX). */
@@ -29,7 +32,7 @@ export interface UsernameOptions {
   uidMax?: number;
 }
 
-/** Throws INVALID_USERNAME unless `name` is a portable, non-system user name, e.g. `azureuser`. */
+/** Throws INVALID_USERNAME unless `name` is a safe, non-system user name, e.g. `azureuser`, `AzureAdmin`, `john.doe`. */
 export async function validateUsername(name: string, options: UsernameOptions = {}): Promise<string> {
   const why = usernameProblem(name);
   if (why) throw invalidUsername(name, why);
@@ -47,9 +50,14 @@ export async function validateUsername(name: string, options: UsernameOptions = 
 /** The syntactic check behind validateUsername: a reason string, or null when the name is acceptable. */
 export function usernameProblem(name: string): string | null {
   if (name.length === 0) return 'is empty';
-  if (name.length > MAX_USERNAME_LENGTH) return `is longer than ${MAX_USERNAME_LENGTH} characters`;
+  if (Buffer.byteLength(name, 'utf8') > MAX_USERNAME_LENGTH) return `is longer than ${MAX_USERNAME_LENGTH} bytes`;
   if (name.startsWith('-')) return 'starts with a hyphen';
-  if (!USERNAME.test(name)) return 'is not a portable user name ([a-z_][a-z0-9_-]*, optional trailing $)';
+  if (/[\x00-\x1f\x7f]/.test(name)) return 'contains control characters';
+  if (/\s/.test(name)) return 'contains whitespace';
+  if (/[:/,]/.test(name)) return 'contains ":", "/" or ","';
+  if (name === '.' || name === '..') return 'is a directory name';
+  if (/^[0-9]+$/.test(name)) return 'is only digits (it would read as a uid)';
+  if (!USERNAME.test(name)) return 'is not a user name (letters, digits, ".", "_", "-", optional trailing $)';
   if (RESERVED_USERNAMES.has(name)) return 'is a reserved system account';
   return null;
 }

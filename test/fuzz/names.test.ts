@@ -16,13 +16,14 @@ const nameLike = fc.oneof(
 );
 
 describe(`username and hostname validation on ${FUZZ_RUNS} names each`, () => {
-  it('accepts only lower-case portable names of 1–32 characters that cannot be an option, a path or a system account', { timeout: timeoutFor() }, async () => {
+  it('accepts only names of 1–32 bytes of letters, digits, ".", "_", "-" that cannot be an option, a path, a uid or a system account', { timeout: timeoutFor() }, async () => {
     await fc.assert(
       fc.asyncProperty(nameLike, async (name) => {
         const result = await outcomeAsync(() => validateUsername(name));
         expect(result.ok).toBe(usernameProblem(name) === null);
         if (!result.ok) return void expect(result.error.code).toBe('INVALID_USERNAME');
-        expect(name).toMatch(/^[a-z_][a-z0-9_-]{0,31}\$?$/);
+        expect(name).toMatch(/^[A-Za-z0-9_.-]{1,32}\$?$/);
+        expect(name).not.toMatch(/^(-|[0-9]+$|\.\.?$)/);
         expect(name.length).toBeLessThanOrEqual(32);
         expect(['root', 'sshd', 'nobody']).not.toContain(name);
       }),

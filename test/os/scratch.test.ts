@@ -78,7 +78,7 @@ describe('ScratchProvisioner', () => {
     const p = await scratch({ ...DEFAULT_CONFIG, user_provisioners: { ...DEFAULT_CONFIG.user_provisioners, passwordless_sudo: true } });
     const result = await p.createUser({ username: 'azureuser', groups: [] }, signal);
     const file = path.join(p.dir, 'etc/sudoers.d/90-bootstate-azureuser');
-    expect(await readFile(file, 'utf8')).toMatch(/^azureuser ALL=\(ALL\) NOPASSWD: ALL$/m);
+    expect(await readFile(file, 'utf8')).toMatch(/^"azureuser" ALL=\(ALL\) NOPASSWD: ALL$/m);
     expect((await stat(file)).mode & 0o777).toBe(0o440);
     expect(result.warnings).toContain('visudo is not installed; sudoers drop-in not validated');
   });

@@ -28,18 +28,25 @@ function acceptsOrExplains(code: string, f: () => unknown): boolean {
 }
 
 describe('validateUsername', () => {
-  it('accepts portable lower-case names', async () => {
-    for (const name of ['azureuser', '_svc', 'a', 'user-1', 'machine$', 'a'.repeat(32)]) {
+  it('accepts the names Azure sends and useradd creates: upper case, dots, digits first, 32 bytes', async () => {
+    // AzureAdmin (azure-init's IMDS fixture carries MinProvAgentUser), john.doe (azure-cli lets it through).
+    for (const name of ['azureuser', 'AzureAdmin', 'MinProvAgentUser', 'UserName', 'john.doe', '_svc', 'a', 'user-1', 'machine$', '1abc', 'a'.repeat(32)]) {
       await expect(validateUsername(name)).resolves.toBe(name);
     }
   });
 
-  it('rejects empty, long, hyphen-led, upper-case, dotted and hostile names with the value escaped', async () => {
-    for (const name of ['', 'a'.repeat(33), '-rf', 'Admin', 'first.last', 'a b', 'x;rm', 'ev\nil', '1abc', 'ünï']) {
+  it('rejects empty, too long, hyphen-led, separator, blank, control, dot-only, digit-only and hostile names, escaped', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['', /empty/], ['a'.repeat(33), /32 bytes/], ['é'.repeat(17), /32 bytes/], ['-rf', /hyphen/], ['a:b', /":"/],
+      ['a/b', /":"/], ['a,b', /":"/], ['a b', /whitespace/], ['ev\nil', /control/], ['.', /directory/], ['..', /directory/],
+      ['123', /digits/], ['x;rm', /not a user name/], ['ünï', /not a user name/], ['a$b', /not a user name/],
+    ];
+    for (const [name, why] of cases) {
       const error = await validateUsername(name).catch((e: unknown) => e);
-      expect(error).toMatchObject({ code: 'INVALID_USERNAME' });
-      const value = (error as BootstateError).data.find(([k]) => k === 'username')?.[1] ?? '';
-      expect(value).not.toMatch(/[\n\u0080-\uffff]/);
+      expect(error, JSON.stringify(name)).toMatchObject({ code: 'INVALID_USERNAME' });
+      const data = new Map((error as BootstateError).data);
+      expect(data.get('problem'), JSON.stringify(name)).toMatch(why);
+      expect(data.get('username') ?? '').not.toMatch(/[\n\u0080-\u2025\u2027-\uffff]/);
     }
   });
 
@@ -60,7 +67,7 @@ describe('validateUsername', () => {
     await fc.assert(
       fc.asyncProperty(fc.string({ maxLength: 40 }), async (name) => {
         const outcome = await validateUsername(name).then(() => null, (e: unknown) => e);
-        if (outcome === null) return /^[a-z_][a-z0-9_-]*\$?$/.test(name) && name.length <= 32;
+        if (outcome === null) return /^[A-Za-z0-9_.-]+\$?$/.test(name) && !/^(-|[0-9]+$|\.\.?$)/.test(name) && name.length <= 32;
         return outcome instanceof BootstateError && outcome.code === 'INVALID_USERNAME' && outcome.data.some(([k]) => k === 'problem');
       }),
     );
