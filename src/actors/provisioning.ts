@@ -18,7 +18,8 @@ import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure } from '../errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { MarkerStore, Provisioner } from '../os/provisioner.js';
-import { machineHostname, validateHostname, validateSshKey, validateUsername } from '../os/validate.js';
+import { selectSshKeys } from '../os/key-policy.js';
+import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
 import { readVmId } from '../os/vmid.js';
 import type { SecretStore } from '../secrets.js';
 import type { ReportBook } from './report-book.js';
@@ -171,12 +172,18 @@ export function provisioningActors(deps: ProvisioningDeps) {
   };
 }
 
-/** Checks the plan before anything runs: username, hostname (reduced to its first label) and every SSH key. */
-async function validatePlan({ plan }: PlanInput, deps: Pick<ProvisioningDeps, 'provisioner'>): Promise<ProvisioningPlan> {
+/**
+ * Checks the plan before anything runs: username, hostname (reduced to its first label) and the SSH keys, of
+ * which every valid one is kept and every other one skipped with a warning (see key-policy.ts).
+ */
+async function validatePlan({ plan }: PlanInput, deps: Pick<ProvisioningDeps, 'provisioner' | 'log'>): Promise<ProvisioningPlan> {
   if (deps.provisioner.validateUsername) await deps.provisioner.validateUsername(plan.username);
   else await validateUsername(plan.username);
   const hostname = machineHostname(validateHostname(plan.hostname));
-  const keys = [...new Set(plan.sshKeys.map((k) => validateSshKey(k).line))];
+  const { keys, skipped } = selectSshKeys(plan.sshKeys, plan.passwordAuthentication);
+  for (const { key, problem } of skipped) {
+    deps.log.warn({ step: 'validate', key, problem }, `ssh key skipped: ${key} ${problem}`);
+  }
   return { ...plan, hostname, sshKeys: keys };
 }
 

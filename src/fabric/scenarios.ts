@@ -3,7 +3,22 @@
  * run and an integration test mean the same thing by "hostile-username".
  */
 import type { FakeFabric } from './fake-fabric.js';
-import { withOsProfile } from './imds-document.js';
+import { exampleImdsDocument, withOsProfile } from './imds-document.js';
+
+export const USERNAME_32_BYTES = 'Svc.Provisioning_Agent-User.0123';
+const EXAMPLE_KEY = exampleImdsDocument().compute.publicKeys[0].keyData as string;
+
+function withUser(name: string): Record<string, any> {
+  const doc = withOsProfile({ adminUsername: name });
+  doc.compute.publicKeys[0].path = `/home/${name}/.ssh/authorized_keys`;
+  return doc;
+}
+
+function withKeys(keyData: string[]): Record<string, any> {
+  const doc = exampleImdsDocument();
+  doc.compute.publicKeys = keyData.map((k) => ({ keyData: k, path: '/home/azureuser/.ssh/authorized_keys' }));
+  return doc;
+}
 
 export const SCENARIOS = {
   /** Everything answers as a healthy fabric does. */
@@ -14,6 +29,16 @@ export const SCENARIOS = {
   'imds-down': (fabric: FakeFabric) => fabric.setImds({ status: 403, body: { error: 'Forbidden' } }),
   /** The admin user name is an option-injection attempt. */
   'hostile-username': (fabric: FakeFabric) => fabric.setImdsDocument(withOsProfile({ adminUsername: '-oops;rm' })),
+  /** Admin user names Azure's API lets through and shadow's useradd creates (upper case, a dot, 32 bytes). */
+  'username-azureadmin': (fabric: FakeFabric) => fabric.setImdsDocument(withUser('AzureAdmin')),
+  'username-dotted': (fabric: FakeFabric) => fabric.setImdsDocument(withUser('john.doe')),
+  'username-32-bytes': (fabric: FakeFabric) => fabric.setImdsDocument(withUser(USERNAME_32_BYTES)),
+  /** One valid key, then one that is not base64: the valid one is installed, the other skipped with a warning. */
+  'one-invalid-key': (fabric: FakeFabric) =>
+    fabric.setImdsDocument(withKeys([EXAMPLE_KEY, 'ssh-rsa AAAA!not-base64 broken@laptop'])),
+  /** Only invalid keys and password logins off: the VM would be unreachable. */
+  'only-invalid-keys': (fabric: FakeFabric) =>
+    fabric.setImdsDocument(withKeys(['ssh-rsa AAAA!not-base64 broken@laptop', 'ssh-dss AAAAB3NzaC1kc3MAAACBAP old@laptop'])),
   /** The computer name carries shell metacharacters, a newline and an over-long label. */
   'hostile-hostname': (fabric: FakeFabric) =>
     fabric.setImdsDocument(withOsProfile({ computerName: `$(reboot)\nweb-01;${'x'.repeat(70)}` })),
