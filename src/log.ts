@@ -39,10 +39,21 @@ export const REDACT_PATHS = [
   '*.secret',
 ];
 
+/**
+ * The stderr level from BOOTSTATE_LOG, else azure-init's AZURE_INIT_LOG (a tracing filter such as `debug` or
+ * `info,libazureinit=debug`, whose bare level is taken), e.g. `levelFromEnv({ AZURE_INIT_LOG: 'debug' })` → `debug`.
+ */
+export function levelFromEnv(env: Record<string, string | undefined>): pino.Level | undefined {
+  for (const value of [env.BOOTSTATE_LOG, env.AZURE_INIT_LOG]) {
+    const bare = value?.split(',').map((d) => d.trim().toLowerCase()).find((d) => d in pino.levels.values);
+    if (bare) return bare as pino.Level;
+  }
+  return undefined;
+}
+
 /** Creates the logger; returns it with a `close` that releases the file descriptor. */
 export function createLogger(options: LoggerOptions = {}): { log: Logger; close(): void } {
-  const envLevel = process.env.BOOTSTATE_LOG as pino.Level | undefined;
-  const stderrLevel = options.stderrLevel ?? (envLevel && envLevel in pino.levels.values ? envLevel : 'info');
+  const stderrLevel = options.stderrLevel ?? levelFromEnv(process.env) ?? 'info';
   const stderr = options.stderr ?? pino.destination({ dest: 2, sync: true });
   const format = options.format ?? stderrFormat(undefined);
   const streams: StreamEntry[] = [

@@ -1,7 +1,8 @@
 /**
  * Loads the configuration in layers, later ones winning key by key: built-in defaults → the system file →
  * every `*.toml` in the drop-in directory (sorted) → `--config FILE|DIR` (or `BOOTSTATE_CONFIG`). Each file is
- * validated on its own, so an error names the file and key that caused it.
+ * validated on its own, so an error names the file and key that caused it. Unknown sections and keys are warnings
+ * (unknown-keys.ts), and the file each value came from is kept for `bootstate config check`.
  */
 import { constants } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
@@ -11,6 +12,7 @@ import { parse as parseToml } from 'smol-toml';
 import { BootstateError } from '../errors.js';
 import { type Config, DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from './defaults.js';
 import { ConfigSchema, type Layer, LayerSchema, describeIssue, isTable, normalizeAzureInitNames } from './schema.js';
+import { setAsideUnknown } from './unknown-keys.js';
 
 export interface LoadConfigOptions {
   systemFile?: string;
@@ -25,8 +27,12 @@ export interface LoadedConfig {
   config: Config;
   /** Files merged, in order. */
   sources: string[];
-  /** Things accepted but worth telling the operator (ignored azure-init keys). */
+  /** Things accepted but worth telling the operator (ignored azure-init keys, unknown keys), each naming its file. */
   warnings: string[];
+  /** The unknown sections and keys among the warnings: `file: [section] key: unknown key, ignored`. */
+  unknown: string[];
+  /** `section.key` → the file that set it last; keys absent here have their default. */
+  origins: Record<string, string>;
 }
 
 /**
@@ -49,15 +55,20 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
 
   let config: Config = structuredClone(DEFAULT_CONFIG);
   const warnings: string[] = [];
+  const unknown: string[] = [];
+  const origins: Record<string, string> = {};
   for (const file of files) {
-    const layer = await readLayer(file, warnings);
+    const layer = await readLayer(file, warnings, unknown);
     config = mergeLayer(config, layer);
+    for (const [section, values] of Object.entries(layer)) {
+      for (const [key, value] of Object.entries(values ?? {})) if (value !== undefined) origins[`${section}.${key}`] = file;
+    }
   }
   const checked = v.safeParse(ConfigSchema, config);
   if (!checked.success) {
     throw configError('merged configuration', describeIssue(checked.issues[0], new Map()));
   }
-  return { config, sources: files, warnings };
+  return { config, sources: files, warnings, unknown, origins };
 }
 
 /** Overlays one validated layer on a config: per section, keys replace keys; arrays replace arrays. */
@@ -72,8 +83,8 @@ export function mergeLayer(config: Config, layer: Layer): Config {
   return merged as unknown as Config;
 }
 
-/** Reads, parses and validates one file; warnings about ignored azure-init keys are appended. */
-async function readLayer(file: string, warnings: string[]): Promise<Layer> {
+/** Reads, parses and validates one file; warnings about ignored azure-init keys and unknown keys are appended. */
+async function readLayer(file: string, warnings: string[], unknown: string[]): Promise<Layer> {
   let text: string;
   try {
     text = await readRegularFile(file);
@@ -84,11 +95,17 @@ async function readLayer(file: string, warnings: string[]): Promise<Layer> {
   try {
     doc = parseToml(text);
   } catch (error) {
-    throw configError(file, `not valid TOML: ${(error as Error).message.split('\n')[0]}`);
+    const { line, column } = error as { line?: number; column?: number };
+    const at = line !== undefined && column !== undefined ? ` at line ${line}, column ${column}` : '';
+    throw configError(file, `not valid TOML${at}: ${(error as Error).message.split('\n')[0]}`);
   }
   if (!isTable(doc)) throw configError(file, 'not a TOML table');
   const names = new Map<string, string>();
   for (const warning of normalizeAzureInitNames(doc, names)) warnings.push(`${file}: ${warning}`);
+  for (const problem of setAsideUnknown(doc, names)) {
+    unknown.push(`${file}: ${problem}`);
+    warnings.push(`${file}: ${problem}`);
+  }
   const result = v.safeParse(LayerSchema, doc);
   if (!result.success) {
     throw configError(file, result.issues.map((issue) => describeIssue(issue, names)).join('; '));

@@ -92,6 +92,8 @@ export const LayerSchema = v.strictObject(
 
 export type Layer = v.InferOutput<typeof LayerSchema>;
 
+const KVP_LEVELS: readonly string[] = ['trace', 'debug', 'info', 'warn', 'error'];
+
 /** azure-init section names that mean one of ours. */
 const SECTION_ALIASES: Record<string, string> = {
   azure_init_data_dir: 'data_dir',
@@ -117,6 +119,12 @@ export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map
     warnings.push('[azure_proxy_agent] is accepted for azure-init compatibility and ignored');
     delete doc.azure_proxy_agent;
   }
+  // azure-init's own documented examples set it, and azure-init does not read it either.
+  const imds = doc.imds;
+  if (isTable(imds) && 'read_timeout_secs' in imds) {
+    warnings.push('[imds] read_timeout_secs is accepted for azure-init compatibility and has no effect (use request_timeout_secs)');
+    delete imds.read_timeout_secs;
+  }
   const telemetry = doc.telemetry;
   if (isTable(telemetry)) {
     if ('kvp_diagnostics' in telemetry) {
@@ -125,7 +133,9 @@ export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map
       delete telemetry.kvp_diagnostics;
     }
     if ('kvp_filter' in telemetry) {
-      warnings.push('[telemetry] kvp_filter is accepted for azure-init compatibility and ignored (use kvp_level)');
+      const level = typeof telemetry.kvp_filter === 'string' ? telemetry.kvp_filter.trim().toLowerCase() : null;
+      if (level !== null && KVP_LEVELS.includes(level) && !('kvp_level' in telemetry)) telemetry.kvp_level = level;
+      else warnings.push('[telemetry] kvp_filter is accepted for azure-init compatibility and has no effect unless it is a bare level (use kvp_level)');
       delete telemetry.kvp_filter;
     }
   }

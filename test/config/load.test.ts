@@ -40,7 +40,7 @@ async function errorOf(promise: Promise<unknown>): Promise<BootstateError> {
 describe('loadConfig', () => {
   it('returns the defaults when no file exists', async () => {
     const loaded = await loadConfig({ systemFile, dropinDir, env: noEnv });
-    expect(loaded).toEqual({ config: DEFAULT_CONFIG, sources: [], warnings: [] });
+    expect(loaded).toEqual({ config: DEFAULT_CONFIG, sources: [], warnings: [], unknown: [], origins: {} });
   });
 
   it('merges system file, sorted drop-ins, then the override, later keys winning', async () => {
@@ -94,8 +94,6 @@ describe('loadConfig', () => {
 
   it.each([
     ['[imds]\nretry_interval_secs = "2"\n', '[imds] retry_interval_secs: expected number, got string'],
-    ['[imds]\nretry_interval = 2\n', '[imds] retry_interval: unknown key'],
-    ['[imdz]\nendpoint = "http://x"\n', '[imdz]: unknown section'],
     ['imds = 3\n', '[imds]: expected a table, got integer'],
     ['[imds]\nrequest_timeout_secs = 0\n', '[imds] request_timeout_secs: must be a number of seconds > 0'],
     ['[imds]\nrequest_timeout_secs = -1.5\n', '[imds] request_timeout_secs: must be a number of seconds > 0'],
@@ -125,10 +123,35 @@ describe('loadConfig', () => {
     );
   });
 
-  it('rejects a file that is not TOML, naming it', async () => {
-    const file = await write(systemFile, '[imds\n');
+  it('rejects a file that is not TOML, naming it with the line and column', async () => {
+    const file = await write(systemFile, 'a = 1\n[imds\n');
     const error = await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv }));
-    expect(error.message.startsWith(`${file}: not valid TOML`)).toBe(true);
+    expect(error.message.startsWith(`${file}: not valid TOML at line 2, column 6`)).toBe(true);
+  });
+
+  it('sets unknown sections and keys aside with a warning naming file, section and key, keeping the rest', async () => {
+    const file = await write(join(dropinDir, '50-x.toml'), 'stray = 1\n[imds]\nretry_interval = 2\nretry_interval_secs = 3\n[imdz]\nendpoint = "http://x"\n');
+    const { config, warnings, unknown } = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(config.imds.retry_interval_secs).toBe(3);
+    expect(unknown).toEqual([
+      `${file}: stray: unknown top-level key, ignored`,
+      `${file}: [imds] retry_interval: unknown key, ignored`,
+      `${file}: [imdz]: unknown section, ignored`,
+    ]);
+    expect(warnings).toEqual(unknown);
+  });
+
+  it('names an unknown key under an azure-init section as written', async () => {
+    const file = await write(systemFile, '[azure_init_data_dir]\npath = "/x"\nmode = 1\n');
+    const { unknown } = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(unknown).toEqual([`${file}: [azure_init_data_dir] mode: unknown key, ignored`]);
+  });
+
+  it('records the file each value came from, the last one winning', async () => {
+    const base = await write(systemFile, '[imds]\nretry_interval_secs = 1\nrequest_timeout_secs = 9\n');
+    const later = await write(join(dropinDir, '20.toml'), '[imds]\nretry_interval_secs = 3\n[azure_init_log_path]\npath = "/var/log/x.log"\n');
+    const { origins } = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(origins).toEqual({ 'imds.retry_interval_secs': later, 'imds.request_timeout_secs': base, 'log_path.path': later });
   });
 
   it('rejects an override that does not exist', async () => {
@@ -199,8 +222,8 @@ path = "/var/log/azure-init.log"
     expect(config.log_path.path).toBe('/var/log/azure-init.log');
     expect(warnings).toEqual([
       `${file}: [azure_proxy_agent] is accepted for azure-init compatibility and ignored`,
-      `${file}: [telemetry] kvp_filter is accepted for azure-init compatibility and ignored (use kvp_level)`,
     ]);
+    expect(config.telemetry.kvp_level).toBe('info');
   });
 
   it('names the azure-init section as written when its value is wrong', async () => {
