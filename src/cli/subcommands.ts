@@ -11,6 +11,8 @@ const LOG_FORMAT_OPTION = {
   help: 'form of the log on stderr: JSON lines, or one text line per event with syslog priority prefixes under systemd (default: text when stderr is the journal, else json; also BOOTSTATE_LOG_FORMAT). The log file is always JSON',
 } as const;
 
+const STDIO = { stdout: (s: string) => void process.stdout.write(s), stderr: (s: string) => void process.stderr.write(s) };
+
 const CONFIG_OPTION = { value: 'FILE|DIR', help: 'configuration file, or directory of *.toml drop-ins, applied last (also BOOTSTATE_CONFIG)' };
 
 /** The subcommands in the order `bootstate --help` lists them. `provision` runs when none is named. */
@@ -121,6 +123,18 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       'allow-remote': { help: 'allow a --host that is not a loopback address (anyone who can reach it sees the runs)' },
     },
     run: async ({ values }) => (await import('../commands.js')).inspectServer(values),
+  },
+  config: {
+    summary: 'For image builders: print the merged configuration with the origin of each value; exit 78 on unknown keys, wrong types or TOML errors.',
+    args: 'check',
+    positionals: { min: 1, max: 1, choices: ['check'] },
+    options: { config: CONFIG_OPTION },
+    run: async ({ values }) => (await import('../config/check.js')).runConfigCheck(values as { config?: string }, STDIO),
+  },
+  doctor: {
+    summary: 'Check an image for what would make two agents provision the same VM or make bootstate ineffective; exit 1 if a first boot would break.',
+    options: { root: { value: 'DIR', help: 'inspect the image mounted under DIR instead of this system (default /)' } },
+    run: async ({ values }) => (await import('../doctor/run.js')).runDoctor(values as { root?: string }, STDIO),
   },
   demo: {
     summary: 'A whole first boot against an embedded fake Azure fabric, changing nothing on this machine.',

@@ -231,6 +231,18 @@ describe('postinst', () => {
     expect(readlinkSync(join(target, WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate.service');
   });
 
+  it('runs bootstate doctor on the target root and prints its findings without failing the install', () => {
+    const target = join(scratch, 'doctor-root');
+    execFileSync('dpkg-deb', ['-x', deb, target]);
+    writeFileSync(join(target, 'etc/waagent.conf'), 'Provisioning.Agent=auto\n');
+    const control = join(scratch, 'control-doctor');
+    execFileSync('dpkg-deb', ['-e', deb, control]);
+    const result = spawnSync('sh', [join(control, 'postinst'), 'configure', ''], { env: { PATH: process.env.PATH, DPKG_ROOT: target }, encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('BREAKS FIRST BOOT [waagent-provisioning]');
+    expect(result.stderr).toContain('fix the findings above');
+  });
+
   it('leaves an admin\'s disabled unit disabled on upgrade', () => {
     const target = join(scratch, 'upgrade-root');
     const control = join(scratch, 'control-upgrade');

@@ -1,0 +1,158 @@
+/**
+ * What in an image would make two agents provision the same VM, or make bootstate's work ineffective. Each check
+ * reads files under a root (the image, or `/`) and never runs anything, so it works on a mounted image as well
+ * as on a live system. A finding says what is wrong, where, and what to change.
+ */
+import { readdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Config } from '../config/defaults.js';
+
+export interface Finding {
+  /** Stable identifier, e.g. `cloud-init-azure`. */
+  id: string;
+  /** `breaks`: a first boot would fail or be provisioned twice; `warns`: it works, with less than it should. */
+  severity: 'breaks' | 'warns';
+  problem: string;
+  fix: string;
+}
+
+type Check = (root: string, config: Config) => Promise<Finding | null>;
+
+const at = (root: string, p: string) => path.join(root, p);
+const read = (file: string) => readFile(file, 'utf8').catch(() => null);
+const exists = (file: string) => stat(file).then(() => true, () => false);
+const listDir = (dir: string) => readdir(dir).catch(() => [] as string[]);
+
+/** Directories systemd links enabled units into, relative to the root. */
+const WANTS_DIRS = ['etc/systemd/system/multi-user.target.wants', 'etc/systemd/system/cloud-init.target.wants', 'etc/systemd/system/sysinit.target.wants', 'etc/systemd/system/network-online.target.wants'];
+
+async function unitEnabled(root: string, unit: string): Promise<string | null> {
+  for (const dir of WANTS_DIRS) {
+    if ((await listDir(at(root, dir))).includes(unit)) return `/${dir}/${unit}`;
+  }
+  return null;
+}
+
+/** cloud-init installed, not disabled, and with a datasource list that includes Azure (its default list does). */
+const cloudInit: Check = async (root) => {
+  const main = await read(at(root, 'etc/cloud/cloud.cfg'));
+  if (main === null && !(await exists(at(root, 'usr/bin/cloud-init')))) return null;
+  if (await exists(at(root, 'etc/cloud/cloud-init.disabled'))) return null;
+  const dropins = (await listDir(at(root, 'etc/cloud/cloud.cfg.d'))).filter((n) => n.endsWith('.cfg')).sort();
+  let list: string | null = datasourceList(main ?? '');
+  for (const name of dropins) list = datasourceList((await read(at(root, `etc/cloud/cloud.cfg.d/${name}`))) ?? '') ?? list;
+  if (list !== null && !/\bAzure\b/.test(list)) return null;
+  return {
+    id: 'cloud-init-azure',
+    severity: 'breaks',
+    problem: list === null
+      ? 'cloud-init is installed and enabled with its default datasource list, which includes Azure: it would provision this VM too'
+      : `cloud-init is enabled with the Azure datasource (datasource_list: ${list.trim()}): it would provision this VM too`,
+    fix: 'touch /etc/cloud/cloud-init.disabled, or set "datasource_list: [ None ]" in /etc/cloud/cloud.cfg.d/99-bootstate.cfg',
+  };
+};
+
+/** The last `datasource_list` value in a cloud-init YAML file (flow or block form), or null when it sets none. */
+export function datasourceList(yaml: string): string | null {
+  const lines = yaml.split('\n');
+  let found: string | null = null;
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^datasource_list\s*:\s*(.*)$/.exec(lines[i]!);
+    if (!m) continue;
+    let value = m[1]!.replace(/#.*$/, '').trim();
+    if (value === '') {
+      const items: string[] = [];
+      while (i + 1 < lines.length && /^\s*-\s*/.test(lines[i + 1]!)) items.push(lines[++i]!.replace(/^\s*-\s*/, '').trim());
+      value = `[ ${items.join(', ')} ]`;
+    }
+    found = value;
+  }
+  return found;
+}
+
+/** WALinuxAgent installed with provisioning on (Provisioning.Agent not disabled; older: Provisioning.Enabled=y). */
+const waagent: Check = async (root) => {
+  const conf = await read(at(root, 'etc/waagent.conf'));
+  if (conf === null) return null;
+  const setting = (key: string) => new RegExp(`^\\s*${key.replace('.', '\\.')}\\s*=\\s*(\\S+)`, 'm').exec(conf)?.[1] ?? null;
+  const agent = setting('Provisioning.Agent');
+  const enabled = setting('Provisioning.Enabled');
+  if (agent === 'disabled') return null;
+  if (agent === null && enabled !== null && /^n/i.test(enabled)) return null;
+  return {
+    id: 'waagent-provisioning',
+    severity: 'breaks',
+    problem: `WALinuxAgent is installed with provisioning on (Provisioning.Agent=${agent ?? 'auto (default)'}): it would provision this VM too`,
+    fix: 'set Provisioning.Agent=disabled in /etc/waagent.conf (keep the agent for extensions)',
+  };
+};
+
+const azureInit: Check = async (root) => {
+  const link = await unitEnabled(root, 'azure-init.service');
+  if (link === null) return null;
+  return {
+    id: 'azure-init-enabled',
+    severity: 'breaks',
+    problem: `azure-init.service is enabled (${link}): it would provision this VM too`,
+    fix: 'systemctl disable azure-init.service (bootstate honours its <vm_id>.provisioned markers)',
+  };
+};
+
+/** sshd_config must include the drop-in directory, or the PasswordAuthentication drop-in never applies. */
+const sshdInclude: Check = async (root, config) => {
+  const main = await read(at(root, config.ssh.sshd_config_path));
+  if (main === null) {
+    return {
+      id: 'sshd-config-missing',
+      severity: 'warns',
+      problem: `${config.ssh.sshd_config_path} does not exist: is openssh-server installed?`,
+      fix: 'install openssh-server, or VMs will not be reachable over SSH',
+    };
+  }
+  if (!config.ssh.configure_sshd_password_authentication) return null;
+  if (includesDir(main, config.ssh.sshd_config_dir)) return null;
+  return {
+    id: 'sshd-no-include',
+    severity: 'breaks',
+    problem: `${config.ssh.sshd_config_path} never includes ${config.ssh.sshd_config_dir}: the PasswordAuthentication drop-in would have no effect`,
+    fix: `add "Include ${config.ssh.sshd_config_dir}/*.conf" as the first line of ${config.ssh.sshd_config_path}`,
+  };
+};
+
+/** Whether an sshd_config has an `Include` whose pattern lies in `dir` (relative patterns are under /etc/ssh). */
+export function includesDir(sshdConfig: string, dir: string): boolean {
+  const want = path.posix.normalize(dir).replace(/\/$/, '');
+  return sshdConfig.split('\n').some((line) => {
+    const m = /^\s*Include\s+(.+?)\s*$/i.exec(line.replace(/#.*$/, ''));
+    if (!m) return false;
+    return m[1]!.split(/\s+/).some((pattern) => {
+      const absolute = pattern.startsWith('/') ? pattern : `/etc/ssh/${pattern}`;
+      return path.posix.dirname(path.posix.normalize(absolute)) === want;
+    });
+  });
+}
+
+const KVP_DAEMONS = ['usr/sbin/hv_kvp_daemon', 'usr/libexec/hypervkvpd', 'usr/sbin/hypervkvpd'];
+
+/** Without the Hyper-V KVP daemon the host never reads the pool: reports still go over HTTP, KVP telemetry is lost. */
+const kvpDaemon: Check = async (root) => {
+  for (const daemon of KVP_DAEMONS) if (await exists(at(root, daemon))) return null;
+  return {
+    id: 'no-kvp-daemon',
+    severity: 'warns',
+    problem: 'no Hyper-V KVP daemon (hv_kvp_daemon) is installed: the host cannot read reports and telemetry from the KVP pool',
+    fix: 'install hyperv-daemons (Debian, Ubuntu: linux-cloud-tools) and enable hv-kvp-daemon.service',
+  };
+};
+
+export const CHECKS: Check[] = [cloudInit, waagent, azureInit, sshdInclude, kvpDaemon];
+
+/** Runs every check against `root` and returns the findings, breaking ones first. */
+export async function inspectImage(root: string, config: Config): Promise<Finding[]> {
+  const found: Finding[] = [];
+  for (const check of CHECKS) {
+    const finding = await check(root, config);
+    if (finding) found.push(finding);
+  }
+  return found.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'breaks' ? -1 : 1));
+}

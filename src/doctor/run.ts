@@ -1,0 +1,36 @@
+/**
+ * `bootstate doctor [--root DIR]`: checks an image (or the running system) for what would make two agents
+ * provision the same VM or make bootstate ineffective, prints each finding with what to change, and exits 1 when
+ * one of them would break a first boot. The .deb runs it at install time.
+ */
+import path from 'node:path';
+import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
+import { loadConfig } from '../config/load.js';
+import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
+import { inspectImage, type Finding } from './findings.js';
+
+export interface DoctorIo {
+  stdout(text: string): void;
+  stderr(text: string): void;
+}
+
+/** Runs `doctor` with its parsed options (`--root`) and resolves to the exit code. */
+export async function runDoctor(values: { root?: string }, io: DoctorIo): Promise<number> {
+  const root = path.resolve(values.root ?? '/');
+  const findings: Finding[] = [];
+  let config: Config = DEFAULT_CONFIG;
+  try {
+    const loaded = await loadConfig({ systemFile: path.join(root, SYSTEM_CONFIG_FILE), dropinDir: path.join(root, SYSTEM_CONFIG_DROPIN_DIR), override: '', env: {} });
+    config = loaded.config;
+    for (const problem of loaded.unknown) findings.push({ id: 'config-unknown-key', severity: 'warns', problem, fix: 'remove it, or check its spelling (bootstate config check)' });
+  } catch (error) {
+    findings.push({ id: 'config-invalid', severity: 'breaks', problem: (error as Error).message, fix: 'fix the file (bootstate config check shows every problem)' });
+  }
+  findings.push(...(await inspectImage(root, config)));
+  findings.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'breaks' ? -1 : 1));
+  if (findings.length === 0) io.stdout(`bootstate doctor: ${root}: no findings\n`);
+  for (const f of findings) {
+    io.stdout(`${f.severity === 'breaks' ? 'BREAKS FIRST BOOT' : 'warning'} [${f.id}]: ${f.problem}\n  fix: ${f.fix}\n`);
+  }
+  return findings.some((f) => f.severity === 'breaks') ? EXIT_FAILURE : EXIT_OK;
+}
