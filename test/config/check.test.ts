@@ -1,0 +1,95 @@
+/**
+ * `bootstate config check`: the merged configuration with each value's origin, and exit 78 on anything a first
+ * boot would ignore or refuse — unknown keys, wrong types, TOML syntax errors (with line and column).
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runConfigCheck } from '../../src/config/check.js';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+
+let root: string;
+let systemFile: string;
+let dropinDir: string;
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'bootstate-check-'));
+  systemFile = join(root, 'bootstate.toml');
+  dropinDir = join(root, 'bootstate.toml.d');
+  await mkdir(dropinDir);
+});
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+async function check(args: string[], env: Record<string, string> = {}) {
+  let stdout = '';
+  let stderr = '';
+  const code = await runConfigCheck(args, { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s), systemFile, dropinDir, env });
+  return { code, stdout, stderr };
+}
+
+describe('bootstate config check', () => {
+  it('prints the defaults as TOML, each value marked "default", and exits 0', async () => {
+    const { code, stdout, stderr } = await check(['check']);
+    expect([code, stderr]).toEqual([0, '']);
+    expect(parseToml(stdout)).toEqual(JSON.parse(JSON.stringify(DEFAULT_CONFIG)));
+    expect(stdout).toMatch(/^retry_interval_secs = 2 {2}# default$/m);
+  });
+
+  it('names the file each value came from: system file, drop-in, then --config', async () => {
+    await writeFile(systemFile, '[imds]\nretry_interval_secs = 1\nrequest_timeout_secs = 9\n');
+    await writeFile(join(dropinDir, '10.toml'), '[imds]\nretry_interval_secs = 3\n');
+    const override = join(root, 'override.toml');
+    await writeFile(override, '[journal]\nkeep = 4\n');
+    const { code, stdout } = await check(['check', '--config', override]);
+    expect(code).toBe(0);
+    expect(stdout).toContain(`request_timeout_secs = 9  # ${systemFile}`);
+    expect(stdout).toContain(`retry_interval_secs = 3  # ${join(dropinDir, '10.toml')}`);
+    expect(stdout).toContain(`keep = 4  # ${override}`);
+    expect(stdout.split('\n')[0]).toBe(`# layers: defaults → ${systemFile} → ${join(dropinDir, '10.toml')} → ${override}`);
+  });
+
+  it('reads BOOTSTATE_CONFIG like --config', async () => {
+    const override = join(root, 'env.toml');
+    await writeFile(override, '[journal]\nkeep = 7\n');
+    expect((await check(['check'], { BOOTSTATE_CONFIG: override })).stdout).toContain(`keep = 7  # ${override}`);
+  });
+
+  it('exits 78 on an unknown key, naming file, section and key, while a first boot only warns', async () => {
+    await writeFile(systemFile, '[imds]\nretry_intervall_secs = 2\n');
+    const { code, stdout, stderr } = await check(['check']);
+    expect(code).toBe(78);
+    expect(stdout).toContain('[imds]');
+    expect(stderr).toContain(`warning: ${systemFile}: [imds] retry_intervall_secs: unknown key, ignored`);
+  });
+
+  it('exits 78 on a wrong type, naming file and key', async () => {
+    await writeFile(systemFile, '[ssh]\nquery_sshd_config = "not_a_boolean"\n');
+    const { code, stdout, stderr } = await check(['check']);
+    expect([code, stdout]).toEqual([78, '']);
+    expect(stderr).toBe(`error: ${systemFile}: [ssh] query_sshd_config: expected boolean, got string\n`);
+  });
+
+  it('exits 78 on a TOML syntax error with its line and column', async () => {
+    await writeFile(join(dropinDir, '50.toml'), '[imds]\nretry_interval_secs = 2\nendpoint = "http://x\n');
+    const { code, stderr } = await check(['check']);
+    expect(code).toBe(78);
+    expect(stderr).toMatch(new RegExp(`^error: ${join(dropinDir, '50.toml')}: not valid TOML at line 3, column \\d+: `));
+  });
+
+  it('accepts azure-init keys with their warnings and exits 0', async () => {
+    await writeFile(systemFile, '[imds]\nread_timeout_secs = 30\n[azure_proxy_agent]\nenable = true\n');
+    const { code, stderr } = await check(['check']);
+    expect(code).toBe(0);
+    expect(stderr).toContain('read_timeout_secs is accepted for azure-init compatibility and has no effect');
+  });
+
+  it('prints its help with --help, and refuses anything but "check" with exit 2', async () => {
+    expect((await check(['--help'])).stdout).toMatch(/^Usage: bootstate config check/);
+    expect((await check(['show'])).code).toBe(2);
+    expect((await check([])).code).toBe(2);
+  });
+});
