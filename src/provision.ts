@@ -20,7 +20,7 @@ import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
 import { createLogger, type Logger } from './log.js';
 import type { LogFormat } from './log-text.js';
 import { readProvisioningMedia } from './os/media.js';
-import { FileMarkerStore } from './os/marker.js';
+import { AZURE_INIT_DATA_DIR, FileMarkerStore } from './os/marker.js';
 import type { Provisioner } from './os/provisioner.js';
 import { RealProvisioner } from './os/real.js';
 import { ScratchProvisioner } from './os/scratch.js';
@@ -135,7 +135,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     loadConfig: () => (loaded.ok ? Promise.resolve(loaded.config) : Promise.reject(loaded.error)),
     sysRoot: options.sysRoot ?? '/',
     provisioner,
-    markers: (c) => new FileMarkerStore(c.data_dir.path),
+    markers: (c) => new FileMarkerStore(c.data_dir.path, [AZURE_INIT_DATA_DIR]),
     readMedia: (_config, store, signal) =>
       readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) }),
     secrets,

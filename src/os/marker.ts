@@ -11,17 +11,26 @@ import { syncDir, writeFileAtomic } from './atomic.js';
 const PROVISIONED = '.provisioned';
 const PENDING = '.report-pending';
 
-/** A MarkerStore over one data directory (created 0700, marker files 0600). */
-export class FileMarkerStore implements MarkerStore {
-  constructor(readonly dataDir: string) {}
+/**
+ * Where azure-init keeps its `<vm_id>.provisioned` marker by default (its `[azure_init_data_dir] path`). An image
+ * migrated from azure-init must not provision a VM azure-init already provisioned.
+ */
+export const AZURE_INIT_DATA_DIR = '/var/lib/azure-init';
 
-  /** `provisioned` wins over `report-pending`; names are matched case-insensitively. */
+/** A MarkerStore over one data directory (created 0700, marker files 0600), also reading peers' provisioned markers. */
+export class FileMarkerStore implements MarkerStore {
+  /** `peerDirs`: other agents' data directories whose `<vm_id>.provisioned` also counts (read only, never cleaned). */
+  constructor(readonly dataDir: string, readonly peerDirs: readonly string[] = []) {}
+
+  /** `provisioned` (ours or a peer's) wins over `report-pending`; names are matched case-insensitively. */
   async state(vmId: string): Promise<'none' | 'provisioned' | 'report-pending'> {
-    const names = await this.#names();
-    if (names === null) return 'none';
     const want = vmId.toLowerCase();
-    const lower = names.map((n) => n.toLowerCase());
+    const lower = ((await this.#names()) ?? []).map((n) => n.toLowerCase());
     if (lower.includes(want + PROVISIONED)) return 'provisioned';
+    for (const dir of this.peerDirs) {
+      const peer = await readdir(dir).catch(() => [] as string[]);
+      if (peer.some((n) => n.toLowerCase() === want + PROVISIONED)) return 'provisioned';
+    }
     if (lower.includes(want + PENDING)) return 'report-pending';
     return 'none';
   }

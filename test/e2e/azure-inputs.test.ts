@@ -14,6 +14,7 @@ import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
 const PREFIX = `bs-e2e-in-${process.pid}`;
 const IMDS_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN/Rb85Ri4GtZokp7+G4Wiooo9ItAifFWeNtrUbNH45R azureuser@laptop';
 const SUDO_CONFIG = '[user_provisioners]\npasswordless_sudo = true\n';
+const AZURE_INIT_VM_ID = '3f2b8c1e-5d4a-4b6f-9e7c-2a1d0b9c8e7f';
 
 interface Booted { vm: Vm; boot: BootResult }
 
@@ -23,13 +24,14 @@ const booted = new Map<string, Promise<Booted>>();
 /** Boots one VM with the scenario; at most two at once (2 cores shared with the other suites). */
 let queue: Promise<unknown> = Promise.resolve();
 let running = 0;
-function bootVm(name: string, scenario: string): Promise<Booted> {
+function bootVm(name: string, scenario: string, prepare?: (vm: Vm) => Promise<void>): Promise<Booted> {
   const task = async () => {
-    const vm = await createVm(`${PREFIX}-${name}`, { generation: 2, scenario });
+    const vm = await createVm(`${PREFIX}-${name}`, { generation: 2, productUuid: AZURE_INIT_VM_ID, scenario });
     vms.push(vm);
     try {
       await mkdir(vm.sandbox.hostPath('/etc/bootstate'), { recursive: true });
       await writeFile(vm.sandbox.hostPath('/etc/bootstate/bootstate.toml'), SUDO_CONFIG);
+      await prepare?.(vm);
       return { vm, boot: await vm.boot() };
     } finally {
       await vm.shutdown();
@@ -79,6 +81,10 @@ describe.skipIf(!canSandbox)('a first boot with inputs Azure sends', { timeout: 
     for (const [key, [scenario]] of Object.entries(USERS)) booted.set(key, bootVm(key, scenario));
     booted.set('oneInvalid', bootVm('onebad', 'one-invalid-key'));
     booted.set('onlyInvalid', bootVm('allbad', 'only-invalid-keys'));
+    booted.set('azureInitMarker', bootVm('azinit', 'happy', async (vm) => {
+      await mkdir(vm.sandbox.hostPath('/var/lib/azure-init'), { recursive: true });
+      await writeFile(vm.sandbox.hostPath(`/var/lib/azure-init/${AZURE_INIT_VM_ID}.provisioned`), '');
+    }));
     for (const p of booted.values()) p.catch(() => undefined);
   });
 
@@ -140,6 +146,16 @@ describe.skipIf(!canSandbox)('a first boot with inputs Azure sends', { timeout: 
       expect(boot.stderr).toContain('ssh key skipped: ssh-rsa AAAA!not-base64 broken@laptop');
       expect(await file(vm, '/var/log/bootstate.log')).toContain('ssh key skipped');
       expect((await kvpValues(vm)).some((v) => v.includes('ssh key skipped') && v.includes('AAAA!not-base64'))).toBe(true);
+    });
+  });
+
+  describe('an image migrated from azure-init, booting a VM azure-init already provisioned', () => {
+    it('is not provisioned again: exit 0, no request to the fabric, no user, no marker of ours', async () => {
+      const { vm, boot } = await booted.get('azureInitMarker')!;
+      expect(boot.exitCode, boot.stderr).toBe(0);
+      expect(await vm.requests()).toEqual([]);
+      expect(await passwdEntry(vm, 'azureuser')).toBeNull();
+      expect(await readdir(vm.sandbox.hostPath('/var/lib/bootstate')).catch(() => [])).not.toContain(`${AZURE_INIT_VM_ID}.provisioned`);
     });
   });
 

@@ -47,6 +47,18 @@ describe('FileMarkerStore', () => {
     expect(await new FileMarkerStore(dir).state(VM)).toBe('provisioned');
   });
 
+  it("counts azure-init's <vm_id>.provisioned in a peer directory, for this VM id only, and never cleans it", async () => {
+    const [ours, azureInit] = [path.join(await temp(), 'bootstate'), await temp()];
+    await writeFile(path.join(azureInit, `${VM}.provisioned`), '');
+    const store = new FileMarkerStore(ours, [azureInit]);
+    expect(await store.state(VM)).toBe('provisioned');
+    expect(await store.state('11111111-2222-3333-4444-555555555555')).toBe('none');
+    expect(await new FileMarkerStore(ours, [path.join(azureInit, 'missing')]).state(VM)).toBe('none');
+    await store.markReportPending('11111111-2222-3333-4444-555555555555');
+    await store.clean({ logs: false, logPath: '' });
+    expect(await readdir(azureInit)).toEqual([`${VM}.provisioned`]);
+  });
+
   it('finds nothing for a new vm id, so a clone provisions again', async () => {
     const store = new FileMarkerStore(await temp());
     await store.markProvisioned(VM);
