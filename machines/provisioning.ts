@@ -41,6 +41,8 @@ export interface ProvisioningContext {
   vmId: string;
   metadata: InstanceMetadata | null;
   media: MediaMetadata | null;
+  /** Why the provisioning media could not be used; validation decides whether that fails the run. */
+  mediaFailure: Failure | null;
   imdsFailure: Failure | null;
   plan: ProvisioningPlan | null;
   failure: Failure | null;
@@ -138,7 +140,7 @@ export const provisioningMachine = setup({
     fetchMetadata: notProvided('fetchMetadata') as unknown as ReturnType<typeof fromPromise<InstanceMetadata, { config: Config }>>,
     readMedia: notProvided('readMedia') as unknown as ReturnType<typeof fromPromise<MediaMetadata | null, { config: Config }>>,
     validatePlan: notProvided('validatePlan') as unknown as ReturnType<
-      typeof fromPromise<ProvisioningPlan, { config: Config; plan: ProvisioningPlan }>
+      typeof fromPromise<ProvisioningPlan, { config: Config; plan: ProvisioningPlan; mediaFailure: Failure | null }>
     >,
     setHostname: notProvided('setHostname') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
     createUser: notProvided('createUser') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
@@ -227,6 +229,7 @@ export const provisioningMachine = setup({
     vmId: ZERO_VM_ID,
     metadata: null,
     media: null,
+    mediaFailure: null,
     imdsFailure: null,
     plan: null,
     failure: null,
@@ -361,6 +364,7 @@ export const provisioningMachine = setup({
                           target: 'unreadable',
                           actions: assign({
                             warnings: ({ context, event }) => [...context.warnings, `provisioning media: ${toFailure(event.error).reason}`],
+                            mediaFailure: ({ event }) => toFailure(event.error),
                           }),
                         },
                       },
@@ -378,7 +382,7 @@ export const provisioningMachine = setup({
               invoke: {
                 id: 'validate',
                 src: 'validatePlan',
-                input: ({ context }) => ({ config: context.config, plan: context.plan! }),
+                input: ({ context }) => ({ config: context.config, plan: context.plan!, mediaFailure: context.mediaFailure }),
                 onDone: { target: 'configuringOs', actions: assign({ plan: ({ event }) => event.output }) },
                 onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
               },

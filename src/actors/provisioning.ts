@@ -15,7 +15,7 @@ import { fetchInstanceMetadataOnce } from '../azure/imds.js';
 import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
-import { BootstateError, toFailure } from '../errors.js';
+import { BootstateError, toFailure, type Failure } from '../errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { MarkerStore, Provisioner } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
@@ -137,10 +137,18 @@ export function provisioningActors(deps: ProvisioningDeps) {
 
     readMedia: fromPromise<MediaMetadata | null, { config: Config }>(async ({ input, signal }) => {
       if (!input.config.provisioning_media.enable) return null;
-      return deps.readMedia(input.config, deps.secrets, signal);
+      try {
+        return await deps.readMedia(input.config, deps.secrets, signal);
+      } catch (error) {
+        if (!signal.aborted) {
+          const failure = toFailure(error);
+          log.warn({ step: 'media', code: failure.code, reason: failure.reason }, `provisioning media unusable: ${(error as Error)?.message ?? failure.reason}`);
+        }
+        throw error;
+      }
     }),
 
-    validatePlan: fromPromise<ProvisioningPlan, PlanInput>(async ({ input }) => {
+    validatePlan: fromPromise<ProvisioningPlan, PlanInput & { mediaFailure: Failure | null }>(async ({ input }) => {
       try {
         return await validatePlan(input, deps);
       } catch (error) {
@@ -174,9 +182,15 @@ export function provisioningActors(deps: ProvisioningDeps) {
 
 /**
  * Checks the plan before anything runs: username, hostname (reduced to its first label) and the SSH keys, of
- * which every valid one is kept and every other one skipped with a warning (see key-policy.ts).
+ * which every valid one is kept and every other one skipped with a warning (see key-policy.ts). Media that could
+ * not be used fails the run when it mattered: a password longer than 72 characters always (the VM owner set it),
+ * a malformed ovf-env.xml when password logins are on and no key is usable (the password was the only way in).
  */
-async function validatePlan({ plan }: PlanInput, deps: Pick<ProvisioningDeps, 'provisioner' | 'log'>): Promise<ProvisioningPlan> {
+async function validatePlan(
+  { plan, mediaFailure }: PlanInput & { mediaFailure: Failure | null },
+  deps: Pick<ProvisioningDeps, 'provisioner' | 'log'>,
+): Promise<ProvisioningPlan> {
+  if (mediaFailure?.code === 'PASSWORD_TOO_LONG') throw fromFailure(mediaFailure, 'the provisioning media carries a password longer than 72 characters');
   if (deps.provisioner.validateUsername) await deps.provisioner.validateUsername(plan.username);
   else await validateUsername(plan.username);
   const hostname = machineHostname(validateHostname(plan.hostname));
@@ -184,7 +198,14 @@ async function validatePlan({ plan }: PlanInput, deps: Pick<ProvisioningDeps, 'p
   for (const { key, problem } of skipped) {
     deps.log.warn({ step: 'validate', key, problem }, `ssh key skipped: ${key} ${problem}`);
   }
+  if (mediaFailure?.code === 'OVF_INVALID' && plan.passwordAuthentication && keys.length === 0) {
+    throw fromFailure(mediaFailure, 'password logins are on, no ssh key is usable, and the password was in the unusable ovf-env.xml');
+  }
   return { ...plan, hostname, sshKeys: keys };
+}
+
+function fromFailure(failure: Failure, message: string): BootstateError {
+  return new BootstateError(failure.code, message, { data: failure.data });
 }
 
 /** Logs a failed step at error level with its kind and supporting data (which never carry secrets). */
