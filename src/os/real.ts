@@ -98,7 +98,7 @@ export class RealProvisioner implements Provisioner {
       return {
         backend: resolved.source,
         detail: `${written.added} key(s) added to ${written.path} (${written.total} in total)`,
-        warnings: resolved.warnings,
+        warnings: [...resolved.warnings, ...written.warnings],
       };
     } catch (error) {
       if (error instanceof BootstateError && (error.code === 'SSH_KEYS_FAILED' || error.code === 'INVALID_SSH_KEY')) throw error;

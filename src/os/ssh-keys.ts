@@ -4,7 +4,7 @@
  * directory is refused rather than followed (safe-fs.ts), and the file replaced atomically.
  */
 import { constants } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
+import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
 import { sweepTempFiles, tempNameFor } from './atomic.js';
@@ -32,6 +32,8 @@ export interface AuthorizedKeysResult {
   path: string;
   added: number;
   total: number;
+  /** What was changed so sshd accepts the file (e.g. a group-writable home made 0755). */
+  warnings: string[];
 }
 
 /** Chooses the file to write: the first candidate inside the home, else the first one (sshd's config says so). */
@@ -53,6 +55,8 @@ export async function writeAuthorizedKeys(target: AuthorizedKeysTarget, keys: st
   const rootOwner = target.rootOwner ?? { uid: 0, gid: 0 };
   const owners = [target.uid, rootOwner.uid];
   const baseHandle = await openBase(under(target.root, base), inside ? owners : [rootOwner.uid]);
+  const warnings: string[] = [];
+  if (inside) await makeHomeStrict(baseHandle, target, warnings);
   const dir = await walkDirs(baseHandle, base, relative, {
     create: inside ? { uid: target.uid, gid: target.gid, mode: 0o700 } : { ...rootOwner, mode: 0o755 },
     allowedOwners: owners,
@@ -72,10 +76,28 @@ export async function writeAuthorizedKeys(target: AuthorizedKeysTarget, keys: st
       added++;
     }
     await replaceInDir(dir, name, `${lines.join('\n')}\n`, target.uid, target.gid);
-    return { path: file, added, total: lines.filter((l) => identity(l) !== null).length };
+    return { path: file, added, total: lines.filter((l) => identity(l) !== null).length, warnings };
   } finally {
     await dir.close();
   }
+}
+
+/**
+ * sshd's StrictModes ignores authorized_keys under a home that is group- or world-writable. A home owned by the
+ * user is theirs, given to them by provisioning: it loses those bits. One owned by anyone else (root included)
+ * is not ours to change, and key logins would fail: refused with the reason.
+ */
+async function makeHomeStrict(home: FileHandle, target: AuthorizedKeysTarget, warnings: string[]): Promise<void> {
+  const stat = await home.stat();
+  const mode = stat.mode & 0o7777;
+  if ((mode & 0o022) === 0) return;
+  if (stat.uid !== target.uid) {
+    await home.close();
+    const why = `is writable by group or others (mode ${mode.toString(8).padStart(4, '0')}) and owned by uid ${stat.uid}, not ${target.username}: sshd's StrictModes would refuse every key login`;
+    throw new BootstateError('SSH_KEYS_FAILED', `refusing ${target.home}: it ${why}`, { data: [['path', target.home], ['problem', why]] });
+  }
+  await home.chmod(mode & ~0o022);
+  warnings.push(`${target.home} was writable by group or others (mode ${mode.toString(8).padStart(4, '0')}); made ${(mode & ~0o022).toString(8).padStart(4, '0')} so sshd's StrictModes accepts its keys`);
 }
 
 async function readExisting(dir: Awaited<ReturnType<typeof walkDirs>>, name: string, shown: string, owners: number[]): Promise<string[]> {

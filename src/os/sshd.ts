@@ -71,7 +71,17 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
     detail += '; verified with sshd -T';
   } catch (error) {
     if (error instanceof BootstateError && error.code === 'SSHD_CONFIG_FAILED') throw error;
-    warnings.push(isCommandMissing(error) ? 'sshd is not installed; effective value not verified' : `sshd -T failed (${firstLine(stderrOf(error))}); effective value not verified`);
+    // No sshd at all: there is no SSH login whose policy could differ. An sshd that cannot read its own
+    // configuration will not start either, and the metadata asked for a value: unproven is a failure.
+    if (!isCommandMissing(error)) {
+      const why = firstLine(stderrOf(error));
+      throw sshdError(`sshd -T failed (${why}): the effective PasswordAuthentication (wanted ${want}) cannot be confirmed`, [
+        ['path', file],
+        ['expected', want],
+        ['sshd_error', why],
+      ], error);
+    }
+    warnings.push('sshd is not installed; effective value not verified');
   }
 
   if (!config.reload_sshd) return { backend: 'sshd_config.d', detail: `${detail}; reload disabled`, warnings };

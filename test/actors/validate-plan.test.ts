@@ -29,7 +29,7 @@ const plan = (changes: Partial<ProvisioningPlan> = {}): ProvisioningPlan => ({
   source: 'imds', username: 'azureuser', hostname: 'web-01', groups: [], sshKeys: [keyLine()], passwordAuthentication: false, passwordProvided: false, ...changes,
 });
 
-async function validate(input: { plan: ProvisioningPlan; mediaFailure: Failure | null }) {
+async function validate(input: { plan: ProvisioningPlan; mediaFailure: Failure | null }): Promise<{ output?: ProvisioningPlan; error?: BootstateError; lines: Array<Record<string, unknown>> }> {
   const { actors, lines } = harness();
   const actor = createActor(actors.validatePlan, { input: { config: DEFAULT_CONFIG, ...input } });
   actor.start();

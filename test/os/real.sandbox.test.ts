@@ -126,6 +126,19 @@ describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () 
     }
   });
 
+  it('fails the sshd step when sshd -T cannot read the configuration: the asked-for value is unproven', async () => {
+    const main = sandbox.hostPath('/etc/ssh/sshd_config');
+    const original = await readFile(main, 'utf8');
+    await writeFile(main, `${original}NoSuchDirective yes\n`);
+    try {
+      const [result] = await steps(sandbox, { steps: [{ op: 'sshd', args: false }] });
+      expect(result!.error).toMatchObject({ code: 'SSHD_CONFIG_FAILED' });
+      expect(Object.fromEntries(result!.error!.data)).toMatchObject({ expected: 'no', sshd_error: expect.stringMatching(/NoSuchDirective|Bad configuration/i) });
+    } finally {
+      await writeFile(main, original);
+    }
+  });
+
   it('sets the hostname inside the UTS namespace, falling back from hostnamectl to hostname', async () => {
     const before = hostname();
     const results = await steps(sandbox, { steps: [{ op: 'hostname', args: 'web-01.internal.example' }, { op: 'currentHostname', args: null }] });

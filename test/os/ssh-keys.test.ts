@@ -26,7 +26,7 @@ describe('writeAuthorizedKeys', () => {
     const { target, homeOnHost } = await tree();
     const keys = [keyLine(), keyLine('ssh-rsa')];
     const result = await writeAuthorizedKeys(target, keys);
-    expect(result).toEqual({ path: '/home/alice/.ssh/authorized_keys', added: 2, total: 2 });
+    expect(result).toEqual({ path: '/home/alice/.ssh/authorized_keys', added: 2, total: 2, warnings: [] });
     const dir = await stat(path.join(homeOnHost, '.ssh'));
     const file = await stat(path.join(homeOnHost, '.ssh/authorized_keys'));
     expect([dir.mode & 0o777, dir.uid, file.mode & 0o777, file.uid]).toEqual([0o700, uid, 0o600, uid]);
@@ -65,6 +65,28 @@ describe('writeAuthorizedKeys', () => {
     await expect(writeAuthorizedKeys(target, [keyLine()])).rejects.toMatchObject({ code: 'SSH_KEYS_FAILED' });
     expect(await readFile(victim, 'utf8')).toBe('root:*:1::::::\n');
     expect((await lstat(path.join(homeOnHost, '.ssh/authorized_keys'))).isSymbolicLink()).toBe(true);
+  });
+
+  it("takes group and world write off a home the user owns, so sshd's StrictModes accepts the keys, and says so", async () => {
+    const { target, homeOnHost } = await tree();
+    const { chmod } = await import('node:fs/promises');
+    await chmod(homeOnHost, 0o777);
+    const result = await writeAuthorizedKeys(target, [keyLine()]);
+    expect((await stat(homeOnHost)).mode & 0o7777).toBe(0o755);
+    expect(result.warnings).toEqual(["/home/alice was writable by group or others (mode 0777); made 0755 so sshd's StrictModes accepts its keys"]);
+  });
+
+  it('refuses a writable home owned by someone else (root here), writing nothing, naming the reason', async () => {
+    const { target, homeOnHost } = await tree();
+    const { chmod } = await import('node:fs/promises');
+    await chmod(homeOnHost, 0o775);
+    const other = { ...target, uid: uid + 1, rootOwner: { uid, gid } };
+    await expect(writeAuthorizedKeys(other, [keyLine()])).rejects.toMatchObject({
+      code: 'SSH_KEYS_FAILED',
+      message: expect.stringMatching(/writable by group or others \(mode 0775\) and owned by uid \d+, not alice: sshd's StrictModes/),
+    });
+    expect((await stat(homeOnHost)).mode & 0o7777).toBe(0o775);
+    await expect(stat(path.join(homeOnHost, '.ssh'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('refuses a home directory that is itself a symlink', async () => {
