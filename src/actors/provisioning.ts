@@ -163,7 +163,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
     ),
     setPassword: step('password', ({ plan }, signal) => deps.provisioner.setPassword(plan.username, deps.secrets, signal)),
     writeSshKeys: step('sshKeys', ({ plan }, signal) =>
-      deps.provisioner.writeSshKeys({ username: plan.username, keys: plan.sshKeys }, signal),
+      deps.provisioner.writeSshKeys({ username: plan.username, keys: plan.sshKeys, passwordAuthentication: plan.passwordAuthentication }, signal),
     ),
     configureSshd: step('sshd', ({ config, plan }, signal) =>
       config.ssh.configure_sshd_password_authentication

@@ -63,6 +63,8 @@ export interface ResolvedKeysFiles {
   paths: string[];
   source: string;
   warnings: string[];
+  /** sshd's PubkeyAcceptedAlgorithms for the user (older: PubkeyAcceptedKeyTypes), or null when sshd did not say. */
+  acceptedAlgorithms?: string[] | null;
 }
 
 export interface ResolveOptions extends KeysFileContext {
@@ -96,7 +98,13 @@ export async function resolveAuthorizedKeysFiles(options: ResolveOptions): Promi
         warnings.push(`sshd ${flag} reports AuthorizedKeysFile ${value ?? 'missing'}; using ${options.fallback}`);
         return fallback();
       }
-      return { paths: expandAuthorizedKeysFile(value, options), source: `sshd ${flag}`, warnings };
+      const algorithms = sshdDumpValue(result.stdout, 'pubkeyacceptedalgorithms') ?? sshdDumpValue(result.stdout, 'pubkeyacceptedkeytypes');
+      return {
+        paths: expandAuthorizedKeysFile(value, options),
+        source: `sshd ${flag}`,
+        warnings,
+        acceptedAlgorithms: algorithms ? algorithms.split(',').filter(Boolean) : null,
+      };
     } catch (error) {
       if (isCommandMissing(error)) {
         warnings.push(`sshd is not installed; using ${options.fallback}`);

@@ -20,6 +20,8 @@ export interface UserRequest {
 export interface SshKeysRequest {
   username: string;
   keys: string[];
+  /** Whether password logins stay on: without them, a VM whose keys sshd cannot use must fail. Default true. */
+  passwordAuthentication?: boolean;
 }
 
 export interface Provisioner {

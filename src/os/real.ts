@@ -14,6 +14,7 @@ import { HOSTNAME_BACKENDS } from './hostname.js';
 import { PASSWORD_BACKENDS } from './password.js';
 import { under } from './paths.js';
 import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
+import { keepKeysSshdAccepts } from './key-policy.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
 import { configureSshd, ensureSshdRuntimeDir } from './sshd.js';
 import { writeSudoers } from './sudoers.js';
@@ -91,14 +92,19 @@ export class RealProvisioner implements Provisioner {
         querySshd: this.config.ssh.query_sshd_config,
         signal,
       });
+      const usable = resolved.acceptedAlgorithms
+        ? keepKeysSshdAccepts(request.keys, resolved.acceptedAlgorithms, request.passwordAuthentication ?? true)
+        : { keys: request.keys, skipped: [] };
+      const skipped = usable.skipped.map((s) => `ssh key skipped: ${s.key} ${s.problem}`);
+      if (usable.keys.length === 0) return { backend: resolved.source, detail: 'no ssh key this sshd accepts', warnings: [...resolved.warnings, ...skipped] };
       const written = await writeAuthorizedKeys(
         { username: user.name, uid: user.uid, gid: user.gid, home: user.home, paths: resolved.paths, root: this.context.root, rootOwner: this.context.rootOwner },
-        request.keys,
+        usable.keys,
       );
       return {
         backend: resolved.source,
         detail: `${written.added} key(s) added to ${written.path} (${written.total} in total)`,
-        warnings: [...resolved.warnings, ...written.warnings],
+        warnings: [...resolved.warnings, ...skipped, ...written.warnings],
       };
     } catch (error) {
       if (error instanceof BootstateError && (error.code === 'SSH_KEYS_FAILED' || error.code === 'INVALID_SSH_KEY')) throw error;

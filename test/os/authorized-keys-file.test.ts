@@ -41,8 +41,15 @@ describe('resolveAuthorizedKeysFiles', () => {
   it('asks sshd -G for the user with a connection spec and uses every listed file', async () => {
     const { run, calls } = fakeSshd({ '-G': 'port 22\nauthorizedkeysfile .ssh/authorized_keys /etc/ssh/keys/%u\n' });
     const resolved = await resolveAuthorizedKeysFiles({ ...base, run });
-    expect(resolved).toEqual({ paths: ['/home/alice/.ssh/authorized_keys', '/etc/ssh/keys/alice'], source: 'sshd -G', warnings: [] });
+    expect(resolved).toEqual({ paths: ['/home/alice/.ssh/authorized_keys', '/etc/ssh/keys/alice'], source: 'sshd -G', warnings: [], acceptedAlgorithms: null });
     expect(calls[0]).toEqual(['sshd', '-G', '-f', '/etc/ssh/sshd_config', '-C', expect.stringMatching(/^user=alice,host=.+,addr=127\.0\.0\.1$/)]);
+  });
+
+  it("reads the algorithms sshd accepts for the user's keys (PubkeyAcceptedAlgorithms, older PubkeyAcceptedKeyTypes)", async () => {
+    const modern = fakeSshd({ '-G': 'authorizedkeysfile .ssh/authorized_keys\npubkeyacceptedalgorithms ssh-ed25519,rsa-sha2-512\n' });
+    expect((await resolveAuthorizedKeysFiles({ ...base, run: modern.run })).acceptedAlgorithms).toEqual(['ssh-ed25519', 'rsa-sha2-512']);
+    const older = fakeSshd({ '-G': 'authorizedkeysfile .ssh/authorized_keys\npubkeyacceptedkeytypes ssh-rsa\n' });
+    expect((await resolveAuthorizedKeysFiles({ ...base, run: older.run })).acceptedAlgorithms).toEqual(['ssh-rsa']);
   });
 
   it('falls back to sshd -T when -G is unknown (OpenSSH 9.2)', async () => {

@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
-import { selectSshKeys } from '../../src/os/key-policy.js';
+import { keepKeysSshdAccepts, selectSshKeys, sshdAcceptsKeyType } from '../../src/os/key-policy.js';
 import { keyLine } from './keys.js';
 
 describe('selectSshKeys', () => {
@@ -75,5 +75,22 @@ describe('selectSshKeys', () => {
         expect(keys.length + skipped.length).toBe(lines.length);
       }),
     );
+  });
+});
+
+describe('keys against the algorithms sshd accepts', () => {
+  it('lets an RSA key through on SHA-2 signatures alone, as OpenSSH 8.8 and later accept it', () => {
+    expect(sshdAcceptsKeyType('ssh-rsa', ['rsa-sha2-512', 'rsa-sha2-256'])).toBe(true);
+    expect(sshdAcceptsKeyType('ssh-rsa', ['ssh-ed25519'])).toBe(false);
+    expect(sshdAcceptsKeyType('ecdsa-sha2-nistp256', ['ssh-ed25519', 'ecdsa-sha2-nistp256'])).toBe(true);
+  });
+
+  it('skips keys sshd would ignore, naming them, and fails only when none is left and password logins are off', () => {
+    const [ok, refused] = [keyLine('ssh-ed25519'), keyLine('ecdsa-sha2-nistp384')];
+    const { keys, skipped } = keepKeysSshdAccepts([ok, refused], ['ssh-ed25519'], false);
+    expect(keys).toEqual([ok]);
+    expect(skipped[0]!.problem).toMatch(/ecdsa-sha2-nistp384, which this image's sshd does not accept/);
+    expect(keepKeysSshdAccepts([refused], ['ssh-ed25519'], true).keys).toEqual([]);
+    expect(() => keepKeysSshdAccepts([refused], ['ssh-ed25519'], false)).toThrow(expect.objectContaining({ code: 'INVALID_SSH_KEY' }));
   });
 });

@@ -103,6 +103,27 @@ describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () 
     expect((await stat(sandbox.hostPath('/home/azureuser/.ssh'))).mode & 0o777).toBe(0o700);
   });
 
+  it("skips a key of a type the image's sshd does not accept, and fails when none is left and password logins are off", async () => {
+    const main = sandbox.hostPath('/etc/ssh/sshd_config');
+    const original = await readFile(main, 'utf8');
+    await writeFile(main, `${original}PubkeyAcceptedAlgorithms ssh-ed25519\n`);
+    try {
+      await steps(sandbox, { steps: [{ op: 'user', args: { username: 'algouser', groups: [] } }] });
+      const [ed25519, ecdsa] = [keyLine('ssh-ed25519', 'ok@x'), keyLine('ecdsa-sha2-nistp256', 'refused@x')];
+      const [mixed, none] = await steps(sandbox, {
+        steps: [
+          { op: 'keys', args: { username: 'algouser', keys: [ed25519, ecdsa], passwordAuthentication: false } },
+          { op: 'keys', args: { username: 'algouser', keys: [ecdsa], passwordAuthentication: false } },
+        ],
+      });
+      expect(mixed!.ok!.warnings).toContainEqual(expect.stringMatching(/^ssh key skipped: ecdsa-sha2-nistp256 .* which this image's sshd does not accept/));
+      expect((await readFile(sandbox.hostPath('/home/algouser/.ssh/authorized_keys'), 'utf8')).trim()).toBe(ed25519);
+      expect(none!.error).toMatchObject({ code: 'INVALID_SSH_KEY' });
+    } finally {
+      await writeFile(main, original);
+    }
+  });
+
   it('makes PasswordAuthentication effective even when the image ships a later drop-in saying yes', async () => {
     await writeFile(sandbox.hostPath('/etc/ssh/sshd_config.d/50-cloud-init.conf'), 'PasswordAuthentication yes\n');
     const [result] = await steps(sandbox, { steps: [{ op: 'sshd', args: false }] });
