@@ -1,9 +1,9 @@
 /**
  * The built CLI's other subcommands, as an image builder or a support engineer runs them: report, clean, kvp,
- * graph and trace.
+ * graph and trace; and the image builder's checks, config check and doctor.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -63,6 +63,31 @@ describe('bootstate report', () => {
   it('refuses a failure report without a reason, as a usage error', async () => {
     const { config } = root();
     expect((await cli(['report', 'failure', '--config', config])).code).toBe(2);
+  });
+});
+
+describe('bootstate config check and doctor, as an image builder runs them', () => {
+  it("config check prints azure-init's documented example merged with origins and exits 0, and exits 78 on a typo", async () => {
+    const example = join(import.meta.dirname, '../config/azure-init/complete.toml');
+    const ok = await cli(['config', 'check', '--config', example]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toContain(`connection_timeout_secs = 30  # ${example}`);
+    const typo = join(mkdtempSync(join(tmpdir(), 'bootstate-cmd-')), 'typo.toml');
+    writeFileSync(typo, '[ssh]\nquery_sshd_confg = true\n');
+    const bad = await cli(['config', 'check', '--config', typo]);
+    expect(bad.code).toBe(78);
+    expect(bad.stderr).toContain(`${typo}: [ssh] query_sshd_confg: unknown key, ignored`);
+  });
+
+  it('doctor --root exits 1 on an image where WALinuxAgent would provision too, naming the fix', async () => {
+    const image = mkdtempSync(join(tmpdir(), 'bootstate-image-'));
+    mkdirSync(join(image, 'etc/ssh'), { recursive: true });
+    writeFileSync(join(image, 'etc/ssh/sshd_config'), 'Include /etc/ssh/sshd_config.d/*.conf\n');
+    writeFileSync(join(image, 'etc/waagent.conf'), 'Provisioning.Agent=auto\n');
+    const result = await cli(['doctor', '--root', image]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain('BREAKS FIRST BOOT [waagent-provisioning]');
+    expect(result.stdout).toContain('fix: set Provisioning.Agent=disabled');
   });
 });
 
