@@ -65,7 +65,7 @@ const label = (e: ModelEvent) => `${e.type}${e.error ? `:${(e.error as { retryab
 
 /** Shortest event sequences reaching every (oracle state, event) pair; none is a prefix of another. */
 export function oraclePaths(limit = 20000): ModelEvent[][] {
-  const paths: Array<{ events: ModelEvent[]; extended: boolean }> = [];
+  const paths: Array<{ events: ModelEvent[]; extended: boolean; oracle: ProvisioningOracle }> = [];
   const seen = new Set<string>();
   let frontier: Array<{ oracle: ProvisioningOracle; path: (typeof paths)[number] | null }> = [{ oracle: new ProvisioningOracle(), path: null }];
   while (frontier.length) {
@@ -78,7 +78,7 @@ export function oraclePaths(limit = 20000): ModelEvent[][] {
         const after = oracle.clone();
         apply(after, event);
         if (path) path.extended = true;
-        const child = { events: [...(path?.events ?? []), event], extended: false };
+        const child = { events: [...(path?.events ?? []), event], extended: false, oracle: after };
         paths.push(child);
         if (paths.length > limit) throw new Error(`the oracle's state space exceeds ${limit} steps`);
         next.push({ oracle: after, path: child });
@@ -86,5 +86,9 @@ export function oraclePaths(limit = 20000): ModelEvent[][] {
     }
     frontier = next;
   }
-  return paths.filter((p) => !p.extended).map((p) => p.events);
+  // A path that ends where another one went on still lets the clock run once more: a wrong transition whose
+  // target merges with a visited state (a refused InProgress retried anyway) shows itself only when time moves.
+  return paths
+    .filter((p) => !p.extended)
+    .map(({ events, oracle }) => (oracle.done || oracle.nextDue === null ? events : [...events, { type: 'time', to: oracle.nextDue }]));
 }
