@@ -69,14 +69,19 @@ function configAt(root: Record<string, any>, path: string[]): Record<string, any
   return config;
 }
 
-/** Other states a transition could wrongly lead to: siblings of its target and of its source. */
+/**
+ * Other states a transition could wrongly lead to: siblings of its target and of its source; where there are none
+ * (a retry loop between two states), the siblings of the source's parent.
+ */
 function retargets(t: AnyTransitionDefinition): AnyStateNode[] {
   const source = t.source as AnyStateNode;
   const current = (t.target ?? []) as AnyStateNode[];
   if (current.length > 1) return [];
-  const pool = [...(current[0]?.parent ? Object.values(current[0].parent.states) : []), ...(source.parent ? Object.values(source.parent.states) : [])] as AnyStateNode[];
+  const siblings = (n: AnyStateNode | undefined) => (n?.parent ? (Object.values(n.parent.states) as AnyStateNode[]) : []);
   const seen = new Set<string>();
-  return pool.filter((n) => n !== current[0] && n !== source && !seen.has(n.id) && seen.add(n.id));
+  const fresh = (pool: AnyStateNode[]) => pool.filter((n) => n !== current[0] && n !== source && !seen.has(n.id) && seen.add(n.id));
+  const near = fresh([...siblings(current[0]), ...siblings(source)]);
+  return near.length ? near : fresh(siblings(source.parent));
 }
 
 const describeTarget = (t: AnyTransitionDefinition) => ((t.target ?? []) as AnyStateNode[]).map((n) => n.id).join(',') || 'no target';
