@@ -3,7 +3,7 @@
  * test opens (`resolve`) or fails (`reject`); timers fire only when the test moves the clock; the KVP writer records
  * what it receives; every transition the interpreter takes is recorded through `inspect`.
  */
-import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyTransitionDefinition, type InspectionEvent } from 'xstate';
+import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyStateMachine, type AnyTransitionDefinition, type InspectionEvent } from 'xstate';
 import { provisioningMachine, type KvpEvent, type ProvisioningInput } from '../../machines/provisioning.js';
 import type { ModelEvent } from './support.js';
 
@@ -45,50 +45,72 @@ const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export type Run = ReturnType<typeof startRun>;
 
+/** What one run's fake actors record; found through the run's actor system, so one provided chart serves every run. */
+interface RunRecord {
+  seq: number;
+  gates: Gate[];
+  kvp: KvpRecord[];
+  kvpStopped: boolean;
+}
+
+const records = new WeakMap<object, RunRecord>();
+const recordOf = (system: object) => records.get(system)!;
+
+const gated = fromPromise<any, any>(
+  ({ input: actorInput, self, signal, system }) =>
+    new Promise((resolve, reject) => {
+      const record = recordOf(system);
+      const gate: Gate = {
+        id: self.id,
+        input: actorInput,
+        signal,
+        seq: record.seq++,
+        settled: false,
+        resolve: (value) => {
+          gate.settled = true;
+          resolve(value);
+        },
+        reject: (error) => {
+          gate.settled = true;
+          reject(error);
+        },
+      };
+      record.gates.push(gate);
+    }),
+);
+
+const kvpWriter = fromCallback<KvpEvent>(({ receive, system }) => {
+  const record = recordOf(system);
+  receive((event) => {
+    // Lets a path fail the writer for real: an error thrown while receiving stops the callback actor.
+    if ((event as { type: string }).type === 'test.kvp.fail') throw (event as unknown as { error: unknown }).error;
+    record.kvp.push({ event, seq: record.seq++ });
+  });
+  return () => {
+    record.kvpStopped = true;
+  };
+});
+
+/** Each chart provided with the fake actors once: building a machine is the costly part of a short run. */
+const provided = new WeakMap<AnyStateMachine, AnyStateMachine>();
+function withFakes(chart: AnyStateMachine): AnyStateMachine {
+  let machine = provided.get(chart);
+  if (!machine) {
+    machine = chart.provide({ actors: { ...Object.fromEntries(GATED.map((name) => [name, gated])), kvpWriter } as any });
+    provided.set(chart, machine);
+  }
+  return machine;
+}
+
 /** Creates and starts an actor of the real machine; nothing moves until the test opens a gate or moves the clock. */
-export function startRun(input: ProvisioningInput = {}) {
-  let seq = 0;
-  const gates: Gate[] = [];
-  const kvp: KvpRecord[] = [];
+export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine = provisioningMachine) {
+  const record: RunRecord = { seq: 0, gates: [], kvp: [], kvpStopped: false };
+  const { gates, kvp } = record;
   const transitions: AnyTransitionDefinition[] = [];
   const errors: unknown[] = [];
   const clock = new SimulatedClock();
   const dueAt = new WeakMap<object, number>();
-  let kvpStopped = false;
-
-  const gated = fromPromise<any, any>(
-    ({ input: actorInput, self, signal }) =>
-      new Promise((resolve, reject) => {
-        const gate: Gate = {
-          id: self.id,
-          input: actorInput,
-          signal,
-          seq: seq++,
-          settled: false,
-          resolve: (value) => {
-            gate.settled = true;
-            resolve(value);
-          },
-          reject: (error) => {
-            gate.settled = true;
-            reject(error);
-          },
-        };
-        gates.push(gate);
-      }),
-  );
-  const kvpWriter = fromCallback<KvpEvent>(({ receive }) => {
-    receive((event) => {
-      // Lets a path fail the writer for real: an error thrown while receiving stops the callback actor.
-      if ((event as { type: string }).type === 'test.kvp.fail') throw (event as unknown as { error: unknown }).error;
-      kvp.push({ event, seq: seq++ });
-    });
-    return () => {
-      kvpStopped = true;
-    };
-  });
-  const actors = Object.fromEntries(GATED.map((name) => [name, gated]));
-  const machine = provisioningMachine.provide({ actors: { ...actors, kvpWriter } as any });
+  const machine = withFakes(chart);
 
   const actor = createActor(machine, {
     input,
@@ -97,6 +119,7 @@ export function startRun(input: ProvisioningInput = {}) {
       if (event.type === '@xstate.microstep' && event.actorRef.sessionId === event.rootId) transitions.push(...event._transitions);
     },
   });
+  records.set(actor.system, record);
   actor.subscribe({ error: (error) => errors.push(error) });
 
   /** Records the due time of each timer scheduled since the last call; time only moves in `fire`. */
@@ -140,7 +163,7 @@ export function startRun(input: ProvisioningInput = {}) {
     transitions,
     errors,
     get kvpStopped() {
-      return kvpStopped;
+      return record.kvpStopped;
     },
     latest,
     pending,
@@ -181,6 +204,8 @@ export function startRun(input: ProvisioningInput = {}) {
       if (type.startsWith('xstate.error.actor.')) return this.reject(type.slice(19), event.error);
       if (type.startsWith('xstate.after.')) return this.fire(type);
       if (type === 'TERMINATE') return this.send({ type });
+      // An oracle path moves the clock itself; every timer due by then fires, earliest first.
+      if (type === 'time') return this.advance(event.to! - clock.now());
       throw new Error(`cannot play ${type}`);
     },
   };

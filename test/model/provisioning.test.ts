@@ -20,6 +20,7 @@ import { TestModel } from 'xstate/graph';
 import type { AnyMachineSnapshot, AnyStateNode } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, provisioningMachine, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 import { KINDS } from '../../src/errors.js';
+import { ORACLE_PATHS, playAgainstOracle } from './check.js';
 import { startRun, type Run } from './harness.js';
 import {
   allStateNodes,
@@ -156,6 +157,20 @@ describe('the provisioning statechart, path by path', () => {
       }
     });
   });
+});
+
+// The expected effects come from oracle.ts, written from the protocol: a wrong transition cannot agree with it by
+// generating its own paths. Every model path above, and every path the oracle chooses itself, is compared step by
+// step on what the world saw (reports, KVP records, actors started and in flight, output, journal's final state).
+describe('the provisioning statechart against the oracle, on its own paths', () => {
+  paths.forEach((path) => {
+    const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
+    it(events.map(shortEvent).join(' → ') || 'start', () => playAgainstOracle(provisioningMachine, events));
+  });
+});
+
+describe("the provisioning statechart against the oracle, on the oracle's paths", () => {
+  for (const { name, events } of ORACLE_PATHS()) it(name.replace(/^\(oracle\) /, ''), () => playAgainstOracle(provisioningMachine, events));
 });
 
 describe('coverage of the provisioning statechart', () => {

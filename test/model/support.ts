@@ -9,7 +9,7 @@ import { BootstateError, type ErrorCode } from '../../src/errors.js';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 
 /** Any event the traversal offers: a done/error/after event of the machine, or TERMINATE. */
-export type ModelEvent = EventObject & { output?: unknown; error?: unknown };
+export type ModelEvent = EventObject & { output?: unknown; error?: unknown; to?: number };
 
 /**
  * A config whose delays are all distinct (imds retry 2 s, imds total 30 s, wireserver retry 1 s, wireserver
@@ -46,7 +46,7 @@ export const MEDIA_WITH_USERNAME: MediaMetadata = {
 
 export const MEDIA_WITHOUT_USERNAME: MediaMetadata = { ...MEDIA_WITH_USERNAME, username: null, hostname: null };
 
-/** Done payloads per invoke id; `validate` echoes the plan it was given. */
+/** Done payloads per invoke id; `validate` returns the plan it was given with the hostname changed. */
 export function donePayloads(invokeId: string, context: ProvisioningContext): unknown[] {
   switch (invokeId) {
     case 'config':
@@ -60,7 +60,8 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'media':
       return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME];
     case 'validate':
-      return [context.plan];
+      // Validation may normalise the plan; the OS steps must get what it returned, not what it was given.
+      return [context.plan && { ...context.plan, hostname: `${context.plan.hostname}-validated` }];
     case 'inProgressReport':
     case 'readyReport':
     case 'failureReport':
@@ -339,5 +340,6 @@ export function shortEvent(event: ModelEvent): string {
     const [delay, ...rest] = type.slice(13).split('.');
     return `after ${delay} in ${rest.slice(1).join('.')}`;
   }
+  if (type === 'time') return `clock at ${event.to!} ms`;
   return type;
 }

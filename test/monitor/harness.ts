@@ -71,6 +71,11 @@ export class Gates {
     );
   }
 
+  /** The ids of the actors whose gate is open and whose signal is not aborted. */
+  inFlight(): string[] {
+    return [...this.#open].filter(([, g]) => !g.signal.aborted).map(([id]) => id).sort();
+  }
+
   /** Resolves the open gate of `id`. */
   resolve(id: string, value: unknown): void {
     this.#take(id).resolve(value);

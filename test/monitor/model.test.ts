@@ -13,75 +13,15 @@ import {
   type SnapshotFrom,
 } from 'xstate';
 import { getStateNodes, TestModel } from 'xstate/graph';
-import { HEARTBEAT, IMDS_HEARTBEAT, VERSIONS, monitorMachine, type MonitorInput } from '../../machines/monitor.js';
+import { HEARTBEAT, IMDS_HEARTBEAT, VERSIONS, monitorMachine } from '../../machines/monitor.js';
 import type { Observation } from '../../src/azure/healthservice.js';
+import { edgeKey, eventsFor, INPUT, oraclePaths, playAgainstOracle, REGIONS as CHECK_REGIONS, serializeState, describePath as describeEvents } from './check.js';
 import { BREAK_REPORTER, Gates, StepClock, gatedActors, settle } from './harness.js';
 
+const NAMES = { heartbeat: HEARTBEAT, versions: VERSIONS, imds: IMDS_HEARTBEAT } as const;
+const REGIONS = CHECK_REGIONS.map((r) => ({ ...r, name: NAMES[r.key] }));
+
 type Snapshot = SnapshotFrom<typeof monitorMachine>;
-
-// Distinct periods let the clock tell the regions' timers apart; zero roll-up makes every failure visible
-// in the observation, so each step's report can be checked (roll-up over time has its own scenario tests).
-const INPUT: Omit<MonitorInput, 'once'> = {
-  heartbeatPeriodMs: 1_000,
-  versionsPeriodMs: 2_000,
-  imdsPeriodMs: 3_000,
-  heartbeatRollupMs: 0,
-  imdsRollupMs: 0,
-};
-
-const REGIONS = [
-  { key: 'heartbeat', actor: 'checkHeartbeat', delay: 'heartbeatPeriod', ms: INPUT.heartbeatPeriodMs, name: HEARTBEAT },
-  { key: 'versions', actor: 'checkVersions', delay: 'versionsPeriod', ms: INPUT.versionsPeriodMs, name: VERSIONS },
-  { key: 'imds', actor: 'checkImds', delay: 'imdsPeriod', ms: INPUT.imdsPeriodMs, name: IMDS_HEARTBEAT },
-] as const;
-
-/** Every event the chart can take in `snapshot`, with the payloads its guards and actions read. */
-function eventsFor(snapshot: Snapshot): AnyEventObject[] {
-  if (snapshot.status !== 'active') return [];
-  const events: AnyEventObject[] = [];
-  for (const region of REGIONS) {
-    if (snapshot.matches({ running: { [region.key]: 'measuring' } } as never)) {
-      const done = (output: object) => ({ type: `xstate.done.actor.${region.actor}`, output: { at: 0, ...output } });
-      if (region.key === 'versions') {
-        events.push(done({ ok: true, value: '', available: true }));
-        events.push(done({ ok: true, value: 'HTTP status 404', available: false }));
-        events.push(done({ ok: false, value: 'HTTP status 500', available: false }));
-      } else {
-        events.push(done({ ok: true, value: '' }));
-        events.push(done({ ok: false, value: 'Missing field: [network]' }));
-      }
-      events.push({ type: `xstate.error.actor.${region.actor}`, error: 'bug' });
-    }
-    if (snapshot.matches({ running: { [region.key]: 'waiting' } } as never)) {
-      events.push({ type: `xstate.after.${region.delay}.monitor.running.${region.key}.waiting` });
-    }
-  }
-  if (snapshot.matches('running')) events.push({ type: 'STOP' });
-  if (snapshot.matches('stopping')) {
-    events.push({ type: 'xstate.done.actor.flush', output: undefined });
-    events.push({ type: 'xstate.error.actor.flush', error: 'bug' });
-  }
-  events.push({ type: 'xstate.error.actor.reporter', error: 'bug' });
-  return events;
-}
-
-/** The incoming edge's identity: event type plus the payload fields guards and actions branch on. */
-function edgeKey(event: AnyEventObject | undefined): string {
-  if (!event) return 'init';
-  const o = (event.output ?? {}) as { ok?: boolean; available?: boolean };
-  return `${event.type}${o.ok === undefined ? '' : `:ok=${o.ok}`}${o.available === undefined ? '' : `:available=${o.available}`}`;
-}
-
-/** State value, incoming edge and every context field that changes (guards, observations and output read them). */
-function serializeState(snapshot: Snapshot, event: AnyEventObject | undefined): string {
-  const { once, heartbeatStreak, imdsStreak, stopRequested, reporterFailed } = snapshot.context;
-  return JSON.stringify({
-    value: snapshot.value,
-    status: snapshot.status,
-    context: { once, heartbeatStreak, imdsStreak, stopRequested, reporterFailed },
-    via: edgeKey(event),
-  });
-}
 
 function modelFor(once: boolean) {
   return new TestModel(monitorMachine, {
@@ -190,6 +130,18 @@ function describePath(path: { steps: Array<{ event: AnyEventObject }> }): string
 for (const { once, paths } of models) {
   describe(`the monitor chart${once ? ' with --once' : ''} follows every planned path`, () => {
     for (const path of paths) it(describePath(path), () => runPath(once, path));
+  });
+}
+
+// The expected effects come from oracle.ts (spec §5), not from the chart: requests per check and period, the
+// observations sent, the checks in flight and the output, after every event of every path.
+for (const { once, paths } of models) {
+  describe(`the monitor chart${once ? ' with --once' : ''} against the oracle`, () => {
+    for (const path of paths) {
+      const events = path.steps.slice(1).map((s) => s.event as AnyEventObject);
+      it(describeEvents(events), () => playAgainstOracle(monitorMachine, once, events));
+    }
+    for (const events of oraclePaths(once)) it(`(oracle) ${describeEvents(events)}`, () => playAgainstOracle(monitorMachine, once, events));
   });
 }
 

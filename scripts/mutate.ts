@@ -1,0 +1,202 @@
+/**
+ * Mutation check of the statecharts (`npm run mutate`): every single-transition mutant of machines/provisioning.ts,
+ * machines/monitor.ts and machines/report.ts (retarget, guard negated or dropped, action dropped — enumerated from
+ * whatever the charts contain) is built in memory and run against that chart's oracle checks (test/mutation/charts.ts)
+ * in worker processes. Prints killed / total, every survivor with what it means, the equivalent mutants with their
+ * argument, and writes the summary into docs/reliability.md. Exits 1 if a non-equivalent mutant survives.
+ *
+ *   npm run mutate                         all mutants, 2 workers
+ *   npm run mutate -- --chart monitor      one chart
+ *   npm run mutate -- --sample 12          every n-th mutant of each chart (what CI runs)
+ *   npm run mutate -- --jobs 1 --no-write
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { CHARTS } from '../test/mutation/charts.js';
+import { equivalence } from '../test/mutation/equivalent.js';
+import { mutantsOf, type Mutant } from '../test/mutation/mutants.js';
+
+interface Job {
+  chart: string;
+  id: string;
+}
+interface Outcome extends Job {
+  killed: boolean;
+  by?: string;
+  ms: number;
+}
+
+const MUTANT_TIMEOUT_MS = 180_000;
+const args = process.argv.slice(2);
+const option = (name: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+
+async function main() {
+  const only = option('chart');
+  const sample = Number(option('sample') ?? 1);
+  const jobs = Number(option('jobs') ?? Math.min(2, cpus().length));
+  const write = !args.includes('--no-write') && sample === 1 && !only;
+
+  const all: Array<{ chart: string; mutant: Mutant }> = [];
+  for (const chart of CHARTS) {
+    if (only && chart.name !== only) continue;
+    mutantsOf(chart.machine).forEach((mutant, i) => {
+      if (i % sample === 0) all.push({ chart: chart.name, mutant });
+    });
+  }
+  // The real charts must pass their own checks, or every mutant would count as killed.
+  for (const chart of CHARTS) {
+    if (only && chart.name !== only) continue;
+    const found = await chart.check(chart.machine);
+    if (found) {
+      console.error(`${chart.file} itself disagrees with its oracle on ${found.path}: ${found.message}`);
+      process.exit(2);
+    }
+  }
+
+  const started = Date.now();
+  console.log(`${all.length} mutants of ${[...new Set(all.map((a) => a.chart))].join(', ')}; ${jobs} workers`);
+  const outcomes = await runAll(all.map(({ chart, mutant }) => ({ chart, id: mutant.id })), jobs);
+  const seconds = Math.round((Date.now() - started) / 1000);
+  mkdirSync('test-output', { recursive: true });
+  writeFileSync('test-output/mutation.json', JSON.stringify({ seconds, jobs, outcomes }, null, 1));
+
+  const byId = new Map(all.map((a) => [`${a.chart}\u0000${a.mutant.id}`, a]));
+  const lines: string[] = [];
+  const summary: string[] = [];
+  for (const chart of CHARTS) {
+    const mine = outcomes.filter((o) => o.chart === chart.name);
+    if (!mine.length) continue;
+    const killed = mine.filter((o) => o.killed);
+    const survivors = mine.filter((o) => !o.killed).map((o) => ({ o, m: byId.get(`${o.chart}\u0000${o.id}`)!.mutant }));
+    const equivalent = survivors.filter(({ m }) => equivalence(chart.name, m) !== null);
+    const holes = survivors.filter(({ m }) => equivalence(chart.name, m) === null);
+    const nonEquivalent = mine.length - equivalent.length;
+    summary.push(
+      `| \`${chart.file}\` | ${mine.length} | ${killed.length} | ${equivalent.length} | ${holes.length} | ${killed.length}/${nonEquivalent} (${pct(killed.length, nonEquivalent)}) |`,
+    );
+    lines.push(`${chart.file}: ${killed.length}/${mine.length} killed, ${equivalent.length} equivalent, ${holes.length} surviving`);
+    for (const { m } of holes) lines.push(`  SURVIVOR ${m.id}\n           ${m.meaning}`);
+    for (const { m } of equivalent) lines.push(`  equivalent ${m.id}\n           ${equivalence(chart.name, m)}`);
+    if (write) equivalentsFor.push(...equivalent.map(({ m }) => `| \`${m.id}\` | ${equivalence(chart.name, m)} |`));
+    if (write) survivorsFor.push(...holes.map(({ m }) => `| \`${m.id}\` | ${m.meaning} |`));
+  }
+  console.log(lines.join('\n'));
+  const slowest = [...outcomes].sort((a, b) => b.ms - a.ms)[0];
+  console.log(`${outcomes.length} mutants in ${seconds} s (slowest ${slowest?.id}: ${slowest?.ms} ms)`);
+  if (args.includes('--verbose')) for (const o of outcomes.filter((x) => x.killed)) console.log(`killed ${o.id}\n  by ${o.by?.slice(0, 400)}`);
+  if (write) writeDoc(summary, seconds, jobs);
+  const holes = outcomes.filter((o) => !o.killed && equivalence(o.chart, byId.get(`${o.chart}\u0000${o.id}`)!.mutant) === null);
+  process.exit(holes.length ? 1 : 0);
+}
+
+const equivalentsFor: string[] = [];
+const survivorsFor: string[] = [];
+const pct = (a: number, b: number) => `${b ? ((100 * a) / b).toFixed(1) : '100.0'} %`;
+
+async function runAll(queue: Job[], jobs: number): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  const pending = [...queue];
+  const self = fileURLToPath(import.meta.url);
+  const spawnWorker = (): Promise<void> =>
+    new Promise((resolve) => {
+      const child: ChildProcess = fork(self, ['--worker'], { execArgv: process.execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+      let current: Job | undefined;
+      let timer: NodeJS.Timeout | undefined;
+      const next = () => {
+        current = pending.shift();
+        if (!current) {
+          child.kill();
+          return resolve();
+        }
+        timer = setTimeout(() => {
+          // A mutant that hangs its checks counts as killed: the real chart's checks finish in seconds.
+          outcomes.push({ ...current!, killed: true, by: `timed out after ${MUTANT_TIMEOUT_MS} ms`, ms: MUTANT_TIMEOUT_MS });
+          child.removeAllListeners('exit');
+          child.kill('SIGKILL');
+          void spawnWorker().then(resolve);
+        }, MUTANT_TIMEOUT_MS);
+        child.send(current);
+      };
+      child.on('message', (message: Outcome | { ready: true }) => {
+        if ('ready' in message) return next();
+        clearTimeout(timer);
+        outcomes.push(message);
+        if (outcomes.length % 50 === 0) process.stderr.write(`${outcomes.length}/${queue.length}\n`);
+        next();
+      });
+      child.on('exit', (code) => {
+        if (current && !outcomes.some((o) => o.chart === current!.chart && o.id === current!.id)) {
+          clearTimeout(timer);
+          outcomes.push({ ...current, killed: true, by: `the worker exited with ${code}`, ms: 0 });
+          void spawnWorker().then(resolve);
+        }
+      });
+    });
+  await Promise.all(Array.from({ length: jobs }, spawnWorker));
+  return outcomes;
+}
+
+const MARK = '<!-- mutation check: generated by scripts/mutate.ts -->';
+
+function writeDoc(summary: string[], seconds: number, jobs: number) {
+  const path = 'docs/reliability.md';
+  const current = readFileSync(path, 'utf8');
+  const head = current.includes(MARK) ? current.slice(0, current.indexOf(MARK)).trimEnd() : current.trimEnd();
+  const section = [
+    MARK,
+    '',
+    '# Reliability: mutation check of the charts',
+    '',
+    `Generated ${new Date().toISOString()} by \`npm run mutate\` (${jobs} workers, ${seconds} s).`,
+    '',
+    'Each mutant changes exactly one transition of a chart (retarget to a sibling of its target or of its source,',
+    'guard negated or dropped, one action dropped) and is run against that chart\'s checks: its model paths and the',
+    'oracle\'s own paths, each step compared with an oracle written from the protocol (`test/model/oracle.ts`,',
+    '`test/monitor/oracle.ts`, `test/report/oracle.ts`), never with the chart itself. A mutant is killed when some',
+    'step shows the outside world something the oracle does not expect: a report, a KVP record, an actor started or',
+    'still running, an output or exit code.',
+    '',
+    '| chart | mutants | killed | equivalent | surviving | killed / non-equivalent |',
+    '|---|---|---|---|---|---|',
+    ...summary,
+    '',
+    '## Surviving mutants',
+    '',
+    ...(survivorsFor.length ? ['| mutant | what it means |', '|---|---|', ...survivorsFor] : ['None.']),
+    '',
+    '## Equivalent mutants',
+    '',
+    ...(equivalentsFor.length ? ['| mutant | why nothing outside can tell |', '|---|---|', ...equivalentsFor] : ['None.']),
+    '',
+  ];
+  writeFileSync(path, `${head}\n\n${section.join('\n')}`);
+}
+
+if (args[0] === '--worker') {
+  // A worker builds and checks the mutants the parent sends, one at a time.
+  const byChart = new Map(CHARTS.map((c) => [c.name, { chart: c, mutants: new Map(mutantsOf(c.machine).map((m) => [m.id, m])) }]));
+  process.on('message', async (job: Job) => {
+    const entry = byChart.get(job.chart as never)!;
+    const mutant = entry.mutants.get(job.id);
+    const started = Date.now();
+    let outcome: Outcome;
+    if (!mutant) outcome = { ...job, killed: false, by: 'mutant not found in the worker', ms: 0 };
+    else {
+      try {
+        const found = await entry.chart.check(mutant.build());
+        outcome = { ...job, killed: !!found, by: found ? `${found.path}: ${found.message}` : undefined, ms: Date.now() - started };
+      } catch (error) {
+        outcome = { ...job, killed: true, by: `the mutant does not build or run: ${(error as Error).message}`, ms: Date.now() - started };
+      }
+    }
+    process.send!(outcome);
+  });
+  process.send!({ ready: true });
+} else {
+  await main();
+}

@@ -1,0 +1,138 @@
+/**
+ * Plays model paths of a provisioning chart (the real one, or a mutant) against the interpreter and compares, after
+ * every event, what the outside world saw with what the oracle (oracle.ts) says it must see. No vitest here: the
+ * mutation runner (scripts/mutate.ts) calls the same checks in-process for each mutant.
+ */
+import { TestModel } from 'xstate/graph';
+import type { AnyStateMachine } from 'xstate';
+import type { ProvisioningContext, ProvisioningOutput } from '../../machines/provisioning.js';
+import { toFailure, type Failure } from '../../src/errors.js';
+import { startRun, type Gate, type Run } from './harness.js';
+import { describeFailure, describePlan, ProvisioningOracle, type SeenFailure, type SeenOutput } from './oracle.js';
+import { apply, oraclePaths } from './oracle-paths.js';
+import { modelEvents, serializeState, shortEvent, type ModelEvent } from './support.js';
+
+const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport']);
+const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd']);
+const MARKER_IDS = new Set(['marker', 'pendingMarker', 'provisionedMarker']);
+
+const seenFailure = (f: Failure | null | undefined): SeenFailure | null => {
+  if (!f) return null;
+  const phase = f.data.find(([k]) => k === 'phase')?.[1];
+  const lastError = f.data.find(([k]) => k === 'last_error')?.[1];
+  return { code: f.code, ...(phase ? { phase } : {}), ...(lastError ? { lastError } : {}) };
+};
+
+/** One actor start as the world saw it: the request the fabric received, the plan an OS step got, the marker's VM. */
+export function describeGate(gate: Gate): string {
+  const input = gate.input as Record<string, any> | undefined;
+  if (REPORT_IDS.has(gate.id)) {
+    const failure = input?.failure ? ` ${describeFailure(seenFailure(toFailure(input.failure)))}` : '';
+    return `${gate.id} ${input?.health} vm=${input?.vmId}${failure}`;
+  }
+  if (PLAN_IDS.has(gate.id)) {
+    const plan = input?.plan;
+    return `${gate.id} ${describePlan(plan && { ...plan, sshKeys: plan.sshKeys?.length })}`;
+  }
+  if (MARKER_IDS.has(gate.id)) return `${gate.id} vm=${input?.vmId}`;
+  return gate.id;
+}
+
+/** The run's output as the exit status and the final log line show it (provision.ts logs the cause's detail). */
+function seenOutput(run: Run): SeenOutput | null {
+  const snapshot = run.actor.getSnapshot();
+  if (snapshot.status !== 'done') return null;
+  const output = snapshot.output as ProvisioningOutput;
+  const context = snapshot.context as ProvisioningContext;
+  const lastError = output.result === 'failed' ? seenFailure(context.failure ?? context.reportFailure)?.lastError : undefined;
+  return {
+    state: snapshot.value as SeenOutput['state'],
+    result: output.result,
+    exitCode: output.exitCode,
+    ...(output.code ? { code: output.code as SeenOutput['code'] } : {}),
+    reported: output.reported,
+    ...(lastError ? { lastError } : {}),
+  };
+}
+
+const liveIds = (run: Run) => run.gates.filter((g) => !g.settled && !g.signal.aborted).map((g) => g.id).sort();
+
+/** Throws, naming the first difference, unless the world saw what the oracle expects. */
+function compare(run: Run, oracle: ProvisioningOracle, after: string) {
+  const problems: string[] = [];
+  const eq = (what: string, actual: unknown, expected: unknown) => {
+    if (JSON.stringify(actual) !== JSON.stringify(expected)) problems.push(`${what}: saw ${JSON.stringify(actual)}, expected ${JSON.stringify(expected)}`);
+  };
+  if (run.errors.length) problems.push(`the actor failed: ${String(run.errors[0])}`);
+  eq('actors started', run.gates.map(describeGate).sort(), [...oracle.starts].sort());
+  eq('actors in flight', liveIds(run), oracle.live());
+  eq('KVP records', run.kvp.map((r) => describeKvp(r.event)), oracle.kvp);
+  eq('run over', run.actor.getSnapshot().status === 'done', oracle.done);
+  eq('output', seenOutput(run), oracle.output);
+  if (oracle.done && oracle.kvpAlive) eq('KVP writer stopped', run.kvpStopped, true);
+  if (problems.length) throw new Error(`after ${after}: ${problems.join('; ')}`);
+}
+
+function describeKvp(event: { health: string; vmId: string; failure: Failure | null }): string {
+  const failure = event.failure ? ` ${describeFailure(seenFailure(event.failure))}` : '';
+  return `${event.health}${failure} vm=${event.vmId}`;
+}
+
+/** Plays one path's events against `machine` and the oracle side by side. */
+export async function playAgainstOracle(machine: AnyStateMachine, events: ModelEvent[]): Promise<void> {
+  const run = startRun({}, machine);
+  const oracle = new ProvisioningOracle();
+  try {
+    compare(run, oracle, 'start');
+    for (const event of events) {
+      if (event.type === 'xstate.init') continue;
+      await run.play(event);
+      if (event.type.startsWith('xstate.after.')) oracle.advanceTo(run.clock.now());
+      else apply(oracle, event);
+      compare(run, oracle, shortEvent(event));
+    }
+  } finally {
+    run.actor.stop();
+  }
+}
+
+/** The shortest paths to every transition of `machine` (see provisioning.test.ts for the bounds on the regions). */
+export function modelPaths(machine: AnyStateMachine) {
+  const model = new TestModel(machine, {
+    input: {},
+    events: (snapshot) => modelEvents(snapshot) as never[],
+    serializeState: (snapshot, event, prev) => serializeState(snapshot, event, prev),
+  });
+  return model.getShortestPaths().map((path) => {
+    const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
+    return { name: events.map(shortEvent).join(' → ') || 'start', events, path };
+  });
+}
+
+let oracleCache: Array<{ name: string; events: ModelEvent[] }> | null = null;
+/** The oracle's own paths, computed once: they do not depend on the chart. */
+export const ORACLE_PATHS = () => (oracleCache ??= oraclePaths().map((events) => ({ name: `(oracle) ${events.map(shortEvent).join(' → ')}`, events })));
+
+/** The first path on which `machine` and the oracle disagree, or null. */
+export async function firstDisagreement(machine: AnyStateMachine): Promise<{ path: string; message: string } | null> {
+  // The oracle's paths first: they need no traversal of the (possibly mutated) chart.
+  const play = async (paths: Array<{ name: string; events: ModelEvent[] }>) => {
+    for (const { name, events } of paths) {
+      try {
+        await playAgainstOracle(machine, events);
+      } catch (error) {
+        return { path: name, message: (error as Error).message };
+      }
+    }
+    return null;
+  };
+  const fromOracle = await play(ORACLE_PATHS());
+  if (fromOracle) return fromOracle;
+  let paths: ReturnType<typeof modelPaths>;
+  try {
+    paths = modelPaths(machine);
+  } catch (error) {
+    return { path: '(traversal)', message: String(error) };
+  }
+  return play(paths);
+}

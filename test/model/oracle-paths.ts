@@ -1,0 +1,94 @@
+/**
+ * Paths chosen by the oracle, not by the chart: a breadth-first walk over the oracle's own states (oracle.ts) that
+ * reaches every (state, event) pair once by its shortest event sequence. Played against a chart, these paths catch
+ * a wrong transition whose own chart-generated paths would never take the event that exposes it (a mutant that
+ * forgets a config failure never offers "VM id read" from a failed config).
+ *
+ * The parallel parts are bounded as in the chart's model (`mayMove` in support.ts): the InProgress report moves
+ * only at the start of the work, media before IMDS, the OS lanes one after the other, nothing while InProgress
+ * backs off; of the clock, only the next deadline or retry is offered; SIGTERM once per phase of the work.
+ */
+import type { ModelEvent } from './support.js';
+import { errorFor, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { ProvisioningOracle } from './oracle.js';
+
+/** Actors whose failures the protocol retries: each fails both ways on the paths. */
+const RETRIED = new Set(['inProgressReport', 'imds', 'readyReport', 'failureReport']);
+
+function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
+  switch (id) {
+    case 'config':
+      return [TEST_CONFIG];
+    case 'vmId':
+      return [VM_ID];
+    case 'marker':
+      return ['none', 'provisioned', 'report-pending'];
+    case 'imds':
+      return [METADATA];
+    case 'media':
+      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME];
+    case 'validate': {
+      // What validation returns: the plan it was given, its hostname normalised.
+      const plan = oracle.planToValidate!;
+      return [{ ...plan, sshKeys: Array.from({ length: plan.sshKeys }, (_, i) => `ssh-ed25519 key${i}`), hostname: `${plan.hostname}-validated` }];
+    }
+    default:
+      return [undefined];
+  }
+}
+
+function offers(oracle: ProvisioningOracle, first: boolean): ModelEvent[] {
+  if (oracle.done) return [];
+  const events: ModelEvent[] = [];
+  for (const id of oracle.movable()) {
+    for (const output of payloads(id, oracle)) events.push({ type: `xstate.done.actor.${id}`, output });
+    if (RETRIED.has(id)) events.push({ type: `xstate.error.actor.${id}`, error: errorFor(id, true) });
+    events.push({ type: `xstate.error.actor.${id}`, error: errorFor(id, false) });
+  }
+  if (first) events.push({ type: 'xstate.error.actor.kvp', error: errorFor('kvp', false) });
+  events.push({ type: 'TERMINATE' });
+  const due = oracle.nextDue;
+  if (due !== null) events.push({ type: 'time', to: due });
+  return events;
+}
+
+export function apply(oracle: ProvisioningOracle, event: ModelEvent): void {
+  const { type } = event;
+  if (type.startsWith('xstate.done.actor.')) oracle.finished(type.slice(18), event.output);
+  else if (type.startsWith('xstate.error.actor.')) oracle.failed(type.slice(19), event.error);
+  else if (type === 'time') oracle.advanceTo(event.to!);
+  else if (type === 'TERMINATE') oracle.terminate();
+  else throw new Error(`the oracle does not know ${type}`);
+}
+
+const label = (e: ModelEvent) => `${e.type}${e.error ? `:${(e.error as { retryable?: boolean }).retryable}` : ''}${e.output !== undefined ? `:${JSON.stringify(e.output)}` : ''}`;
+
+/** Shortest event sequences reaching every (oracle state, event) pair; none is a prefix of another. */
+export function oraclePaths(limit = 20000): ModelEvent[][] {
+  const paths: Array<{ events: ModelEvent[]; extended: boolean; oracle: ProvisioningOracle }> = [];
+  const seen = new Set<string>();
+  let frontier: Array<{ oracle: ProvisioningOracle; path: (typeof paths)[number] | null }> = [{ oracle: new ProvisioningOracle(), path: null }];
+  while (frontier.length) {
+    const next: typeof frontier = [];
+    for (const { oracle, path } of frontier) {
+      for (const event of offers(oracle, path === null)) {
+        const edge = `${oracle.key(event.type === 'TERMINATE')} ${label(event)}`;
+        if (seen.has(edge)) continue;
+        seen.add(edge);
+        const after = oracle.clone();
+        apply(after, event);
+        if (path) path.extended = true;
+        const child = { events: [...(path?.events ?? []), event], extended: false, oracle: after };
+        paths.push(child);
+        if (paths.length > limit) throw new Error(`the oracle's state space exceeds ${limit} steps`);
+        next.push({ oracle: after, path: child });
+      }
+    }
+    frontier = next;
+  }
+  // A path that ends where another one went on still lets the clock run once more: a wrong transition whose
+  // target merges with a visited state (a refused InProgress retried anyway) shows itself only when time moves.
+  return paths
+    .filter((p) => !p.extended)
+    .map(({ events, oracle }) => (oracle.done || oracle.nextDue === null ? events : [...events, { type: 'time', to: oracle.nextDue }]));
+}

@@ -1,0 +1,481 @@
+/**
+ * What the outside world must see during `bootstate provision`, written from the protocol (spec §1–§3, README),
+ * not from `machines/provisioning.ts`: it never reads the chart. It is told what happened — an actor finished or
+ * failed, the clock moved, SIGTERM arrived — and answers which actors are in flight, which were started (reports
+ * with their health and encoded failure, OS steps with the plan, marker writes), which KVP records were written,
+ * and, once the run is over, its output (result, exit code, failure code, whether the fabric accepted it).
+ *
+ * The rules, one line each:
+ * - config, VM id, marker run one after the other; a config failure is reported once the VM id is known.
+ * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision.
+ * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media.
+ * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → password → SSH keys) ‖ sshd,
+ *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
+ * - any failing step → ProvisioningFailed naming that step (its code), no marker, its exit code.
+ * - a final report: KVP record first, then HTTP attempts (retry while retryable) until its total deadline.
+ * - Ready not accepted → failed, exit 1, nothing more; the provisioned marker failing after Ready → failed, reported.
+ * - SIGTERM → ProvisioningFailed "terminated" with a 1.5 s budget (first SIGTERM counts); ignored while writing
+ *   the provisioned marker; while reporting Ready it ends the run unreported.
+ */
+import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
+import { KINDS, toFailure, type ErrorCode } from '../../src/errors.js';
+
+/** A failure as the fabric and the log show it: its code, and the phase / last error it carries. */
+export interface SeenFailure {
+  code: ErrorCode;
+  phase?: string;
+  lastError?: string;
+}
+
+export interface SeenOutput {
+  /** The last state the journal records. */
+  state: 'provisioned' | 'alreadyProvisioned' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
+  result: 'provisioned' | 'already-provisioned' | 'failed';
+  exitCode: number;
+  code?: ErrorCode;
+  reported: boolean;
+  /** `last_error` of the failure the log line details. */
+  lastError?: string;
+}
+
+export interface SeenPlan {
+  source: 'imds' | 'media';
+  username: string;
+  hostname: string;
+  sshKeys: number;
+  passwordAuthentication: boolean;
+  passwordProvided: boolean;
+}
+
+type Lane = string[];
+type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
+
+const OS_LANES: Lane[] = [['hostname'], ['user', 'password', 'sshKeys'], ['sshd']];
+
+export const describeFailure = (f: SeenFailure | null | undefined): string =>
+  f ? [f.code, f.phase && `phase=${f.phase}`, f.lastError && `last_error=${f.lastError}`].filter(Boolean).join(' ') : 'none';
+
+export const describePlan = (p: SeenPlan | null | undefined): string =>
+  p
+    ? `${p.source}:${p.username}@${p.hostname} keys=${p.sshKeys} password-auth=${p.passwordAuthentication} password=${p.passwordProvided}`
+    : 'no plan';
+
+const reasonOf = (error: unknown) => toFailure(error).reason;
+const seen = (error: unknown): SeenFailure => {
+  const f = toFailure(error);
+  const lastError = f.data.find(([k]) => k === 'last_error')?.[1];
+  const phase = f.data.find(([k]) => k === 'phase')?.[1];
+  return { code: f.code, ...(phase ? { phase } : {}), ...(lastError ? { lastError } : {}) };
+};
+
+/**
+ * The plan the agent must apply: IMDS first, else the media when it names a user. A password comes only from the
+ * media; without an explicit setting, the media allows password login exactly when it carries one.
+ */
+export function expectedPlan(metadata: InstanceMetadata | null, media: MediaMetadata | null): SeenPlan | null {
+  const passwordProvided = media?.passwordProvided ?? false;
+  if (metadata) {
+    return {
+      source: 'imds',
+      username: metadata.adminUsername,
+      hostname: metadata.computerName,
+      sshKeys: metadata.publicKeys.length,
+      passwordAuthentication: !metadata.disablePasswordAuthentication,
+      passwordProvided,
+    };
+  }
+  if (media?.username) {
+    const passwordAuthentication = media.disablePasswordAuthentication === null ? passwordProvided : !media.disablePasswordAuthentication;
+    return { source: 'media', username: media.username, hostname: media.hostname ?? '', sshKeys: media.publicKeys.length, passwordAuthentication, passwordProvided };
+  }
+  return null;
+}
+
+export class ProvisioningOracle {
+  now = 0;
+  /** Every actor start so far, described (`readyReport Ready vm=…`, `user imds:azureuser@vm`). */
+  starts: string[] = [];
+  kvp: string[] = [];
+  output: SeenOutput | null = null;
+
+  private phase: 'config' | 'vmId' | 'marker' | 'work' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
+  private config: Config = DEFAULT_CONFIG;
+  private vmId = '00000000-0000-0000-0000-000000000000';
+  private failure: SeenFailure | null = null;
+  private terminating = false;
+  /** False once the KVP writer has failed: reports still go over HTTP, without their KVP records. */
+  kvpAlive = true;
+  // provisioning
+  private inProgress: 'sending' | 'backoff' | 'over' = 'over';
+  private inProgressRetryAt = 0;
+  private imds: 'requesting' | 'backoff' | 'over' = 'over';
+  private imdsRetryAt = 0;
+  private imdsDeadline = 0;
+  private imdsFailure: SeenFailure | null = null;
+  private lastImdsError: string | undefined;
+  private metadata: InstanceMetadata | null = null;
+  private mediaReading = false;
+  private media: MediaMetadata | null = null;
+  private stage: 'gathering' | 'validating' | 'os' = 'gathering';
+  private plan: SeenPlan | null = null;
+  private osDeadline = 0;
+  private lanes: Lane[] = [];
+  private report: Report | null = null;
+
+  constructor() {
+    this.start('config');
+  }
+
+  /** The ids of the actors in flight. */
+  live(): string[] {
+    const ids: string[] = [];
+    switch (this.phase) {
+      case 'config':
+      case 'vmId':
+      case 'pendingMarker':
+      case 'provisionedMarker':
+        ids.push(this.phase);
+        break;
+      case 'marker':
+        ids.push('marker');
+        break;
+      case 'work':
+        if (this.inProgress === 'sending') ids.push('inProgressReport');
+        if (this.stage === 'gathering') {
+          if (this.imds === 'requesting') ids.push('imds');
+          if (this.mediaReading) ids.push('media');
+        }
+        if (this.stage === 'validating') ids.push('validate');
+        if (this.stage === 'os') for (const lane of this.lanes) if (lane.length) ids.push(lane[0]!);
+        break;
+      case 'report':
+        if (this.report!.attempt === 'requesting') ids.push(this.report!.kind === 'ready' ? 'readyReport' : 'failureReport');
+        break;
+      case 'end':
+        break;
+    }
+    return ids.sort();
+  }
+
+  get done(): boolean {
+    return this.phase === 'end';
+  }
+
+  /** The plan validation was given, so a path can answer with the validated one. */
+  get planToValidate(): SeenPlan | null {
+    return this.phase === 'work' && this.stage === 'validating' ? expectedPlan(this.metadata, this.media) : null;
+  }
+
+  /** When the next deadline or retry falls due, if any. */
+  get nextDue(): number | null {
+    return this.nextTimer()?.at ?? null;
+  }
+
+  /** Which actors a model path may finish now: bounds the interleavings of the parallel parts (see oracle-paths.ts). */
+  movable(): string[] {
+    const live = this.live();
+    if (this.phase !== 'work') return live;
+    const atStart = this.stage === 'gathering' && this.imds === 'requesting' && this.mediaReading && this.lastImdsError === undefined;
+    if (this.inProgress === 'backoff') return [];
+    return live.filter((id) => {
+      if (id === 'inProgressReport') return atStart;
+      if (id === 'imds') return !this.mediaReading;
+      if (this.stage === 'os') {
+        const lane = this.lanes.findIndex((l) => l[0] === id);
+        return this.lanes.slice(0, lane).every((l) => l.length === 0);
+      }
+      return true;
+    });
+  }
+
+  /** A copy to explore from. */
+  clone(): ProvisioningOracle {
+    return Object.assign(Object.create(ProvisioningOracle.prototype), structuredClone({ ...this })) as ProvisioningOracle;
+  }
+
+  /**
+   * What decides the answers to the next events, apart from history and clock readings: two oracles with the same
+   * key answer alike up to the exact times, failure details and the KVP writer (paths that explore from one stand
+   * for the other). The coarse key says only how far the work got: SIGTERM is explored once per such point.
+   */
+  key(coarse = false): string {
+    const report = this.report && { kind: this.report.kind, attempt: this.report.attempt, lastError: !!this.report.lastError };
+    const common = { phase: this.phase, failure: this.failure?.code ?? null, terminating: this.terminating, configLoaded: this.config !== DEFAULT_CONFIG };
+    // Once reporting, the failure's code is fixed and already checked where the report started.
+    if (this.phase === 'report') return JSON.stringify({ ...common, failure: this.failure !== null, report });
+    if (this.phase !== 'work') return JSON.stringify({ ...common, output: this.output });
+    if (coarse) return JSON.stringify({ ...common, stage: this.stage });
+    return JSON.stringify({
+      ...common,
+      // Whether InProgress was accepted or abandoned changes nothing later; only its retry timer does.
+      inProgress: this.inProgress === 'backoff',
+      imds: this.imds,
+      retried: this.lastImdsError !== undefined,
+      imdsFailure: this.imdsFailure?.code ?? null,
+      metadata: this.metadata !== null,
+      media: this.mediaReading ? 'reading' : this.media === null ? 'none' : this.media.username ? 'user' : 'nouser',
+      stage: this.stage,
+      lanes: this.lanes.map((l) => l[0] ?? 'done'),
+    });
+  }
+
+  // ---- what happened ----
+
+  finished(id: string, output: unknown): void {
+    this.expectLive(id);
+    switch (id) {
+      case 'config':
+        this.config = output as Config;
+        return this.enter('vmId');
+      case 'vmId':
+        this.vmId = output as string;
+        return this.failure ? this.reportFailure() : this.enter('marker');
+      case 'marker':
+        if (output === 'provisioned') return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
+        if (output === 'report-pending') return this.reportReady();
+        return this.provision();
+      case 'inProgressReport':
+        this.inProgress = 'over';
+        return;
+      case 'imds':
+        this.metadata = output as InstanceMetadata;
+        this.imdsFailure = null;
+        this.imds = 'over';
+        return this.gathered();
+      case 'media':
+        this.media = output as MediaMetadata | null;
+        this.mediaReading = false;
+        return this.gathered();
+      case 'validate': {
+        const { source, username, hostname, passwordAuthentication, passwordProvided } = output as SeenPlan & { sshKeys: string[] };
+        const sshKeys = (output as { sshKeys: string[] }).sshKeys.length;
+        this.plan = { source, username, hostname, sshKeys, passwordAuthentication, passwordProvided };
+        this.stage = 'os';
+        this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
+        this.lanes = OS_LANES.map((lane) => [...lane]);
+        for (const lane of this.lanes) this.start(lane[0]!);
+        return;
+      }
+      case 'pendingMarker':
+        return this.reportReady();
+      case 'readyReport':
+        return this.enter('provisionedMarker');
+      case 'failureReport':
+        return this.end(this.failedOutput('failed', this.failure, true));
+      case 'provisionedMarker':
+        return this.end({ state: 'provisioned', result: 'provisioned', exitCode: 0, reported: true });
+      default: {
+        const lane = this.lanes.find((l) => l[0] === id)!;
+        lane.shift();
+        if (lane.length) this.start(lane[0]!);
+        if (this.lanes.every((l) => l.length === 0)) this.enter('pendingMarker');
+      }
+    }
+  }
+
+  failed(id: string, error: unknown): void {
+    if (id === 'kvp') {
+      // The KVP writer stopped: reports still go over HTTP, only the records are lost.
+      this.kvpAlive = false;
+      return;
+    }
+    this.expectLive(id);
+    const retryable = toFailure(error).retryable;
+    switch (id) {
+      case 'config':
+        this.failure = seen(error);
+        return this.enter('vmId');
+      case 'inProgressReport':
+        if (retryable) {
+          this.inProgress = 'backoff';
+          this.inProgressRetryAt = this.now + this.config.wireserver.retry_interval_secs * 1000;
+        } else this.inProgress = 'over';
+        return;
+      case 'imds':
+        if (retryable) {
+          this.lastImdsError = reasonOf(error);
+          this.imds = 'backoff';
+          this.imdsRetryAt = this.now + this.config.imds.retry_interval_secs * 1000;
+        } else {
+          this.imdsFailure = seen(error);
+          this.imds = 'over';
+          this.gathered();
+        }
+        return;
+      case 'media':
+        this.mediaReading = false;
+        return this.gathered();
+      case 'readyReport':
+      case 'failureReport': {
+        const report = this.report!;
+        report.lastError = reasonOf(error);
+        if (retryable) {
+          report.attempt = 'backoff';
+          const interval = this.config.wireserver.retry_interval_secs * 1000;
+          report.retryAt = this.now + (report.kind === 'failure' && this.terminating ? Math.min(200, interval) : interval);
+          return;
+        }
+        return report.kind === 'ready'
+          ? this.end(this.failedOutput('readyNotAccepted', null, false, seen(error)))
+          : this.end(this.failedOutput('failedUnreported', this.failure, false));
+      }
+      case 'provisionedMarker':
+        return this.end(this.failedOutput('markerNotWritten', seen(error), true));
+      default:
+        // vmId, marker, validate, every OS step, the report-pending marker
+        this.failure = seen(error);
+        return this.reportFailure();
+    }
+  }
+
+  /** SIGTERM. */
+  terminate(): void {
+    if (this.phase === 'end' || this.phase === 'provisionedMarker') return;
+    if (this.phase === 'report' && this.report!.kind === 'ready') {
+      return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
+    }
+    if (this.phase === 'report' && this.terminating) return;
+    this.terminating = true;
+    this.failure ??= { code: 'TERMINATED' };
+    this.reportFailure();
+  }
+
+  /** The clock moved to `to`: every deadline and retry due by then happens, earliest first. */
+  advanceTo(to: number): void {
+    for (;;) {
+      const next = this.nextTimer();
+      if (!next || next.at > to) break;
+      this.now = next.at;
+      next.fire();
+    }
+    this.now = to;
+  }
+
+  // ---- the rules ----
+
+  private nextTimer(): { at: number; fire: () => void } | null {
+    const timers: Array<{ at: number; fire: () => void }> = [];
+    if (this.phase === 'work') {
+      if (this.inProgress === 'backoff') timers.push({ at: this.inProgressRetryAt, fire: () => this.sendInProgress() });
+      if (this.stage === 'gathering' && this.imds !== 'over') {
+        // The deadline first: a retry due at the same instant is not taken.
+        timers.push({
+          at: this.imdsDeadline,
+          fire: () => {
+            this.imdsFailure = { code: 'TIMEOUT', ...(this.lastImdsError ? { lastError: this.lastImdsError } : {}) };
+            this.imds = 'over';
+            this.gathered();
+          },
+        });
+        if (this.imds === 'backoff') timers.push({ at: this.imdsRetryAt, fire: () => ((this.imds = 'requesting'), this.start('imds')) });
+      }
+      if (this.stage !== 'gathering') {
+        const phase = this.stage === 'validating' ? 'validation' : 'OS configuration';
+        timers.push({ at: this.osDeadline, fire: () => ((this.failure = { code: 'TIMEOUT', phase }), this.reportFailure()) });
+      }
+    }
+    if (this.phase === 'report') {
+      const report = this.report!;
+      timers.push({
+        at: report.deadline,
+        fire: () => {
+          const timeout: SeenFailure = { code: 'TIMEOUT', ...(report.lastError ? { lastError: report.lastError } : {}) };
+          this.end(report.kind === 'ready' ? this.failedOutput('readyNotAccepted', null, false, timeout) : this.failedOutput('failedUnreported', this.failure, false));
+        },
+      });
+      if (report.attempt === 'backoff') timers.push({ at: report.retryAt, fire: () => ((report.attempt = 'requesting'), this.startReport()) });
+    }
+    return timers.reduce<{ at: number; fire: () => void } | null>((a, b) => (a && a.at <= b.at ? a : b), null);
+  }
+
+  private provision() {
+    this.phase = 'work';
+    this.sendInProgress();
+    this.imds = 'requesting';
+    this.imdsDeadline = this.now + this.config.imds.total_retry_timeout_secs * 1000;
+    this.start('imds');
+    this.mediaReading = true;
+    this.start('media');
+  }
+
+  private sendInProgress() {
+    this.inProgress = 'sending';
+    this.start('inProgressReport', `NotReady/Provisioning vm=${this.vmId}`);
+  }
+
+  private gathered() {
+    if (this.imds !== 'over' || this.mediaReading) return;
+    const plan = expectedPlan(this.metadata, this.media);
+    if (!plan) {
+      const imds = this.imdsFailure ?? { code: 'IMDS_FAILED' as const };
+      this.failure = this.media && !this.media.username ? { ...imds, code: 'USERNAME_UNKNOWN' } : imds;
+      return this.reportFailure();
+    }
+    this.stage = 'validating';
+    this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
+    this.start('validate', describePlan(plan));
+  }
+
+  private reportReady() {
+    this.phase = 'report';
+    this.report = { kind: 'ready', attempt: 'requesting', retryAt: 0, deadline: this.now + this.config.wireserver.total_retry_timeout_secs * 1000 };
+    this.writeKvp('Ready');
+    this.startReport();
+  }
+
+  private reportFailure() {
+    this.phase = 'report';
+    const budget = this.terminating ? 1500 : this.config.wireserver.total_retry_timeout_secs * 1000;
+    this.report = { kind: 'failure', attempt: 'requesting', retryAt: 0, deadline: this.now + budget };
+    this.writeKvp(`NotReady/ProvisioningFailed ${describeFailure(this.failure)}`);
+    this.startReport();
+  }
+
+  private startReport() {
+    const report = this.report!;
+    const id = report.kind === 'ready' ? 'readyReport' : 'failureReport';
+    this.start(id, report.kind === 'ready' ? `Ready vm=${this.vmId}` : `NotReady/ProvisioningFailed vm=${this.vmId} ${describeFailure(this.failure)}`);
+  }
+
+  private writeKvp(what: string) {
+    if (this.kvpAlive) this.kvp.push(`${what} vm=${this.vmId}`);
+  }
+
+  private enter(phase: 'vmId' | 'marker' | 'pendingMarker' | 'provisionedMarker') {
+    this.phase = phase;
+    this.start(phase);
+  }
+
+  private start(id: string, detail?: string) {
+    const describedDetail =
+      detail ??
+      (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)
+        ? describePlan(this.plan)
+        : ['marker', 'pendingMarker', 'provisionedMarker'].includes(id)
+          ? `vm=${this.vmId}`
+          : '');
+    this.starts.push(`${id}${describedDetail ? ` ${describedDetail}` : ''}`);
+  }
+
+  private failedOutput(state: SeenOutput['state'], failure: SeenFailure | null, reported: boolean, reportFailure?: SeenFailure): SeenOutput {
+    const cause = failure ?? reportFailure!;
+    return {
+      state,
+      result: 'failed',
+      exitCode: KINDS[cause.code].exitCode,
+      code: cause.code,
+      reported,
+      ...(cause.lastError ? { lastError: cause.lastError } : {}),
+    };
+  }
+
+  private end(output: SeenOutput) {
+    this.phase = 'end';
+    this.output = output;
+  }
+
+  private expectLive(id: string) {
+    if (!this.live().includes(id)) throw new Error(`oracle: '${id}' finished, but by the protocol it is not running (${this.live().join(', ') || 'nothing'} is)`);
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * What `bootstate monitor` must send and measure, from the HealthService protocol (spec §5) and the README, never
+ * from machines/monitor.ts. It is told what happened (a measurement finished, broke, a period elapsed, STOP, the
+ * flush ended, the reporter broke) and answers how many requests each check has made, which are in flight, the
+ * observations sent, and the output.
+ *
+ * - Each signal is measured at start; every finished measurement sends exactly one observation about its signal
+ *   (heartbeat and IMDS rolled up: unhealthy once the failure streak is as old as the roll-up window; versions as
+ *   measured). A measurement that breaks (a bug) sends nothing and keeps the streak.
+ * - Without --once each signal is measured again one period after its last measurement ended; /versions only until
+ *   the plugin is available. With --once each signal is measured once, then the queue is flushed: "completed", 0.
+ * - STOP aborts the measurements in flight, flushes once: "stopped", 0. A broken reporter ends the run at once
+ *   (nothing more to send to): "failed", 1.
+ */
+import { HEARTBEAT, IMDS_HEARTBEAT, VERSIONS, type MonitorInput } from '../../machines/monitor.js';
+import type { Observation } from '../../src/azure/healthservice.js';
+
+export type Signal = 'heartbeat' | 'versions' | 'imds';
+export const CHECK: Record<Signal, string> = { heartbeat: 'checkHeartbeat', versions: 'checkVersions', imds: 'checkImds' };
+const NAME: Record<Signal, string> = { heartbeat: HEARTBEAT, versions: VERSIONS, imds: IMDS_HEARTBEAT };
+
+export interface SeenMeasurement {
+  ok: boolean;
+  value: string;
+  at: number;
+  available?: boolean;
+}
+
+export class MonitorOracle {
+  observations: Observation[] = [];
+  requests: Record<string, number> = { checkHeartbeat: 1, checkVersions: 1, checkImds: 1, flush: 0 };
+  output: { result: 'completed' | 'stopped' | 'failed'; exitCode: number } | null = null;
+  signals: Record<Signal, 'measuring' | 'waiting' | 'done'> = { heartbeat: 'measuring', versions: 'measuring', imds: 'measuring' };
+  private phase: 'running' | 'flushing' | 'over' = 'running';
+  private stopRequested = false;
+  private streak: Record<'heartbeat' | 'imds', number | null> = { heartbeat: null, imds: null };
+
+  constructor(private readonly input: MonitorInput) {}
+
+  /** The actors in flight. */
+  inFlight(): string[] {
+    if (this.phase === 'flushing') return ['flush'];
+    if (this.phase === 'over') return [];
+    return (Object.keys(this.signals) as Signal[]).filter((s) => this.signals[s] === 'measuring').map((s) => CHECK[s]).sort();
+  }
+
+  get running(): boolean {
+    return this.phase === 'running';
+  }
+
+  get flushing(): boolean {
+    return this.phase === 'flushing';
+  }
+
+  get over(): boolean {
+    return this.phase === 'over';
+  }
+
+  measured(signal: Signal, m: SeenMeasurement): void {
+    this.expectMeasuring(signal);
+    if (signal === 'versions') {
+      this.observations.push({ ObservationName: VERSIONS, IsHealthy: m.ok, Description: '', Value: m.value });
+    } else {
+      const rollup = signal === 'heartbeat' ? this.input.heartbeatRollupMs : this.input.imdsRollupMs;
+      const start = m.ok ? null : (this.streak[signal] ?? m.at);
+      this.streak[signal] = start;
+      const unhealthy = start !== null && m.at - start >= rollup;
+      this.observations.push({ ObservationName: NAME[signal], IsHealthy: !unhealthy, Description: '', Value: signal === 'heartbeat' ? '' : m.value });
+    }
+    this.next(signal, signal === 'versions' && m.available === true);
+  }
+
+  broke(signal: Signal): void {
+    this.expectMeasuring(signal);
+    this.next(signal, false);
+  }
+
+  periodOver(signal: Signal): void {
+    if (this.phase !== 'running' || this.signals[signal] !== 'waiting') throw new Error(`oracle: ${signal} is not waiting`);
+    this.signals[signal] = 'measuring';
+    this.requests[CHECK[signal]]!++;
+  }
+
+  stop(): void {
+    if (this.phase !== 'running') return;
+    this.stopRequested = true;
+    this.flush();
+  }
+
+  flushEnded(): void {
+    if (this.phase !== 'flushing') throw new Error('oracle: no flush is running');
+    this.phase = 'over';
+    this.output = { result: this.stopRequested ? 'stopped' : 'completed', exitCode: 0 };
+  }
+
+  reporterBroke(): void {
+    if (this.phase === 'over') throw new Error('oracle: the run is over, there is no reporter');
+    this.phase = 'over';
+    this.output = { result: 'failed', exitCode: 1 };
+  }
+
+  /** The state that decides the next answers; with a zero roll-up window (as the paths use) the streak does not. */
+  key(): string {
+    const { observations: _o, requests: _r, input: _i, streak, ...rest } = this as any;
+    return JSON.stringify(this.input.heartbeatRollupMs || this.input.imdsRollupMs ? { ...rest, streak } : rest);
+  }
+
+  clone(): MonitorOracle {
+    return Object.assign(Object.create(MonitorOracle.prototype), structuredClone({ ...this })) as MonitorOracle;
+  }
+
+  private next(signal: Signal, available: boolean) {
+    this.signals[signal] = this.input.once || available ? 'done' : 'waiting';
+    if (Object.values(this.signals).every((s) => s === 'done')) this.flush();
+  }
+
+  private flush() {
+    this.phase = 'flushing';
+    this.requests.flush!++;
+  }
+
+  private expectMeasuring(signal: Signal) {
+    if (this.phase !== 'running' || this.signals[signal] !== 'measuring') throw new Error(`oracle: ${signal} is not being measured`);
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * Mutants that cannot change anything the outside world sees, each with its argument. A surviving mutant is
+ * equivalent only if a rule here explains it; every other survivor is a hole in the tests.
+ */
+import type { AnyStateNode } from 'xstate';
+import type { Mutant } from './mutants.js';
+
+const inert = (n: AnyStateNode | undefined) =>
+  !!n && n.type === 'final' && !n.entry.length && !n.exit.length && !n.tags.length && !(n.config as { output?: unknown }).output;
+
+/** The argument that `mutant` is equivalent, or null. */
+export function equivalence(chart: string, mutant: Mutant): string | null {
+  const r = mutant.retarget;
+  if (r && inert(r.from) && inert(r.to) && r.from!.parent === r.to.parent && r.to.parent?.parent) {
+    return `${r.from!.key} and ${r.to.key} are both final states of ${r.to.parent!.id} with no actions, tags or output: the parent only waits for its regions to be final, so which one is entered changes nothing.`;
+  }
+  for (const rule of RULES[chart] ?? []) if (rule.match.test(mutant.id)) return rule.argument;
+  return null;
+}
+
+const RULES: Record<string, Array<{ match: RegExp; argument: string }>> = {
+  report: [
+    {
+      match: /retarget → report\.(accepted|notAccepted)$/,
+      argument:
+        'accepted and notAccepted are final states with no actions or output of their own; the output (and so the exit code and message of `bootstate report`) reads only context.failure, and the command keeps no journal.',
+    },
+  ],
+  provisioning: [
+    {
+      match: /^provisioning\.reportingFailure\.(requesting error failureReport\[[01]\]|requesting error failureReport) action dropped #0 recordReportFailure$|^provisioning\.reportingFailure after failureReportTimeout\[0\] action dropped #0 recordReportTimeout$/,
+      argument:
+        'reportFailure is read only when failure is null (output, log detail); every way into reportingFailure sets failure, so recording why the failure report was refused changes nothing seen.',
+    },
+    {
+      match: /^provisioning error kvp\[0\] action dropped #0 recordKvpFailure$|^provisioning\.provisioning\.work\.gathering\.media\.reading error media\[0\] action dropped #0 assign\(warnings\)$/,
+      argument:
+        'context.warnings is read by nothing: not the output, not the final log line, not a report; the writer and media actors log their own failures (see Survivors of note in docs/reliability.md).',
+    },
+  ],
+};
