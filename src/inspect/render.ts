@@ -9,6 +9,7 @@ import { DEFAULT_CONFIG } from '../config/defaults.js';
 import { renderChartHtml } from './chart-html.js';
 import { buildGraph, renderSvg, toDot, toMermaid, type GraphOptions } from './graph.js';
 import { latestJournal, readJournal } from './journal.js';
+import { overviewOf } from './overview.js';
 import { renderTraceHtml } from './trace.js';
 
 export const CHART_FORMATS = ['svg', 'mermaid', 'dot', 'html'] as const;
@@ -27,15 +28,20 @@ export async function loadMachine(name: string): Promise<{ machine: AnyStateMach
   throw new Error(`unknown machine "${name}" (provisioning | monitor)`);
 }
 
-/** Renders machine `name` as DOT, Mermaid, SVG or a self-contained HTML page. */
-export async function renderMachine(name: string, format: string): Promise<string> {
+/**
+ * Renders machine `name` as DOT, Mermaid, SVG or a self-contained HTML page; `overview` draws retry loops and
+ * simple regions as single states (the README's picture); the HTML page always holds both.
+ */
+export async function renderMachine(name: string, format: string, view: { overview?: boolean } = {}): Promise<string> {
   if (!CHART_FORMATS.includes(format as ChartFormat)) throw new Error(`--format must be one of ${CHART_FORMATS.join(', ')}`);
   const { machine, options } = await loadMachine(name);
-  const graph = buildGraph(machine, options);
-  if (format === 'dot') return toDot(graph);
+  const full = buildGraph(machine, options);
+  const graph = view.overview ? overviewOf(full).graph : full;
+  const dotOptions = { compact: view.overview === true };
+  if (format === 'dot') return toDot(graph, dotOptions);
   if (format === 'mermaid') return toMermaid(graph);
   if (format === 'html') return renderChartHtml(machine, options);
-  const svg = await renderSvg(toDot(graph));
+  const svg = await renderSvg(toDot(graph, dotOptions));
   return svg.endsWith('\n') ? svg : `${svg}\n`;
 }
 
