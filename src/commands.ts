@@ -167,7 +167,7 @@ export async function trace(values: Values, positionals: string[]): Promise<numb
   const { writeTrace } = await import('./inspect/render.js');
   const config = await configFrom(values.config as string | undefined);
   const written = await writeTrace({ journal: positionals[0], dataDir: config.data_dir.path, output: values.output as string | undefined });
-  process.stdout.write(`${written}\n`);
+  process.stdout.write(`${written.summary}\ntrace: ${written.path}\n`);
   return EXIT_OK;
 }
 

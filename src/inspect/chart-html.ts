@@ -18,15 +18,15 @@ export async function renderChartHtml(machine: AnyStateMachine, options: GraphOp
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptHash(CHART_VIEW_JS)}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(graph.id)} statechart</title>
-<style>body { margin: 12px 16px; font: 14px system-ui, sans-serif; --chart-top: 90px; } h1 { font-size: 18px; margin: 0 0 10px; }
+<style>body { margin: 0; font: 14px system-ui, sans-serif; } h1 { font-size: 18px; margin: 0 0 4px; }
 ${CHART_VIEW_CSS}</style></head>
-<body><h1>${escapeHtml(graph.id)} statechart</h1>
+<body><div class="screen"><h1>${escapeHtml(graph.id)} statechart</h1>
 ${CHART_HELP}
 <section class="chart-view" id="chart" tabindex="0" aria-label="${escapeHtml(graph.id)} statechart">
 ${chartTools(true)}
 ${inlineSvg(overview, 'overview')}
 ${inlineSvg(full, 'full', true)}
-</section>
+</section></div>
 <script>${CHART_VIEW_JS}</script>
 </body></html>
 `;

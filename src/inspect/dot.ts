@@ -103,7 +103,7 @@ const exit = (node: GraphNode): string => (isCluster(node) ? `${node.id}::exit` 
 function labelOf(node: GraphNode, steps: number[] | undefined, parallelChild: boolean, ms?: number): string {
   const lines = [parallelChild ? `${node.key} (region)` : node.type === 'parallel' ? `${node.key} (parallel)` : node.key];
   for (const invoke of node.invokes) lines.push(`invoke ${invoke}`);
-  if (node.badge) lines.push(`⟳ ${node.badge}`);
+  if (node.badge) lines.push(...`⟳ ${node.badge}`.split(', '));
   lines.push(...(node.summary ?? []));
   if (node.exits) lines.push(`✕ ${node.exits}`);
   if (steps?.length) lines.push(`step ${formatSteps(steps)}${ms ? ` · ${formatDuration(ms)}` : ''}`);
@@ -131,7 +131,7 @@ function legendLines(graph: MachineGraph): string[] {
 /** Renders a machine graph as Graphviz DOT, optionally highlighting one run's path. */
 export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
   const hl = options.highlight;
-  const [font, edgeFont, nodesep, ranksep] = options.compact ? [15, 13, 0.18, 0.25] : [11, 10, 0.3, 0.32];
+  const [font, edgeFont, nodesep, ranksep] = options.compact ? [15, 14, 0.18, 0.25] : [11, 10, 0.3, 0.32];
   const out: string[] = [
     `digraph ${q(graph.id)} {`,
     `  graph [rankdir=TB, compound=true, fontname="Helvetica", fontsize=${font}, nodesep=${nodesep}, ranksep=${ranksep}, newrank=true, pad=0.15];`,

@@ -69,7 +69,9 @@ function collapseRegions(nodes: Map<string, GraphNode>, alias: Map<string, strin
     if (parent?.type !== 'parallel' || hidden.has(region.id) || !region.children.length) continue;
     const children = region.children.map((id) => nodes.get(id)!);
     if (children.some((child) => child.children.length)) continue;
-    const steps = children.filter((child) => child.type !== 'final').map((child) => `→ ${child.key}${child.badge ? ` ⟳ ${child.badge}` : ''}`);
+    const steps = children
+      .filter((child) => child.type !== 'final')
+      .flatMap((child) => [`→ ${child.key}`, ...(child.badge ? `⟳ ${child.badge}`.split(', ') : [])]);
     nodes.set(region.id, { ...region, children: [], initial: undefined, badge: undefined, summary: steps });
     for (const child of children) {
       hidden.add(child.id);

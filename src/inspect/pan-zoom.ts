@@ -6,7 +6,10 @@
 import { createHash } from 'node:crypto';
 
 export const CHART_VIEW_CSS = `
-.chart-view { position: relative; height: calc(100vh - var(--chart-top, 150px)); min-height: 320px; border: 1px solid #d1d9e0;
+.screen { box-sizing: border-box; height: 100vh; display: flex; flex-direction: column; padding: 10px 20px 10px; }
+.screen > * { flex: none; }
+.screen > .chart-view { flex: 1 1 auto; min-height: 260px; }
+.chart-view { position: relative; border: 1px solid #d1d9e0;
   border-radius: 6px; background: #fcfcfd; overflow: hidden; touch-action: none; cursor: grab; }
 .chart-view:focus { outline: 2px solid #0969da; outline-offset: 1px; }
 .chart-view.dragging { cursor: grabbing; }
@@ -23,6 +26,7 @@ export const CHART_VIEW_CSS = `
 /** The view's script: fit on load and on resize, wheel and buttons zoom, drag and arrow keys pan, `0` fits. */
 export const CHART_VIEW_JS = `
 (function () {
+  var MAX_FIT_ZOOM = 1.4;
   function setup(view) {
     var svgs = Array.prototype.slice.call(view.querySelectorAll(':scope > svg'));
     svgs.forEach(function (svg) {
@@ -34,7 +38,14 @@ export const CHART_VIEW_JS = `
     function current() { return svgs.filter(function (svg) { return !svg.hasAttribute('hidden'); })[0]; }
     function get(svg) { return svg.getAttribute('viewBox').split(/[ ,]+/).map(Number); }
     function put(svg, b) { svg.setAttribute('viewBox', b.join(' ')); }
-    function fit() { var svg = current(); if (svg) svg.setAttribute('viewBox', svg.dataset.full); }
+    function fit() {
+      var svg = current(); if (!svg) return;
+      var b = svg.dataset.full.split(' ').map(Number), r = svg.getBoundingClientRect();
+      if (!r.width || !r.height) return;
+      var s = Math.max(b[2] / r.width, b[3] / r.height, 1 / MAX_FIT_ZOOM);
+      var w = r.width * s, h = r.height * s;
+      put(svg, [b[0] + (b[2] - w) / 2, b[1] + (b[3] - h) / 2, w, h]);
+    }
     function scale(svg) {
       var b = get(svg), r = svg.getBoundingClientRect();
       return Math.max(b[2] / r.width, b[3] / r.height);
@@ -83,6 +94,7 @@ export const CHART_VIEW_JS = `
       else if (e.key === '0') fit(); else if (keys[e.key]) pan(keys[e.key][0], keys[e.key][1]); else return;
       e.preventDefault();
     });
+    window.addEventListener('resize', fit);
     fit();
   }
   document.querySelectorAll('.chart-view').forEach(setup);

@@ -10,7 +10,9 @@ import { renderChartHtml } from './chart-html.js';
 import { buildGraph, renderSvg, toDot, toMermaid, type GraphOptions } from './graph.js';
 import { latestJournal, readJournal } from './journal.js';
 import { overviewOf } from './overview.js';
-import { renderTraceHtml } from './trace.js';
+import { analyseRun } from './run-path.js';
+import { normalizeLines } from './journal-input.js';
+import { renderTraceHtml, traceSummary } from './trace.js';
 
 export const CHART_FORMATS = ['svg', 'mermaid', 'dot', 'html'] as const;
 export type ChartFormat = (typeof CHART_FORMATS)[number];
@@ -47,9 +49,9 @@ export async function renderMachine(name: string, format: string, view: { overvi
 
 /**
  * Writes the trace page of `journal` (default: the latest journal under `dataDir`) to `output` (default: the
- * journal's path with `.html`) and returns the page's path.
+ * journal's path with `.html`); returns the page's path and the run's story in one line (its outcome and cause).
  */
-export async function writeTrace(options: { journal?: string; dataDir: string; output?: string }): Promise<string> {
+export async function writeTrace(options: { journal?: string; dataDir: string; output?: string }): Promise<{ path: string; summary: string }> {
   const journal = options.journal ?? latestJournal(options.dataDir);
   if (!journal) throw new Error(`no journal found under ${options.dataDir}/runs`);
   const lines = readJournal(journal);
@@ -58,5 +60,6 @@ export async function writeTrace(options: { journal?: string; dataDir: string; o
   const html = await renderTraceHtml({ machine, journalLines: lines, title: basename(journal), ...graphOptions });
   const output = options.output ?? join(dirname(journal), `${basename(journal, '.jsonl')}.html`);
   writeFileSync(output, html, { mode: 0o600 });
-  return output;
+  const summary = traceSummary(analyseRun(buildGraph(machine, graphOptions), normalizeLines(lines)), normalizeLines(lines));
+  return { path: output, summary };
 }
