@@ -66,8 +66,12 @@ export function projectOutput(output: unknown, allow: AllowList = DEFAULT_ALLOW)
   return picked;
 }
 
-/** A failure in words from its allow-listed data: `IMDS did not answer within 20 s; last error: http status error (status: 503)`. */
+/**
+ * A failure in words from its allow-listed data: `IMDS did not answer within 20 s; last error: http status error
+ * (status: 503)`. An unhandled error's message is anybody's text, so it is told by its reason alone.
+ */
 export function causeOf(failure: Failure): string {
+  if (failure.code === 'UNHANDLED') return failure.reason;
   const data = new Map(failure.data.filter(([key]) => (CAUSE_KEYS as readonly string[]).includes(key)));
   const text = (key: string): string | undefined => (data.has(key) ? escapeValue(String(data.get(key)), 160) : undefined);
   const head = text('error') ?? failure.reason;
