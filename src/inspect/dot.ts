@@ -73,6 +73,7 @@ export function formatSteps(steps: number[]): string {
 
 /** A duration for a label or a table: `850ms`, `12.3s`, `4m05s`. */
 export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms)) return '?';
   if (ms < 1000) return `${Math.round(ms)}ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`;
   const seconds = Math.round(ms / 1000);
