@@ -57,7 +57,7 @@ describe('run journal', () => {
       }),
     };
     const journal = createJournal({ dir, vmId: 'vm-1' });
-    const actor = createActor(provisioningMachine.provide({ actors: actors as never }), { inspect: journal.inspect as never });
+    const actor = createActor(provisioningMachine.provide({ actors: actors as never }), { input: {}, inspect: journal.inspect });
     actor.start();
     await toPromise(actor);
     journal.close();
