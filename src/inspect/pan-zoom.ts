@@ -13,10 +13,11 @@ export const CHART_VIEW_CSS = `
   border-radius: 6px; background: #fcfcfd; overflow: hidden; touch-action: none; cursor: grab; }
 .chart-view:focus { outline: 2px solid #0969da; outline-offset: 1px; }
 .chart-view.dragging { cursor: grabbing; }
-.chart-view > svg { width: 100%; height: 100%; display: block; user-select: none; }
+/* The toolbar has a strip of its own below the chart, so fitting never puts a state under a button. */
+.chart-view > svg { width: 100%; height: calc(100% - 42px); display: block; user-select: none; }
 .chart-view > svg[hidden] { display: none; }
 .chart-view svg text { font-family: Helvetica, Arial, "Liberation Sans", sans-serif; }
-.chart-tools { position: absolute; bottom: 8px; right: 8px; display: flex; gap: 4px; z-index: 1; }
+.chart-tools { position: absolute; bottom: 6px; right: 8px; display: flex; gap: 4px; z-index: 1; }
 .chart-tools button { font: 13px system-ui, sans-serif; min-width: 30px; height: 28px; padding: 0 8px; border: 1px solid #d1d9e0;
   border-radius: 6px; background: #ffffffee; cursor: pointer; }
 .chart-tools button:hover { background: #f3f4f6; }
