@@ -157,7 +157,7 @@ export async function monitor(values: Values): Promise<number> {
 
 export async function graph(values: Values): Promise<number> {
   const { renderMachine } = await import('./inspect/render.js');
-  const text = await renderMachine(values.machine as string, values.format as string);
+  const text = await renderMachine(values.machine as string, values.format as string, { overview: values.overview === true });
   if (values.output) writeFileSync(values.output as string, text);
   else process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   return EXIT_OK;

@@ -4,7 +4,7 @@
  * an edge also lists the full chart's states or transitions it stands for (`data-members`, JSON).
  */
 import { decodeDomId } from './dom-id.js';
-import type { DotHighlight } from './dot.js';
+import { mergeLoops, type DotHighlight } from './dot.js';
 import type { GraphEdge, MachineGraph } from './graph.js';
 
 /** Escapes text for a double-quoted attribute. */
@@ -20,7 +20,7 @@ export interface TagOptions {
 
 /** Tags every state and edge group of an SVG that `toDot(graph)` produced. */
 export function tagSvg(svg: string, graph: MachineGraph, options: TagOptions = {}): string {
-  const edges = new Map<string, GraphEdge>(graph.edges.map((edge) => [edge.key, edge]));
+  const edges = new Map<string, GraphEdge>(mergeLoops(graph.edges).map((edge) => [edge.key, edge]));
   const membersOf = new Map<string, string[]>();
   for (const [state, shown] of options.alias ?? []) membersOf.set(shown, [...(membersOf.get(shown) ?? []), state]);
   const hl = options.highlight;

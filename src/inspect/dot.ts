@@ -191,9 +191,30 @@ export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
   if (graph.edges.some((edge) => edge.source === root.id)) {
     out.push(`  "::any" [id="any-state", shape=plain, fontcolor=${q(COLOR.fadedText)}, label="in any state"];`);
   }
-  graph.edges.forEach((edge) => out.push(...edgeLines(graph, edge, hl)));
+  mergeLoops(graph.edges).forEach((edge) => out.push(...edgeLines(graph, edge, hl)));
   out.push('}');
   return `${out.join('\n')}\n`;
+}
+
+/** Transitions that leave a state where it is (self-loops, targetless) drawn as one loop with one label per line. */
+export function mergeLoops(edges: GraphEdge[]): GraphEdge[] {
+  const loops = new Map<string, GraphEdge>();
+  const out: GraphEdge[] = [];
+  for (const edge of edges) {
+    const loop = edge.targets.length === 0 || (edge.targets.length === 1 && edge.targets[0] === edge.source);
+    const existing = loop ? loops.get(edge.source) : undefined;
+    if (!loop) out.push(edge);
+    else if (!existing) {
+      const first = { ...edge, members: edge.members ?? [edge.key] };
+      loops.set(edge.source, first);
+      out.push(first);
+    } else {
+      existing.label = `${existing.label}\n${edge.label}`;
+      existing.members!.push(...(edge.members ?? [edge.key]));
+      if (existing.targets.length === 0) existing.targets = edge.targets;
+    }
+  }
+  return out;
 }
 
 /** The steps at which a run took an edge (or, in an overview, any of the edges it stands for). */

@@ -173,6 +173,7 @@ describe.skipIf(!mustRun && !available)('the pictures, looked at in Chromium', {
       expect(await page.isVisible('svg[data-view="full"]')).toBe(true);
       const full = await chartLayout(page);
       expect(full!.chart.right).toBeLessThanOrEqual(size.width + 1);
+      expect(overlaps(full!.texts), 'every state: overlapping texts').toEqual([]);
       await page.screenshot({ path: path.join(outDir, `graph-full-${size.name}.png`) });
       expect(outside).toEqual([]);
       expect(errors).toEqual([]);
