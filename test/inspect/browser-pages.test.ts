@@ -211,6 +211,7 @@ describe.skipIf(!mustRun && !available)('the pictures, looked at in Chromium', {
         expect(errors).toEqual([]);
         await context.close();
       }
+      fs.rmSync(run.root, { recursive: true, force: true });
     }
   });
 
@@ -220,6 +221,7 @@ describe.skipIf(!mustRun && !available)('the pictures, looked at in Chromium', {
       const first = await open(server.viewerUrl, SIZES[0]);
       await first.page.waitForFunction(() => document.getElementById('status')?.textContent?.startsWith('connected'));
       const run = await runAgent(fabric, { args: ['--inspect', server.agentUrl] });
+      fs.rmSync(run.root, { recursive: true, force: true });
       expect(run.code).toBe(0);
       for (const [index, size] of SIZES.entries()) {
         const { page, context, outside, errors } = index === 0 ? first : await open(server.viewerUrl, size);
