@@ -12,13 +12,14 @@ const { values } = parseArgs({
     machine: { type: 'string', default: 'provisioning' },
     format: { type: 'string', default: 'svg' },
     out: { type: 'string' },
+    overview: { type: 'boolean', default: false },
   },
 });
 if (!(CHART_FORMATS as readonly string[]).includes(values.format!)) {
   console.error(`--format must be one of ${CHART_FORMATS.join(', ')}`);
   process.exit(2);
 }
-const text = await renderMachine(values.machine!, values.format!);
+const text = await renderMachine(values.machine!, values.format!, { overview: values.overview });
 if (values.out) {
   fs.mkdirSync(path.dirname(path.resolve(values.out)), { recursive: true });
   fs.writeFileSync(values.out, text);

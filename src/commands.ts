@@ -157,7 +157,7 @@ export async function monitor(values: Values): Promise<number> {
 
 export async function graph(values: Values): Promise<number> {
   const { renderMachine } = await import('./inspect/render.js');
-  const text = await renderMachine(values.machine as string, values.format as string);
+  const text = await renderMachine(values.machine as string, values.format as string, { overview: values.overview === true });
   if (values.output) writeFileSync(values.output as string, text);
   else process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   return EXIT_OK;
@@ -167,7 +167,7 @@ export async function trace(values: Values, positionals: string[]): Promise<numb
   const { writeTrace } = await import('./inspect/render.js');
   const config = await configFrom(values.config as string | undefined);
   const written = await writeTrace({ journal: positionals[0], dataDir: config.data_dir.path, output: values.output as string | undefined });
-  process.stdout.write(`${written}\n`);
+  process.stdout.write(`${written.summary}\ntrace: ${written.path}\n`);
   return EXIT_OK;
 }
 

@@ -57,7 +57,7 @@ export async function runDemo(values: { dir?: unknown }, out: (line: string) => 
     if (result.journalPath) {
       const { writeTrace } = await import('./inspect/render.js');
       const trace = await writeTrace({ journal: result.journalPath, dataDir: result.config.data_dir.path, output: join(root, 'trace.html') });
-      out(`\ntrace of this run (open in a browser): ${trace}`);
+      out(`\ntrace of this run (open in a browser): ${trace.path}`);
     }
     return result.exitCode === 0 ? EXIT_OK : result.exitCode;
   } finally {

@@ -100,12 +100,13 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     options: {
       machine: { value: 'NAME', choices: ['provisioning', 'monitor'], default: 'provisioning', help: 'which chart' },
       format: { value: 'FORMAT', choices: ['dot', 'mermaid', 'svg', 'html'], default: 'svg', help: 'output format' },
+      overview: { help: 'retry loops and simple parallel regions as single states (the README picture; html always has both)' },
       output: { value: 'FILE', short: 'o', help: 'write to FILE instead of stdout' },
     },
     run: async ({ values }) => (await import('../commands.js')).graph(values),
   },
   trace: {
-    summary: 'Write one self-contained HTML page of a run: the chart with its path, timings and the journal.',
+    summary: 'Print how a run ended and why, and write one self-contained HTML page of it: the chart with its path, a timeline, timings and the journal in words.',
     args: '[JOURNAL]',
     positionals: { min: 0, max: 1 },
     options: {

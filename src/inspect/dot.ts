@@ -1,7 +1,8 @@
 /**
- * DOT for a {@link MachineGraph}: compound and parallel states as clusters (parallel regions dashed), an entry
- * dot per cluster as the initial pseudo-state and edge anchor, final states double-bordered, tags and invokes in
- * labels, error transitions dashed. With a highlight, the run's path is filled, coloured and numbered.
+ * DOT for a {@link MachineGraph}, laid out top to bottom the way the agent runs: a start dot at the top,
+ * compound and parallel states as clusters (parallel regions dashed, side by side), the machine's own final
+ * states on the bottom rank. Health tags are fill colours explained by a legend; error transitions are red and
+ * dashed, timers blue. With a highlight, the run's path is drawn bold and numbered and the rest fades.
  */
 import { encodeDomId } from './dom-id.js';
 import type { GraphEdge, GraphNode, MachineGraph } from './graph.js';
@@ -17,10 +18,18 @@ export interface DotHighlight {
   final?: { id: string; outcome: 'ok' | 'failed' };
 }
 
+export interface DotOptions {
+  highlight?: DotHighlight;
+  /** Draw the legend of colours and line styles (default true). */
+  legend?: boolean;
+  /** Larger type and tighter spacing, for an overview read at README width. */
+  compact?: boolean;
+}
+
 const COLOR = {
-  idle: '#8a8f98',
-  visitedFill: '#dcefdc',
-  visitedCluster: '#f1f8f1',
+  line: '#555b66',
+  faded: '#b8bcc4',
+  fadedText: '#6a707a',
   taken: '#1a7f37',
   error: '#b42318',
   after: '#1f5fa8',
@@ -28,9 +37,26 @@ const COLOR = {
   failed: '#f4a3a3',
 };
 
+/** Fill colours of the health tags (Azure's health states), one hue each, and lighter tints for clusters. */
+const HEALTH: Array<{ tag: RegExp; name: string; fill: string; cluster: string }> = [
+  { tag: /Failed$/, name: 'NotReady/ProvisioningFailed', fill: '#fde2e1', cluster: '#fff5f4' },
+  { tag: /^Ready$/, name: 'Ready', fill: '#d8f3dc', cluster: '#f2fbf3' },
+  { tag: /Provisioning$|NotReady/, name: 'NotReady/Provisioning', fill: '#fff1c9', cluster: '#fffaeb' },
+];
+
 /** Quotes a DOT string, escaping what DOT would otherwise interpret. */
 function q(text: string): string {
   return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
+}
+
+/** Quotes a multi-line label whose lines are left-justified (`\l` ends each line). */
+function qLeft(text: string): string {
+  return `"${text.split('\n').map((line) => `${q(line).slice(1, -1)}\\l`).join('')}"`;
+}
+
+/** Escapes text for a Graphviz HTML-like label. */
+function h(text: string): string {
+  return text.replace(/[&<>"]/g, (char) => `&#${char.charCodeAt(0)};`);
 }
 
 /** Compresses a step list for a label: `1, 3-5`. */
@@ -47,6 +73,7 @@ export function formatSteps(steps: number[]): string {
 
 /** A duration for a label or a table: `850ms`, `12.3s`, `4m05s`. */
 export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms)) return '?';
   if (ms < 1000) return `${Math.round(ms)}ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`;
   const seconds = Math.round(ms / 1000);
@@ -59,27 +86,60 @@ function within(graph: MachineGraph, node: string, ancestor: string): boolean {
   return false;
 }
 
+/** The health entry of a state's own tags, or of its nearest tagged ancestor when `inherit`. */
+function healthOf(graph: MachineGraph, node: GraphNode, inherit: boolean): (typeof HEALTH)[number] | undefined {
+  for (let at: GraphNode | undefined = node; at; at = inherit && at.parent ? graph.nodes.get(at.parent) : undefined) {
+    const entry = HEALTH.find((health) => at!.tags.some((tag) => health.tag.test(tag)));
+    if (entry) return entry;
+  }
+  return undefined;
+}
+
 const isCluster = (node: GraphNode): boolean => node.children.length > 0;
 const anchor = (node: GraphNode): string => (isCluster(node) ? `${node.id}::entry` : node.id);
+/** Where edges leave a cluster: an invisible point held below all its children, so the flow keeps going down. */
+const exit = (node: GraphNode): string => (isCluster(node) ? `${node.id}::exit` : node.id);
 
-/** The label lines of a state: its name, tags, invokes, and when highlighted the steps it was active at. */
+/** The label lines of a state: its name, what it invokes, its retry badge, and when highlighted its steps. */
 function labelOf(node: GraphNode, steps: number[] | undefined, parallelChild: boolean, ms?: number): string {
   const lines = [parallelChild ? `${node.key} (region)` : node.type === 'parallel' ? `${node.key} (parallel)` : node.key];
-  if (node.tags.length) lines.push(`tags: ${node.tags.join(', ')}`);
   for (const invoke of node.invokes) lines.push(`invoke ${invoke}`);
+  if (node.badge) lines.push(...`⟳ ${node.badge}`.split(', '));
+  lines.push(...(node.summary ?? []));
+  if (node.exits) lines.push(`✕ ${node.exits}`);
   if (steps?.length) lines.push(`step ${formatSteps(steps)}${ms ? ` · ${formatDuration(ms)}` : ''}`);
   return lines.join('\n');
 }
 
+/** The legend: the health colours and what the line styles mean. */
+function legendLines(graph: MachineGraph): string[] {
+  const swatch = (fill: string, text: string) =>
+    `<TR><TD BGCOLOR="${fill}" WIDTH="18" HEIGHT="12" FIXEDSIZE="TRUE"></TD><TD ALIGN="LEFT">${h(text)}</TD></TR>`;
+  const line = (color: string, text: string) => `<TR><TD><FONT COLOR="${color}">━━</FONT></TD><TD ALIGN="LEFT"><FONT COLOR="${color}">${h(text)}</FONT></TD></TR>`;
+  const used = HEALTH.filter((health) => [...graph.nodes.values()].some((node) => node.tags.some((tag) => health.tag.test(tag))));
+  const rows = [
+    '<TR><TD COLSPAN="2" ALIGN="LEFT"><B>legend</B></TD></TR>',
+    ...used.map((health) => swatch(health.fill, `health ${health.name}`)),
+    line(COLOR.error, 'error (dashed)'),
+    line(COLOR.after, 'timer (after …)'),
+  ];
+  if ([...graph.nodes.values()].some((node) => node.badge)) rows.push('<TR><TD>⟳</TD><TD ALIGN="LEFT">retry loop shown as one state</TD></TR>');
+  for (const note of graph.notes ?? []) rows.push(`<TR><TD>⚡</TD><TD ALIGN="LEFT">${h(note)}</TD></TR>`);
+  const label = `<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">${rows.join('')}</TABLE>>`;
+  return [`  "::legend" [id="legend", shape=box, style="rounded", color="#d1d9e0", margin="0.08,0.04", label=${label}];`];
+}
+
 /** Renders a machine graph as Graphviz DOT, optionally highlighting one run's path. */
-export function toDot(graph: MachineGraph, options: { highlight?: DotHighlight } = {}): string {
+export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
   const hl = options.highlight;
+  const [font, edgeFont, nodesep, ranksep] = options.compact ? [15, 14, 0.18, 0.25] : [11, 10, 0.3, 0.32];
   const out: string[] = [
     `digraph ${q(graph.id)} {`,
-    '  graph [compound=true, fontname="Helvetica", fontsize=11, nodesep=0.35, ranksep=0.45, newrank=true];',
-    '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10, margin="0.12,0.05"];',
-    `  edge [fontname="Helvetica", fontsize=9, color=${q(hl ? '#b8bcc4' : '#555b66')}, arrowsize=0.7];`,
+    `  graph [rankdir=TB, compound=true, fontname="Helvetica", fontsize=${font}, nodesep=${nodesep}, ranksep=${ranksep}, newrank=true, pad=0.15];`,
+    `  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=${font}, margin="0.12,0.05"];`,
+    `  edge [fontname="Helvetica", fontsize=${edgeFont}, color=${q(hl ? COLOR.faded : COLOR.line)}, arrowsize=0.7];`,
   ];
+  const root = graph.nodes.get(graph.root)!;
   const emit = (node: GraphNode, depth: number): void => {
     const pad = '  '.repeat(depth);
     const steps = hl?.visited.get(node.id);
@@ -88,13 +148,21 @@ export function toDot(graph: MachineGraph, options: { highlight?: DotHighlight }
     const outcome = hl?.final?.id === node.id ? hl.final.outcome : undefined;
     if (isCluster(node)) {
       const style = region ? 'dashed,rounded,filled' : 'rounded,filled';
+      const fill = healthOf(graph, node, false)?.cluster ?? '#fbfbfc';
       out.push(`${pad}subgraph ${q(`cluster_${node.id}`)} {`);
-      out.push(`${pad}  id=${q(encodeDomId('state', node.id))}; label=${q(labelOf(node, steps, region, hl?.durations?.get(node.id)))}; labeljust=l;`);
-      out.push(`${pad}  style=${q(style)}; fillcolor=${q(steps ? COLOR.visitedCluster : '#fbfbfc')}; color=${q(steps ? COLOR.taken : '#9aa0aa')}; penwidth=${steps ? 1.6 : 1};`);
+      const label = labelOf(node, steps, region, hl?.durations?.get(node.id));
+      out.push(`${pad}  id=${q(encodeDomId('state', node.id))}; label=${qLeft(label)}; labeljust=l; margin=10;`);
+      out.push(`${pad}  style=${q(style)}; fillcolor=${q(fill)}; color=${q(steps ? COLOR.taken : '#9aa0aa')}; penwidth=${steps ? 2 : 1};`);
+      if (hl && !steps) out.push(`${pad}  fontcolor=${q(COLOR.fadedText)};`);
       const entryColor = node.type === 'parallel' ? '#9aa0aa' : '#222222';
       out.push(`${pad}  ${q(anchor(node))} [shape=point, width=0.09, label="", fillcolor=${q(entryColor)}, color=${q(entryColor)}];`);
       for (const child of node.children) emit(graph.nodes.get(child)!, depth + 1);
-      if (node.initial) {
+      out.push(`${pad}  ${q(exit(node))} [shape=point, width=0.01, style=invis, label=""];`);
+      for (const child of node.children.map((id) => graph.nodes.get(id)!)) {
+        if (child.id !== node.initial) out.push(`${pad}  ${q(anchor(node))} -> ${q(anchor(child))} [style=invis${isCluster(child) ? `, lhead=${q(`cluster_${child.id}`)}` : ''}];`);
+        out.push(`${pad}  ${q(exit(child))} -> ${q(exit(node))} [style=invis];`);
+      }
+      if (node.initial && graph.nodes.has(node.initial)) {
         const initial = graph.nodes.get(node.initial)!;
         const head = isCluster(initial) ? `, lhead=${q(`cluster_${initial.id}`)}` : '';
         out.push(`${pad}  ${q(anchor(node))} -> ${q(anchor(initial))} [color="#222222", arrowsize=0.6${head}];`);
@@ -102,41 +170,83 @@ export function toDot(graph: MachineGraph, options: { highlight?: DotHighlight }
       out.push(`${pad}}`);
       return;
     }
-    const attrs = [
-      `id=${q(encodeDomId('state', node.id))}`,
-      `label=${q(labelOf(node, steps, false, hl?.durations?.get(node.id)))}`,
-    ];
+    const attrs = [`id=${q(encodeDomId('state', node.id))}`, `label=${q(labelOf(node, steps, region, hl?.durations?.get(node.id)))}`];
+    if (region) attrs.push('style="rounded,filled,dashed"');
+    attrs.push(`fillcolor=${q(outcome ? COLOR[outcome] : (healthOf(graph, node, true)?.fill ?? '#ffffff'))}`);
     if (node.type === 'final') attrs.push('peripheries=2');
-    if (outcome) attrs.push(`fillcolor=${q(COLOR[outcome])}`, 'penwidth=2.5', `color=${q(outcome === 'ok' ? COLOR.taken : COLOR.error)}`);
-    else if (steps) attrs.push(`fillcolor=${q(COLOR.visitedFill)}`, 'penwidth=1.8', `color=${q(COLOR.taken)}`);
-    else if (hl) attrs.push(`color=${q(COLOR.idle)}`, `fontcolor="#4a4f57"`);
+    if (outcome) attrs.push('penwidth=3', `color=${q(outcome === 'ok' ? COLOR.taken : COLOR.error)}`);
+    else if (steps) attrs.push('penwidth=2.2', `color=${q(COLOR.taken)}`);
+    else if (hl) attrs.push(`color=${q(COLOR.faded)}`, `fontcolor=${q(COLOR.fadedText)}`);
     out.push(`${pad}${q(node.id)} [${attrs.join(', ')}];`);
   };
-  emit(graph.nodes.get(graph.root)!, 1);
-  graph.edges.forEach((edge) => out.push(...edgeLines(graph, edge, hl)));
+  out.push(`  "::start" [id="start", shape=circle, width=0.16, style=filled, fillcolor="#222222", label=""];`);
+  for (const child of root.children) emit(graph.nodes.get(child)!, 1);
+  if (root.initial) {
+    const initial = graph.nodes.get(root.initial)!;
+    out.push(`  "::start" -> ${q(anchor(initial))} [color="#222222"${isCluster(initial) ? `, lhead=${q(`cluster_${initial.id}`)}` : ''}];`);
+  }
+  const finals = root.children.filter((child) => graph.nodes.get(child)!.type === 'final' && !isCluster(graph.nodes.get(child)!));
+  if (finals.length) out.push(`  { rank=max; ${finals.map(q).join('; ')}; }`);
+  if (options.legend !== false) out.push(...legendLines(graph), '  { rank=min; "::start"; "::legend"; }');
+  if (graph.edges.some((edge) => edge.source === root.id)) {
+    out.push(`  "::any" [id="any-state", shape=plain, fontcolor=${q(COLOR.fadedText)}, label="in any state"];`);
+  }
+  mergeLoops(graph.edges).forEach((edge) => out.push(...edgeLines(graph, edge, hl)));
   out.push('}');
   return `${out.join('\n')}\n`;
 }
 
+/** Transitions that leave a state where it is (self-loops, targetless) drawn as one loop with one label per line. */
+export function mergeLoops(edges: GraphEdge[]): GraphEdge[] {
+  const loops = new Map<string, GraphEdge>();
+  const out: GraphEdge[] = [];
+  for (const edge of edges) {
+    const loop = edge.targets.length === 0 || (edge.targets.length === 1 && edge.targets[0] === edge.source);
+    const existing = loop ? loops.get(edge.source) : undefined;
+    if (!loop) out.push(edge);
+    else if (!existing) {
+      const first = { ...edge, members: edge.members ?? [edge.key] };
+      loops.set(edge.source, first);
+      out.push(first);
+    } else {
+      existing.label = `${existing.label}\n${edge.label}`;
+      existing.members!.push(...(edge.members ?? [edge.key]));
+      if (existing.targets.length === 0) existing.targets = edge.targets;
+    }
+  }
+  return out;
+}
+
+/** The steps at which a run took an edge (or, in an overview, any of the edges it stands for). */
+function stepsOf(edge: GraphEdge, hl: DotHighlight | undefined): number[] | undefined {
+  if (!hl) return undefined;
+  const steps = (edge.members ?? [edge.key]).flatMap((key) => hl.edges.get(key) ?? []);
+  return steps.length ? [...new Set(steps)].sort((a, b) => a - b) : undefined;
+}
+
 /** One DOT edge per target (a targetless transition loops on its source), styled by kind and highlight. */
 function edgeLines(graph: MachineGraph, edge: GraphEdge, hl: DotHighlight | undefined): string[] {
+  const fromRoot = edge.source === graph.root;
   const source = graph.nodes.get(edge.source)!;
-  const steps = hl?.edges.get(edge.key);
+  const steps = stepsOf(edge, hl);
   const targets = edge.targets.length ? edge.targets : [edge.source];
-  return targets.map((targetId, index) => {
+  return targets.flatMap((targetId, index) => {
     const target = graph.nodes.get(targetId)!;
+    if (target.id === graph.root) return [];
     const attrs = [`id=${q(encodeDomId('edge', targets.length > 1 ? `${edge.key}#${index}` : edge.key))}`];
     attrs.push(`label=${q(steps ? `(${formatSteps(steps)}) ${edge.label}` : edge.label)}`);
-    if (isCluster(source) && source !== target && !within(graph, target.id, source.id)) attrs.push(`ltail=${q(`cluster_${source.id}`)}`);
+    if (!fromRoot && isCluster(source) && source !== target && !within(graph, target.id, source.id)) attrs.push(`ltail=${q(`cluster_${source.id}`)}`);
     if (isCluster(target) && source !== target && !within(graph, source.id, target.id)) attrs.push(`lhead=${q(`cluster_${target.id}`)}`);
     const styles: string[] = [];
     if (edge.kind === 'error') styles.push('dashed');
     if (!edge.targets.length) styles.push('dotted');
     if (styles.length) attrs.push(`style=${q(styles.join(','))}`);
+    if (fromRoot || edge.kind === 'error') attrs.push('constraint=false');
     if (steps) attrs.push(`color=${q(COLOR.taken)}`, `fontcolor=${q(COLOR.taken)}`, 'penwidth=2.4');
     else if (!hl && edge.kind === 'error') attrs.push(`color=${q(COLOR.error)}`, `fontcolor=${q(COLOR.error)}`);
     else if (!hl && edge.kind === 'after') attrs.push(`color=${q(COLOR.after)}`, `fontcolor=${q(COLOR.after)}`);
-    else if (hl) attrs.push(`fontcolor="#7a7f88"`);
-    return `  ${q(anchor(source))} -> ${q(anchor(target))} [${attrs.join(', ')}];`;
+    else if (hl) attrs.push(`fontcolor=${q(COLOR.fadedText)}`);
+    const tail = fromRoot ? '::any' : attrs.some((attr) => attr.startsWith('ltail=')) ? exit(source) : anchor(source);
+    return `  ${q(tail)} -> ${q(anchor(target))} [${attrs.join(', ')}];`;
   });
 }

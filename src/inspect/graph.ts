@@ -21,6 +21,12 @@ export interface GraphNode {
   tags: string[];
   /** Invoked actors as `id (src)`. */
   invokes: string[];
+  /** In an overview: what a collapsed retry unit does, e.g. `retries every 2 s, gives up after 5 min`. */
+  badge?: string;
+  /** In an overview: the steps of a region drawn as one node, in order. */
+  summary?: string[];
+  /** In an overview: the failures that leave this state, in words, e.g. `error / timeout → reportingFailure`. */
+  exits?: string;
 }
 
 export type EdgeKind = 'event' | 'after' | 'done' | 'error' | 'always';
@@ -34,6 +40,10 @@ export interface GraphEdge {
   event: string;
   kind: EdgeKind;
   label: string;
+  /** For an `after` edge: the delay's name and, when known, its value in ms. */
+  delay?: { name?: string; ms?: number };
+  /** In an overview: the keys of the full chart's edges this one edge stands for. */
+  members?: string[];
 }
 
 export interface MachineGraph {
@@ -41,6 +51,8 @@ export interface MachineGraph {
   root: string;
   nodes: Map<string, GraphNode>;
   edges: GraphEdge[];
+  /** In an overview: what the drawing leaves out, said in words (e.g. `TERMINATE in any state → reportingFailure`). */
+  notes?: string[];
 }
 
 /** Formats milliseconds the way a reader says them: `500ms`, `2s`, `1.5s`, `2min`. */
@@ -56,10 +68,14 @@ export interface GraphOptions {
    * config is labelled with its value; without it such delays show their name only.
    */
   delayContext?: unknown;
+  /** Timer values a run recorded in its journal (delay name → ms); they win over `delayContext`. */
+  timers?: Record<string, number>;
 }
 
-/** A named delay's value in ms, evaluating a function delay with the given context when there is one. */
-function delayValue(implementation: unknown, options: GraphOptions): number | undefined {
+/** A named delay's value in ms: the run's recorded value, else the delay evaluated with the given context. */
+function delayValue(name: string, implementation: unknown, options: GraphOptions): number | undefined {
+  const recorded = options.timers?.[name];
+  if (typeof recorded === 'number') return recorded;
   if (typeof implementation === 'number') return implementation;
   if (typeof implementation !== 'function' || options.delayContext === undefined) return undefined;
   try {
@@ -70,14 +86,17 @@ function delayValue(implementation: unknown, options: GraphOptions): number | un
   }
 }
 
-/** Labels a delay by its value when known and its name when it has one: `after 2s (retryInterval)`. */
-function delayLabel(machine: AnyStateMachine, delay: unknown, options: GraphOptions): string {
-  if (typeof delay === 'number') return `after ${formatDelay(delay)}`;
-  if (typeof delay === 'string') {
-    const value = delayValue((machine.implementations.delays as Record<string, unknown>)[delay], options);
-    return value === undefined ? `after (${delay})` : `after ${formatDelay(value)} (${delay})`;
-  }
-  return 'after (expression)';
+/** A delay's name and value in ms, as far as they are known. */
+function delayOf(machine: AnyStateMachine, delay: unknown, options: GraphOptions): { name?: string; ms?: number } {
+  if (typeof delay === 'number') return { ms: delay };
+  if (typeof delay !== 'string') return {};
+  return { name: delay, ms: delayValue(delay, (machine.implementations.delays as Record<string, unknown>)[delay], options) };
+}
+
+/** Labels a delay by its value when known, else by its name: `after 2s`, `after (retryInterval)`. */
+function delayLabel(delay: { name?: string; ms?: number }): string {
+  if (delay.ms !== undefined) return `after ${formatDelay(delay.ms)}`;
+  return delay.name ? `after (${delay.name})` : 'after (expression)';
 }
 
 /** Classifies a transition by its event type. */
@@ -90,15 +109,13 @@ function kindOf(eventType: string): EdgeKind {
 }
 
 /** A short human label for a transition, with its guard in brackets. */
-function edgeLabel(machine: AnyStateMachine, node: AnyStateNode, transition: AnyTransitionDefinition, options: GraphOptions): string {
+function edgeLabel(transition: AnyTransitionDefinition, delay: { name?: string; ms?: number } | undefined): string {
   const eventType = String(transition.eventType);
   let label: string;
   const kind = kindOf(eventType);
   if (kind === 'always') label = 'always';
-  else if (kind === 'after') {
-    const delayed = node.after.find((candidate) => candidate.eventType === eventType);
-    label = delayLabel(machine, delayed?.delay, options);
-  } else if (eventType.startsWith('xstate.done.actor.')) label = `done: ${eventType.slice('xstate.done.actor.'.length)}`;
+  else if (kind === 'after') label = delayLabel(delay ?? {});
+  else if (eventType.startsWith('xstate.done.actor.')) label = `done: ${eventType.slice('xstate.done.actor.'.length)}`;
   else if (eventType.startsWith('xstate.error.actor.')) label = `error: ${eventType.slice('xstate.error.actor.'.length)}`;
   else if (eventType.startsWith('xstate.done.state.')) label = 'onDone';
   else label = eventType;
@@ -132,13 +149,17 @@ export function buildGraph(machine: AnyStateMachine, options: GraphOptions = {})
     const transitions: AnyTransitionDefinition[] = [...node.transitions.values()].flat();
     transitions.push(...(node.always ?? []));
     for (const transition of transitions) {
+      const eventType = String(transition.eventType);
+      const delayed = kindOf(eventType) === 'after' ? node.after.find((candidate) => candidate.eventType === eventType) : undefined;
+      const delay = delayed ? delayOf(machine, delayed.delay, options) : undefined;
       edges.push({
         key: edgeKey(node, transition),
         source: id,
         targets: (transition.target ?? []).map(statePath),
         event: String(transition.eventType),
         kind: kindOf(String(transition.eventType)),
-        label: edgeLabel(machine, node, transition, options),
+        label: edgeLabel(transition, delay),
+        ...(delay ? { delay } : {}),
       });
     }
     children.forEach(visit);

@@ -45,6 +45,12 @@ function sameOrigin(request: http.IncomingMessage): boolean {
   }
 }
 
+/** The viewer with the agent's charts, rendered on the first request (the charts' renderer loads only here). */
+async function viewerPage(): Promise<string> {
+  const { liveCharts } = await import('./live-charts.js');
+  return viewerHtml(await liveCharts());
+}
+
 /** Starts the relay and resolves once it listens. */
 export async function startInspectServer(options: InspectServerOptions = {}): Promise<InspectServer> {
   const host = options.host ?? '127.0.0.1';
@@ -55,13 +61,18 @@ export async function startInspectServer(options: InspectServerOptions = {}): Pr
 
   const server = http.createServer((request, response) => {
     const path = new URL(request.url ?? '/', 'http://relay').pathname;
-    const page = path === '/' ? viewerHtml() : path === '/stately' ? statelyBridgeHtml() : undefined;
+    const page = path === '/' ? viewerPage() : path === '/stately' ? Promise.resolve(statelyBridgeHtml()) : undefined;
     if (!page) {
       response.writeHead(404).end();
       return;
     }
-    response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-    response.end(page);
+    page.then(
+      (html) => {
+        response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+        response.end(html);
+      },
+      () => response.writeHead(500).end(),
+    );
   });
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1 << 20 });
 

@@ -46,6 +46,7 @@ export function startLiveInspector(url: string, options: LiveInspectorOptions = 
       seq: step.seq,
     };
     if (step.output) snapshot.output = step.output;
+    if (step.timers) snapshot.timers = step.timers;
     inspector.snapshot(sessionId, snapshot, { event });
   };
   const record = recordMacrosteps(forward, options.allow ?? DEFAULT_ALLOW);

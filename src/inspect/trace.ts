@@ -1,41 +1,47 @@
 /**
- * One self-contained HTML page for one run: the chart as inline SVG with the run's path filled, coloured and
- * numbered, an ok/failed badge, time per state and the journal as a table. No network: a strict CSP, inline
- * CSS and a few lines of inline JS; every string from the machine or the journal is escaped.
+ * One self-contained HTML page for one run, telling its story: the outcome and its cause in the first line, the
+ * chart with the run's path (overview first, every state one click away; fitted, zoomable, pannable), a timeline
+ * of the parallel work, time per state, and the journal in plain words. No network: a CSP that admits only the
+ * page's own scripts by hash; every string from the machine or the journal is escaped.
  */
 import type { AnyStateMachine } from 'xstate';
-import { decodeDomId } from './dom-id.js';
-import { formatDuration, formatSteps, toDot } from './dot.js';
-import { buildGraph, type GraphOptions } from './graph.js';
+import { tagSvg } from './chart-tags.js';
+import { formatDuration, formatSteps, toDot, type DotHighlight } from './dot.js';
+import { buildGraph, type GraphOptions, type MachineGraph } from './graph.js';
+import { normalizeLines, recordedTimers } from './journal-input.js';
 import type { JournalLine } from './journal.js';
+import { overviewOf } from './overview.js';
+import { CHART_HELP, CHART_VIEW_CSS, CHART_VIEW_JS, chartTools, inlineSvg, scriptHash } from './pan-zoom.js';
 import { analyseRun, highlightOf, type RunPath } from './run-path.js';
 import { renderSvg } from './svg.js';
+import { TIMELINE_CSS, timelineHtml } from './timeline.js';
+import { eventWords, leafNames, stateName } from './words.js';
 
 /** Escapes text for HTML element content and double-quoted attributes. */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
+  return String(text).replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }
 
 const CSS = `
 :root { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328; background: #fff; }
-body { margin: 0 auto; padding: 16px 24px 48px; max-width: 1400px; }
-h1 { font-size: 20px; margin: 0 8px 0 0; display: inline-block; }
-h2 { font-size: 16px; margin: 28px 0 8px; }
-.badge { display: inline-block; padding: 3px 10px; border-radius: 12px; font-weight: 600; vertical-align: 3px; }
-.badge.ok { background: #dafbe1; color: #116329; border: 1px solid #4ac26b; }
-.badge.failed { background: #ffebe9; color: #a40e26; border: 1px solid #ff8182; }
-dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 12px 0; }
-dt { color: #59636e; } dd { margin: 0; font-family: ui-monospace, monospace; }
-#chart { overflow: auto; border: 1px solid #d1d9e0; border-radius: 6px; padding: 8px; background: #fcfcfd; }
-#chart svg { max-width: none; height: auto; }
-table { border-collapse: collapse; width: 100%; font-size: 13px; }
+body { margin: 0; }
+main { padding: 0 20px 48px; }
+h1 { font-size: 18px; margin: 0 0 6px; }
+h2 { font-size: 16px; margin: 24px 0 8px; }
+#outcome { display: block; padding: 6px 12px; border-radius: 6px; font-weight: 600; margin: 0 0 6px; overflow-wrap: anywhere; }
+#outcome.ok { background: #dafbe1; color: #116329; border: 1px solid #4ac26b; }
+#outcome.failed { background: #ffebe9; color: #a40e26; border: 1px solid #ff8182; }
+.facts { display: flex; flex-wrap: wrap; gap: 2px 18px; margin: 0; color: #59636e; font-size: 13px; }
+.facts b { color: #1f2328; font-weight: 600; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; table-layout: auto; }
 th, td { border-bottom: 1px solid #d1d9e0; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; position: sticky; top: 0; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-code { font: 12px ui-monospace, monospace; word-break: break-word; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.time { white-space: nowrap; font-variant-numeric: tabular-nums; }
+code { font: 12px ui-monospace, monospace; overflow-wrap: anywhere; }
 #journal tr:hover, #journal tr.focus { background: #fff8c5; }
 g.focus > path, g.focus > polygon, g.focus > ellipse { stroke: #bf8700 !important; stroke-width: 4px; }
-`;
+${CHART_VIEW_CSS}${TIMELINE_CSS}`;
 
 const SCRIPT = `
 document.querySelectorAll('#journal tbody tr').forEach(function (row) {
@@ -50,99 +56,123 @@ document.querySelectorAll('#journal tbody tr').forEach(function (row) {
 });
 `;
 
-/** Adds `data-*` hooks to the Graphviz `<g>` of every state and edge, decoding the ids `toDot` gave them. */
-function tagSvg(svg: string, run: RunPath): string {
-  const body = svg.slice(svg.indexOf('<svg'));
-  return body.replace(/<g id="((?:state|edge)_[A-Za-z0-9._]*)" class="(node|cluster|edge)"/g, (whole, id: string, cls: string) => {
-    const decoded = decodeDomId(id);
-    if (!decoded) return whole;
-    if (decoded.kind === 'state') {
-      const steps = run.visited.get(decoded.value) ?? [];
-      const end = run.last === decoded.value ? ` data-end="${run.outcome}"` : '';
-      return `<g id="${id}" class="${cls}" data-state="${escapeHtml(decoded.value)}" data-visited="${steps.length > 0}" data-step="${steps.join(' ')}"${end}`;
-    }
-    const key = decoded.value.replace(/#\d+$/, '');
-    const steps = run.edges.get(key) ?? [];
-    return `<g id="${id}" class="${cls}" data-edge="${escapeHtml(key)}" data-taken="${steps.length > 0}" data-step="${steps.join(' ')}"`;
-  });
+/** The highlight of a run on the overview: each state's steps and time gathered on the node that shows it. */
+function overviewHighlight(full: MachineGraph, alias: Map<string, string>, hl: DotHighlight): DotHighlight {
+  const visited = new Map<string, number[]>();
+  const durations = new Map<string, number>();
+  for (const [state, steps] of hl.visited) {
+    const shown = alias.get(state) ?? state;
+    visited.set(shown, [...new Set([...(visited.get(shown) ?? []), ...steps])].sort((a, b) => a - b));
+  }
+  for (const shown of visited.keys()) {
+    const own = full.nodes.get(shown)?.children.length ? hl.durations?.get(shown) : undefined;
+    const members = [...alias].filter(([, to]) => to === shown).map(([from]) => hl.durations?.get(from) ?? 0);
+    durations.set(shown, own ?? members.reduce((sum, ms) => sum + ms, 0));
+  }
+  const final = hl.final ? { id: alias.get(hl.final.id) ?? hl.final.id, outcome: hl.final.outcome } : undefined;
+  return { visited, edges: hl.edges, durations, ...(final ? { final } : {}) };
 }
 
-/** Renders a state value compactly: `work.metadata.backoff, work.report.sent`. */
-function valueText(value: unknown, prefix = ''): string {
-  if (typeof value === 'string') return prefix + value;
-  if (!value || typeof value !== 'object') return prefix || '';
-  const parts = Object.entries(value).map(([key, child]) => valueText(child, `${prefix}${key}.`));
-  return parts.join(', ');
-}
-
-/** The outcome badge text, e.g. `FAILED: failed to retrieve instance metadata (exit 1)`. */
-function badgeText(run: RunPath, last: JournalLine | undefined): string {
-  if (!run.complete) return `FAILED: run ended before a final state (${last ? `last status ${last.status}` : 'empty journal'})`;
+/** The first line of a run's story: how it ended, after how long, and why. */
+export function traceSummary(run: RunPath, lines: JournalLine[]): string {
+  const first = lines[0];
+  const last = lines[lines.length - 1];
+  const took = first && last ? formatDuration(Math.max(0, Date.parse(last.t) - Date.parse(first.t))) : '0ms';
+  if (!run.complete) return `FAILED: the run ended before a final state after ${took} (${last ? `last status ${last.status}` : 'empty journal'})`;
   const output = last?.output;
-  const detail = [output?.result, output?.reason, output?.exitCode !== undefined ? `exit ${output.exitCode}` : undefined]
-    .filter((part) => part !== undefined)
-    .join(' · ');
-  return `${run.outcome === 'ok' ? 'OK' : 'FAILED'}${detail ? `: ${detail}` : ''}`;
+  const exit = output?.exitCode !== undefined ? `exit ${output.exitCode}` : undefined;
+  if (run.outcome === 'ok') return `OK: ${[output?.result ?? 'done', `in ${took}`, exit].filter(Boolean).join(', ')}`;
+  const why = output?.cause ?? output?.reason ?? output?.result ?? 'failed';
+  const detail = [output?.cause ? output.reason : undefined, exit].filter(Boolean).join(', ');
+  return `FAILED after ${took}: ${why}${detail ? ` (${detail})` : ''}`;
 }
 
 export interface TraceInput extends GraphOptions {
   machine: AnyStateMachine;
-  journalLines: JournalLine[];
+  journalLines: unknown[];
   /** Shown in the header, e.g. the journal's path. */
   title?: string;
 }
 
+/** A clock time with milliseconds from an ISO timestamp (`12:30:05.123`), or the text as it is. */
+const clock = (t: string): string => /T(\d\d:\d\d:\d\d(?:\.\d+)?)/.exec(t)?.[1] ?? t;
+
 /** Renders one run as a single self-contained HTML page. */
 export async function renderTraceHtml({ machine, journalLines, title, ...graphOptions }: TraceInput): Promise<string> {
-  const graph = buildGraph(machine, graphOptions);
-  const run = analyseRun(graph, journalLines);
-  const svg = tagSvg(await renderSvg(toDot(graph, { highlight: highlightOf(run) })), run);
-  const first = journalLines[0];
-  const last = journalLines[journalLines.length - 1];
-  const total = first && last ? Date.parse(last.t) - Date.parse(first.t) : 0;
+  const lines = normalizeLines(journalLines);
+  const timers = recordedTimers(lines);
+  const graph = buildGraph(machine, { ...graphOptions, ...(timers ? { timers } : {}) });
+  const run = analyseRun(graph, lines);
+  const hl = highlightOf(run);
+  const { graph: overview, alias } = overviewOf(graph);
+  const overviewHl = overviewHighlight(graph, alias, hl);
+  const fullSvg = tagSvg(inlineSvg(await renderSvg(toDot(graph, { highlight: hl })), 'full', true), graph, { highlight: hl, outcome: run.outcome });
+  const overviewDot = toDot(overview, { highlight: overviewHl, compact: true });
+  const overviewSvg = tagSvg(inlineSvg(await renderSvg(overviewDot), 'overview'), overview, { highlight: overviewHl, outcome: run.outcome, alias });
+  const first = lines[0];
   const e = escapeHtml;
+  const name = (id: string): string => stateName(graph.root, id);
+  const summary = traceSummary(run, lines);
   const timingRows = run.timings
-    .map((timing) => `<tr data-state="${e(timing.state)}"><td><code>${e(timing.state)}</code></td><td class="num">${timing.visits}</td><td class="num">${e(formatDuration(timing.ms))}</td><td>${e(formatSteps(timing.steps))}</td></tr>`)
+    .map((timing) => `<tr data-state="${e(name(timing.state))}"><td><code>${e(name(timing.state))}</code></td><td class="num">${timing.visits}</td><td class="num">${e(formatDuration(timing.ms))}</td><td>${e(formatSteps(timing.steps))}</td></tr>`)
     .join('\n');
-  const journalRows = journalLines
+  const journalRows = lines
     .map((line) => {
       const offset = first ? Date.parse(line.t) - Date.parse(first.t) : 0;
-      const transitions = line.transitions.map((key) => `<code>${e(key)}</code>`).join('<br>');
-      return `<tr data-seq="${line.seq}"><td class="num">${line.seq}</td><td><code>${e(line.t)}</code></td><td class="num">+${e(formatDuration(offset))}</td><td><code>${e(line.event)}</code></td><td><code>${e(valueText(line.value))}</code></td><td>${e(line.tags.join(', '))}</td><td>${transitions}</td><td>${e(line.status)}</td></tr>`;
+      const moves = line.transitions.map((key) => `<code>${e(transitionWords(graph, key))}</code>`).join('<br>');
+      const states = leafNames(line.value).map((leaf) => `<code>${e(leaf)}</code>`).join('<br>');
+      return `<tr data-seq="${e(String(line.seq))}"><td class="num">${e(String(line.seq))}</td><td class="time" title="${e(line.t)}">${e(clock(line.t))}</td><td class="num">+${e(formatDuration(offset))}</td><td>${e(eventWords(line.event, timers))}</td><td>${states}</td><td>${e(line.tags.join(', '))}</td><td>${moves}</td><td>${e(line.status)}</td></tr>`;
     })
     .join('\n');
+  const timerFacts = timers ? Object.entries(timers).map(([key, ms]) => `${key} ${formatDuration(ms)}`).join(', ') : '';
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptHash(CHART_VIEW_JS)} ${scriptHash(SCRIPT)}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${e(`${graph.id} run: ${run.outcome}`)}</title>
 <style>${CSS}</style>
 </head>
-<body data-outcome="${run.outcome}">
+<body data-outcome="${e(run.outcome)}">
+<div class="screen">
 <header>
-<h1>${e(graph.id)} run</h1>
-<span id="outcome" class="badge ${run.outcome}" data-outcome="${run.outcome}" data-complete="${run.complete}">${e(badgeText(run, last))}</span>
-<dl>
-${title ? `<dt>journal</dt><dd>${e(title)}</dd>` : ''}
-<dt>started</dt><dd>${e(run.startedAt ?? '-')}</dd>
-<dt>ended</dt><dd>${e(run.endedAt ?? '-')} (${e(formatDuration(total))})</dd>
-<dt>steps</dt><dd>${journalLines.length}</dd>
-<dt>final state</dt><dd id="final-state" data-state="${e(run.last ?? '')}">${e(run.last ?? '-')}</dd>
-</dl>
+<p id="outcome" class="${e(run.outcome)}" data-outcome="${e(run.outcome)}" data-complete="${run.complete}">${e(summary)}</p>
+<h1>${e(graph.id)} run${title ? ` · <code>${e(title)}</code>` : ''}</h1>
+<p class="facts"><span>started <b>${e(run.startedAt ?? '-')}</b></span><span>steps <b>${lines.length}</b></span>
+<span>final state <b id="final-state" data-state="${e(run.last ? name(run.last) : '')}">${e(run.last ? name(run.last) : '-')}</b></span>${timerFacts ? `<span>timers <b id="timers">${e(timerFacts)}</b></span>` : ''}</p>
+${CHART_HELP}
 </header>
-<section id="chart" aria-label="statechart with the run's path">${svg}</section>
+<section id="chart" class="chart-view" tabindex="0" aria-label="statechart with the run's path">
+${chartTools(true)}
+${overviewSvg}
+${fullSvg}
+</section>
+</div>
+<main>
+<h2>Timeline</h2>
+${timelineHtml(graph, lines, e)}
 <h2>Time per state</h2>
 <table id="durations"><thead><tr><th>state</th><th>visits</th><th>time</th><th>steps</th></tr></thead><tbody>
 ${timingRows}
 </tbody></table>
 <h2>Journal</h2>
-<table id="journal"><thead><tr><th>#</th><th>time</th><th>offset</th><th>event</th><th>state</th><th>tags</th><th>transitions</th><th>status</th></tr></thead><tbody>
+<table id="journal"><thead><tr><th>#</th><th>time</th><th>since start</th><th>what happened</th><th>states now</th><th>health</th><th>moves</th><th>status</th></tr></thead><tbody>
 ${journalRows}
 </tbody></table>
+</main>
+<script>${CHART_VIEW_JS}</script>
 <script>${SCRIPT}</script>
 </body>
 </html>
 `;
+}
+
+/** A transition key in words: `requesting → backoff (guard canRetry)`, with state names below the machine. */
+function transitionWords(graph: MachineGraph, key: string): string {
+  const match = /^(.*) -> (.*) on (.*?)(?: \[(.*)\])?$/.exec(key);
+  if (!match) return key;
+  const short = (id: string): string => graph.nodes.get(id)?.key ?? id;
+  const targets = match[2] === '(internal)' ? 'stays' : match[2]!.split(', ').map(short).join(', ');
+  return `${short(match[1]!)} → ${targets}${match[4] ? ` [${match[4]}]` : ''}`;
 }

@@ -31,8 +31,8 @@ describe('machine graph', () => {
   it('lists events, delays, invoke outcomes, state onDone and always as labelled edges', () => {
     const byLabel = Object.fromEntries(graph.edges.map((edge) => [edge.label, edge]));
     expect(byLabel['TERMINATE']).toMatchObject({ kind: 'event', source: 'firstboot', targets: ['firstboot.failed'] });
-    expect(byLabel['after 2s (totalDeadline)']).toMatchObject({ kind: 'after', source: 'firstboot.work' });
-    expect(byLabel['after 5ms (retryInterval)']).toMatchObject({ kind: 'after' });
+    expect(byLabel['after 2s']).toMatchObject({ kind: 'after', source: 'firstboot.work', delay: { name: 'totalDeadline', ms: 2000 } });
+    expect(byLabel['after 5ms']).toMatchObject({ kind: 'after', delay: { name: 'retryInterval', ms: 5 } });
     expect(byLabel['error: imds [canRetry]']).toMatchObject({ kind: 'error', targets: ['firstboot.work.metadata.backoff'] });
     expect(byLabel['done: imds']).toMatchObject({ kind: 'done' });
     expect(byLabel['onDone']).toMatchObject({ source: 'firstboot.work', targets: ['firstboot.ready'] });
@@ -52,24 +52,31 @@ describe('machine graph', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('draws compound and parallel states as clusters, parallel regions dashed', () => {
+  it('draws compound and parallel states as clusters, parallel regions dashed, top to bottom from a start dot', () => {
+    expect(dot).toContain('rankdir=TB');
     expect(dot).toContain('subgraph "cluster_firstboot.work" {');
-    expect(dot).toMatch(/label="work \(parallel\)\\ntags: NotReady\/Provisioning"/);
-    expect(dot).toMatch(/subgraph "cluster_firstboot.work.metadata" \{\n\s+id="[^"]+"; label="metadata \(region\)"; labeljust=l;\n\s+style="dashed,rounded,filled"/);
+    expect(dot).toMatch(/label="work \(parallel\)\\l"/);
+    expect(dot).toMatch(/subgraph "cluster_firstboot.work.metadata" \{\n\s+id="[^"]+"; label="metadata \(region\)\\l"; labeljust=l; margin=10;\n\s+style="dashed,rounded,filled"/);
+    expect(dot).toContain('"::start" -> "firstboot.marker"');
+    expect(dot).toContain('{ rank=max; "firstboot.provisioned"; "firstboot.failed"; }');
   });
 
-  it('double-borders final states and shows tags in node labels', () => {
+  it('double-borders final states and shows health tags as fill colours with a legend', () => {
     expect(nodeLine('firstboot.failed')).toContain('peripheries=2');
-    expect(nodeLine('firstboot.failed')).toContain('tags: NotReady/ProvisioningFailed');
+    expect(nodeLine('firstboot.failed')).toContain('fillcolor="#fde2e1"');
+    expect(nodeLine('firstboot.provisioned')).toContain('fillcolor="#d8f3dc"');
+    expect(nodeLine('firstboot.work.metadata.requesting')).toContain('fillcolor="#fff1c9"');
+    expect(dot).toMatch(/"::legend" \[id="legend"[^\n]*health NotReady\/ProvisioningFailed[^\n]*health Ready[^\n]*health NotReady\/Provisioning/);
     expect(nodeLine('firstboot.work.report.sent')).toContain('peripheries=2');
     expect(nodeLine('firstboot.ready')).not.toContain('peripheries');
   });
 
-  it('dashes error transitions and labels delays with value and name', () => {
+  it('dashes error transitions, labels delays with their value and leaves clusters from the bottom', () => {
     expect(edgeLines('error: imds [canRetry]')[0]).toContain('style="dashed"');
     expect(edgeLines('done: imds')[0]).not.toContain('dashed');
-    expect(edgeLines('after 5ms (retryInterval)')).toHaveLength(1);
-    expect(edgeLines('after 2s (totalDeadline)')[0]).toContain('ltail="cluster_firstboot.work"');
+    expect(edgeLines('after 5ms')).toHaveLength(1);
+    expect(edgeLines('after 2s')[0]).toContain('ltail="cluster_firstboot.work"');
+    expect(edgeLines('after 2s')[0]).toMatch(/^\s+"firstboot\.work::exit" -> /);
   });
 
   it('formats delays the way people say them', () => {
@@ -83,7 +90,7 @@ describe('machine graph', () => {
     expect(text).toMatch(/s_firstboot_work_report \{[\s\S]*\n\s+--\n\s+state "metadata" as s_firstboot_work_metadata \{/);
     expect(text).toContain('[*] --> s_firstboot_work_metadata_requesting');
     expect(text).toContain('s_firstboot_failed --> [*]');
-    expect(text).toContain('s_firstboot_work_metadata_backoff --> s_firstboot_work_metadata_requesting : after 5ms (retryInterval)');
+    expect(text).toContain('s_firstboot_work_metadata_backoff --> s_firstboot_work_metadata_requesting : after 5ms');
   });
 
   it('renders SVG offline with a group per state', async () => {

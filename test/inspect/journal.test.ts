@@ -4,6 +4,10 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
 import { createJournal, edgeKey, latestJournal, readJournal, type JournalLine } from '../../src/inspect/journal.js';
+import { createActor, fromPromise, toPromise } from 'xstate';
+import { provisioningMachine } from '../../machines/provisioning.js';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+import { BootstateError } from '../../src/errors.js';
 import { SECRET, fixtureMachine, runMachine } from './fixtures.js';
 
 let dir: string;
@@ -28,6 +32,48 @@ function observedMacrosteps(events: InspectionEvent[]): Array<{ event: string; v
 }
 
 describe('run journal', () => {
+  it('records the run’s own timer values on the first line and whenever they change', async () => {
+    const journal = createJournal({ dir, vmId: 'vm-1' });
+    await runMachine(fixtureMachine({ failures: 1 }), [journal.inspect]);
+    journal.close();
+    const lines = readJournal(journal.path);
+    expect(lines[0]!.timers).toEqual({ retryInterval: 5, totalDeadline: 2000 });
+    expect(lines.slice(1).every((line) => line.timers === undefined)).toBe(true);
+  });
+
+  it('records the cause of a failed provisioning in words, and the timers its config set', async () => {
+    const config = structuredClone(DEFAULT_CONFIG);
+    config.imds.retry_interval_secs = 0.01;
+    config.imds.total_retry_timeout_secs = 0.05;
+    const ok = <T>(value: T) => fromPromise(async () => value);
+    const actors = {
+      loadConfig: ok(config),
+      readVmId: ok('vm-1'),
+      checkMarker: ok('none'),
+      reportHealth: ok(undefined),
+      readMedia: ok(null),
+      fetchMetadata: fromPromise(async () => {
+        throw new BootstateError('HTTP_STATUS', `IMDS answered 503, password=${SECRET}`, { data: [['error', 'http status error'], ['status', '503']], retryable: true });
+      }),
+    };
+    const journal = createJournal({ dir, vmId: 'vm-1' });
+    const actor = createActor(provisioningMachine.provide({ actors: actors as never }), { input: {}, inspect: journal.inspect });
+    actor.start();
+    await toPromise(actor);
+    journal.close();
+    const lines = readJournal(journal.path);
+    expect(lines[0]!.timers?.imdsTotalTimeout).toBe(300_000);
+    expect(lines.find((line) => line.seq > 0 && line.timers)?.timers).toMatchObject({ imdsRetryInterval: 10, imdsTotalTimeout: 50 });
+    expect(lines.at(-1)!.output).toEqual({
+      result: 'failed',
+      reason: 'operation timed out',
+      code: 'TIMEOUT',
+      exitCode: 1,
+      cause: 'IMDS did not answer usefully within 0.05 s; last error: http status error',
+    });
+    expect(fs.readFileSync(journal.path).includes(SECRET)).toBe(false);
+  });
+
   it('writes one line per macrostep with exactly the transitions the machine took', async () => {
     const journal = createJournal({ dir, vmId: 'vm-1' });
     const run = await runMachine(fixtureMachine({ failures: 2 }), [journal.inspect], [{ type: 'NUDGE', token: SECRET }]);

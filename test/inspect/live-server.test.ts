@@ -50,6 +50,11 @@ describe('inspect server', () => {
     server = await startInspectServer({ port: 0 });
     const page = await (await fetch(server.viewerUrl)).text();
     expect(page).toContain("default-src 'none'");
+    expect(page).toMatch(/script-src 'sha256-[^']+' 'sha256-[^']+'; connect-src ws: wss:/);
+    expect(page).not.toContain("'unsafe-inline'; connect-src");
+    expect(page).toMatch(/<section class="chart-view" data-machine="provisioning" data-root="provisioning"/);
+    expect(page).toMatch(/<section class="chart-view" data-machine="monitor" data-root="monitor"/);
+    expect(page).toContain('data-state="provisioning.provisioning.work.gathering.imds"');
     expect(page).not.toMatch(/\b(?:src|href)\s*=/i);
     expect(await (await fetch(`${server.viewerUrl}stately`)).text()).toContain('https://stately.ai/inspect');
     expect((await fetch(`${server.viewerUrl}nope`)).status).toBe(404);

@@ -1,0 +1,154 @@
+/**
+ * The overview of a chart: every retry loop (an attempt state and a backoff state whose timer leads back to it)
+ * drawn as one unit with a badge, "retries every 2 s, gives up after 5 min", and the many ways out of one
+ * top-level block into the same state merged into one edge. The full chart keeps every state; the overview is
+ * what fits in a README and on a screen at a glance.
+ */
+import { formatDelay, type GraphEdge, type GraphNode, type MachineGraph } from './graph.js';
+
+export interface Overview {
+  graph: MachineGraph;
+  /** Every state of the full chart → the node that shows it in the overview. */
+  alias: Map<string, string>;
+}
+
+/** A delay as people say it: `2 s`, `5 min`, `200 ms`. */
+export function spokenDelay(ms: number): string {
+  return formatDelay(ms).replace(/^([\d.]+)(ms|s|min|h)$/, '$1 $2');
+}
+
+interface RetryUnit {
+  attempt: string;
+  backoff: string;
+  every?: number;
+}
+
+/** Finds attempt ⇄ backoff pairs: a backoff whose only way out is a timer back to a sibling that invokes and fails into it. */
+function retryUnits(graph: MachineGraph): RetryUnit[] {
+  const units: RetryUnit[] = [];
+  for (const node of graph.nodes.values()) {
+    if (node.children.length || node.invokes.length || node.type !== 'atomic') continue;
+    const out = graph.edges.filter((edge) => edge.source === node.id);
+    const attempt = out[0]?.targets[0];
+    if (!out.length || !attempt || out.some((edge) => edge.kind !== 'after' || edge.targets.length !== 1 || edge.targets[0] !== attempt)) continue;
+    const attemptNode = graph.nodes.get(attempt);
+    if (!attemptNode || attemptNode.parent !== node.parent || !attemptNode.invokes.length) continue;
+    if (!graph.edges.some((edge) => edge.source === attempt && edge.targets.includes(node.id))) continue;
+    units.push({ attempt, backoff: node.id, every: out[0]!.delay?.ms });
+  }
+  return units;
+}
+
+/** The badge of a retry unit. */
+function badgeOf(every: number | undefined, deadline: number | undefined): string {
+  const retries = every === undefined ? 'retries' : `retries every ${spokenDelay(every)}`;
+  return deadline === undefined ? retries : `${retries}, gives up after ${spokenDelay(deadline)}`;
+}
+
+/** An edge label for the overview: nothing for the plain way forward, else the guard, `error` or the timer. */
+function shortLabel(edge: GraphEdge): string {
+  const guard = /\[([^\]]+)\]$/.exec(edge.label)?.[1];
+  const base = edge.kind === 'done' ? '' : edge.kind === 'error' ? 'error' : edge.kind === 'after' ? edge.label.replace(/^after (\d)/, 'after $1') : edge.label.replace(/ \[[^\]]+\]$/, '');
+  return [base, guard ? `[${guard}]` : ''].filter(Boolean).join(' ');
+}
+
+/** The top-level state (a child of the root) that contains `id`, or `id` itself. */
+function topLevel(graph: MachineGraph, id: string): string {
+  let at = id;
+  while (graph.nodes.get(at)?.parent && graph.nodes.get(at)!.parent !== graph.root) at = graph.nodes.get(at)!.parent!;
+  return at;
+}
+
+/**
+ * A region of a parallel state whose states are all simple (after retry units are collapsed) becomes one node
+ * that lists its steps in order, so the parallel work reads as columns side by side.
+ */
+function collapseRegions(nodes: Map<string, GraphNode>, alias: Map<string, string>, hidden: Set<string>): void {
+  for (const region of [...nodes.values()]) {
+    const parent = region.parent ? nodes.get(region.parent) : undefined;
+    if (parent?.type !== 'parallel' || hidden.has(region.id) || !region.children.length) continue;
+    const children = region.children.map((id) => nodes.get(id)!);
+    if (children.some((child) => child.children.length)) continue;
+    const steps = children
+      .filter((child) => child.type !== 'final')
+      .flatMap((child) => [`→ ${child.key}`, ...(child.badge ? `⟳ ${child.badge}`.split(', ') : [])]);
+    nodes.set(region.id, { ...region, children: [], initial: undefined, badge: undefined, summary: steps });
+    for (const child of children) {
+      hidden.add(child.id);
+      for (const [from, to] of alias) if (to === child.id) alias.set(from, region.id);
+    }
+  }
+}
+
+/** Builds the overview of a chart. */
+export function overviewOf(graph: MachineGraph): Overview {
+  const nodes = new Map<string, GraphNode>([...graph.nodes].map(([id, node]) => [id, { ...node, children: [...node.children] }]));
+  const alias = new Map<string, string>([...graph.nodes.keys()].map((id) => [id, id]));
+  const hidden = new Set<string>();
+  for (const unit of retryUnits(graph)) {
+    const parent = nodes.get(graph.nodes.get(unit.attempt)!.parent!)!;
+    const whole = parent.type === 'compound' && parent.id !== graph.root && parent.children.length === 2;
+    const shown = whole ? parent.id : unit.attempt;
+    const deadline = whole ? graph.edges.find((edge) => edge.source === parent.id && edge.kind === 'after')?.delay?.ms : undefined;
+    const attempt = nodes.get(unit.attempt)!;
+    nodes.set(shown, { ...nodes.get(shown)!, badge: badgeOf(unit.every, deadline), invokes: attempt.invokes, children: whole ? [] : nodes.get(shown)!.children, initial: whole ? undefined : nodes.get(shown)!.initial });
+    for (const id of whole ? [unit.attempt, unit.backoff] : [unit.backoff]) {
+      alias.set(id, shown);
+      hidden.add(id);
+    }
+    if (!whole) parent.children = parent.children.filter((child) => child !== unit.backoff);
+  }
+  collapseRegions(nodes, alias, hidden);
+  for (const id of hidden) nodes.delete(id);
+  for (const [id, node] of nodes) nodes.set(id, { ...node, invokes: [] });
+  const edges: GraphEdge[] = [];
+  const merged = new Map<string, GraphEdge>();
+  const notes: string[] = [];
+  for (const edge of graph.edges) {
+    const source = alias.get(edge.source)!;
+    const targets = edge.targets.map((target) => alias.get(target)!);
+    if (targets.every((target) => target === source)) continue;
+    if (edge.source === graph.root) {
+      notes.push(`${edge.label} in any state → ${graph.nodes.get(targets[0] ?? '')?.key ?? 'stays'}`);
+      continue;
+    }
+    const block = topLevel(graph, edge.source);
+    const leaves = block !== edge.source && targets.length === 1 && topLevel(graph, targets[0]!) !== block && edge.kind !== 'done';
+    if (!leaves) {
+      edges.push({ ...edge, source, targets, label: shortLabel(edge) });
+      continue;
+    }
+    const word = edge.kind === 'after' ? 'timeout' : edge.kind === 'error' ? 'error' : edge.label;
+    const key = `${block} -> ${targets[0]}`;
+    const existing = merged.get(key);
+    if (existing) {
+      if (!existing.label.split(' / ').includes(word)) existing.label += ` / ${word}`;
+      existing.members!.push(edge.key);
+      continue;
+    }
+    const first: GraphEdge = { ...edge, source: block, targets, label: word, kind: edge.kind, members: [edge.key] };
+    merged.set(key, first);
+    edges.push(first);
+  }
+  return { graph: { ...graph, nodes, edges: foldFailureEdges(nodes, edges), notes }, alias };
+}
+
+/**
+ * Errors and timeouts that lead to the one state most failures lead to (reportingFailure) become a line in their
+ * source's label instead of an edge across the whole chart; the full chart draws every one of them.
+ */
+function foldFailureEdges(nodes: Map<string, GraphNode>, edges: GraphEdge[]): GraphEdge[] {
+  const failing = (edge: GraphEdge) => edge.kind === 'error' || edge.kind === 'after';
+  const counts = new Map<string, number>();
+  for (const edge of edges) if (failing(edge) && edge.targets.length === 1) counts.set(edge.targets[0]!, (counts.get(edge.targets[0]!) ?? 0) + 1);
+  const [sink, count] = [...counts].sort((a, b) => b[1] - a[1])[0] ?? [];
+  if (!sink || count! < 3) return edges;
+  const sinkKey = nodes.get(sink)!.key;
+  return edges.filter((edge) => {
+    if (edge.targets[0] !== sink || edge.source === sink || (!failing(edge) && !/\[/.test(edge.label))) return true;
+    const node = nodes.get(edge.source)!;
+    const word = edge.label.replace(/^after .*/, 'timeout').replace(/^\[(.*)\]$/, '$1');
+    nodes.set(edge.source, { ...node, exits: node.exits ? `${node.exits.replace(` → ${sinkKey}`, '')} / ${word} → ${sinkKey}` : `${word} → ${sinkKey}` });
+    return false;
+  });
+}

@@ -1,0 +1,67 @@
+/**
+ * Events and states as people say them, shared by the trace and the live view: "IMDS answered" rather than
+ * `xstate.done.actor.imds`, and one naming scheme for states — the dotted path below the machine, the same the
+ * demo prints and the journal's state values spell (`provisioning.work.gathering.imds.fetching`).
+ */
+import { spokenDelay } from './overview.js';
+
+/** What the completion or failure of each of the agent's invoked actors means, by invoke id. */
+export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
+  config: { done: 'configuration loaded', error: 'configuration invalid' },
+  vmId: { done: 'VM id read', error: 'VM id unreadable' },
+  marker: { done: 'marker checked', error: 'marker check failed' },
+  imds: { done: 'IMDS answered', error: 'IMDS request failed' },
+  media: { done: 'provisioning media read', error: 'provisioning media unreadable' },
+  inProgressReport: { done: 'Provisioning report accepted', error: 'Provisioning report failed' },
+  validate: { done: 'metadata valid', error: 'metadata invalid' },
+  hostname: { done: 'hostname set', error: 'hostname failed' },
+  user: { done: 'user created', error: 'user creation failed' },
+  password: { done: 'password set', error: 'password failed' },
+  sshKeys: { done: 'SSH keys written', error: 'SSH keys failed' },
+  sshd: { done: 'sshd configured', error: 'sshd configuration failed' },
+  pendingMarker: { done: 'report-pending marker written', error: 'report-pending marker failed' },
+  readyReport: { done: 'Ready report accepted', error: 'Ready report failed' },
+  provisionedMarker: { done: 'provisioned marker written', error: 'provisioned marker failed' },
+  failureReport: { done: 'failure report accepted', error: 'failure report failed' },
+  kvp: { done: 'KVP writer stopped', error: 'KVP writer failed' },
+};
+
+/** Events sent from outside the chart, in words. */
+export const EVENT_WORDS: Record<string, string> = {
+  'xstate.init': 'started',
+  TERMINATE: 'SIGTERM received',
+};
+
+/** A timer's event in words: a retry interval, a deadline, or a plain timer, with the run's value when known. */
+function timerWords(delay: string, timers: Record<string, number> | undefined): string {
+  const ms = timers?.[delay] ?? (/^\d+$/.test(delay) ? Number(delay) : undefined);
+  const value = ms === undefined ? '' : ` (${spokenDelay(ms)})`;
+  if (/retry/i.test(delay)) return `retry timer${value} fired`;
+  if (/timeout|deadline|total/i.test(delay)) return `deadline${value} reached: ${delay}`;
+  return `timer ${delay}${value} fired`;
+}
+
+/** An event type in words. */
+export function eventWords(type: string, timers?: Record<string, number>): string {
+  if (EVENT_WORDS[type]) return EVENT_WORDS[type];
+  const actor = /^xstate\.(done|error)\.actor\.(.+)$/.exec(type);
+  if (actor) return ACTOR_WORDS[actor[2]!]?.[actor[1] as 'done' | 'error'] ?? `${actor[2]} ${actor[1] === 'done' ? 'finished' : 'failed'}`;
+  const after = /^xstate\.after\.([^.]+)\./.exec(type);
+  if (after) return timerWords(after[1]!, timers);
+  const done = /^xstate\.done\.state\.(.+)$/.exec(type);
+  if (done) return `${done[1]!.split('.').pop()} finished`;
+  return type;
+}
+
+/** A state's name below the machine (`provisioning.work.gathering`); the root is the whole run. */
+export function stateName(root: string, id: string): string {
+  if (id === root) return '(whole run)';
+  return id.startsWith(`${root}.`) ? id.slice(root.length + 1) : id;
+}
+
+/** The leaf paths of a state value, in the same scheme: `provisioning.work.gathering.imds.fetching.requesting`. */
+export function leafNames(value: unknown, prefix = ''): string[] {
+  if (typeof value === 'string') return [prefix + value];
+  if (!value || typeof value !== 'object') return prefix ? [prefix.slice(0, -1)] : [];
+  return Object.entries(value).flatMap(([key, child]) => leafNames(child, `${prefix}${key}.`));
+}

@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { provisioningMachine } from '../../machines/provisioning.js';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+import { buildGraph, toDot } from '../../src/inspect/graph.js';
+import { overviewOf, spokenDelay } from '../../src/inspect/overview.js';
+import { eventWords, leafNames, stateName } from '../../src/inspect/words.js';
+import { fixtureMachine } from './fixtures.js';
+
+const delayContext = { config: DEFAULT_CONFIG, terminating: false };
+const P = 'provisioning.provisioning';
+
+describe('overview of the provisioning chart', () => {
+  const full = buildGraph(provisioningMachine, { delayContext });
+  const { graph, alias } = overviewOf(full);
+
+  it('draws each retry loop as one state with a badge naming its interval and deadline', () => {
+    expect(graph.nodes.get('provisioning.reportingReady')).toMatchObject({ children: [], badge: 'retries every 2 s, gives up after 20 min' });
+    expect(graph.nodes.get('provisioning.reportingFailure')?.badge).toBe('retries every 2 s, gives up after 20 min');
+    expect(graph.nodes.has('provisioning.reportingReady.backoff')).toBe(false);
+    expect(alias.get('provisioning.reportingReady.backoff')).toBe('provisioning.reportingReady');
+    expect(alias.get('provisioning.reportingReady.requesting')).toBe('provisioning.reportingReady');
+  });
+
+  it('keeps the parallel regions side by side, each simple region one box listing its steps', () => {
+    expect(graph.nodes.get(P)?.children).toEqual([`${P}.inProgress`, `${P}.work`]);
+    expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
+    expect(graph.nodes.get(`${P}.work.configuringOs.account`)?.summary).toEqual(['→ creatingUser', '→ settingPassword', '→ writingSshKeys']);
+    expect(alias.get(`${P}.work.gathering.imds.fetching.backoff`)).toBe(`${P}.work.gathering.imds`);
+  });
+
+  it('writes the ways into reportingFailure in the states they leave, and keeps every other transition', () => {
+    expect(graph.nodes.get('provisioning.checkingMarker')?.exits).toBe('error → reportingFailure');
+    expect(graph.nodes.get(P)?.exits).toBe('error / timeout → reportingFailure');
+    expect(graph.edges.filter((edge) => edge.targets.includes('provisioning.reportingFailure')).map((edge) => edge.source)).toEqual([`${P}.work.gathering`]);
+    expect(graph.edges.some((edge) => edge.source === 'provisioning.checkingMarker' && edge.targets[0] === 'provisioning.alreadyProvisioned')).toBe(true);
+    expect(graph.notes).toEqual(['TERMINATE in any state → reportingFailure']);
+  });
+
+  it('uses the run’s own timer values when it has them', () => {
+    const run = overviewOf(buildGraph(provisioningMachine, { delayContext, timers: { imdsRetryInterval: 500, imdsTotalTimeout: 20_000 } })).graph;
+    expect(run.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 500 ms', 'gives up after 20 s']);
+    expect(toDot(run, { compact: true })).toContain('gives up after 20 s');
+  });
+});
+
+describe('words', () => {
+  it('names events as people say them', () => {
+    expect(eventWords('xstate.done.actor.imds')).toBe('IMDS answered');
+    expect(eventWords('xstate.done.actor.readyReport')).toBe('Ready report accepted');
+    expect(eventWords('xstate.error.actor.somethingElse')).toBe('somethingElse failed');
+    expect(eventWords(`xstate.after.imdsRetryInterval.${P}.work`, { imdsRetryInterval: 2000 })).toBe('retry timer (2 s) fired');
+    expect(eventWords(`xstate.after.imdsTotalTimeout.${P}.work`, { imdsTotalTimeout: 300_000 })).toBe('deadline (5 min) reached: imdsTotalTimeout');
+    expect(eventWords('xstate.done.state.provisioning.provisioning.work.gathering')).toBe('gathering finished');
+    expect(eventWords('TERMINATE')).toBe('SIGTERM received');
+  });
+
+  it('names states one way: the path below the machine, as the journal’s values spell them', () => {
+    expect(stateName('provisioning', `${P}.work.validating`)).toBe('provisioning.work.validating');
+    expect(leafNames({ provisioning: { inProgress: 'sent', work: 'validating' } })).toEqual(['provisioning.inProgress.sent', 'provisioning.work.validating']);
+    expect([500, 2000, 300_000].map(spokenDelay)).toEqual(['500 ms', '2 s', '5 min']);
+  });
+
+  it('folds the fixture’s retry loop into the box of its region', () => {
+    const fixture = buildGraph(fixtureMachine({ failures: 0 }));
+    expect(overviewOf(fixture).graph.nodes.get('firstboot.work.metadata')?.summary).toEqual(['→ requesting', '⟳ retries every 5 ms', '→ validating']);
+  });
+});
