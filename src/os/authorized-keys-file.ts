@@ -77,7 +77,7 @@ export interface ResolveOptions extends KeysFileContext {
 }
 
 /**
- * Asks sshd (`-G`, then `-T` for OpenSSH before 9.x which lacks `-G`) for the user's AuthorizedKeysFile; falls
+ * Asks sshd (`-G`, then `-T` for OpenSSH before 9.8 which lacks `-G`) for the user's AuthorizedKeysFile; falls
  * back to `fallback` with a warning when sshd is missing, fails, or says `none`.
  */
 export async function resolveAuthorizedKeysFiles(options: ResolveOptions): Promise<ResolvedKeysFiles> {
@@ -89,6 +89,8 @@ export async function resolveAuthorizedKeysFiles(options: ResolveOptions): Promi
   });
   if (!options.querySshd) return fallback();
   const spec = `user=${options.username},host=${hostname()},addr=127.0.0.1`;
+  // OpenSSH before 9.8 (Debian 12, Ubuntu 24.04) has no -G: its failure is news only when -T fails as well.
+  const failures: string[] = [];
   for (const flag of ['-G', '-T']) {
     const argv = ['sshd', flag, '-f', options.sshdConfigPath, '-C', spec];
     try {
@@ -111,13 +113,13 @@ export async function resolveAuthorizedKeysFiles(options: ResolveOptions): Promi
         return fallback();
       }
       if (!(error instanceof BootstateError) || error.code !== 'SSH_KEYS_FAILED') {
-        warnings.push(`sshd ${flag} failed (${firstLine(stderrOf(error))})`);
+        failures.push(`sshd ${flag} failed (${firstLine(stderrOf(error))})`);
         continue;
       }
       warnings.push(`${error.message}; using ${options.fallback}`);
       return fallback();
     }
   }
-  warnings.push(`could not query sshd; using ${options.fallback}`);
+  warnings.push(...failures, `could not query sshd; using ${options.fallback}`);
   return fallback();
 }
