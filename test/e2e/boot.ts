@@ -132,12 +132,15 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
   };
 }
 
-/** Starts serve.ts inside `netns` on 169.254.169.254:80 and 168.63.129.16:80/32526; resolves once it listens. */
-async function startFabric(netns: string, scenario: string, record: string): Promise<ChildProcess> {
+/**
+ * Starts serve.ts inside `netns` on 169.254.169.254:80 and 168.63.129.16:80/32526; resolves once it listens.
+ * `imdsDoc` is a file with the IMDS document to serve instead of the scenario's.
+ */
+export async function startFabric(netns: string, scenario: string, record: string, imdsDoc?: string): Promise<ChildProcess> {
   const argv = [
     'ip', 'netns', 'exec', netns, process.execPath, '--import', 'tsx', SERVE,
     '--imds', '169.254.169.254:80', '--wireserver', '168.63.129.16:80', '--host-plugin', '168.63.129.16:32526',
-    '--record', record, '--scenario', scenario,
+    '--record', record, '--scenario', scenario, ...(imdsDoc ? ['--imds-doc', imdsDoc] : []),
   ];
   const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
@@ -163,7 +166,7 @@ async function startFabric(netns: string, scenario: string, record: string): Pro
   return child;
 }
 
-async function stopProcess(child: ChildProcess): Promise<void> {
+export async function stopProcess(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');

@@ -1,0 +1,231 @@
+/**
+ * Real boots: Debian 12 with systemd as PID 1 under systemd-nspawn, the project's .deb installed with dpkg --root,
+ * the fake fabric on Azure's addresses inside the VM's own network namespace. bootstate runs as bootstate.service,
+ * ordered before ssh.service, logging to journald; a client in the namespace then logs in over SSH with the key
+ * the metadata carried. Each VM boots from a copy-on-write layer over one cached root, all of them at once.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunResult } from '../../src/os/exec.js';
+import { canSandbox } from '../e2e/ns.js';
+import { createMachine, journal, type Boot, type Machine, type MachineOptions } from './machine.js';
+import { createRig, imdsDocument, mediaImage, type Rig } from './scenario.js';
+
+const TAG = `bsb${process.pid}${randomBytes(2).toString('hex')}`;
+const MEDIA_PASSWORD = 'Boot-Test-Horse-7!';
+// systemd's catalog ids for "Starting UNIT" and for a finished start job (JOB_RESULT says how it ended).
+const UNIT_STARTING = '7d4958e842da4a758f6c1cdc7b36dcc5';
+const UNIT_STARTED = '39f53479d3a045ac8e11786248231fbf';
+const UNIT_FAILED = 'be02cf6855d2428ba40df7e9d022f03d';
+
+/** What one boot of a VM showed while it ran. */
+interface Seen {
+  system: string;
+  /** bootstate.service: Result and ExecMainStatus. */
+  service: { result: string; status: string };
+  /** Monotonic µs of bootstate.service's start job ending and of ssh.service starting, from PID 1's journal. */
+  bootstateDone: number | null;
+  sshStarting: number | null;
+  /** `journalctl -b -u bootstate -p warning`: systemd's lines about the unit and the agent's own, one per entry. */
+  warnings: string[];
+  /** The agent's own entries among `warnings`. */
+  agentWarnings: string[];
+  /** `journalctl -b -u bootstate -o cat`. */
+  unitLog: string;
+  /** The whole journal of the boot, every field (for secrets). */
+  everything: string;
+  sshdT: string;
+  login: RunResult | null;
+  passwordLogin: RunResult | null;
+  requestsAfter: number;
+  reportsAfter: string[];
+  passwd: string;
+}
+
+interface Vm {
+  machine: Machine;
+  boots: Seen[];
+}
+
+let rig: Rig;
+const machines: Machine[] = [];
+let vms: {
+  happy: Promise<Vm>;
+  media: Promise<Vm>;
+  hostileUsername: Promise<Vm>;
+  readyRefused: Promise<Vm>;
+};
+
+async function observe(machine: Machine, boot: Boot, login: { user: string } | null): Promise<Seen> {
+  const system = await boot.settled();
+  const show = await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'Result', '-p', 'ExecMainStatus']);
+  const props = Object.fromEntries(show.stdout.trim().split('\n').map((l) => l.split('=', 2) as [string, string]));
+  const manager = await journal(boot, ['-b', '_PID=1']);
+  const at = (unit: string, ids: string[]) => {
+    const entry = manager.find((e) => e.UNIT === unit && ids.includes(e.MESSAGE_ID ?? '') && (e.JOB_TYPE ?? 'start') === 'start');
+    return entry ? Number(entry.__MONOTONIC_TIMESTAMP) : null;
+  };
+  const text = async (args: string[]) => (await boot.exec(['journalctl', '--no-pager', '-q', '-b', ...args])).stdout;
+  const warned = await journal(boot, ['-b', '-u', 'bootstate.service', '-p', 'warning']);
+  const seen: Seen = {
+    system,
+    service: { result: props.Result ?? '', status: props.ExecMainStatus ?? '' },
+    bootstateDone: at('bootstate.service', [UNIT_STARTED, UNIT_FAILED]),
+    sshStarting: at('ssh.service', [UNIT_STARTING]),
+    warnings: warned.map((e) => e.MESSAGE ?? ''),
+    agentWarnings: warned.filter((e) => e.SYSLOG_IDENTIFIER === 'bootstate').map((e) => e.MESSAGE ?? ''),
+    unitLog: await text(['-u', 'bootstate.service', '-o', 'cat']),
+    everything: await text(['-o', 'export']),
+    sshdT: (await boot.exec(['sshd', '-T', '-C', 'user=nobody,host=client,addr=127.0.0.1'])).stdout,
+    login: login ? await boot.ssh(rig.key, login.user, 'id -un; hostname; printf "%s\\n" "$SSH_CONNECTION"') : null,
+    passwordLogin: login
+      ? await boot.ssh(rig.key, login.user, 'true', 30_000, ['-o', 'PreferredAuthentications=password,keyboard-interactive', '-o', 'NumberOfPasswordPrompts=0'])
+      : null,
+    requestsAfter: 0,
+    reportsAfter: [],
+    passwd: (await boot.exec(['cat', '/etc/passwd'])).stdout,
+  };
+  await boot.shutdown();
+  seen.requestsAfter = (await machine.requests()).length;
+  seen.reportsAfter = await machine.reportKinds();
+  return seen;
+}
+
+async function vm(name: string, options: Partial<MachineOptions>, boots: number, login: { user: string } | null): Promise<Vm> {
+  const machine = await createMachine({
+    name: `${TAG}${name}`,
+    workDir: rig.workDir,
+    layers: [rig.debLayer, rig.debian],
+    ...options,
+  });
+  machines.push(machine);
+  const seen: Seen[] = [];
+  for (let i = 0; i < boots; i++) seen.push(await observe(machine, await machine.boot(), login));
+  return { machine, boots: seen };
+}
+
+describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb installed', () => {
+  beforeAll(async () => {
+    rig = await createRig();
+    const media = mediaImage(rig.workDir, { username: 'mediauser', hostname: 'from-media', password: MEDIA_PASSWORD, key: rig.publicKey });
+    vms = {
+      happy: vm('ok', { imdsDocument: imdsDocument(rig.publicKey) }, 2, { user: 'azureuser' }),
+      media: media.then((iso) => vm('media', { scenario: 'imds-down', media: iso }, 1, { user: 'mediauser' })),
+      hostileUsername: vm('evil', { imdsDocument: imdsDocument(rig.publicKey, { adminUsername: '-oops;rm' }) }, 1, null),
+      readyRefused: vm('refuse', { scenario: 'ready-rejected-once', imdsDocument: imdsDocument(rig.publicKey) }, 2, { user: 'azureuser' }),
+    };
+    for (const p of Object.values(vms)) p.catch(() => undefined);
+  }, 900_000);
+
+  afterAll(async () => {
+    if (vms) await Promise.allSettled(Object.values(vms));
+    for (const machine of machines) await machine.destroy().catch(() => undefined);
+    await rig?.cleanup();
+  }, 120_000);
+
+  describe('on a healthy fabric', () => {
+    it('runs bootstate.service to success and finishes it before ssh.service starts', async () => {
+      const [first] = (await vms.happy).boots;
+      expect(first!.service, first!.unitLog).toEqual({ result: 'success', status: '0' });
+      expect(first!.system).toBe('running');
+      expect(first!.bootstateDone).not.toBeNull();
+      expect(first!.sshStarting).not.toBeNull();
+      expect(first!.bootstateDone!).toBeLessThan(first!.sshStarting!);
+    }, 300_000);
+
+    it('reports InProgress then Ready to the wireserver', async () => {
+      const [first] = (await vms.happy).boots;
+      expect(first!.reportsAfter).toEqual(['NotReady/Provisioning', 'Ready']);
+    }, 300_000);
+
+    it('lets the admin log in over SSH with the key from the metadata, on the hostname the metadata named', async () => {
+      const [first] = (await vms.happy).boots;
+      expect(first!.login!.exitCode, first!.login!.stderr).toBe(0);
+      expect(first!.login!.stdout.split('\n').slice(0, 2)).toEqual(['azureuser', 'web-01']);
+      expect(first!.login!.stdout).toMatch(/^127\.0\.0\.1 \d+ 127\.0\.0\.1 22$/m);
+    }, 300_000);
+
+    it('leaves sshd refusing passwords, as disablePasswordAuthentication asked', async () => {
+      const [first] = (await vms.happy).boots;
+      expect(first!.sshdT).toMatch(/^passwordauthentication no$/m);
+      expect(first!.passwordLogin!.exitCode).toBe(255);
+      expect(first!.passwordLogin!.stderr).toMatch(/Permission denied \(publickey\)/);
+    }, 300_000);
+
+    it('logs no warning to the journal', async () => {
+      const [first] = (await vms.happy).boots;
+      expect(first!.unitLog).toMatch(/provisioning finished/);
+      expect(first!.warnings).toEqual([]);
+    }, 300_000);
+
+    it('does nothing and reports nothing on the second boot of the same disk, where the login still works', async () => {
+      const [first, second] = (await vms.happy).boots;
+      expect(second!.service).toEqual({ result: 'success', status: '0' });
+      expect(second!.requestsAfter).toBe(first!.requestsAfter);
+      expect(second!.passwd).toBe(first!.passwd);
+      expect(second!.warnings).toEqual([]);
+      expect(second!.login!.exitCode, second!.login!.stderr).toBe(0);
+    }, 300_000);
+  });
+
+  describe('when IMDS refuses every request and the provisioning media is the DVD drive', () => {
+    it('provisions from ovf-env.xml, reports Ready, and the media user logs in with its key', async () => {
+      const [boot] = (await vms.media).boots;
+      expect(boot!.service, boot!.unitLog).toEqual({ result: 'success', status: '0' });
+      expect(boot!.reportsAfter).toEqual(['NotReady/Provisioning', 'Ready']);
+      expect(boot!.login!.exitCode, boot!.login!.stderr).toBe(0);
+      expect(boot!.login!.stdout.split('\n').slice(0, 2)).toEqual(['mediauser', 'from-media']);
+      expect(boot!.sshdT).toMatch(/^passwordauthentication yes$/m);
+    }, 300_000);
+
+    it('explains in one warning line that IMDS failed and the media was used', async () => {
+      const [boot] = (await vms.media).boots;
+      expect(boot!.warnings, boot!.unitLog).toEqual(boot!.agentWarnings);
+      expect(boot!.agentWarnings, boot!.unitLog).toContainEqual(expect.stringMatching(/IMDS.*403.*media|media.*IMDS.*403/i));
+    }, 300_000);
+
+    it('never puts the password in the journal', async () => {
+      const [boot] = (await vms.media).boots;
+      expect(boot!.everything).toMatch(/_SYSTEMD_UNIT=bootstate\.service/);
+      expect(boot!.everything).not.toContain(MEDIA_PASSWORD);
+    }, 300_000);
+  });
+
+  describe('when the admin user name is an option-injection attempt', () => {
+    it('fails bootstate.service, creates no user and reports ProvisioningFailed', async () => {
+      const [boot] = (await vms.hostileUsername).boots;
+      expect(boot!.service.result).toBe('exit-code');
+      expect(boot!.service.status).not.toBe('0');
+      expect(boot!.system).toBe('degraded');
+      expect(boot!.passwd).not.toContain('oops');
+      expect(boot!.reportsAfter).toEqual(['NotReady/Provisioning', 'NotReady/ProvisioningFailed']);
+      expect(boot!.bootstateDone!).toBeLessThan(boot!.sshStarting!);
+    }, 300_000);
+
+    it('explains the refusal in one warning line naming the user name and what is wrong with it', async () => {
+      const [boot] = (await vms.hostileUsername).boots;
+      expect(boot!.warnings).toContainEqual(expect.stringMatching(/^Failed to start bootstate\.service/));
+      expect(boot!.agentWarnings, boot!.unitLog).toContainEqual(expect.stringMatching(/-oops;rm.*hyphen/));
+    }, 300_000);
+  });
+
+  describe('when the wireserver refuses the Ready report', () => {
+    it('fails bootstate.service after provisioning, explaining the refusal in one warning line', async () => {
+      const [first] = (await vms.readyRefused).boots;
+      expect(first!.service.result).toBe('exit-code');
+      expect(first!.reportsAfter).toEqual(['NotReady/Provisioning', 'Ready']);
+      expect(first!.passwd).toMatch(/^azureuser:/m);
+      expect(first!.warnings).toContainEqual(expect.stringMatching(/^Failed to start bootstate\.service/));
+      expect(first!.agentWarnings, first!.unitLog).toContainEqual(expect.stringMatching(/Ready.*403|403.*Ready/));
+    }, 300_000);
+
+    it('reports Ready alone on the next boot, with nothing in the journal above info', async () => {
+      const [first, second] = (await vms.readyRefused).boots;
+      expect(second!.service).toEqual({ result: 'success', status: '0' });
+      const later = (await (await vms.readyRefused).machine.requests()).slice(first!.requestsAfter);
+      expect(later.map((r) => [r.route, r.body])).toEqual([['health', '{"state":"Ready"}']]);
+      expect(second!.warnings).toEqual([]);
+      expect(second!.login!.exitCode, second!.login!.stderr).toBe(0);
+    }, 300_000);
+  });
+});

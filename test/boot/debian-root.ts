@@ -1,0 +1,139 @@
+/**
+ * The Debian 12 root the boot tests and the boot benchmark boot: built once with mmdebstrap from the mirror this
+ * machine's apt sources name, cached under /var/cache/bootstate-test keyed by everything that shapes it (suite,
+ * variant, package list, mirror, this recipe's version), and never written to again: every boot stacks its own
+ * overlay layers on it. `installDeb` puts the project's .deb into one such layer with `dpkg --root`.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { run } from '../../src/os/exec.js';
+
+export const SUITE = 'bookworm';
+/** What a cloud image of Debian has that the agent and the test touch: systemd as PID 1, D-Bus for hostnamectl, sshd. */
+export const PACKAGES = ['systemd', 'systemd-sysv', 'dbus', 'openssh-server'];
+/** Bump when the recipe below changes in a way the key does not see. */
+const RECIPE = 1;
+export const CACHE = process.env.BOOTSTATE_TEST_CACHE ?? '/var/cache/bootstate-test';
+
+/** The first Debian (not security, not third-party) URI in this machine's apt sources. */
+export function debianMirror(): string {
+  const files = ['/etc/apt/sources.list', ...listDir('/etc/apt/sources.list.d').map((f) => `/etc/apt/sources.list.d/${f}`)];
+  for (const file of files.filter((f) => /\.(list|sources)$/.test(f) && existsSync(f))) {
+    const text = readFileSync(file, 'utf8');
+    const uris = [
+      ...text.matchAll(/^URIs:\s*(\S+)/gm),
+      ...text.matchAll(/^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+/gm),
+    ].map((m) => m[1]!);
+    const debian = uris.find((uri) => /\/debian\/?$/.test(uri));
+    if (debian) return debian.replace(/\/$/, '');
+  }
+  throw new Error('no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d: the boot tests build their root from it');
+}
+
+/** The cache directory of the root for these packages and this mirror. */
+export function rootKey(mirror = debianMirror()): string {
+  return createHash('sha256').update(JSON.stringify({ SUITE, variant: 'minbase', PACKAGES, mirror, RECIPE })).digest('hex').slice(0, 16);
+}
+
+/**
+ * Returns the cached root, building it first when absent. Concurrent callers (test files, the benchmark) wait on
+ * one lock; the tree appears under its final name only once complete, so a killed build leaves no half root.
+ */
+export async function debianRoot(): Promise<string> {
+  requireTools(['mmdebstrap', 'flock', 'tar']);
+  const mirror = debianMirror();
+  const final = path.join(CACHE, `debian-${SUITE}-${rootKey(mirror)}`);
+  if (existsSync(path.join(final, 'usr/lib/systemd/systemd'))) return final;
+  await mkdir(CACHE, { recursive: true });
+  // flock(1) holds the lock while a node script rechecks, then builds.
+  const lock = path.join(CACHE, '.build.lock');
+  const building = await mkdtemp(path.join(CACHE, '.building-'));
+  try {
+    await run(['flock', '-w', '600', lock, process.execPath, '-e', BUILD, building, final, mirror, SUITE, PACKAGES.join(',')], {
+      timeoutMs: 660_000,
+    });
+  } finally {
+    await rm(building, { recursive: true, force: true });
+  }
+  if (!existsSync(path.join(final, 'usr/lib/systemd/system/ssh.service'))) throw new Error(`building ${final} left no root behind`);
+  return final;
+}
+
+// Runs under the lock: another process may have built the root while this one waited.
+const BUILD = `
+const { execFileSync } = require('node:child_process');
+const { existsSync, mkdirSync, renameSync, writeFileSync, rmSync } = require('node:fs');
+const [building, final, mirror, suite, packages] = process.argv.slice(1);
+if (existsSync(final)) process.exit(0);
+const tar = building + '/root.tar';
+execFileSync('mmdebstrap', ['--quiet', '--variant=minbase', '--include=' + packages, suite, tar, mirror], { stdio: ['ignore', 'inherit', 'inherit'] });
+const root = building + '/root';
+mkdirSync(root);
+execFileSync('tar', ['-C', root, '--numeric-owner', '-xpf', tar]);
+rmSync(tar);
+// An empty machine-id is a never-booted image: systemd makes one on the first boot, as on a fresh VM.
+writeFileSync(root + '/etc/machine-id', '');
+mkdirSync(root + '/var/log/journal', { recursive: true });
+renameSync(root, final);
+`;
+
+/** Fails loudly (never skips) when a tool the boot tests need is missing. */
+export function requireTools(tools: string[]): void {
+  const missing = tools.filter((tool) => !onPath(tool));
+  if (missing.length > 0) {
+    throw new Error(
+      `the boot tests need ${missing.join(', ')}; install them (scripts/test-packages.txt: systemd-container, mmdebstrap, openssh-client, util-linux)`,
+    );
+  }
+}
+
+function onPath(tool: string): boolean {
+  const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/sbin'];
+  return dirs.some((dir) => dir && existsSync(path.join(dir, tool)));
+}
+
+/**
+ * Installs `deb` into a new overlay layer over `root` with `dpkg --root` (its maintainer scripts run chrooted, as
+ * in an image build) and returns the layer's directory, to stack between a boot's own layer and the root.
+ */
+export async function installDeb(root: string, deb: string, layer: string): Promise<{ dpkgOutput: string }> {
+  const upper = path.join(layer, 'upper');
+  const work = path.join(layer, 'work');
+  const merged = path.join(layer, 'merged');
+  for (const dir of [upper, work, merged]) await mkdir(dir, { recursive: true });
+  const result = await run(
+    [
+      'unshare', '--mount', '--propagation', 'private', 'sh', '-c',
+      'mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && dpkg --root="$4" --force-unsafe-io -i "$5" 2>&1',
+      'install-deb', root, upper, work, merged, deb,
+    ],
+    { timeoutMs: 120_000, allowFailure: true },
+  );
+  if (result.exitCode !== 0) throw new Error(`dpkg --root -i ${deb} failed (${result.exitCode}): ${result.stdout}${result.stderr}`);
+  await rm(work, { recursive: true, force: true });
+  return { dpkgOutput: result.stdout };
+}
+
+/** Builds the project's .deb (`npm run build:deb`) and returns its path. */
+export function buildDeb(repo: string): string {
+  const out = execFileSync('npm', ['run', '--silent', 'build:deb'], { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const deb = out.trim().split('\n').pop()!;
+  return path.resolve(repo, deb);
+}
+
+/** Writes `text` to `p`, creating its directory. */
+export async function writeInto(p: string, text: string | Buffer, mode = 0o644): Promise<void> {
+  await mkdir(path.dirname(p), { recursive: true });
+  await writeFile(p, text, { mode });
+}
+
+function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+}

@@ -1,0 +1,214 @@
+/**
+ * One Azure VM made of a real Debian boot: systemd-nspawn boots the cached Debian root (plus read-only layers such
+ * as the one the .deb was installed into) under an overlay whose upper directory is this VM's disk, with systemd
+ * as PID 1, inside a network namespace of its own where the fake fabric listens on 169.254.169.254:80 and
+ * 168.63.129.16:80. Nothing reaches the real fabric: the container has no other network than that namespace.
+ *
+ * nspawn runs in a private mount namespace that puts /run/systemd/nspawn on a tmpfs (it will not use a disk
+ * there) and mounts the overlay, with --register=no --keep-unit because the host has no system bus. Commands
+ * run inside a booted container through nsenter on its PID 1; SSH runs from the namespace like a client would.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
+import path from 'node:path';
+import type { RecordedRequest } from '../../src/fabric/behaviours.js';
+import { run, type RunResult } from '../../src/os/exec.js';
+import { startFabric, stopProcess } from '../e2e/boot.js';
+import { createNetns, type Netns } from '../e2e/ns.js';
+
+export interface MachineOptions {
+  /** Unique on this host: names the network namespace, the container and the work directory. */
+  name: string;
+  /** Parent of the VM's directory. */
+  workDir: string;
+  /** Read-only directories stacked under the VM's disk, topmost first (the Debian root last). */
+  layers: string[];
+  /** Fabric scenario (src/fabric/scenarios.ts); default `happy`. */
+  scenario?: string;
+  /** The IMDS document the fabric serves instead of the scenario's. */
+  imdsDocument?: unknown;
+  /** Without it the VM runs no fabric at all (the no-agent boot of the benchmark). */
+  fabric?: boolean;
+  /** SMBIOS system UUID the VM sees in /sys/class/dmi/id/product_uuid. */
+  productUuid?: string;
+  /** An image file the container sees as its DVD drive, /dev/sr0 (Azure's provisioning media). */
+  media?: string;
+}
+
+export interface Machine {
+  name: string;
+  netns: string;
+  /** Host path of a path on this VM's disk as its boots left it (the overlay's upper directory). */
+  diskPath(p: string): string;
+  /** Boots the VM; resolves once systemd runs as the container's PID 1. */
+  boot(): Promise<Boot>;
+  /** Every request the fabric received, in arrival order. */
+  requests(): Promise<RecordedRequest[]>;
+  /** `state` or `state/subStatus` of each health report so far. */
+  reportKinds(): Promise<string[]>;
+  /** Stops the fabric, removes the namespace and the VM's directory. */
+  destroy(): Promise<void>;
+}
+
+export interface Boot {
+  /** The container's PID 1, as the host sees it. */
+  pid: number;
+  /** performance.now() just before systemd-nspawn was started. */
+  startedAt: number;
+  /** Runs `argv` inside the container (all its namespaces); never throws on a non-zero exit. */
+  exec(argv: string[], timeoutMs?: number): Promise<RunResult>;
+  /** `systemctl is-system-running --wait`: `running`, or `degraded` when a unit failed. */
+  settled(): Promise<string>;
+  /** Runs `command` over SSH from inside the VM's network namespace as `user` with the private key `key`. */
+  ssh(key: string, user: string, command: string, timeoutMs?: number, extraOptions?: string[]): Promise<RunResult>;
+  /** Powers the container off (SIGTERM to nspawn) and returns what it printed on its console. */
+  shutdown(): Promise<string>;
+}
+
+const SSH_OPTIONS = [
+  '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
+  '-o', 'ConnectTimeout=5', '-o', 'IdentitiesOnly=yes',
+];
+
+// The arguments arrive as positional parameters: $1 lower dirs, $2 upper, $3 work, $4 mount point, then nspawn's.
+const ENTER = `set -eu
+mkdir -p /run/systemd/nspawn
+mount -t tmpfs -o mode=0755 tmpfs /run/systemd/nspawn
+mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4"
+shift 4
+exec systemd-nspawn "$@"`;
+
+export async function createMachine(options: MachineOptions): Promise<Machine> {
+  const dir = path.join(options.workDir, options.name);
+  const upper = path.join(dir, 'upper');
+  const work = path.join(dir, 'work');
+  const mountPoint = path.join(dir, 'root');
+  const record = path.join(dir, 'fabric-requests.jsonl');
+  const sysClass = path.join(dir, 'sys-class');
+  for (const d of [upper, work, mountPoint, path.join(sysClass, 'dmi/id')]) await mkdir(d, { recursive: true });
+  await writeFile(record, '');
+  await writeFile(path.join(sysClass, 'dmi/id/product_uuid'), `${options.productUuid ?? '7C1E5D1A-0B4F-4C43-9C3E-5D2A8F9B1E60'}\n`, { mode: 0o444 });
+
+  let netns: Netns | null = null;
+  let fabric: ChildProcess | null = null;
+  try {
+    netns = await createNetns(options.name);
+    if (options.fabric !== false) {
+      let doc: string | undefined;
+      if (options.imdsDocument !== undefined) {
+        doc = path.join(dir, 'imds-document.json');
+        await writeFile(doc, JSON.stringify(options.imdsDocument));
+      }
+      fabric = await startFabric(netns.name, options.scenario ?? 'happy', record, doc);
+    }
+  } catch (error) {
+    fabric?.kill('SIGKILL');
+    await netns?.delete();
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+  const ns = netns;
+  const running = new Set<Boot>();
+
+  const requests = async () =>
+    (await readFile(record, 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as RecordedRequest);
+
+  return {
+    name: options.name,
+    netns: ns.name,
+    diskPath: (p) => path.join(upper, path.posix.normalize(`/${p}`)),
+    requests,
+    async reportKinds() {
+      return (await requests())
+        .filter((r) => r.route === 'health')
+        .map((r) => JSON.parse(r.body) as { state: string; details?: { subStatus?: string } })
+        .map((b) => (b.details?.subStatus ? `${b.state}/${b.details.subStatus}` : b.state));
+    },
+    async boot() {
+      const nspawn = [
+        '--boot', '--register=no', '--keep-unit', `--machine=${options.name}`, `--network-namespace-path=/run/netns/${ns.name}`,
+        '--directory', mountPoint, '--console=pipe', `--bind-ro=${sysClass}:/sys/class`,
+        ...(options.media ? [`--bind-ro=${options.media}:/dev/sr0`] : []),
+      ];
+      const startedAt = performance.now();
+      const child = spawn(
+        'unshare',
+        ['--mount', '--propagation', 'private', 'sh', '-c', ENTER, 'boot', options.layers.join(':'), upper, work, mountPoint, ...nspawn],
+        { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '1' } },
+      );
+      let console = '';
+      child.stdout!.on('data', (d) => (console += d));
+      child.stderr!.on('data', (d) => (console += d));
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      const pid = await containerInit(child, () => console);
+      const boot: Boot = {
+        pid,
+        startedAt,
+        exec: (argv, timeoutMs = 60_000) => run(['nsenter', '-t', String(pid), '-a', ...argv], { timeoutMs, allowFailure: true }),
+        async settled() {
+          // Until systemd opens its private socket, systemctl cannot ask it and prints nothing.
+          const deadline = Date.now() + 120_000;
+          for (;;) {
+            const result = await boot.exec(['systemctl', 'is-system-running', '--wait'], 120_000);
+            const state = result.stdout.trim();
+            if (state && state !== 'offline') return state;
+            if (Date.now() > deadline) throw new Error(`systemctl is-system-running: ${result.stderr.trim()}\n${console}`);
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+        },
+        ssh: (key, user, command, timeoutMs = 30_000, extraOptions = []) =>
+          run(['nsenter', `--net=/run/netns/${ns.name}`, 'ssh', ...SSH_OPTIONS, ...extraOptions, '-i', key, `${user}@127.0.0.1`, command], {
+            timeoutMs,
+            allowFailure: true,
+          }),
+        async shutdown() {
+          running.delete(boot);
+          if (child.exitCode === null && child.signalCode === null) {
+            child.kill('SIGTERM');
+            const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+            await exited;
+            clearTimeout(timer);
+          }
+          return console;
+        },
+      };
+      running.add(boot);
+      return boot;
+    },
+    async destroy() {
+      for (const boot of running) await boot.shutdown();
+      if (fabric) await stopProcess(fabric);
+      await ns.delete();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Waits for systemd-nspawn's child to become `systemd` (the container's PID 1); throws if nspawn exits first. */
+async function containerInit(nspawn: ChildProcess, output: () => string): Promise<number> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (nspawn.exitCode !== null || nspawn.signalCode !== null) {
+      throw new Error(`systemd-nspawn exited (${nspawn.exitCode ?? nspawn.signalCode}) before the container booted:\n${output()}`);
+    }
+    const children = await readFile(`/proc/${nspawn.pid}/task/${nspawn.pid}/children`, 'utf8').catch(() => '');
+    for (const child of children.split(' ').filter(Boolean)) {
+      const comm = await readFile(`/proc/${child}/comm`, 'utf8').catch(() => '');
+      if (comm.trim() === 'systemd') return Number(child);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  nspawn.kill('SIGKILL');
+  throw new Error(`no systemd inside the container within 60 s:\n${output()}`);
+}
+
+/** Every journal entry of the container's boots as JSON objects, read inside the running container. */
+export async function journal(boot: Boot, args: string[]): Promise<Array<Record<string, string>>> {
+  const result = await boot.exec(['journalctl', '--no-pager', '-o', 'json', ...args]);
+  if (result.exitCode !== 0) throw new Error(`journalctl ${args.join(' ')} failed: ${result.stderr}`);
+  return result.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, string>);
+}

@@ -1,0 +1,85 @@
+/**
+ * What the boot tests and the boot benchmark share: the root with the project's .deb installed in a layer of its
+ * own, an SSH key pair whose public half the fake IMDS hands out, the metadata documents, and the media image.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { withOsProfile } from '../../src/fabric/imds-document.js';
+import { REPO } from '../e2e/ns.js';
+import { buildDeb, debianRoot, installDeb, requireTools } from './debian-root.js';
+
+export interface Rig {
+  /** Where every VM of this run keeps its disk; removed by `cleanup`. */
+  workDir: string;
+  /** The cached Debian root, read-only. */
+  debian: string;
+  /** The layer the .deb was installed into, to stack over `debian`. */
+  debLayer: string;
+  /** Private key whose public half the metadata carries. */
+  key: string;
+  publicKey: string;
+  cleanup(): Promise<void>;
+}
+
+/** Builds (or finds) the Debian root, builds and installs the .deb, makes a key pair. */
+export async function createRig(options: { deb?: boolean } = {}): Promise<Rig> {
+  requireTools(['systemd-nspawn', 'mmdebstrap', 'ssh', 'ssh-keygen', 'nsenter', 'unshare', 'ip', 'xorriso']);
+  const workDir = await mkdtemp(path.join(tmpdir(), 'bootstate-boot-'));
+  try {
+    const [debian, deb] = await Promise.all([debianRoot(), options.deb === false ? null : Promise.resolve().then(() => buildDeb(REPO))]);
+    const debLayer = path.join(workDir, 'deb-layer');
+    if (deb) await installDeb(debian, deb, debLayer);
+    const key = path.join(workDir, 'admin-key');
+    execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'admin@boot-test', '-f', key]);
+    const publicKey = (await readFile(`${key}.pub`, 'utf8')).trim();
+    return { workDir, debian, debLayer: path.join(debLayer, 'upper'), key, publicKey, cleanup: () => rm(workDir, { recursive: true, force: true }) };
+  } catch (error) {
+    await rm(workDir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+/** The example IMDS document with `publicKey` as the admin's only key and some osProfile fields changed. */
+export function imdsDocument(publicKey: string, osProfile: Record<string, unknown> = {}): Record<string, any> {
+  const doc = withOsProfile(osProfile);
+  const user = String(doc.compute.osProfile.adminUsername);
+  doc.compute.publicKeys = [{ keyData: `${publicKey}\n`, path: `/home/${user}/.ssh/authorized_keys` }];
+  return doc;
+}
+
+/** An ISO 9660 image labelled as Azure's provisioning media, holding one ovf-env.xml. */
+export async function mediaImage(dir: string, options: { username: string; hostname: string; password: string; key: string }): Promise<string> {
+  const content = path.join(dir, 'media-content');
+  await mkdir(content, { recursive: true });
+  await writeFile(path.join(content, 'ovf-env.xml'), ovfEnv(options));
+  const iso = path.join(dir, 'ovf.iso');
+  execFileSync('xorriso', ['-as', 'mkisofs', '-quiet', '-V', 'rd_rdfe_stable', '-o', iso, content], { stdio: 'pipe' });
+  return iso;
+}
+
+function ovfEnv(options: { username: string; hostname: string; password: string; key: string }): string {
+  return `<?xml version="1.0" encoding="utf-8"?>
+<Environment xmlns="http://schemas.dmtf.org/ovf/environment/1" xmlns:oe="http://schemas.dmtf.org/ovf/environment/1" xmlns:wa="http://schemas.microsoft.com/windowsazure" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">
+  <wa:ProvisioningSection>
+    <wa:Version>1.0</wa:Version>
+    <LinuxProvisioningConfigurationSet xmlns="http://schemas.microsoft.com/windowsazure">
+      <ConfigurationSetType>LinuxProvisioningConfiguration</ConfigurationSetType>
+      <HostName>${options.hostname}</HostName>
+      <UserName>${options.username}</UserName>
+      <UserPassword>${options.password}</UserPassword>
+      <DisableSshPasswordAuthentication>false</DisableSshPasswordAuthentication>
+      <SSH>
+        <PublicKeys>
+          <PublicKey>
+            <Path>/home/${options.username}/.ssh/authorized_keys</Path>
+            <Value>${options.key}</Value>
+          </PublicKey>
+        </PublicKeys>
+      </SSH>
+    </LinuxProvisioningConfigurationSet>
+  </wa:ProvisioningSection>
+</Environment>
+`;
+}
