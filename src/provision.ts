@@ -191,13 +191,23 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   }
 
   const summary = { result: output.result, reason: output.reason, code: output.code, exitCode: output.exitCode, reported: output.reported };
+  const context = actor.getSnapshot().context as OutcomeContext | undefined;
   if (output.result === 'failed') {
-    const context = actor.getSnapshot().context as { failure?: Failure | null; reportFailure?: Failure | null } | undefined;
     const cause = context?.failure ?? context?.reportFailure;
-    const detail = cause ? Object.fromEntries(cause.data.filter(([key]) => key !== 'stack_base64')) : undefined;
-    log.error({ ...summary, detail }, `provisioning failed: ${output.reason}`);
+    const detail = cause ? Object.fromEntries(factsOf(cause)) : undefined;
+    // The journal's one line about a failed boot: what failed, while doing what, and the facts behind it.
+    const during = !context?.failure && context?.reportFailure ? ' while reporting Ready' : '';
+    log.error({ ...summary, detail }, `provisioning failed: ${output.reason}${during}${cause ? inParentheses(factsOf(cause)) : ''}`);
+  } else {
+    if (context?.plan?.source === 'media' && context.imdsFailure) {
+      const device = context.media?.device ?? 'the provisioning media';
+      log.warn(
+        { step: 'imds', reason: context.imdsFailure.reason, device },
+        `IMDS failed: ${context.imdsFailure.reason}${inParentheses(factsOf(context.imdsFailure))}; provisioned from the provisioning media on ${device} instead`,
+      );
+    }
+    log.info(summary, `provisioning finished: ${output.result}`);
   }
-  else log.info(summary, `provisioning finished: ${output.result}`);
   transitions?.flush();
   kvp?.flush();
   secrets.clear();
@@ -226,6 +236,25 @@ export function keepUnder(dir: string, config: Config): Config {
     log_path: { path: config.log_path.path ? join(dir, config.log_path.path) : '' },
     telemetry: { ...config.telemetry, kvp_dir: join(dir, config.telemetry.kvp_dir) },
   };
+}
+
+/** What the end-of-run lines read from the chart's final context. */
+interface OutcomeContext {
+  failure?: Failure | null;
+  reportFailure?: Failure | null;
+  imdsFailure?: Failure | null;
+  plan?: { source: 'imds' | 'media' } | null;
+  media?: { device: string } | null;
+}
+
+/** A failure's supporting data without the stack, as key/value pairs. */
+function factsOf(failure: Failure): Array<[string, string]> {
+  return failure.data.filter(([key]) => key !== 'stack_base64');
+}
+
+/** ` (key=value, …)`, or nothing when there are no facts. */
+function inParentheses(facts: Array<[string, string]>): string {
+  return facts.length > 0 ? ` (${facts.map(([key, value]) => `${key}=${value}`).join(', ')})` : '';
 }
 
 /** One failure report outside the chart (KVP, then one HTTP attempt bounded by 10 s); whether it was accepted. */
