@@ -30,12 +30,12 @@ export interface Row {
 }
 
 /** Prints rows for a person (stderr) and as one JSON line for bench/run.mjs (stdout). */
-export function report(bench: string, rows: Row[]): void {
+export function report(bench: string, rows: Row[], runs = RUNS): void {
   for (const row of rows) {
     const floor = row.floor === undefined ? '' : ` vs ${row.floorName} ${fmt(row.floor)} ${row.unit} → ×${fmt(row.ratio ?? row.median / row.floor)}`;
     process.stderr.write(`${bench}: ${row.metric}: ${fmt(row.median)} ${row.unit}${floor}${row.note ? ` (${row.note})` : ''}\n`);
   }
-  process.stdout.write(`${JSON.stringify({ bench, runs: RUNS, rows })}\n`);
+  process.stdout.write(`${JSON.stringify({ bench, runs, rows })}\n`);
 }
 
 /** A row comparing a measured variant with its floor. */

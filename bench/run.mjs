@@ -22,6 +22,7 @@ const BENCHES = [
   { name: 'rss', file: 'bench/rss.ts' },
   { name: 'kvp', file: 'bench/kvp.ts', rows: kvpRows },
   { name: 'monitor-soak', file: 'bench/monitor-soak.ts', nodeArgs: ['--expose-gc'], rows: monitorSoakRows },
+  { name: 'boot-time', file: 'bench/boot-time.ts' },
 ];
 
 const { values } = parseArgs({ options: { only: { type: 'string' }, 'no-write': { type: 'boolean' } } });
@@ -111,7 +112,8 @@ function render(results) {
     for (const row of section.rows) {
       const floor = row.floor === undefined ? '' : `${row.floorName}: ${fmt(row.floor)} ${row.unit}`;
       const ratio = row.floor === undefined ? '' : `×${fmt(row.ratio ?? row.median / row.floor)}`;
-      const metric = row.note ? `${row.metric} (${row.note})` : row.metric;
+      const notes = [row.note, section.runs && section.runs !== runs ? `${section.runs} runs` : undefined].filter(Boolean);
+      const metric = notes.length ? `${row.metric} (${notes.join('; ')})` : row.metric;
       lines.push(`| ${section.name} | ${metric} | ${fmt(row.median)} ${row.unit} | ${floor} | ${ratio} | ${row.target ?? ''} |`);
     }
   }

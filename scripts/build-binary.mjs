@@ -10,7 +10,7 @@ import { build } from 'esbuild';
 import { inject } from 'postject';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const dist = join(root, 'dist');
+const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
 const bundle = join(dist, 'bootstate-sea.cjs');
 const blob = join(dist, 'bootstate.blob');
 const seaConfig = join(dist, 'sea-config.json');

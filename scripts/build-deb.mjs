@@ -9,7 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const dist = join(root, 'dist');
+// BOOTSTATE_DIST: another output directory, for a build that must not race other users of dist/ (the boot tests).
+const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
 const debian = join(root, 'packaging/debian');
 const units = join(root, 'packaging/systemd');
 const stage = join(dist, 'deb-root');

@@ -4,7 +4,6 @@
  * variant, package list, mirror, this recipe's version), and never written to again: every boot stacks its own
  * overlay layers on it. `installDeb` puts the project's .deb into one such layer with `dpkg --root`.
  */
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -117,11 +116,21 @@ export async function installDeb(root: string, deb: string, layer: string): Prom
   return { dpkgOutput: result.stdout };
 }
 
-/** Builds the project's .deb (`npm run build:deb`) and returns its path. */
-export function buildDeb(repo: string): string {
-  const out = execFileSync('npm', ['run', '--silent', 'build:deb'], { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  const deb = out.trim().split('\n').pop()!;
-  return path.resolve(repo, deb);
+/**
+ * Builds the project's .deb from the current sources as `npm run build:deb` does (single executable, then the
+ * package), into `outDir` rather than dist/, which other test files build and read at the same time.
+ */
+export async function buildDeb(repo: string, outDir: string): Promise<string> {
+  const result = await run([process.execPath, path.join(repo, 'scripts/build-deb.mjs')], {
+    cwd: repo,
+    env: { ...process.env, BOOTSTATE_DIST: outDir },
+    timeoutMs: 600_000,
+    allowFailure: true,
+  });
+  if (result.exitCode !== 0) throw new Error(`building the .deb failed (${result.exitCode}): ${result.stderr}`);
+  const deb = readdirSync(outDir).find((f) => /^bootstate_.*\.deb$/.test(f));
+  if (!deb) throw new Error(`scripts/build-deb.mjs left no .deb in ${outDir}`);
+  return path.join(outDir, deb);
 }
 
 /** Writes `text` to `p`, creating its directory. */

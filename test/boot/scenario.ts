@@ -28,7 +28,7 @@ export async function createRig(options: { deb?: boolean } = {}): Promise<Rig> {
   requireTools(['systemd-nspawn', 'mmdebstrap', 'ssh', 'ssh-keygen', 'nsenter', 'unshare', 'ip', 'xorriso']);
   const workDir = await mkdtemp(path.join(tmpdir(), 'bootstate-boot-'));
   try {
-    const [debian, deb] = await Promise.all([debianRoot(), options.deb === false ? null : Promise.resolve().then(() => buildDeb(REPO))]);
+    const [debian, deb] = await Promise.all([debianRoot(), options.deb === false ? null : buildDeb(REPO, path.join(workDir, 'dist'))]);
     const debLayer = path.join(workDir, 'deb-layer');
     if (deb) await installDeb(debian, deb, debLayer);
     const key = path.join(workDir, 'admin-key');

@@ -1,0 +1,127 @@
+/**
+ * Boot to first SSH login on a real Debian 12 boot (test/boot/): from starting systemd-nspawn to the first `ssh -i
+ * KEY azureuser@…` that runs a command, with bootstate provisioning the key from the fake IMDS, against the same
+ * cached root with the user and key baked in and no agent installed (the physical limit of this boot). Every boot
+ * is a first boot of a fresh copy-on-write disk; the variants alternate; the machine's load average is recorded,
+ * since these figures move with whatever else runs on the host. Needs what the boot tests need.
+ *
+ *   node --import tsx bench/boot-time.ts          BENCH_BOOT_RUNS=N sets the repetitions (default 7)
+ */
+import { mkdir } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { run } from '../src/os/exec.js';
+import { canSandbox } from '../test/e2e/ns.js';
+import { createMachine, type Machine } from '../test/boot/machine.js';
+import { createRig, imdsDocument, type Rig } from '../test/boot/scenario.js';
+import { fmt, interleave, median, report } from './harness.js';
+
+const RUNS = Number(process.env.BENCH_BOOT_RUNS ?? 7);
+const USER = 'azureuser';
+
+if (!canSandbox) {
+  report('boot-time', [{ metric: 'not run: needs root on Linux', median: Number.NaN, unit: 'ms' }]);
+  process.exit(0);
+}
+
+const rig = await createRig();
+let serial = 0;
+
+/** The no-agent root: the admin user and its key made with the image's own useradd in a layer over the root. */
+async function bakeKey(r: Rig): Promise<string> {
+  const layer = path.join(r.workDir, 'baked');
+  for (const d of ['upper', 'work', 'merged']) await mkdir(path.join(layer, d), { recursive: true });
+  await run([
+    'unshare', '--mount', '--propagation', 'private', 'sh', '-c',
+    `set -e
+mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged"
+chroot "$2/merged" useradd -m -s /bin/bash -U "$3"
+install -d -m 0700 -o "$3" -g "$3" "$2/merged/home/$3/.ssh"
+printf '%s\\n' "$4" > "$2/merged/home/$3/.ssh/authorized_keys"
+chroot "$2/merged" chown "$3:$3" "/home/$3/.ssh/authorized_keys"
+chmod 0600 "$2/merged/home/$3/.ssh/authorized_keys"`,
+    'bake', r.debian, layer, USER, r.publicKey,
+  ]);
+  return path.join(layer, 'upper');
+}
+
+const baked = await bakeKey(rig);
+
+interface Sample {
+  loginMs: number;
+  /** For the agent variant: container start → bootstate.service finished, from the journal. */
+  agentDoneMs?: number;
+}
+
+/** Boots a fresh VM, polls SSH until a login runs `true`, then powers it off and removes it (untimed). */
+async function bootToLogin(agent: boolean): Promise<Sample> {
+  const machine: Machine = await createMachine({
+    name: `bsbt${process.pid}x${serial++}`,
+    workDir: rig.workDir,
+    layers: agent ? [rig.debLayer, rig.debian] : [baked, rig.debian],
+    fabric: agent,
+    imdsDocument: imdsDocument(rig.publicKey),
+  });
+  try {
+    const boot = await machine.boot();
+    const deadline = Date.now() + 120_000;
+    let loginMs = 0;
+    for (;;) {
+      const attempt = await boot.ssh(rig.key, USER, 'true', 10_000, ['-o', 'ConnectTimeout=2']);
+      if (attempt.exitCode === 0) {
+        loginMs = performance.now() - boot.startedAt;
+        break;
+      }
+      if (Date.now() > deadline) throw new Error(`no SSH login within 120 s: ${attempt.stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const sample: Sample = { loginMs };
+    if (agent) {
+      const kinds = await machine.reportKinds();
+      if (kinds.join() !== 'NotReady/Provisioning,Ready') throw new Error(`reports were ${kinds.join(', ')}`);
+      sample.agentDoneMs = await unitDoneMs(boot, 'bootstate.service');
+    }
+    await boot.shutdown();
+    return sample;
+  } finally {
+    await machine.destroy();
+  }
+}
+
+/** Milliseconds from the container's start (PID 1's first journal entry) to the unit's start job ending. */
+async function unitDoneMs(boot: { exec(argv: string[]): Promise<{ stdout: string }> }, unit: string): Promise<number> {
+  const lines = (await boot.exec(['journalctl', '-b', '-o', 'json', '--output-fields=UNIT,MESSAGE_ID,JOB_TYPE', '_PID=1'])).stdout;
+  const entries = lines.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, string>);
+  const first = Number(entries[0]?.__MONOTONIC_TIMESTAMP);
+  const done = entries.find((e) => e.UNIT === unit && e.MESSAGE_ID === '39f53479d3a045ac8e11786248231fbf');
+  return done ? (Number(done.__MONOTONIC_TIMESTAMP) - first) / 1000 : Number.NaN;
+}
+
+const loadBefore = loadavg()[0]!;
+try {
+  const samples = await interleave({ agent: () => bootToLogin(true), baked: () => bootToLogin(false) }, RUNS);
+  const loadAfter = loadavg()[0]!;
+  const agent = samples.agent!.map((s) => s.loginMs);
+  const floor = samples.baked!.map((s) => s.loginMs);
+  const load = `1-min load ${fmt(loadBefore)} before, ${fmt(loadAfter)} after, on ${(await run(['nproc'])).stdout.trim()} cores`;
+  report('boot-time', [
+    {
+      metric: 'nspawn start → first SSH login, bootstate provisioning the key (Debian 12, systemd)',
+      median: median(agent),
+      unit: 'ms',
+      floor: median(floor),
+      floorName: 'same root, key baked in, no agent',
+      ratio: median(agent) / median(floor),
+      target: '≤ ×1.10',
+      note: load,
+    },
+    {
+      metric: 'nspawn start → bootstate.service finished (PID 1 journal)',
+      median: median(samples.agent!.map((s) => s.agentDoneMs ?? Number.NaN)),
+      unit: 'ms',
+    },
+  ], RUNS);
+} finally {
+  await rig.cleanup();
+}
