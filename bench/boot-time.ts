@@ -32,21 +32,26 @@ let serial = 0;
 async function bakeKey(r: Rig): Promise<string> {
   const layer = path.join(r.workDir, 'baked');
   for (const d of ['upper', 'work', 'merged']) await mkdir(path.join(layer, d), { recursive: true });
+  const inRoot = `useradd -m -s /bin/bash -U "$1"
+install -d -m 0700 -o "$1" -g "$1" "/home/$1/.ssh"
+printf '%s\\n' "$2" > "/home/$1/.ssh/authorized_keys"
+chown "$1:$1" "/home/$1/.ssh/authorized_keys"
+chmod 0600 "/home/$1/.ssh/authorized_keys"`;
   await run([
     'unshare', '--mount', '--propagation', 'private', 'sh', '-c',
-    `set -e
-mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged"
-chroot "$2/merged" useradd -m -s /bin/bash -U "$3"
-install -d -m 0700 -o "$3" -g "$3" "$2/merged/home/$3/.ssh"
-printf '%s\\n' "$4" > "$2/merged/home/$3/.ssh/authorized_keys"
-chroot "$2/merged" chown "$3:$3" "/home/$3/.ssh/authorized_keys"
-chmod 0600 "$2/merged/home/$3/.ssh/authorized_keys"`,
-    'bake', r.debian, layer, USER, r.publicKey,
+    'set -e; mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged"; shift 2; exec chroot "$@"',
+    'bake', r.debian, layer, path.join(layer, 'merged'), 'sh', '-ec', inRoot, 'bake', USER, r.publicKey,
   ]);
   return path.join(layer, 'upper');
 }
 
-const baked = await bakeKey(rig);
+let baked: string;
+try {
+  baked = await bakeKey(rig);
+} catch (error) {
+  await rig.cleanup();
+  throw error;
+}
 
 interface Sample {
   loginMs: number;
