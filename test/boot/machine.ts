@@ -148,7 +148,9 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
       const boot: Boot = {
         pid,
         startedAt,
-        exec: (argv, timeoutMs = 60_000) => run(['nsenter', '-t', String(pid), '-a', ...argv], { timeoutMs, allowFailure: true }),
+        // Journals run past run()'s default 64 KiB output cap; a truncated one would hide what the tests look for.
+        exec: (argv, timeoutMs = 60_000) =>
+          run(['nsenter', '-t', String(pid), '-a', ...argv], { timeoutMs, allowFailure: true, maxOutputBytes: 64 * 1024 * 1024 }),
         async settled() {
           // Until systemd opens its private socket, systemctl cannot ask it and prints nothing.
           const deadline = Date.now() + 120_000;
