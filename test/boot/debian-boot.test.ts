@@ -21,6 +21,8 @@ const UNIT_FAILED = 'be02cf6855d2428ba40df7e9d022f03d';
 /** What one boot of a VM showed while it ran. */
 interface Seen {
   system: string;
+  /** `systemctl --failed`: the units that made the system degraded. */
+  failedUnits: string[];
   /** bootstate.service: Result and ExecMainStatus. */
   service: { result: string; status: string };
   /** Monotonic µs of bootstate.service's start job ending and of ssh.service starting, from PID 1's journal. */
@@ -67,8 +69,10 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
   };
   const text = async (args: string[]) => (await boot.exec(['journalctl', '--no-pager', '-q', '-b', ...args])).stdout;
   const warned = await journal(boot, ['-b', '-u', 'bootstate.service', '-p', 'warning']);
+  const failed = await boot.exec(['systemctl', 'list-units', '--failed', '--plain', '--no-legend', '--no-pager']);
   const seen: Seen = {
     system,
+    failedUnits: failed.stdout.split('\n').map((l) => l.trim().split(/\s+/)[0]!).filter(Boolean),
     service: { result: props.Result ?? '', status: props.ExecMainStatus ?? '' },
     bootstateDone: at('bootstate.service', [UNIT_STARTED, UNIT_FAILED]),
     sshStarting: at('ssh.service', [UNIT_STARTING]),
@@ -127,7 +131,8 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
     it('runs bootstate.service to success and finishes it before ssh.service starts', async () => {
       const [first] = (await vms.happy).boots;
       expect(first!.service, first!.unitLog).toEqual({ result: 'success', status: '0' });
-      expect(first!.system).toBe('running');
+      expect(first!.failedUnits).not.toContain('bootstate.service');
+      expect(first!.system, `failed units: ${first!.failedUnits.join(' ')}`).toBe('running');
       expect(first!.bootstateDone).not.toBeNull();
       expect(first!.sshStarting).not.toBeNull();
       expect(first!.bootstateDone!).toBeLessThan(first!.sshStarting!);
@@ -197,6 +202,7 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       expect(boot!.service.result).toBe('exit-code');
       expect(boot!.service.status).not.toBe('0');
       expect(boot!.system).toBe('degraded');
+      expect(boot!.failedUnits).toContain('bootstate.service');
       expect(boot!.passwd).not.toContain('oops');
       expect(boot!.reportsAfter).toEqual(['NotReady/Provisioning', 'NotReady/ProvisioningFailed']);
       expect(boot!.bootstateDone!).toBeLessThan(boot!.sshStarting!);
