@@ -77,7 +77,7 @@ inside sh -c 'cd /src/bootstate && node scripts/test-prerequisites.mjs'
 missing=0
 while read -r cmd pkg; do
   case "$cmd" in ''|'#'*) continue ;; esac
-  if inside sh -c "command -v $cmd >/dev/null || [ -x /usr/sbin/$cmd ] || [ -x /sbin/$cmd ]"; then
+  if inside sh -c "command -v $cmd >/dev/null || [ -x /usr/sbin/$cmd ] || [ -x /sbin/$cmd ] || { case $cmd in /*) [ -e $cmd ] ;; *) false ;; esac; }"; then
     echo "  ok  $cmd ($pkg)"
   else
     echo "  MISSING  $cmd ($pkg)"; missing=1

@@ -23,6 +23,8 @@ export function readList(text) {
 }
 
 function onPath(command) {
+  // A file the package ships (fonts have no command) proves it by existing.
+  if (command.startsWith('/')) return existsSync(command);
   for (const dir of [...(process.env.PATH ?? '').split(delimiter), ...SBIN]) {
     try {
       accessSync(join(dir, command), constants.X_OK);
