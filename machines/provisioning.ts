@@ -157,6 +157,7 @@ export const provisioningMachine = setup({
     markerReportPending: (_, params: { state: string }) => params.state === 'report-pending',
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
+    passwordLoginsOff: (_, params: { metadata: InstanceMetadata }) => params.metadata.disablePasswordAuthentication,
   },
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
@@ -326,10 +327,22 @@ export const provisioningMachine = setup({
                             id: 'imds',
                             src: 'fetchMetadata',
                             input: ({ context }) => ({ config: context.config }),
-                            onDone: {
-                              target: '#provisioning.provisioning.work.gathering.imds.fetched',
-                              actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
-                            },
+                            onDone: [
+                              {
+                                // With password logins off Azure sends no password, and IMDS answered everything
+                                // else: the media cannot change the plan, so its read is not waited for.
+                                guard: { type: 'passwordLoginsOff', params: ({ event }) => ({ metadata: event.output }) },
+                                target: '#provisioning.provisioning.work.validating',
+                                actions: [
+                                  assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
+                                  assign({ plan: ({ context }) => planFrom(context) }),
+                                ],
+                              },
+                              {
+                                target: '#provisioning.provisioning.work.gathering.imds.fetched',
+                                actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
+                              },
+                            ],
                             onError: [
                               {
                                 guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },

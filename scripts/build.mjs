@@ -10,9 +10,11 @@ import { chmodSync, copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { bundleOptions, root } from './bundle.mjs';
+import { buildNativeAddons } from './build-native.mjs';
 
 const dist = join(root, 'dist');
 mkdirSync(dist, { recursive: true });
+buildNativeAddons();
 const bundle = join(dist, 'bootstate.bundle.js');
 await build({
   ...bundleOptions(bundle),

@@ -1,6 +1,7 @@
 // The esbuild options every bundle shares (dist/bootstate.cjs, the SEA's main script, the size report). The stubs
 // replace modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it
 // loads node:http2) and pino's worker-thread transports.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -25,9 +26,21 @@ const stubPlugin = {
   },
 };
 
+/** build/native/flock-<arch>.node (scripts/build-native.mjs) as base64 per architecture, for src/native/flock-addon.ts. */
+function embeddedAddons() {
+  const dir = join(root, 'build/native');
+  const addons = {};
+  for (const name of existsSync(dir) ? readdirSync(dir) : []) {
+    const arch = /^flock-(\w+)\.node$/.exec(name)?.[1];
+    if (arch) addons[arch] = readFileSync(join(dir, name)).toString('base64');
+  }
+  return addons;
+}
+
 /** esbuild options for one CommonJS bundle of `src/cli.ts` that needs nothing but Node's built-ins. */
 export function bundleOptions(outfile) {
   return {
+    define: { __BOOTSTATE_FLOCK_ADDONS__: JSON.stringify(embeddedAddons()) },
     entryPoints: [join(root, 'src/cli.ts')],
     outfile,
     bundle: true,

@@ -79,6 +79,9 @@ export async function readProvisioningMedia(options: MediaOptions): Promise<Medi
       options.onNote?.(`${candidate.device}: no ovf-env.xml`);
       continue;
     }
+    // The chart stops waiting for the media once IMDS has answered with password logins off; a read that
+    // finishes after that must not put a password into the store.
+    options.signal?.throwIfAborted();
     try {
       return parseOvfEnv(xml, { secrets: options.secrets, device: candidate.device });
     } catch (error) {
