@@ -145,7 +145,7 @@ const HOLDS: Record<string, Hold | Transient> = {
   },
   'provisioning.work.gathering.imds.fetched': {
     transient:
-      'final region state: with provisioning media disabled (a dry run must not probe the host\'s devices) the media region is final within one tick, so the IMDS answer completes gathering in the same macrostep',
+      'entered only when IMDS allows password logins; the crash runs\' IMDS document disables them, so its answer goes straight on to validating',
   },
   'provisioning.work.gathering.imds.failed': {
     transient: 'final region state: the media region is already final, so a non-retryable IMDS error leaves gathering in the same macrostep',
