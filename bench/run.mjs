@@ -21,6 +21,7 @@ const BENCHES = [
   { name: 'latency', file: 'bench/latency.ts' },
   { name: 'rss', file: 'bench/rss.ts' },
   { name: 'kvp', file: 'bench/kvp.ts', rows: kvpRows },
+  { name: 'markers', file: 'bench/markers.ts' },
   { name: 'monitor-soak', file: 'bench/monitor-soak.ts', nodeArgs: ['--expose-gc'], rows: monitorSoakRows },
 ];
 
