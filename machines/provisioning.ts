@@ -417,9 +417,28 @@ export const provisioningMachine = setup({
                 account: {
                   initial: 'creatingUser',
                   states: {
-                    creatingUser: osStep('user', 'createUser', 'settingPassword'),
-                    settingPassword: osStep('password', 'setPassword', 'writingSshKeys'),
-                    writingSshKeys: osStep('sshKeys', 'writeSshKeys', 'done'),
+                    creatingUser: osStep('user', 'createUser', 'credentials'),
+                    // The password lives in /etc/shadow, the keys in the home: once the user exists, neither waits.
+                    credentials: {
+                      type: 'parallel',
+                      onDone: 'done',
+                      states: {
+                        password: {
+                          initial: 'setting',
+                          states: {
+                            setting: osStep('password', 'setPassword', 'done'),
+                            done: { type: 'final' },
+                          },
+                        },
+                        sshKeys: {
+                          initial: 'writing',
+                          states: {
+                            writing: osStep('sshKeys', 'writeSshKeys', 'done'),
+                            done: { type: 'final' },
+                          },
+                        },
+                      },
+                    },
                     done: { type: 'final' },
                   },
                 },

@@ -208,6 +208,7 @@ const SEQUENTIAL_REGIONS: Record<string, string[]> = {
   // IMDS first, so an answer with password logins off leaves gathering while the media read is still running.
   'provisioning.work.gathering': ['imds', 'media'],
   'provisioning.work.configuringOs': ['hostname', 'account', 'sshd'],
+  'provisioning.work.configuringOs.account.credentials': ['password', 'sshKeys'],
 };
 
 /**
