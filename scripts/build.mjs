@@ -2,14 +2,16 @@
 //   bootstate.mjs            the entry (`bin`): a small loader, scripts/loader.mjs
 //   bootstate.bundle.js      everything else, one minified CommonJS bundle wrapped as a function for vm.Script
 //   bootstate.bundle.js.cache  V8's code cache for it, made here by one run of the built program
-// One bundle rather than esbuild's split ESM chunks: Node 20 can only give a code cache to a vm.Script, and with
-// the cache V8 never parses the parts a run does not call (graph rendering, the inspector), so they cost only
-// their bytes on disk; the subcommands other than `provision` are still evaluated only when asked for.
+//   bootstate-viz.cjs        Graphviz (WebAssembly, 1.5 MB), required only by `graph` and `trace`
+// CommonJS files rather than esbuild's split ESM chunks: Node 20 can only give a code cache to a vm.Script. With
+// the cache V8 never parses what a run does not call; what stays in the bundle unused (the inspector) costs only
+// its bytes of source, and the subcommands other than `provision` are evaluated only when asked for. Graphviz
+// alone is big enough to keep apart, since V8 holds a script's whole source in memory.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { bundleOptions, root } from './bundle.mjs';
+import { bundleOptions, root, VIZ_FILE } from './bundle.mjs';
 import { buildNativeAddons } from './build-native.mjs';
 
 const dist = join(root, 'dist');
@@ -17,9 +19,21 @@ mkdirSync(dist, { recursive: true });
 buildNativeAddons();
 const bundle = join(dist, 'bootstate.bundle.js');
 await build({
-  ...bundleOptions(bundle),
+  ...bundleOptions(bundle, { vizApart: true }),
   banner: { js: '(function (exports, require, module, __filename, __dirname) {' },
   footer: { js: '})' },
+});
+// Graphviz for `graph` and `trace`, required from the bundle only when one of them renders SVG.
+await build({
+  entryPoints: ['@viz-js/viz'],
+  outfile: join(dist, VIZ_FILE),
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  minify: true,
+  legalComments: 'none',
+  logLevel: 'warning',
 });
 
 const entry = join(dist, 'bootstate.mjs');

@@ -37,8 +37,21 @@ function embeddedAddons() {
   return addons;
 }
 
-/** esbuild options for one CommonJS bundle of `src/cli.ts` that needs nothing but Node's built-ins. */
-export function bundleOptions(outfile) {
+/** Graphviz (1.5 MB, two thirds of everything) is only ever needed by `graph` and `trace`. */
+export const VIZ_FILE = 'bootstate-viz.cjs';
+const vizApart = {
+  name: 'bootstate-viz-apart',
+  setup(build) {
+    build.onResolve({ filter: /^@viz-js\/viz$/ }, () => ({ path: `./${VIZ_FILE}`, external: true }));
+  },
+};
+
+/**
+ * esbuild options for one CommonJS bundle of `src/cli.ts` that needs nothing but Node's built-ins. With
+ * `vizApart`, Graphviz is left out and `import('@viz-js/viz')` becomes `require('./bootstate-viz.cjs')`, a
+ * second file beside it (the plain program); without, everything is in the one file (the SEA).
+ */
+export function bundleOptions(outfile, { vizApart: apart = false } = {}) {
   return {
     define: { __BOOTSTATE_FLOCK_ADDONS__: JSON.stringify(embeddedAddons()) },
     entryPoints: [join(root, 'src/cli.ts')],
@@ -53,6 +66,8 @@ export function bundleOptions(outfile) {
     logLevel: 'warning',
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
-    plugins: [stubPlugin],
+    plugins: apart ? [stubPlugin, vizApart] : [stubPlugin],
+    // A vm.Script has no ESM loader behind it: dynamic imports of files beside the bundle become require().
+    supported: { 'dynamic-import': false },
   };
 }
