@@ -24,6 +24,8 @@ export interface MediaOptions {
   /** Parent of the private mount directories; default `/run/bootstate`. */
   mountBase?: string;
   signal?: AbortSignal;
+  /** Lists the UDF and ISO 9660 devices; default probeMediaDevices (null: ask blkid). */
+  listDevices?: (root: string) => Promise<{ udf: string[]; iso9660: string[] } | null>;
   /** Receives one line per candidate that was skipped, for the log. */
   onNote?: (message: string) => void;
 }
@@ -43,7 +45,7 @@ export async function findMediaCandidates(options: Omit<MediaOptions, 'secrets'>
   const root = options.root ?? '/';
   const mounted = await mountedMedia(under(root, '/proc/self/mounts'));
   const devices: string[] = [];
-  const probed = await probeMediaDevices(root);
+  const probed = await (options.listDevices ?? probeMediaDevices)(root);
   if (probed) devices.push(...probed.udf, ...probed.iso9660);
   // blkid only where /sys/class/block cannot be read.
   for (const type of probed ? [] : ['udf', 'iso9660']) {
