@@ -1,7 +1,7 @@
 /**
  * KVP telemetry throughput: 1,000 events through KvpTelemetry (a flush every 50 events and one at the end, as
  * the agent batches) against a Python writer that locks per event as cloud-init does, in the same run.
- * Also times bootstate flushing after every event, which isolates the cost of one lock (two flock(1) spawns).
+ * Also times bootstate flushing after every event, which isolates the cost of one lock (flock(2) through the addon).
  * Prints JSON to stdout. Run: npx tsx bench/kvp.ts [--events N] [--reps N]
  */
 import { spawnSync } from 'node:child_process';

@@ -157,6 +157,7 @@ export const provisioningMachine = setup({
     markerReportPending: (_, params: { state: string }) => params.state === 'report-pending',
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
+    passwordLoginsOff: (_, params: { metadata: InstanceMetadata }) => params.metadata.disablePasswordAuthentication,
   },
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
@@ -326,10 +327,22 @@ export const provisioningMachine = setup({
                             id: 'imds',
                             src: 'fetchMetadata',
                             input: ({ context }) => ({ config: context.config }),
-                            onDone: {
-                              target: '#provisioning.provisioning.work.gathering.imds.fetched',
-                              actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
-                            },
+                            onDone: [
+                              {
+                                // With password logins off Azure sends no password, and IMDS answered everything
+                                // else: the media cannot change the plan, so its read is not waited for.
+                                guard: { type: 'passwordLoginsOff', params: ({ event }) => ({ metadata: event.output }) },
+                                target: '#provisioning.provisioning.work.validating',
+                                actions: [
+                                  assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
+                                  assign({ plan: ({ context }) => planFrom(context) }),
+                                ],
+                              },
+                              {
+                                target: '#provisioning.provisioning.work.gathering.imds.fetched',
+                                actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
+                              },
+                            ],
                             onError: [
                               {
                                 guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
@@ -404,9 +417,28 @@ export const provisioningMachine = setup({
                 account: {
                   initial: 'creatingUser',
                   states: {
-                    creatingUser: osStep('user', 'createUser', 'settingPassword'),
-                    settingPassword: osStep('password', 'setPassword', 'writingSshKeys'),
-                    writingSshKeys: osStep('sshKeys', 'writeSshKeys', 'done'),
+                    creatingUser: osStep('user', 'createUser', 'credentials'),
+                    // The password lives in /etc/shadow, the keys in the home: once the user exists, neither waits.
+                    credentials: {
+                      type: 'parallel',
+                      onDone: 'done',
+                      states: {
+                        password: {
+                          initial: 'setting',
+                          states: {
+                            setting: osStep('password', 'setPassword', 'done'),
+                            done: { type: 'final' },
+                          },
+                        },
+                        sshKeys: {
+                          initial: 'writing',
+                          states: {
+                            writing: osStep('sshKeys', 'writeSshKeys', 'done'),
+                            done: { type: 'final' },
+                          },
+                        },
+                      },
+                    },
                     done: { type: 'final' },
                   },
                 },

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // Builds dist/bootstate: a Node single executable application (the running node binary with the CLI injected),
 // so an image needs no Node.js. Node 20's SEA runs a CommonJS main script that may require only built-ins,
-// hence a separate CJS bundle (dist/bootstate-sea.cjs) next to the ESM one.
+// hence its own CJS bundle (dist/bootstate-sea.cjs), unwrapped, beside the plain program's.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { bundleOptions } from './bundle.mjs';
 import { inject } from 'postject';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -19,17 +20,7 @@ const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 mkdirSync(dist, { recursive: true });
 
-await build({
-  entryPoints: [join(root, 'src/cli.ts')],
-  outfile: bundle,
-  bundle: true,
-  platform: 'node',
-  target: 'node20',
-  format: 'cjs',
-  minify: true,
-  legalComments: 'none',
-  logLevel: 'warning',
-});
+await build(bundleOptions(bundle));
 
 // The code cache saves V8 compiling the bundle on every start; it must be made by the same node that runs it.
 writeFileSync(

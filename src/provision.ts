@@ -130,14 +130,19 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   }
 
   const reports = new ReportBook();
+  // A media read the chart stopped waiting for may still be unmounting; exiting under it would leave a mount.
+  const mediaReads: Promise<unknown>[] = [];
   const actors = provisioningActors({
     log,
     loadConfig: () => (loaded.ok ? Promise.resolve(loaded.config) : Promise.reject(loaded.error)),
     sysRoot: options.sysRoot ?? '/',
     provisioner,
     markers: (c) => new FileMarkerStore(c.data_dir.path, [AZURE_INIT_DATA_DIR]),
-    readMedia: (_config, store, signal) =>
-      readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) }),
+    readMedia: (_config, store, signal) => {
+      const read = readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) });
+      mediaReads.push(read.catch(() => undefined));
+      return read;
+    },
     secrets,
     reporter,
     reports,
@@ -210,6 +215,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   }
   transitions?.flush();
   kvp?.flush();
+  await Promise.all(mediaReads);
   secrets.clear();
   const journalPath = (journal as ReturnType<typeof createJournal> | null)?.path ?? null;
   (journal as ReturnType<typeof createJournal> | null)?.close();

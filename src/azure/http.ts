@@ -4,7 +4,10 @@
  * link-local endpoints must never be sent through a proxy. The attempt is bounded by `requestTimeoutMs`
  * (headers and body together) and by the caller's signal, whichever fires first.
  */
-import { Agent } from 'undici';
+// undici's index evaluates all of undici (fetch, WebSocket, mocks, caches) and Node's own bundled copy with it;
+// one Agent and the request API are all a fabric client needs.
+import Agent from 'undici/lib/dispatcher/agent.js';
+import dispatchRequest from 'undici/lib/api/api-request.js';
 import { BootstateError } from '../errors.js';
 
 export interface HttpRequestOptions {
@@ -143,7 +146,7 @@ export async function request(url: string, options: HttpRequestOptions): Promise
   const attempt = async (): Promise<HttpResponse> => {
     const target = new URL(url);
     const dispatcher = dispatcherFor(options.connectTimeoutMs, options.requestTimeoutMs);
-    const res = await dispatcher.request({
+    const res = await dispatchRequest.call(dispatcher, {
       origin: target.origin,
       path: target.pathname + target.search,
       method: options.method ?? 'GET',

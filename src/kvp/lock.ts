@@ -1,26 +1,29 @@
 /**
- * `flock(2)` on a pool file without a native addon. flock locks belong to the open file description, not
- * the process: a child that inherits our descriptor as its fd 3 and runs util-linux `flock -x 3` locks
- * *our* description, and the lock stays held after the child exits until `flock -u 3` runs the same way or
- * we close the descriptor. That gives cloud-init and azure-init (both `flock` writers) real exclusion.
- * Each spawn costs milliseconds, so the open-lock-close helpers release by closing (the child has exited, so
- * our descriptor is the last reference to the description) rather than spawning `flock -u`. Node opens
- * files with O_CLOEXEC, so no unrelated child inherits the descriptor and keeps the lock alive.
+ * `flock(2)` on a pool file (and the instance lock). flock locks belong to the open file description, not the
+ * process, which is what cloud-init and azure-init (both `flock` writers) exclude each other with.
  *
- * No OFD `fcntl` lock is taken: there is no `fcntl(F_OFD_SETLK)` in Node or in a standard command, so it
- * would need native code, and the one fcntl user, hv_kvp_daemon, re-reads the whole file before every
+ * The call itself is made by a tiny embedded N-API addon (src/native/flock-addon.ts) — no fork, well under a
+ * millisecond. Where the addon cannot load, util-linux `flock(1)` does it instead: a child that inherits our
+ * descriptor as its fd 3 and runs `flock -x 3` locks *our* description, and the lock stays held after the child
+ * exits until `flock -u 3` runs the same way or we close the descriptor. Each spawn forks the whole Node process
+ * (2–40 ms, the event loop blocked), so the open-lock-close helpers release by closing rather than unlocking.
+ * Node opens files with O_CLOEXEC, so no unrelated child inherits the descriptor and keeps the lock alive.
+ *
+ * No OFD `fcntl` lock is taken: the one fcntl user, hv_kvp_daemon, re-reads the whole file before every
  * operation anyway (spec §4.4). The API is synchronous because the KVP actor's cleanup is synchronous.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { BootstateError } from '../errors.js';
+import { flockAddon, LOCK_EX, LOCK_SH, LOCK_UN } from '../native/flock-addon.js';
 
 export type LockMode = 'exclusive' | 'shared';
 
 export interface LockOptions {
   /** How long to wait for a conflicting holder before failing; 0 fails at once. Default 10 s. */
   timeoutMs?: number;
-  /** The util-linux `flock` binary; default `flock` from PATH. */
+  /** Lock through this util-linux `flock` binary instead of the addon; without the addon, `flock` from PATH. */
   flockPath?: string;
   /** What the lock protects, for error messages; default `the kvp pool`. */
   subject?: string;
@@ -29,6 +32,22 @@ export interface LockOptions {
 export const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
 /** flock(1) `-E` status for "could not lock in time", distinct from its own usage/system errors. */
 const CONFLICT_EXIT = 75;
+
+function conflict(options: LockOptions, what: string): BootstateError {
+  const message = `cannot ${what} ${options.subject ?? 'the kvp pool'}: another process held it for ${options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS} ms`;
+  return new BootstateError('KVP_FAILED', message, { retryable: true });
+}
+
+/** true when the addon did it; false when flock(1) has to. */
+function nativeFlock(fd: number, op: number, options: LockOptions, what: string): boolean {
+  const addon = options.flockPath === undefined ? flockAddon() : null;
+  if (!addon) return false;
+  const errno = addon.flock(fd, op, Math.max(0, options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS));
+  if (errno === 0) return true;
+  if (errno === osConstants.errno.EWOULDBLOCK) throw conflict(options, what);
+  const name = Object.entries(osConstants.errno).find(([, n]) => n === errno)?.[0] ?? `errno ${errno}`;
+  throw new BootstateError('KVP_FAILED', `cannot ${what} ${options.subject ?? 'the kvp pool'}: flock(2) failed: ${name}`, { retryable: false });
+}
 
 function runFlock(fd: number, args: string[], options: LockOptions, what: string): void {
   const bin = options.flockPath ?? 'flock';
@@ -42,10 +61,7 @@ function runFlock(fd: number, args: string[], options: LockOptions, what: string
         : `cannot ${what} ${subject}: running '${bin}' failed: ${result.error.message}`;
     throw new BootstateError('KVP_FAILED', message, { cause: result.error, retryable: false });
   }
-  if (result.status === CONFLICT_EXIT) {
-    const message = `cannot ${what} ${subject}: another process held it for ${options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS} ms`;
-    throw new BootstateError('KVP_FAILED', message, { retryable: true });
-  }
+  if (result.status === CONFLICT_EXIT) throw conflict(options, what);
   if (result.status !== 0) {
     const detail = (result.stderr ?? '').trim() || `exit status ${result.status ?? result.signal}`;
     throw new BootstateError('KVP_FAILED', `cannot ${what} ${subject}: flock(1) failed: ${detail}`);
@@ -54,6 +70,7 @@ function runFlock(fd: number, args: string[], options: LockOptions, what: string
 
 /** Takes a `flock(2)` lock on the open file description behind `fd`, waiting up to `timeoutMs`. */
 export function lockFd(fd: number, mode: LockMode, options: LockOptions = {}): void {
+  if (nativeFlock(fd, mode === 'exclusive' ? LOCK_EX : LOCK_SH, options, 'lock')) return;
   const timeoutMs = options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
   const wait = timeoutMs <= 0 ? ['-n'] : ['-w', (timeoutMs / 1000).toFixed(3)];
   runFlock(fd, [mode === 'exclusive' ? '-x' : '-s', ...wait, '-E', String(CONFLICT_EXIT)], options, 'lock');
@@ -61,6 +78,7 @@ export function lockFd(fd: number, mode: LockMode, options: LockOptions = {}): v
 
 /** Releases the `flock(2)` lock held on the open file description behind `fd`. */
 export function unlockFd(fd: number, options: LockOptions = {}): void {
+  if (nativeFlock(fd, LOCK_UN, options, 'unlock')) return;
   runFlock(fd, ['-u'], options, 'unlock');
 }
 

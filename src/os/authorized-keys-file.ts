@@ -73,6 +73,8 @@ export interface ResolveOptions extends KeysFileContext {
   /** Path used when sshd cannot tell (config `ssh.authorized_keys_path`, relative to home). */
   fallback: string;
   querySshd: boolean;
+  /** The dump flags to try in order (sshd-capability.ts); default `-G`, then `-T`. */
+  dumpFlags?: readonly string[];
   signal?: AbortSignal;
 }
 
@@ -91,7 +93,7 @@ export async function resolveAuthorizedKeysFiles(options: ResolveOptions): Promi
   const spec = `user=${options.username},host=${hostname()},addr=127.0.0.1`;
   // OpenSSH before 9.8 (Debian 12, Ubuntu 24.04) has no -G: its failure is news only when -T fails as well.
   const failures: string[] = [];
-  for (const flag of ['-G', '-T']) {
+  for (const flag of options.dumpFlags ?? ['-G', '-T']) {
     const argv = ['sshd', flag, '-f', options.sshdConfigPath, '-C', spec];
     try {
       const result = await options.run(argv, { signal: options.signal, timeoutMs: 10_000 });

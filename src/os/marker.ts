@@ -1,12 +1,17 @@
 /**
  * The provisioned marker (spec §8.8) and the durable "report pending" state: `<data_dir>/<vm_id>.provisioned`
- * and `<data_dir>/<vm_id>.report-pending`, empty files written atomically. A new VM id finds neither.
+ * and `<data_dir>/<vm_id>.report-pending`, empty files. A new VM id finds neither. An empty file has no content
+ * to tear, so it is created in place rather than through a temp file and a rename; what each one must survive
+ * decides its fsyncs (docs/durability.md): report-pending is durable before Ready is sent (file and directory
+ * fsync); provisioned needs only its directory entry durable before report-pending is removed, and that removal
+ * needs none, because `provisioned` wins when both are found.
  */
-import { chmod, mkdir, readdir, rm } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { chmod, mkdir, open, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
 import type { MarkerStore } from './provisioner.js';
-import { syncDir, writeFileAtomic } from './atomic.js';
+import { syncDir } from './atomic.js';
 
 const PROVISIONED = '.provisioned';
 const PENDING = '.report-pending';
@@ -37,17 +42,17 @@ export class FileMarkerStore implements MarkerStore {
 
   /** Records that provisioning finished but Ready was not yet accepted, so the next boot only reports. */
   async markReportPending(vmId: string): Promise<void> {
-    await this.#write(vmId.toLowerCase() + PENDING);
+    await this.#create(vmId.toLowerCase() + PENDING, { syncFile: true });
   }
 
   /** Records that Ready was accepted, then drops the pending state. */
   async markProvisioned(vmId: string): Promise<void> {
-    await this.#write(vmId.toLowerCase() + PROVISIONED);
+    // Ready was accepted: losing this marker in a crash only means Ready is sent once more on the next boot.
+    await this.#create(vmId.toLowerCase() + PROVISIONED, { syncFile: false });
     const names = (await this.#names()) ?? [];
     const pending = names.filter((n) => n.toLowerCase() === vmId.toLowerCase() + PENDING);
     try {
       for (const name of pending) await rm(path.join(this.dataDir, name), { force: true });
-      if (pending.length) await syncDir(this.dataDir);
     } catch (error) {
       throw markerError(`cannot remove report-pending marker: ${(error as Error).message}`, error);
     }
@@ -91,11 +96,23 @@ export class FileMarkerStore implements MarkerStore {
     }
   }
 
-  async #write(name: string): Promise<void> {
+  /** Creates the empty marker `name` (0600) and makes its directory entry durable. */
+  async #create(name: string, options: { syncFile: boolean }): Promise<void> {
+    const file = path.join(this.dataDir, name);
     try {
       await mkdir(this.dataDir, { recursive: true, mode: 0o700 });
       await chmod(this.dataDir, 0o700);
-      await writeFileAtomic(path.join(this.dataDir, name), '', { mode: 0o600 });
+      const handle = await open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+      try {
+        const stat = await handle.stat();
+        if (!stat.isFile()) throw new Error('not a regular file');
+        if (stat.size > 0) await handle.truncate(0);
+        await handle.chmod(0o600);
+        if (options.syncFile) await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await syncDir(this.dataDir);
     } catch (error) {
       throw markerError(`cannot write ${name}: ${(error as Error).message}`, error);
     }

@@ -1,5 +1,5 @@
 /**
- * Finds and reads the Azure provisioning media (spec §7.1): UDF/ISO 9660 devices from blkid, /dev/sr0, and
+ * Finds and reads the Azure provisioning media (spec §7.1): UDF/ISO 9660 devices (volume-probe.ts), /dev/sr0, and
  * copies already mounted somewhere; each is mounted read-only (nosuid, nodev, noexec) into a private 0700
  * directory under /run/bootstate, `ovf-env.xml` is read with a size cap, and the mount is always undone.
  * No media is normal: the result is null.
@@ -13,6 +13,7 @@ import type { SecretStore } from '../secrets.js';
 import { run as defaultRun, type Runner } from './exec.js';
 import { IsoError, readFileFromIso } from './iso9660.js';
 import { MAX_OVF_BYTES, parseOvfEnv } from './ovf.js';
+import { probeMediaDevices } from './volume-probe.js';
 import { exists, under } from './paths.js';
 
 export interface MediaOptions {
@@ -23,6 +24,8 @@ export interface MediaOptions {
   /** Parent of the private mount directories; default `/run/bootstate`. */
   mountBase?: string;
   signal?: AbortSignal;
+  /** Lists the UDF and ISO 9660 devices; default probeMediaDevices (null: ask blkid). */
+  listDevices?: (root: string) => Promise<{ udf: string[]; iso9660: string[] } | null>;
   /** Receives one line per candidate that was skipped, for the log. */
   onNote?: (message: string) => void;
 }
@@ -33,13 +36,19 @@ export interface MediaCandidate {
   mountedAt?: string;
 }
 
-/** Lists candidate devices: blkid UDF, blkid ISO 9660, /dev/sr0, then media already mounted (deduplicated). */
+/**
+ * Lists candidate devices: UDF, then ISO 9660 (read from their volume descriptors, or from blkid where sysfs is
+ * missing), /dev/sr0, then media already mounted (deduplicated).
+ */
 export async function findMediaCandidates(options: Omit<MediaOptions, 'secrets'> = {}): Promise<MediaCandidate[]> {
   const run = options.run ?? defaultRun;
   const root = options.root ?? '/';
   const mounted = await mountedMedia(under(root, '/proc/self/mounts'));
   const devices: string[] = [];
-  for (const type of ['udf', 'iso9660']) {
+  const probed = await (options.listDevices ?? probeMediaDevices)(root);
+  if (probed) devices.push(...probed.udf, ...probed.iso9660);
+  // blkid only where /sys/class/block cannot be read.
+  for (const type of probed ? [] : ['udf', 'iso9660']) {
     try {
       const result = await run(['blkid', '-c', '/dev/null', '-t', `TYPE=${type}`, '-o', 'device'], { signal: options.signal, timeoutMs: 30_000, allowFailure: true });
       devices.push(...result.stdout.split('\n').map((l) => l.trim()).filter(Boolean));
@@ -79,6 +88,9 @@ export async function readProvisioningMedia(options: MediaOptions): Promise<Medi
       options.onNote?.(`${candidate.device}: no ovf-env.xml`);
       continue;
     }
+    // The chart stops waiting for the media once IMDS has answered with password logins off; a read that
+    // finishes after that must not put a password into the store.
+    options.signal?.throwIfAborted();
     try {
       return parseOvfEnv(xml, { secrets: options.secrets, device: candidate.device });
     } catch (error) {

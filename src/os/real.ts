@@ -8,6 +8,7 @@ import type { Config } from '../config/defaults.js';
 import { BootstateError, escapeValue } from '../errors.js';
 import type { SecretStore } from '../secrets.js';
 import { resolveAuthorizedKeysFiles } from './authorized-keys-file.js';
+import { sshdDumpFlags } from './sshd-capability.js';
 import { tryBackends, type OsContext } from './backends.js';
 import { run as defaultRun, type Runner } from './exec.js';
 import { HOSTNAME_BACKENDS } from './hostname.js';
@@ -90,6 +91,7 @@ export class RealProvisioner implements Provisioner {
         sshdConfigPath: under(this.context.root, this.config.ssh.sshd_config_path),
         fallback: this.config.ssh.authorized_keys_path,
         querySshd: this.config.ssh.query_sshd_config,
+        dumpFlags: this.config.ssh.query_sshd_config ? await sshdDumpFlags() : undefined,
         signal,
       });
       const usable = resolved.acceptedAlgorithms

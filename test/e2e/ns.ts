@@ -101,7 +101,9 @@ for d in etc home var/lib var/log run; do mount --bind "$r/$d" "/$d"; done
 if [ -e /sys/class/dmi/id/product_uuid ]; then
   mount --bind "$r/sys/class/dmi/id/product_uuid" /sys/class/dmi/id/product_uuid
 else
-  mount --bind "$r/sys/class" /sys/class
+  # A VM's block devices stay visible under the sandbox's /sys/class (the media probe lists them there).
+  if [ -d /sys/class/block ]; then mkdir -p "$r/sys/class/block" && mount --bind /sys/class/block "$r/sys/class/block"; fi
+  mount --rbind "$r/sys/class" /sys/class
 fi
 mount --bind "$r/sys/firmware" /sys/firmware
 hostname -F /etc/hostname

@@ -145,7 +145,7 @@ const HOLDS: Record<string, Hold | Transient> = {
   },
   'provisioning.work.gathering.imds.fetched': {
     transient:
-      'final region state: with provisioning media disabled (a dry run must not probe the host\'s devices) the media region is final within one tick, so the IMDS answer completes gathering in the same macrostep',
+      'entered only when IMDS allows password logins; the crash runs\' IMDS document disables them, so its answer goes straight on to validating',
   },
   'provisioning.work.gathering.imds.failed': {
     transient: 'final region state: the media region is already final, so a non-retryable IMDS error leaves gathering in the same macrostep',
@@ -166,8 +166,17 @@ const HOLDS: Record<string, Hold | Transient> = {
   'provisioning.work.configuringOs.hostname.done': poller,
   'provisioning.work.configuringOs.account': poller,
   'provisioning.work.configuringOs.account.creatingUser': poller,
-  'provisioning.work.configuringOs.account.settingPassword': poller,
-  'provisioning.work.configuringOs.account.writingSshKeys': midWrite(`home/${USER}/.ssh`),
+  'provisioning.work.configuringOs.account.credentials': poller,
+  'provisioning.work.configuringOs.account.credentials.password': poller,
+  'provisioning.work.configuringOs.account.credentials.password.setting': poller,
+  // The keys step is still writing when the password step is done: killed while its temp file exists.
+  'provisioning.work.configuringOs.account.credentials.password.done': midWrite(`home/${USER}/.ssh`),
+  'provisioning.work.configuringOs.account.credentials.sshKeys': midWrite(`home/${USER}/.ssh`),
+  'provisioning.work.configuringOs.account.credentials.sshKeys.writing': midWrite(`home/${USER}/.ssh`),
+  'provisioning.work.configuringOs.account.credentials.sshKeys.done': {
+    transient:
+      'final region state: the scratch backend only records `passwd -l`, so the password step always finishes before the keys step\'s file writes, and the keys finishing completes credentials in the same macrostep',
+  },
   'provisioning.work.configuringOs.account.done': {
     how: 'etc/ssh/sshd_config is a FIFO: the sshd step blocks reading it while the account region finishes (FIFO removed before the second boot)',
     setup: (ctx) => {
@@ -179,7 +188,8 @@ const HOLDS: Record<string, Hold | Transient> = {
   'provisioning.work.configuringOs.sshd': poller,
   'provisioning.work.configuringOs.sshd.configuring': midWrite('etc/ssh/sshd_config.d'),
   'provisioning.work.configuringOs.sshd.done': poller,
-  markingReportPending: midWrite(DATA_DIR),
+  // An empty marker is created in place (docs/durability.md): no temp file to catch, the poller kills it mid-step.
+  markingReportPending: poller,
   reportingReady: {
     how: 'Ready POST gated',
     setup: (ctx) => wire(ctx, { ready: { gate: ctx.gate } }),
@@ -597,7 +607,7 @@ describe('the scratch backend as root', () => {
     const fabric = await startFakeFabric();
     try {
       const root = seedRoot('bootstate-crash-uid0-', false);
-      const kill = await runAndKill(fabric, root, {}, { target: 'provisioning.work.configuringOs.account.writingSshKeys' });
+      const kill = await runAndKill(fabric, root, {}, { target: 'provisioning.work.configuringOs.account.credentials.sshKeys.writing' });
       expect(kill.landed).toBe(true);
       const second = await runAgent(fabric, { root });
       expect(second.code).toBe(0);

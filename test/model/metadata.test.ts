@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
 import { pastMarker, startRun, throughOs } from './harness.js';
-import { MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, TEST_CONFIG, VM_ID } from './support.js';
+import { METADATA, METADATA_PASSWORD_LOGINS, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, TEST_CONFIG, VM_ID } from './support.js';
 
 const IMDS_TOTAL_MS = TEST_CONFIG.imds.total_retry_timeout_secs * 1000;
 const IMDS_RETRY_MS = TEST_CONFIG.imds.retry_interval_secs * 1000;
@@ -67,5 +67,25 @@ describe('instance metadata', () => {
     await run.resolve('media', MEDIA_WITHOUT_USERNAME);
 
     expect(run.pending('failureReport').input.failure).toMatchObject({ code: 'USERNAME_UNKNOWN', reason: 'failed to determine username' });
+  });
+
+  it('IMDS with password logins off goes on to validation without waiting for the media, whose read is aborted', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const media = run.pending('media');
+    await run.resolve('imds', METADATA);
+
+    expect(media.signal.aborted).toBe(true);
+    expect(run.pending('validate').input.plan).toMatchObject({ source: 'imds', username: 'azureuser', passwordAuthentication: false, passwordProvided: false });
+  });
+
+  it('IMDS with password logins on waits for the media, which may carry the password', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.resolve('imds', METADATA_PASSWORD_LOGINS);
+    expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'fetched', media: 'reading' } } } })).toBe(true);
+
+    await run.resolve('media', MEDIA_WITH_USERNAME);
+    expect(run.pending('validate').input.plan).toMatchObject({ source: 'imds', username: 'azureuser', passwordAuthentication: true, passwordProvided: true });
   });
 });

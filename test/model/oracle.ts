@@ -9,7 +9,9 @@
  * - config, VM id, marker run one after the other; a config failure is reported once the VM id is known.
  * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision.
  * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media.
- * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → password → SSH keys) ‖ sshd,
+ * - an IMDS answer with password logins off ends gathering at once: Azure sends no password then, so the media
+ *   cannot change the plan and a read still running is abandoned.
+ * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ sshd,
  *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
  * - any failing step → ProvisioningFailed naming that step (its code), no marker, its exit code.
  * - a final report: KVP record first, then HTTP attempts (retry while retryable) until its total deadline.
@@ -51,7 +53,9 @@ export interface SeenPlan {
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
 
-const OS_LANES: Lane[] = [['hostname'], ['user', 'password', 'sshKeys'], ['sshd']];
+const OS_LANES: Lane[] = [['hostname'], ['user', 'password'], ['sshd']];
+/** Started beside the password once the user exists, as a lane of its own right after the account's. */
+const KEYS_LANE: Lane = ['sshKeys'];
 
 export const describeFailure = (f: SeenFailure | null | undefined): string =>
   f ? [f.code, f.phase && `phase=${f.phase}`, f.lastError && `last_error=${f.lastError}`].filter(Boolean).join(' ') : 'none';
@@ -242,6 +246,7 @@ export class ProvisioningOracle {
         this.metadata = output as InstanceMetadata;
         this.imdsFailure = null;
         this.imds = 'over';
+        if (this.metadata.disablePasswordAuthentication) this.mediaReading = false;
         return this.gathered();
       case 'media':
         this.media = output as MediaMetadata | null;
@@ -266,9 +271,14 @@ export class ProvisioningOracle {
       case 'provisionedMarker':
         return this.end({ state: 'provisioned', result: 'provisioned', exitCode: 0, reported: true });
       default: {
-        const lane = this.lanes.find((l) => l[0] === id)!;
+        const at = this.lanes.findIndex((l) => l[0] === id);
+        const lane = this.lanes[at]!;
         lane.shift();
         if (lane.length) this.start(lane[0]!);
+        if (id === 'user') {
+          this.lanes.splice(at + 1, 0, [...KEYS_LANE]);
+          this.start(KEYS_LANE[0]!);
+        }
         if (this.lanes.every((l) => l.length === 0)) this.enter('pendingMarker');
       }
     }

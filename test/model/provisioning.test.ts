@@ -10,7 +10,9 @@
  * - the InProgress region moves only while the work region is at its start (IMDS requesting for the first time,
  *   media reading); it then stays where it is (sending, backoff, sent, abandoned) while the work goes on;
  * - the work region waits while InProgress is in backoff, so the two regions' retry timers never race;
- * - in `gathering` the media region moves first, then imds; in `configuringOs` hostname, then account, then sshd;
+ * - in `gathering` the imds region moves first, then media (an IMDS answer with password logins off leaves
+ *   gathering at once, aborting the media read); in `configuringOs` hostname, then account (in its
+ *   `credentials`, password then keys), then sshd;
  * - of the active delayed transitions only the one due first is offered (a total deadline is offered from
  *   `requesting`, a retry from `backoff` only if it is shorter than the deadline still running).
  * Every transition definition stays reachable under these rules; the coverage proofs below check exactly that.

@@ -33,6 +33,9 @@ export const METADATA: InstanceMetadata = {
   ppsType: 'None',
 };
 
+/** IMDS allowing password logins: the chart waits for the media, which may carry the password. */
+export const METADATA_PASSWORD_LOGINS: InstanceMetadata = { ...METADATA, disablePasswordAuthentication: false };
+
 export const MEDIA_WITH_USERNAME: MediaMetadata = {
   username: 'mediauser',
   hostname: 'vm-media',
@@ -56,7 +59,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'marker':
       return ['none', 'provisioned', 'report-pending'];
     case 'imds':
-      return [METADATA];
+      return [METADATA, METADATA_PASSWORD_LOGINS];
     case 'media':
       return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME];
     case 'validate':
@@ -202,8 +205,10 @@ const under = (node: AnyStateNode, path: string) => node.path.join('.') === path
 
 /** Regions of a parallel state that move one after the other: each waits for the previous ones to be final. */
 const SEQUENTIAL_REGIONS: Record<string, string[]> = {
-  'provisioning.work.gathering': ['media', 'imds'],
+  // IMDS first, so an answer with password logins off leaves gathering while the media read is still running.
+  'provisioning.work.gathering': ['imds', 'media'],
   'provisioning.work.configuringOs': ['hostname', 'account', 'sshd'],
+  'provisioning.work.configuringOs.account.credentials': ['password', 'sshKeys'],
 };
 
 /**
@@ -329,6 +334,7 @@ export function shortEvent(event: ModelEvent): string {
     const id = type.slice(18);
     const output = event.output;
     if (id === 'validate') return 'done validate';
+    if (id === 'imds') return `done imds (password logins ${(output as InstanceMetadata).disablePasswordAuthentication ? 'off' : 'on'})`;
     const tag =
       output === null ? ' null' : typeof output === 'string' ? ` ${output === VM_ID ? 'vm-id' : output}` : output && typeof output === 'object' && 'username' in output ? ` ${(output as MediaMetadata).username ? 'media+user' : 'media-user'}` : '';
     return `done ${id}${tag}`;

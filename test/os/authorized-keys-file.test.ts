@@ -1,7 +1,9 @@
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
 import { expandAuthorizedKeysFile, resolveAuthorizedKeysFiles, sshdDumpValue } from '../../src/os/authorized-keys-file.js';
 import type { RunOptions, RunResult, Runner } from '../../src/os/exec.js';
+import { dumpFlagsFromBinary, sshdDumpFlags } from '../../src/os/sshd-capability.js';
 
 const context = { username: 'alice', home: '/home/alice', uid: 1000 };
 
@@ -87,5 +89,20 @@ describe('resolveAuthorizedKeysFiles', () => {
   it('reads keyword values case-insensitively from a dump', () => {
     expect(sshdDumpValue('PasswordAuthentication no\n', 'passwordauthentication')).toBe('no');
     expect(sshdDumpValue('port 22\n', 'passwordauthentication')).toBeNull();
+  });
+});
+
+describe('which dump flags sshd has, from its binary', () => {
+  it('reads -G from the usage line of OpenSSH 9.8 and later, only -T before, and both when it cannot tell', () => {
+    expect(dumpFlagsFromBinary('\0usage: sshd [-46DdeGiqTtV] [-C connection_spec]\0')).toEqual(['-G', '-T']);
+    expect(dumpFlagsFromBinary('\0usage: sshd [-46DdeiqTtV] [-C connection_spec]\0')).toEqual(['-T']);
+    expect(dumpFlagsFromBinary('#!/bin/sh\nexec /usr/sbin/sshd "$@"\n')).toEqual(['-G', '-T']);
+  });
+
+  it('agrees with what the installed sshd does when asked for -G', async () => {
+    const probe = spawnSync('sshd', ['-G', '-f', '/dev/null', '-C', 'user=root,host=localhost,addr=127.0.0.1'], { encoding: 'utf8' });
+    if (probe.error) throw new Error(`sshd is needed here (openssh-server): ${probe.error.message}`);
+    const hasG = !/unknown option|illegal option/.test(probe.stderr);
+    expect(await sshdDumpFlags()).toEqual(hasG ? ['-G', '-T'] : ['-T']);
   });
 });

@@ -1,3 +1,4 @@
+import { sshdDumpFlags } from '../../src/os/sshd-capability.js';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -38,7 +39,8 @@ describe('ScratchProvisioner', () => {
       ['hostnamectl', 'set-hostname', 'web-01'],
       ['useradd', '--create-home', '--home-dir', '/home/azureuser', '--shell', '/bin/bash', '--comment', 'created by bootstate from provisioning metadata', 'azureuser'],
       ['passwd', '-l', 'azureuser'],
-      ['sshd', '-G', '-f', '/etc/ssh/sshd_config', '-C', 'user=azureuser,host=vm,addr=127.0.0.1'],
+      // The first dump flag this host's sshd has (-G from OpenSSH 9.8, else -T), as the real backend would ask.
+      ['sshd', (await sshdDumpFlags())[0], '-f', '/etc/ssh/sshd_config', '-C', 'user=azureuser,host=vm,addr=127.0.0.1'],
       ['sshd', '-T', '-f', '/etc/ssh/sshd_config'],
     ]);
   });

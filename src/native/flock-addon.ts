@@ -1,0 +1,97 @@
+/**
+ * The flock(2) addon (src/native/flock.c), embedded in the bundle and loaded once per process. The shared object
+ * is written into a fresh directory that mkdtemp creates 0700 for us alone, checked to be ours, dlopen'ed and
+ * unlinked at once with its directory, so no path to it outlives the load and no other user can swap it in
+ * between. When it cannot load (no build for this architecture, every candidate directory noexec, an old
+ * kernel), the caller falls back to flock(1); `flockAddonStatus()` says why.
+ */
+import { closeSync, constants, lstatSync, mkdtempSync, openSync, readFileSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Base64 of build/native/flock-<arch>.node per architecture, set by the bundler (scripts/bundle.mjs). */
+declare const __BOOTSTATE_FLOCK_ADDONS__: Record<string, string> | undefined;
+
+export interface FlockAddon {
+  /** flock(2) on `fd`; op 1 shared, 2 exclusive, 8 unlock; waits up to `timeoutMs`. Returns 0 or an errno. */
+  flock(fd: number, op: number, timeoutMs: number): number;
+}
+
+export const LOCK_SH = 1;
+export const LOCK_EX = 2;
+export const LOCK_UN = 8;
+
+let loaded: { addon: FlockAddon | null; status: string } | undefined;
+
+/** The addon, loading it on first use; null when it cannot be loaded here (see flockAddonStatus). */
+export function flockAddon(): FlockAddon | null {
+  loaded ??= load();
+  return loaded.addon;
+}
+
+/** 'loaded', or why the addon is not in use. */
+export function flockAddonStatus(): string {
+  loaded ??= load();
+  return loaded.status;
+}
+
+function addonBytes(): Buffer | null {
+  if (typeof __BOOTSTATE_FLOCK_ADDONS__ !== 'undefined') {
+    const base64 = __BOOTSTATE_FLOCK_ADDONS__[process.arch];
+    return base64 ? Buffer.from(base64, 'base64') : null;
+  }
+  // Unbundled (tsx, vitest): what `npm run build` compiled.
+  try {
+    return readFileSync(fileURLToPath(new URL(`../../build/native/flock-${process.arch}.node`, import.meta.url)));
+  } catch {
+    return null;
+  }
+}
+
+function load(): { addon: FlockAddon | null; status: string } {
+  if (process.env.BOOTSTATE_FLOCK === 'flock(1)') return { addon: null, status: 'disabled by BOOTSTATE_FLOCK' };
+  const bytes = addonBytes();
+  if (!bytes) return { addon: null, status: `no flock addon built for ${process.arch}` };
+  const failures: string[] = [];
+  // /run is a root-only tmpfs on systemd machines and rarely noexec; /tmp and $TMPDIR come next.
+  for (const base of [...new Set([process.env.RUNTIME_DIRECTORY, '/run', tmpdir()])]) {
+    if (!base) continue;
+    try {
+      return { addon: loadFrom(base, bytes), status: 'loaded' };
+    } catch (error) {
+      failures.push(`${base}: ${(error as Error).message}`);
+    }
+  }
+  return { addon: null, status: `flock addon not loadable (${failures.join('; ')})` };
+}
+
+function loadFrom(base: string, bytes: Buffer): FlockAddon {
+  const dir = mkdtempSync(join(base, 'bootstate-native-'));
+  const file = join(dir, 'flock.node');
+  try {
+    // A sticky or root-only parent keeps anyone else from replacing the directory after this check.
+    const dirStat = lstatSync(dir);
+    if (!dirStat.isDirectory() || dirStat.uid !== process.geteuid?.() || (dirStat.mode & 0o777) !== 0o700) {
+      throw new Error(`${dir} is not a directory of ours alone`);
+    }
+    const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o500);
+    try {
+      let done = 0;
+      while (done < bytes.length) done += writeSync(fd, bytes, done);
+    } finally {
+      closeSync(fd);
+    }
+    const module = { exports: {} as Partial<FlockAddon> };
+    process.dlopen(module, file);
+    if (typeof module.exports.flock !== 'function') throw new Error('the addon exports no flock function');
+    return module.exports as FlockAddon;
+  } finally {
+    try {
+      unlinkSync(file);
+    } catch {
+      // never written
+    }
+    rmdirSync(dir);
+  }
+}

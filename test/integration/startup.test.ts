@@ -1,0 +1,76 @@
+/**
+ * What a provisioning run of the built agent loads and leaves behind (issue 16): none of Node's HTTP/2, worker
+ * thread or inspector modules, no flock(1) fork, no addon file, and the plain program's code cache accepted.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
+import { AGENT, runAgent } from './agent.js';
+
+let fabric: FakeFabric;
+const work = mkdtempSync(join(tmpdir(), 'bootstate-startup-'));
+beforeAll(async () => {
+  fabric = await startFakeFabric();
+});
+afterAll(async () => {
+  await fabric.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+/** A preload that prints, at exit, the built-in modules the process loaded and every program it executed. */
+function hook(): string {
+  const file = join(work, 'hook.cjs');
+  writeFileSync(
+    file,
+    `process.on('exit', () => require('fs').writeSync(2, 'BUILTINS ' + JSON.stringify(process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13))) + '\\n'));\n`,
+  );
+  return file;
+}
+
+const builtins = (stderr: string): string[] => JSON.parse(/BUILTINS (.*)/.exec(stderr)?.[1] ?? 'null');
+
+describe('a provisioning run of dist/bootstate.mjs', () => {
+  it('loads neither HTTP/2, worker threads nor the inspector, and leaves no addon file', async () => {
+    if (!existsSync(AGENT)) throw new Error('run npm run build first');
+    const run = await runAgent(fabric, { env: { NODE_OPTIONS: `--require ${hook()}` } });
+    expect(run.code).toBe(0);
+    const loaded = builtins(run.stderr);
+    expect(loaded.length).toBeGreaterThan(20);
+    // (internal/worker/js_transferable is part of Node's own bootstrap: `node -e 0` loads it too.)
+    expect(loaded.filter((m) => /^(http2|worker_threads|inspector|wasi|internal\/worker|internal\/http2\/.*)$/.test(m))).toEqual([]);
+    // The addon is written, dlopen'ed and unlinked; neither the file nor its directory is left behind.
+    expect(readdirSync('/run').filter((name) => name.startsWith('bootstate-native-'))).toEqual([]);
+  });
+
+  it('runs no flock(1): the locks are taken in-process', async () => {
+    const root = mkdtempSync(join(work, 'root-'));
+    const trace = join(work, 'execve.trace');
+    const config = join(root, 'bootstate.toml');
+    writeFileSync(
+      config,
+      `[imds]\nendpoint = ${JSON.stringify(fabric.imdsUrl)}\n[wireserver]\nhealth_endpoint = ${JSON.stringify(fabric.healthUrl)}\n[provisioning_media]\nenable = false\n[ssh]\nquery_sshd_config = false\n[telemetry]\nkvp_dir = ${JSON.stringify(join(root, 'kvp'))}\n[data_dir]\npath = ${JSON.stringify(join(root, 'data'))}\n[log_path]\npath = ${JSON.stringify(join(root, 'log'))}\n`,
+    );
+    // Asynchronously: the fake fabric answering the agent runs in this process.
+    await promisify(execFile)('strace', ['-f', '-qq', '-e', 'trace=execve', '-o', trace, process.execPath, AGENT, 'provision', '--dry-run', join(root, 'sys'), '--config', config], {
+      env: { ...process.env, BOOTSTATE_LOG: 'error' },
+    });
+    const programs = readFileSync(trace, 'utf8').split('\n').map((line) => /execve\("([^"]+)"/.exec(line)?.[1]).filter(Boolean);
+    expect(programs.length).toBeGreaterThan(0);
+    expect(programs.filter((p) => p!.endsWith('/flock'))).toEqual([]);
+  });
+
+  it('reads its code cache instead of compiling the bundle', () => {
+    const cache = join(dirname(AGENT), 'bootstate.bundle.js.cache');
+    expect(existsSync(cache)).toBe(true);
+    // A rejected or missing cache is replaced (a new file renamed over it) at exit; an accepted one is left alone.
+    const before = statSync(cache).ino;
+    execFileSync(process.execPath, [AGENT, '--version'], { stdio: 'pipe' });
+    expect(statSync(cache).ino).toBe(before);
+    execFileSync(process.execPath, ['--no-opt', AGENT, '--version'], { stdio: 'pipe' });
+    expect(statSync(cache).ino).not.toBe(before);
+  });
+});
