@@ -132,7 +132,7 @@ export async function monitor(values: Values): Promise<number> {
   const { vmId } = await readVmId();
   kvp?.setVmId(vmId);
   const journal = config.journal.enable ? createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep }) : null;
-  const live = values.inspect ? (await import('./inspect/live.js')).startLiveInspector(values.inspect as string) : null;
+  const live = values.inspect ? (await import('./inspect/live.js')).startLiveInspector(values.inspect as string, { onProblem: (message) => log.warn({ step: 'inspect' }, message) }) : null;
   const once = values.once === true;
   const { MonitorSummary } = await import('./monitor/summary.js');
   const summary = new MonitorSummary();
