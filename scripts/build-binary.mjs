@@ -26,6 +26,8 @@ await build({
   platform: 'node',
   target: 'node20',
   format: 'cjs',
+  // The executable knows it is the entry point from node:sea; import.meta has no meaning in a CommonJS bundle.
+  define: { 'import.meta.url': 'undefined' },
   minify: true,
   legalComments: 'none',
   logLevel: 'warning',
