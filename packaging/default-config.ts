@@ -46,6 +46,7 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'telemetry.kvp_dir': 'Directory of the KVP pool files.',
   'telemetry.kvp_pool': 'KVP pool number written to (1 = guest to host, what the host reads).',
   'telemetry.kvp_level': 'Lowest log level copied to KVP: trace, debug, info, warn or error.',
+  'monitor.health_service_port': 'Port of the HealthService on the wireserver address (health observations are posted there).',
   'monitor.host_plugin_port': 'Port of the host GA plugin on the wireserver address.',
   'monitor.heartbeat_period_secs': 'How often the monitor checks the host plugin.',
   'monitor.heartbeat_rollup_secs': 'Window over which host plugin observations are rolled up into one report.',

@@ -2,10 +2,12 @@
 // Builds dist/bootstate_<version>_<arch>.deb from dist/bootstate (built first when missing), the systemd units,
 // the commented default configuration rendered from DEFAULT_CONFIG, and the maintainer scripts in packaging/debian.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tmpdir } from 'node:os';
+import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -20,6 +22,8 @@ const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 const arch = { x64: 'amd64', arm64: 'arm64' }[process.arch];
 if (!arch) throw new Error(`no Debian architecture for ${process.arch}`);
 const output = join(dist, `bootstate_${version}_${arch}.deb`);
+const changelogVersion = /^bootstate \(([^)]+)\)/.exec(readFileSync(join(debian, 'changelog'), 'utf8'))?.[1];
+if (changelogVersion !== version) throw new Error(`packaging/debian/changelog's latest entry is ${changelogVersion}, package.json says ${version}: add an entry`);
 
 if (!existsSync(binary)) execFileSync(process.execPath, [join(root, 'scripts/build-binary.mjs')], { stdio: 'inherit' });
 checkUnitsMatchPostinst();
@@ -30,6 +34,9 @@ place(join(units, 'bootstate.service'), 'usr/lib/systemd/system/bootstate.servic
 place(join(units, 'bootstate-monitor.service'), 'usr/lib/systemd/system/bootstate-monitor.service', 0o644);
 write('etc/bootstate/bootstate.toml', await renderDefaultConfig(), 0o644);
 place(join(debian, 'copyright'), 'usr/share/doc/bootstate/copyright', 0o644);
+write('usr/share/doc/bootstate/changelog.gz', gzipSync(readFileSync(join(debian, 'changelog')), { level: 9 }).fill(0, 4, 8), 0o644);
+place(join(debian, 'lintian-overrides'), 'usr/share/lintian/overrides/bootstate', 0o644);
+write('usr/lib/systemd/system-preset/90-bootstate.preset', 'enable bootstate.service\ndisable bootstate-monitor.service\n', 0o644);
 
 const payload = filesUnder(stage);
 const installedKiB = payload.reduce((sum, file) => sum + Math.ceil(statSync(join(stage, file)).size / 1024), 0);
@@ -39,7 +46,9 @@ write(
   readFileSync(join(debian, 'control'), 'utf8')
     .replace('@VERSION@', version)
     .replace('@ARCH@', arch)
-    .replace('@INSTALLED_SIZE@', String(installedKiB)),
+    .replace('@INSTALLED_SIZE@', String(installedKiB))
+    .replace('@MAINTAINER@', maintainer())
+    .replace('@SHLIBS_DEPENDS@', sharedLibraryDepends(join(stage, 'usr/bin/bootstate'))),
   0o644,
 );
 place(join(debian, 'conffiles'), 'DEBIAN/conffiles', 0o644);
@@ -109,4 +118,27 @@ async function renderDefaultConfig() {
   });
   const module = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString('base64')}`);
   return module.renderDefaultConfig();
+}
+
+/** The Maintainer field: the signer of the latest changelog entry, as Debian tools read it. */
+function maintainer() {
+  return /^ -- (.+?)  /m.exec(readFileSync(join(debian, 'changelog'), 'utf8'))[1];
+}
+
+/**
+ * The packages providing the shared libraries the executable links (libc6, libstdc++6, libgcc-s1), with the
+ * versions its symbols need, from dpkg-shlibdeps as a Debian build would compute `${shlibs:Depends}`.
+ */
+function sharedLibraryDepends(executable) {
+  const work = mkdtempSync(join(tmpdir(), 'bootstate-shlibs-'));
+  try {
+    mkdirSync(join(work, 'debian'));
+    writeFileSync(join(work, 'debian/control'), 'Source: bootstate\n\nPackage: bootstate\nArchitecture: any\n');
+    const out = execFileSync('dpkg-shlibdeps', ['-O', '-e', executable], { cwd: work, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const depends = /^shlibs:Depends=(.+)$/m.exec(out)?.[1];
+    if (!depends) throw new Error(`dpkg-shlibdeps found no shared libraries in ${executable}`);
+    return depends;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
 }

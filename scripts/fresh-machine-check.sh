@@ -51,6 +51,7 @@ inside() {
   unshare --mount --fork -- sh -c '
     root=$1; shift
     mount --make-rprivate /
+    mount --bind "$root" "$root"    # a mount point as / inside, as on a real machine (unshare -m needs one)
     mount -t proc proc "$root/proc"
     mount --rbind /dev "$root/dev"
     mount -t tmpfs tmpfs "$root/tmp"

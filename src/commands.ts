@@ -120,7 +120,7 @@ export async function report(values: Values, positionals: string[]): Promise<num
 
 export async function monitor(values: Values): Promise<number> {
   const config = await configFrom(values.config as string | undefined);
-  const { runMonitor } = await import('./monitor/run.js');
+  const { runMonitor, defaultEndpoints } = await import('./monitor/run.js');
   const { KvpTelemetry, pinoDestination } = await import('./kvp/telemetry.js');
   const { createJournal } = await import('./inspect/journal.js');
   const kvp = config.telemetry.kvp ? new KvpTelemetry({ config: config.telemetry }) : null;
@@ -132,12 +132,17 @@ export async function monitor(values: Values): Promise<number> {
   const { vmId } = await readVmId();
   kvp?.setVmId(vmId);
   const journal = config.journal.enable ? createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep }) : null;
-  const live = values.inspect ? (await import('./inspect/live.js')).startLiveInspector(values.inspect as string) : null;
+  const live = values.inspect ? (await import('./inspect/live.js')).startLiveInspector(values.inspect as string, { onProblem: (message) => log.warn({ step: 'inspect' }, message) }) : null;
+  const once = values.once === true;
+  const { MonitorSummary } = await import('./monitor/summary.js');
+  const summary = new MonitorSummary();
   try {
     const result = await runMonitor({
       config,
-      once: values.once === true,
+      once,
       log,
+      onMeasured: (name, measurement) => summary.measured(name, measurement),
+      onPosted: (batch, outcome) => summary.posted(batch, outcome),
       onUnhealthy: (observation) =>
         kvp?.event('WARN', 'monitor.observation', `${observation.ObservationName} unhealthy: ${observation.Value}`),
       inspect: (event) => {
@@ -145,7 +150,9 @@ export async function monitor(values: Values): Promise<number> {
         live?.inspect(event);
       },
     });
-    return result.exitCode;
+    if (!once) return result.exitCode;
+    for (const line of summary.lines(defaultEndpoints(config).healthService)) process.stdout.write(`${line}\n`);
+    return result.exitCode !== EXIT_OK ? result.exitCode : summary.failed ? EXIT_FAILURE : EXIT_OK;
   } finally {
     kvp?.flush();
     journal?.close();

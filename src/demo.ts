@@ -8,13 +8,14 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Config } from './config/defaults.js';
-import { EXIT_OK } from './errors.js';
-import { startFakeFabric } from './fabric/fake-fabric.js';
+import { EXIT_FAILURE, EXIT_OK } from './errors.js';
+import { startFakeFabric, type FakeFabric } from './fabric/fake-fabric.js';
+import { createLogger } from './log.js';
 import { runProvision } from './provision.js';
 import { listFiles, shellCommand, statePrinter } from './run-output.js';
 
 /** Runs the demo and resolves to its exit code (the provisioning run's). */
-export async function runDemo(values: { dir?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+export async function runDemo(values: { dir?: unknown; monitor?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
   const root = (values.dir as string | undefined) ?? mkdtempSync(join(tmpdir(), 'bootstate-demo-'));
   mkdirSync(join(root, 'sys/class/dmi/id'), { recursive: true });
   mkdirSync(join(root, 'sys/firmware/efi'), { recursive: true });
@@ -59,8 +60,34 @@ export async function runDemo(values: { dir?: unknown }, out: (line: string) => 
       const trace = await writeTrace({ journal: result.journalPath, dataDir: result.config.data_dir.path, output: join(root, 'trace.html') });
       out(`\ntrace of this run (open in a browser): ${trace.path}`);
     }
-    return result.exitCode === 0 ? EXIT_OK : result.exitCode;
+    if (result.exitCode !== 0) return result.exitCode;
+    return values.monitor === true ? await demoMonitor(fabric, result.config, out) : EXIT_OK;
   } finally {
     await fabric.close();
+  }
+}
+
+/** `demo --monitor`: one `monitor --once` against the embedded fabric, with its summary. */
+async function demoMonitor(fabric: FakeFabric, config: Config, out: (line: string) => void): Promise<number> {
+  const { runMonitor } = await import('./monitor/run.js');
+  const { MonitorSummary } = await import('./monitor/summary.js');
+  const { log, close } = createLogger({ logPath: '', stderr: { write: () => true } as never });
+  const summary = new MonitorSummary();
+  out('\nbootstate monitor --once against the same fabric:');
+  try {
+    const result = await runMonitor({
+      config,
+      once: true,
+      log,
+      onUnhealthy: () => {},
+      onMeasured: (name, measurement) => summary.measured(name, measurement),
+      onPosted: (batch, outcome) => summary.posted(batch, outcome),
+      endpoints: { healthService: fabric.healthServiceUrl, hostPlugin: fabric.hostPluginUrl, imds: new URL(fabric.imdsUrl).origin },
+      handleSignals: false,
+    });
+    for (const line of summary.lines(fabric.healthServiceUrl)) out(`  ${line}`);
+    return result.exitCode !== EXIT_OK ? result.exitCode : summary.failed ? EXIT_FAILURE : EXIT_OK;
+  } finally {
+    close();
   }
 }

@@ -126,7 +126,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   let live: { inspect(event: InspectionEvent): void; stop(): Promise<void> } | null = null;
   if (options.inspectUrl) {
     const { startLiveInspector } = await import('./inspect/live.js');
-    live = startLiveInspector(options.inspectUrl);
+    live = startLiveInspector(options.inspectUrl, { onProblem: (message) => log.warn({ step: 'inspect' }, message) });
   }
 
   const reports = new ReportBook();

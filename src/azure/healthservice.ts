@@ -42,6 +42,14 @@ export interface HealthServiceOptions {
   source?: string;
   /** Aborts any POST in flight, e.g. when the process must exit now. */
   signal?: AbortSignal;
+  /** Told the outcome of every POST: the HTTP status, or the error when there was no answer. */
+  onPosted?: (batch: readonly Observation[], outcome: PostOutcome) => void;
+}
+
+export interface PostOutcome {
+  ok: boolean;
+  status?: number;
+  error?: string;
 }
 
 export const MAX_OBSERVATIONS = 10;
@@ -132,13 +140,16 @@ export class HealthServiceClient {
         maxBodyBytes: 64 * 1024,
         signal,
       });
-      if (res.status >= 200 && res.status < 300) {
+      const ok = res.status >= 200 && res.status < 300;
+      if (ok) {
         log.debug({ observations: batch.length, status: res.status }, 'health observations sent');
       } else {
         log.warn({ observations: batch.length, status: res.status }, 'HealthService refused the observations');
       }
+      this.#options.onPosted?.(batch, { ok, status: res.status });
     } catch (error) {
       log.warn({ observations: batch.length, error: (error as Error).message }, 'HealthService POST failed');
+      this.#options.onPosted?.(batch, { ok: false, error: (error as Error).message });
     }
   }
 

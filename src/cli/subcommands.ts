@@ -141,6 +141,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     summary: 'A whole first boot against an embedded fake Azure fabric, changing nothing on this machine.',
     options: {
       dir: { value: 'DIR', help: 'provision into DIR (default: a new temporary directory)' },
+      monitor: { help: 'then run monitor --once against the same embedded fabric and print what it measured and posted' },
     },
     run: async ({ values }) => (await import('../demo.js')).runDemo(values),
   },

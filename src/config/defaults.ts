@@ -62,6 +62,8 @@ export interface TelemetryConfig {
 }
 
 export interface MonitorConfig {
+  /** Port of the wireserver's HealthService (`http://<wireserver.address>:<port>/HealthService`). */
+  health_service_port: number;
   host_plugin_port: number;
   heartbeat_period_secs: number;
   heartbeat_rollup_secs: number;
@@ -134,6 +136,7 @@ export const DEFAULT_CONFIG: Config = {
   provisioning_media: { enable: true },
   telemetry: { kvp: true, kvp_dir: '/var/lib/hyperv', kvp_pool: 1, kvp_level: 'info' },
   monitor: {
+    health_service_port: 80,
     host_plugin_port: 32526,
     heartbeat_period_secs: 60,
     heartbeat_rollup_secs: 300,

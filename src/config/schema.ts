@@ -67,6 +67,7 @@ const sections = {
     kvp_level: v.picklist(['trace', 'debug', 'info', 'warn', 'error']),
   }),
   monitor: v.strictObject({
+    health_service_port: count(1, 65535),
     host_plugin_port: count(1, 65535),
     heartbeat_period_secs: positiveSecs,
     heartbeat_rollup_secs: positiveSecs,

@@ -11,6 +11,8 @@ export interface LiveSocketOptions {
   maxQueue?: number;
   /** How long `close()` waits for queued messages and the closing handshake. */
   closeTimeoutMs?: number;
+  /** Told once, at the first failure, that the inspector cannot be used; the run goes on without it. */
+  onProblem?: (message: string) => void;
 }
 
 /** A reconnecting WebSocket sender whose `close()` always settles promptly. */
@@ -23,23 +25,44 @@ export class LiveSocket {
   #timer: NodeJS.Timeout | undefined;
   #queue: string[] = [];
   #stopped = false;
+  #warned = false;
+  readonly #onProblem: (message: string) => void;
 
   constructor(url: string, options: LiveSocketOptions = {}) {
     this.#url = url;
     this.#retryMs = options.retryMs ?? 1000;
     this.#maxQueue = options.maxQueue ?? 2000;
     this.#closeTimeoutMs = options.closeTimeoutMs ?? 800;
+    this.#onProblem = options.onProblem ?? (() => {});
+  }
+
+  #problem(message: string): void {
+    if (this.#warned) return;
+    this.#warned = true;
+    this.#onProblem(message);
   }
 
   /** Opens the connection; failures are retried until `close()`. */
   start(): void {
     if (this.#stopped || this.#ws) return;
-    const ws = new WebSocket(this.#url, { handshakeTimeout: 3000 });
+    let ws: WebSocket;
+    try {
+      const { protocol } = new URL(this.#url);
+      if (protocol !== 'ws:' && protocol !== 'wss:') throw new Error(`expected ws:// or wss://, not ${protocol}//`);
+      ws = new WebSocket(this.#url, { handshakeTimeout: 3000 });
+    } catch (error) {
+      // Not a ws:// or wss:// URL: no retry can help.
+      this.#stopped = true;
+      this.#problem(`inspector URL ${this.#url} is unusable (${(error as Error).message}); the run goes on without it`);
+      return;
+    }
     this.#ws = ws;
     ws.on('open', () => {
       for (const text of this.#queue.splice(0)) ws.send(text);
     });
-    ws.on('error', () => {});
+    ws.on('error', (error) => {
+      this.#problem(`inspector at ${this.#url} cannot be reached (${error.message}); the run goes on, retrying quietly`);
+    });
     ws.on('close', () => {
       if (this.#ws === ws) this.#ws = undefined;
       if (this.#stopped) return;

@@ -4,7 +4,7 @@
  * client, so the flush on STOP sees exactly what the reporter queued.
  */
 import { fromCallback, fromPromise } from 'xstate';
-import type { Measurement, ReporterEvent, VersionsMeasurement } from '../../machines/monitor.js';
+import { HEARTBEAT, IMDS_HEARTBEAT, VERSIONS, type Measurement, type ReporterEvent, type VersionsMeasurement } from '../../machines/monitor.js';
 import type { HealthServiceClient, MonitorLog } from '../azure/healthservice.js';
 import type { HostPluginClient } from '../azure/hostplugin.js';
 import { checkImdsHeartbeat } from './imds-heartbeat.js';
@@ -18,23 +18,29 @@ export interface MonitorActorDeps {
   /** Monotonic milliseconds; measurements are stamped with it when they finish. */
   now: () => number;
   log: MonitorLog;
+  /** Told what every measurement found, by observation name. */
+  onMeasured?: (name: string, measurement: Measurement) => void;
 }
 
 /** Builds the actor implementations the runner passes to `monitorMachine.provide`. */
 export function monitorActors(deps: MonitorActorDeps) {
   const { hostPlugin, imdsOrigin, healthService, requestTimeoutMs, now, log } = deps;
+  const measured = <M extends Measurement>(name: string, measurement: M): M => {
+    deps.onMeasured?.(name, measurement);
+    return measurement;
+  };
   return {
     checkHeartbeat: fromPromise<Measurement>(async ({ signal }) => {
       const result = await hostPlugin.checkHealth({ requestTimeoutMs, signal });
-      return { ...result, at: now() };
+      return measured(HEARTBEAT, { ...result, at: now() });
     }),
     checkVersions: fromPromise<VersionsMeasurement>(async ({ signal }) => {
       const result = await hostPlugin.checkVersions({ requestTimeoutMs, signal });
-      return { ...result, at: now() };
+      return measured(VERSIONS, { ...result, at: now() });
     }),
     checkImds: fromPromise<Measurement>(async ({ signal }) => {
       const result = await checkImdsHeartbeat(imdsOrigin, { requestTimeoutMs, signal });
-      return { ...result, at: now() };
+      return measured(IMDS_HEARTBEAT, { ...result, at: now() });
     }),
     reporter: fromCallback<ReporterEvent>(({ receive }) => {
       receive((event) => {

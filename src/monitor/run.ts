@@ -4,8 +4,8 @@
  * queued observations get their one POST before the promise resolves; a second signal aborts that POST too.
  */
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
-import { monitorInput, monitorMachine } from '../../machines/monitor.js';
-import { HealthServiceClient, type MonitorLog, type Observation } from '../azure/healthservice.js';
+import { monitorInput, monitorMachine, type Measurement } from '../../machines/monitor.js';
+import { HealthServiceClient, type HealthServiceOptions, type MonitorLog, type Observation } from '../azure/healthservice.js';
 import { HostPluginClient } from '../azure/hostplugin.js';
 import type { Config } from '../config/defaults.js';
 import { monitorActors } from './actors.js';
@@ -33,6 +33,10 @@ export interface RunMonitorOptions {
   endpoints?: Partial<MonitorEndpoints>;
   /** Install SIGTERM/SIGINT handlers for the duration of the run (default true). */
   handleSignals?: boolean;
+  /** Told what every measurement found, by observation name (for `--once`'s summary). */
+  onMeasured?: (name: string, measurement: Measurement) => void;
+  /** Told the outcome of every HealthService POST. */
+  onPosted?: HealthServiceOptions['onPosted'];
 }
 
 export interface MonitorResult {
@@ -43,7 +47,7 @@ export interface MonitorResult {
 export function defaultEndpoints(config: RunMonitorOptions['config']): MonitorEndpoints {
   const wire = config.wireserver.address.includes(':') ? `[${config.wireserver.address}]` : config.wireserver.address;
   return {
-    healthService: `http://${wire}:80/HealthService`,
+    healthService: `http://${wire}:${config.monitor.health_service_port}/HealthService`,
     hostPlugin: `http://${wire}:${config.monitor.host_plugin_port}`,
     imds: new URL(config.imds.endpoint).origin,
   };
@@ -67,6 +71,7 @@ export async function runMonitor(options: RunMonitorOptions): Promise<MonitorRes
     onUnhealthy: options.onUnhealthy,
     log,
     signal: hardStop.signal,
+    onPosted: options.onPosted,
   });
   const machine = monitorMachine.provide({
     actors: monitorActors({
@@ -76,6 +81,7 @@ export async function runMonitor(options: RunMonitorOptions): Promise<MonitorRes
       requestTimeoutMs,
       now: () => Math.round(performance.now()),
       log,
+      onMeasured: options.onMeasured,
     }),
   });
   const actor = createActor(machine, { input: monitorInput(config.monitor, once), inspect: options.inspect });

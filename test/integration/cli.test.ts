@@ -191,6 +191,15 @@ describe('live inspection', () => {
     expect(run.code).toBe(0);
     expect(reportKinds(fabric)).toEqual(['NotReady/Provisioning', 'Ready']);
     expect(run.ms).toBeLessThan(10_000);
+    expect(run.stderr.match(/inspector at ws:\/\/127\.0\.0\.1:\d+ cannot be reached/g)).toHaveLength(1);
+  });
+
+  it('provisions with one warning when the inspector URL is not a WebSocket URL', async () => {
+    fabric.reports.length = 0;
+    const run = await runAgent(fabric, { args: ['--inspect', 'http:/nowhere'] });
+    expect(run.code).toBe(0);
+    expect(reportKinds(fabric)).toEqual(['NotReady/Provisioning', 'Ready']);
+    expect(run.stderr.match(/inspector URL http:\/nowhere is unusable/g)).toHaveLength(1);
   });
 });
 

@@ -1,6 +1,7 @@
 /**
- * `bootstate monitor --once` as shipped (the built CLI), against a fake fabric whose wireserver listens on port 80
- * of a loopback address — the HealthService port is fixed at 80, as on Azure — so this needs root.
+ * `bootstate monitor --once` as shipped (the built CLI), against a fake fabric on loopback; the HealthService port
+ * is configured (`monitor.health_service_port`) like every other endpoint. It prints what it measured and posted,
+ * and exits non-zero when a check or a post failed.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -11,14 +12,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { AGENT } from './agent.js';
 
-const isRoot = process.getuid?.() === 0;
-const WIRESERVER = '127.77.0.1';
+const WIRESERVER = '127.0.0.1';
 
-describe.skipIf(!isRoot)('bootstate monitor --once', () => {
+describe('bootstate monitor --once', () => {
   let fabric: FakeFabric;
   let root: string;
   beforeAll(async () => {
-    fabric = await startFakeFabric({ wireserver: { host: WIRESERVER, port: 80 }, hostPlugin: { host: WIRESERVER } });
+    fabric = await startFakeFabric({ wireserver: { host: WIRESERVER }, hostPlugin: { host: WIRESERVER } });
     root = mkdtempSync(join(tmpdir(), 'bootstate-monitor-'));
   });
   afterAll(async () => {
@@ -26,14 +26,14 @@ describe.skipIf(!isRoot)('bootstate monitor --once', () => {
   });
 
   /** Runs the agent asynchronously: the fake fabric lives in this process and must keep answering. */
-  async function runOnce(): Promise<{ status: number | null; stderr: string }> {
+  async function runOnce(): Promise<{ status: number | null; stdout: string; stderr: string }> {
     const config = join(root, 'bootstate.toml');
     writeFileSync(
       config,
       [
         `[imds]\nendpoint = "${fabric.imdsUrl}"`,
         `[wireserver]\naddress = "${WIRESERVER}"`,
-        `[monitor]\nhost_plugin_port = ${new URL(fabric.hostPluginUrl).port}\nrequest_timeout_secs = 2`,
+        `[monitor]\nhealth_service_port = ${new URL(fabric.healthServiceUrl).port}\nhost_plugin_port = ${new URL(fabric.hostPluginUrl).port}\nrequest_timeout_secs = 2`,
         `[telemetry]\nkvp_dir = "${join(root, 'kvp')}"`,
         `[data_dir]\npath = "${join(root, 'data')}"`,
         `[log_path]\npath = "${join(root, 'bootstate.log')}"`,
@@ -41,10 +41,10 @@ describe.skipIf(!isRoot)('bootstate monitor --once', () => {
     );
     try {
       const run = await promisify(execFile)(process.execPath, [AGENT, 'monitor', '--once', '--config', config], { timeout: 30_000 });
-      return { status: 0, stderr: run.stderr };
+      return { status: 0, stdout: run.stdout, stderr: run.stderr };
     } catch (error) {
-      const e = error as { code?: number; stderr?: string };
-      return { status: typeof e.code === 'number' ? e.code : null, stderr: e.stderr ?? '' };
+      const e = error as { code?: number; stdout?: string; stderr?: string };
+      return { status: typeof e.code === 'number' ? e.code : null, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
     }
   }
 
@@ -63,6 +63,10 @@ describe.skipIf(!isRoot)('bootstate monitor --once', () => {
       'InstanceMetadataHeartbeat',
     ]);
     expect(observations.every((o: { IsHealthy: boolean }) => o.IsHealthy)).toBe(true);
+    expect(run.stdout).toContain(`observations posted to ${fabric.healthServiceUrl}`);
+    expect(run.stdout).toMatch(/^ {2}GuestAgentPluginHeartbeat +ok +.*posted healthy \(HTTP 200\)$/m);
+    expect(run.stdout).toMatch(/^ {2}InstanceMetadataHeartbeat +ok +.*posted healthy \(HTTP 200\)$/m);
+    expect(run.stdout).toMatch(/^0 check\(s\) failed, 0 post\(s\) failed$/m);
   });
 
   it('carries the IMDS validation failure in Value, and a first failing heartbeat stays healthy (roll-up)', async () => {
@@ -70,11 +74,24 @@ describe.skipIf(!isRoot)('bootstate monitor --once', () => {
     fabric.setImdsDocument({ compute: {} });
     fabric.setHostPlugin({ status: 500 });
     const run = await runOnce();
-    expect(run.status).toBe(0);
+    fabric.setHostPlugin();
+    expect(run.status).toBe(1);
     const observations = documents().flatMap((d) => d.Observations) as Array<{ ObservationName: string; IsHealthy: boolean; Value: string }>;
     const imds = observations.find((o) => o.ObservationName === 'InstanceMetadataHeartbeat')!;
     expect(imds.Value).toContain('network');
     const heartbeat = observations.find((o) => o.ObservationName === 'GuestAgentPluginHeartbeat')!;
     expect(heartbeat.IsHealthy).toBe(true);
+    expect(run.stdout).toMatch(/^ {2}GuestAgentPluginHeartbeat +FAILED +.*posted healthy \(HTTP 200\)$/m);
+    expect(run.stdout).toMatch(/^ {2}InstanceMetadataHeartbeat +FAILED +.*network/m);
+    expect(run.stdout).toMatch(/^2 check\(s\) failed, 0 post\(s\) failed$/m);
+  });
+
+  it('exits 1 and says so when the HealthService refuses the observations', async () => {
+    fabric.setHealthService({ status: 500 });
+    const run = await runOnce();
+    fabric.setHealthService();
+    expect(run.status).toBe(1);
+    expect(run.stdout).toMatch(/^ {2}GuestAgentPluginVersions +ok +.*post failed: HTTP 500$/m);
+    expect(run.stdout).toMatch(/^\d check\(s\) failed, [1-3] post\(s\) failed$/m);
   });
 });

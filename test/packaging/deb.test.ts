@@ -85,15 +85,22 @@ function dpkg(dir: string, ...args: string[]): void {
 }
 
 describe('the .deb', () => {
-  it('is named and described as an admin package that depends on flock and passwd', () => {
+  it('is named and described as an admin package, depending on the shared libraries it links and the tools it runs', () => {
     expect(field('Package')).toBe('bootstate');
     expect(field('Version')).toBe(version);
     expect(field('Architecture')).toBe('amd64');
     expect(field('Section')).toBe('admin');
     expect(field('Priority')).toBe('optional');
-    expect(field('Maintainer')).not.toBe('');
+    expect(field('Maintainer')).toMatch(/^[^<]+ <[^@\s]+@[^@\s]+\.[a-z]+>$/);
+    expect(field('Maintainer')).not.toMatch(/\.invalid>|localhost/);
     expect(field('Description')).toMatch(/^first-boot provisioning agent/);
-    expect(field('Depends').split(/,\s*/)).toEqual(expect.arrayContaining(['util-linux', 'passwd']));
+    const depends = field('Depends').split(/,\s*/);
+    // dpkg-shlibdeps' answer for the executable: what `ldd dist/bootstate` lists, as packages with versions.
+    for (const library of ['libc6', 'libstdc++6', 'libgcc-s1']) {
+      expect(depends.find((d) => d.startsWith(`${library} `)), library).toMatch(/^\S+ \(>= [0-9.]+\)$/);
+    }
+    expect(depends).toEqual(expect.arrayContaining(['passwd', 'mount']));
+    expect(depends.some((d) => d.startsWith('util-linux'))).toBe(false);
     expect(field('Recommends')).toContain('openssh-server');
   });
 
@@ -104,7 +111,10 @@ describe('the .deb', () => {
       '/usr/bin/bootstate': '-rwxr-xr-x',
       '/usr/lib/systemd/system/bootstate-monitor.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate.service': '-rw-r--r--',
+      '/usr/lib/systemd/system-preset/90-bootstate.preset': '-rw-r--r--',
+      '/usr/share/doc/bootstate/changelog.gz': '-rw-r--r--',
       '/usr/share/doc/bootstate/copyright': '-rw-r--r--',
+      '/usr/share/lintian/overrides/bootstate': '-rw-r--r--',
     });
     for (const [path, entry] of contents()) {
       expect(entry.owner, path).toBe('root/root');
@@ -201,9 +211,22 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     expect(existsSync(join(target, 'usr/bin/bootstate'))).toBe(false);
     expect(existsSync(join(target, 'etc/bootstate/bootstate.toml'))).toBe(true);
 
+    mkdirSync(join(target, 'var/lib/bootstate/runs'), { recursive: true });
+    writeFileSync(join(target, 'var/lib/bootstate/runs/run.jsonl'), '{}\n');
+    mkdirSync(join(target, 'var/log'), { recursive: true });
+    writeFileSync(join(target, 'var/log/bootstate.log'), '{}\n');
     dpkg(target, '--purge', 'bootstate');
     expect(existsSync(join(target, 'etc/bootstate/bootstate.toml'))).toBe(false);
+    expect(existsSync(join(target, 'var/lib/bootstate'))).toBe(false);
+    expect(existsSync(join(target, 'var/log/bootstate.log'))).toBe(false);
   });
+
+  it('passes lintian without errors', () => {
+    const result = spawnSync('lintian', ['--tag-display-limit', '0', deb], { encoding: 'utf8' });
+    const errors = `${result.stdout}${result.stderr}`.split('\n').filter((line) => line.startsWith('E: '));
+    expect(errors).toEqual([]);
+    expect(result.error).toBeUndefined();
+  }, 300_000);
 
   it.skipIf(!hasSystemdAnalyze)('has units systemd-analyze verify accepts, with /usr/bin/bootstate in place', () => {
     const target = emptyDpkgRoot('verify-root');
@@ -216,6 +239,16 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service'], { encoding: 'utf8' });
     expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
     expect(result.status).toBe(0);
+  });
+});
+
+describe('prerm', () => {
+  it('stops bootstate-monitor through deb-systemd-invoke on removal and upgrade of a live system', () => {
+    const control = join(scratch, 'control-prerm');
+    execFileSync('dpkg-deb', ['-e', deb, control]);
+    const prerm = readFileSync(join(control, 'prerm'), 'utf8');
+    expect(prerm).toMatch(/remove\|upgrade\|deconfigure\)/);
+    expect(prerm).toContain('deb-systemd-invoke stop bootstate-monitor.service');
   });
 });
 
