@@ -2,11 +2,12 @@
  * The provisioned marker (spec §8.8) and the durable "report pending" state: `<data_dir>/<vm_id>.provisioned`
  * and `<data_dir>/<vm_id>.report-pending`, empty files written atomically. A new VM id finds neither.
  */
-import { chmod, mkdir, readdir, rm } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
 import type { MarkerStore } from './provisioner.js';
 import { syncDir, writeFileAtomic } from './atomic.js';
+import { checkRegular, kindOf, UnexpectedFileError } from './open-regular.js';
 
 const PROVISIONED = '.provisioned';
 const PENDING = '.report-pending';
@@ -25,14 +26,31 @@ export class FileMarkerStore implements MarkerStore {
   /** `provisioned` (ours or a peer's) wins over `report-pending`; names are matched case-insensitively. */
   async state(vmId: string): Promise<'none' | 'provisioned' | 'report-pending'> {
     const want = vmId.toLowerCase();
-    const lower = ((await this.#names()) ?? []).map((n) => n.toLowerCase());
-    if (lower.includes(want + PROVISIONED)) return 'provisioned';
+    const names = (await this.#names()) ?? [];
+    const found = (suffix: string) => names.filter((n) => n.toLowerCase() === want + suffix);
+    const provisioned = found(PROVISIONED);
+    const pending = found(PENDING);
+    for (const name of [...provisioned, ...pending]) await this.#checkRegular(name);
+    if (provisioned.length > 0) return 'provisioned';
     for (const dir of this.peerDirs) {
       const peer = await readdir(dir).catch(() => [] as string[]);
       if (peer.some((n) => n.toLowerCase() === want + PROVISIONED)) return 'provisioned';
     }
-    if (lower.includes(want + PENDING)) return 'report-pending';
+    if (pending.length > 0) return 'report-pending';
     return 'none';
+  }
+
+  /** A marker is an empty regular file we wrote: anything else under its name was planted, and is refused. */
+  async #checkRegular(name: string): Promise<void> {
+    const file = path.join(this.dataDir, name);
+    try {
+      const stat = await lstat(file);
+      if (stat.isSymbolicLink()) throw new UnexpectedFileError(file, 'symlink');
+      if (!stat.isFile()) throw new UnexpectedFileError(file, `not a regular file (${kindOf(stat)})`);
+      checkRegular(file, stat);
+    } catch (error) {
+      throw markerError((error as Error).message, error);
+    }
   }
 
   /** Records that provisioning finished but Ready was not yet accepted, so the next boot only reports. */
