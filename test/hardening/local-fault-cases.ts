@@ -5,7 +5,7 @@
  * every OS path decide it with the reason of their step; a configuration that cannot be read stops a dry run.
  */
 
-export type Fault = 'full' | 'read-only' | 'wrong type' | 'symlink to victim' | 'hard link to victim' | 'fifo' | 'permission denied' | 'none' | 'torn pool' | 'pool full of foreign records';
+export type Fault = 'full' | 'no free inodes' | 'read-only' | 'wrong type' | 'symlink to victim' | 'hard link to victim' | 'fifo' | 'permission denied' | 'none' | 'torn pool' | 'pool full of foreign records';
 
 export interface Target {
   /** Shown in the table. */
@@ -19,6 +19,8 @@ export interface Target {
   reason?: string;
   /** Faults that make no sense here (a hard link to a directory; a full or read-only config nobody writes). */
   skip?: Fault[];
+  /** The sink this path feeds (sink role). */
+  sink?: string;
 }
 
 export interface Expected {
@@ -29,6 +31,8 @@ export interface Expected {
   reports: string[];
   /** `written` or `failed` for the KVP copy of the report; unset when the case does not decide it. */
   kvpReport?: 'written' | 'failed';
+  /** A sink that must have been turned off (and told) rather than end the run. */
+  sinkOff?: string;
 }
 
 export interface LocalCase {
@@ -49,12 +53,12 @@ const FAILED_BEFORE_PROVISIONING = ['NotReady/ProvisioningFailed'];
 const UNREADABLE: Fault[] = ['wrong type', 'fifo', 'permission denied'];
 
 export const TARGETS: Target[] = [
-  { name: 'data dir', path: '/var/lib/bootstate', kind: 'dir', role: 'state', reason: MARKER },
+  { name: 'data dir', path: '/var/lib/bootstate', kind: 'dir', role: 'state', reason: MARKER, sink: 'journal' },
   { name: 'marker (<vm_id>.provisioned)', path: '/var/lib/bootstate/{vm}.provisioned', kind: 'file', role: 'state', reason: MARKER, skip: ['full', 'read-only', 'permission denied'] },
   { name: 'instance lock', path: '/var/lib/bootstate/bootstate.lock', kind: 'file', role: 'lock', skip: ['full', 'read-only'] },
-  { name: 'journal dir', path: '/var/lib/bootstate/runs', kind: 'dir', role: 'sink' },
-  { name: 'log dir', path: '/var/log', kind: 'dir', role: 'sink' },
-  { name: 'log file', path: '/var/log/bootstate.log', kind: 'file', role: 'sink', skip: ['full', 'read-only'] },
+  { name: 'journal dir', path: '/var/lib/bootstate/runs', kind: 'dir', role: 'sink', sink: 'journal' },
+  { name: 'log dir', path: '/var/log', kind: 'dir', role: 'sink', sink: 'log file' },
+  { name: 'log file', path: '/var/log/bootstate.log', kind: 'file', role: 'sink', sink: 'log file', skip: ['full', 'read-only'] },
   { name: 'KVP dir', path: '/var/lib/hyperv', kind: 'dir', role: 'kvp' },
   { name: 'KVP pool', path: '/var/lib/hyperv/.kvp_pool_1', kind: 'file', role: 'kvp', skip: ['full', 'read-only'] },
   { name: 'sshd drop-in dir', path: '/etc/ssh/sshd_config.d', kind: 'dir', role: 'os', reason: 'failed to update sshd config' },
@@ -65,7 +69,9 @@ export const TARGETS: Target[] = [
   { name: 'config file', path: '/bootstate.toml', kind: 'file', role: 'config', skip: ['full', 'read-only', 'wrong type'] },
 ];
 
-const DIR_FAULTS: Fault[] = ['full', 'read-only', 'wrong type', 'symlink to victim', 'fifo', 'permission denied'];
+/** Inode exhaustion only where creating an empty file is what matters: the data directory and the sinks. */
+const INODE_TARGETS = ['data dir', 'journal dir', 'log dir', 'KVP dir'];
+const DIR_FAULTS: Fault[] = ['full', 'no free inodes', 'read-only', 'wrong type', 'symlink to victim', 'fifo', 'permission denied'];
 const FILE_FAULTS: Fault[] = ['wrong type', 'symlink to victim', 'hard link to victim', 'fifo', 'permission denied'];
 
 const provisioned = (kvpReport?: Expected['kvpReport']): Expected => ({ result: 'provisioned', reason: null, exitCode: 0, reports: READY, kvpReport });
@@ -78,12 +84,15 @@ export function expectedFor(target: Target, fault: Fault): Expected {
   const followsDir = target.kind === 'dir' && fault === 'symlink to victim';
   switch (target.role) {
     case 'sink':
+      return { ...provisioned('written'), sinkOff: followsDir ? undefined : target.sink };
     case 'lock':
       return provisioned('written');
     case 'kvp':
       return provisioned(followsDir ? 'written' : 'failed');
     case 'state':
       if (followsDir) return provisioned('written');
+      // Markers are empty files: a disk without free blocks still takes them; only the journal's lines are lost.
+      if (fault === 'full') return { ...provisioned('written'), sinkOff: target.sink };
       // A marker is read before InProgress; so is the directory, unless only writing to it fails.
       return failed(target.reason!, target.kind === 'file' || UNREADABLE.includes(fault) ? FAILED_BEFORE_PROVISIONING : FAILED);
     case 'os':
@@ -106,7 +115,7 @@ export const LOCAL_CASES: LocalCase[] = [
   { target: TARGETS[0]!, fault: 'none', expected: expectedFor(TARGETS[0]!, 'none') },
   ...TARGETS.flatMap((target) =>
     (target.kind === 'dir' ? DIR_FAULTS : FILE_FAULTS)
-      .filter((fault) => !target.skip?.includes(fault))
+      .filter((fault) => !target.skip?.includes(fault) && (fault !== 'no free inodes' || INODE_TARGETS.includes(target.name)))
       .map((fault) => ({ target, fault, expected: expectedFor(target, fault) })),
   ),
   ...(['torn pool', 'pool full of foreign records'] as const).map((fault) => {

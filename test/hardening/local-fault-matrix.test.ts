@@ -43,6 +43,9 @@ function check(c: LocalCase, o: LocalObserved): void {
   });
   if (e.kvpReport === 'written') expect(o.kvpReport).toBe('written');
   if (e.kvpReport === 'failed') expect(o.kvpReport).toMatch(/^failed: /);
+  if (e.sinkOff) expect(o.sinksOff).toContain(e.sinkOff);
+  // Each sink turned off is told once, on the sinks still working (stderr here).
+  expect(o.sinkNotes).toBe(o.sinksOff.filter((sink) => sink !== 'stderr').length);
   expect(o.victimsChanged).toEqual([]);
   expect(o.ms).toBeLessThanOrEqual(DEADLINE_MS);
 }

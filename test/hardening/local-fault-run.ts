@@ -20,6 +20,8 @@ export interface LocalObserved {
   reports: string[];
   kvpReport: string | null;
   sinksOff: string[];
+  /** Log lines telling that a sink was turned off (one per sink is expected). */
+  sinkNotes: number;
   /** Victim files whose bytes or inode changed, or that disappeared. */
   victimsChanged: string[];
   /** stderr lines that look like a crash. */
@@ -64,8 +66,10 @@ const ENTER = `set -eu
 kind=$1 target=$2; shift 2
 case $kind in
   full)
-    mount -t tmpfs -o size=64k,nr_inodes=8,mode=0755 bootstate-full "$target"
-    dd if=/dev/zero of="$target/.fill" bs=4k 2>/dev/null || true
+    mount -t tmpfs -o size=64k,mode=0755 bootstate-full "$target"
+    dd if=/dev/zero of="$target/.fill" bs=4k 2>/dev/null || true ;;
+  'no free inodes')
+    mount -t tmpfs -o size=1m,nr_inodes=8,mode=0755 bootstate-full "$target"
     i=0; while touch "$target/.fill$i" 2>/dev/null; do i=$((i+1)); done ;;
   read-only)
     mount --bind "$target" "$target"
@@ -144,6 +148,7 @@ async function observe(c: LocalCase): Promise<LocalObserved> {
       reports: reportKinds(fabric),
       kvpReport: (summary?.kvpReport as string) ?? null,
       sinksOff: (summary?.sinksOff as string[]) ?? [],
+      sinkNotes: stderr.split('\n').filter((line) => line.includes('"step":"sinks"')).length,
       victimsChanged: victims.filter(changed).map((v) => v.path.slice(root.length)),
       crashLines: stderr.split('\n').filter((line) => CRASH.test(line)),
       ms,
@@ -163,6 +168,7 @@ function plant(c: LocalCase, target: string, root: string, victims: Victim[]): b
     case 'none':
       return false;
     case 'full':
+    case 'no free inodes':
     case 'read-only':
       mkdirSync(target, { recursive: true });
       return false;
