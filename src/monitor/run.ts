@@ -1,6 +1,6 @@
 /**
  * `bootstate monitor [--once]`: composes the monitor chart with the real fabric clients and runs it until it
- * stops. SIGTERM (and SIGINT, and the caller's signal) sends STOP, so measurements in flight are aborted and
+ * stops. SIGTERM (and SIGINT, SIGHUP, SIGQUIT, and the caller's signal) sends STOP, so measurements in flight are aborted and
  * queued observations get their one POST before the promise resolves; a second signal aborts that POST too.
  */
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
@@ -34,6 +34,9 @@ export interface RunMonitorOptions {
   /** Install SIGTERM/SIGINT handlers for the duration of the run (default true). */
   handleSignals?: boolean;
 }
+
+/** Signals that stop the monitor (as for provisioning: SIGHUP and SIGQUIT end it the same way as SIGTERM). */
+const STOPPING_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
 
 export interface MonitorResult {
   exitCode: number;
@@ -93,10 +96,7 @@ export async function runMonitor(options: RunMonitorOptions): Promise<MonitorRes
   const onSignal = (name: NodeJS.Signals) => stop(name);
   const onAbort = () => stop('aborted');
   const handleSignals = options.handleSignals ?? true;
-  if (handleSignals) {
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  }
+  if (handleSignals) for (const name of STOPPING_SIGNALS) process.on(name, onSignal);
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
   try {
@@ -110,10 +110,7 @@ export async function runMonitor(options: RunMonitorOptions): Promise<MonitorRes
     log.warn({ error: (error as Error).message }, 'monitor failed');
     return { exitCode: 1 };
   } finally {
-    if (handleSignals) {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-    }
+    if (handleSignals) for (const name of STOPPING_SIGNALS) process.off(name, onSignal);
     options.signal?.removeEventListener('abort', onAbort);
     actor.stop();
   }
