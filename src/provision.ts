@@ -99,7 +99,13 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
 
   const sinks = new Sinks();
   const kvp = config.telemetry.kvp
-    ? new KvpTelemetry({ dir: config.telemetry.kvp_dir, pool: config.telemetry.kvp_pool, level: config.telemetry.kvp_level })
+    ? new KvpTelemetry({
+        dir: config.telemetry.kvp_dir,
+        pool: config.telemetry.kvp_pool,
+        level: config.telemetry.kvp_level,
+        // Telemetry goes quiet after its first failure; the report is still attempted (writeReport is not a sink).
+        onFirstFailure: (message) => sinks.fail('kvp telemetry', new Error(message)),
+      })
     : null;
   const { log, close: closeLog } = createLogger({
     logPath: config.log_path.path,
