@@ -1,7 +1,7 @@
 /**
  * `bootstate monitor [--once]`: composes the monitor chart with the real fabric clients and runs it until it
- * stops. SIGTERM (and SIGINT, SIGHUP, SIGQUIT, and the caller's signal) sends STOP, so measurements in flight are aborted and
- * queued observations get their one POST before the promise resolves; a second signal aborts that POST too.
+ * stops. SIGTERM (and SIGINT, SIGHUP, SIGQUIT, and the caller's signal) sends STOP, so measurements in flight are
+ * aborted and queued observations get their one POST before the promise resolves; a second signal aborts that POST.
  */
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
 import { monitorInput, monitorMachine } from '../../machines/monitor.js';
