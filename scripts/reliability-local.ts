@@ -47,7 +47,7 @@ export function localSection(file: string): string[] | null {
     '## Local faults: the machine fights back',
     '',
     `Generated ${results.date}. Each row is one case of \`test/hardening/local-fault-matrix.test.ts\`: the built agent`,
-    '(`dist/bootstate.mjs`, dry-run backend, fake fabric on loopback) in its own mount namespace, where one path it reads',
+    '(`dist/bootstate.mjs --scratch`, fake fabric on loopback) in its own mount namespace, where one path it reads',
     'or writes is spoiled: *full* is a 64 KiB tmpfs with no free block, *no free inodes* a tmpfs with none, *read-only* a',
     'read-only bind mount, *wrong type* a file where a directory belongs or a directory where a file belongs, *symlink*',
     'and *hard link* point at a victim file outside bootstate\'s paths, *permission denied* is mode 000 with the agent',

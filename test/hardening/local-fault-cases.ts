@@ -2,7 +2,7 @@
  * The local fault matrix: every path bootstate reads or writes × the ways a hostile or broken machine can spoil
  * it. What each case must produce is written here from the guarantees (README "Local faults"), never read back
  * from the agent: sinks (journal, log, KVP, lock) never decide the outcome; the state in the data directory and
- * every OS path decide it with the reason of their step; a configuration that cannot be read stops a dry run.
+ * every OS path decide it with the reason of their step; a configuration that cannot be read stops a scratch run.
  */
 
 export type Fault = 'full' | 'no free inodes' | 'read-only' | 'wrong type' | 'symlink to victim' | 'hard link to victim' | 'fifo' | 'permission denied' | 'none' | 'torn pool' | 'pool full of foreign records';
@@ -10,7 +10,7 @@ export type Fault = 'full' | 'no free inodes' | 'read-only' | 'wrong type' | 'sy
 export interface Target {
   /** Shown in the table. */
   name: string;
-  /** Path under the dry-run root (`{vm}` is the VM id). */
+  /** Path under the scratch root (`{vm}` is the VM id). */
   path: string;
   kind: 'dir' | 'file';
   /** Which rule decides the outcome. */
@@ -112,7 +112,7 @@ export function expectedFor(target: Target, fault: Fault): Expected {
       // sshd's and sudo's drop-in directories are commonly links; home and .ssh are walked without following.
       return followsDir && (target.name === 'sshd drop-in dir' || target.name === 'sudoers dir') ? provisioned('written') : failed(target.reason!);
     case 'config':
-      // A dry run refuses to fall back to the defaults (they point at the real fabric): exit 78, nothing sent.
+      // A scratch run refuses to fall back to the defaults (they point at the real fabric): exit 78, nothing sent.
       return { result: 'failed', reason: 'failed to load config', exitCode: 78, reports: [] };
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Runs one local-fault case: a dry-run tree with the fault planted, the built agent in its own mount namespace
+ * Runs one local-fault case: a scratch tree (`--scratch`) with the fault planted, the built agent in its own mount namespace
  * (where a full or read-only file system is a small tmpfs or a read-only bind mount that only it sees), a fake
  * fabric on loopback, and victim files whose bytes and inode numbers are compared before and after.
  */
@@ -117,7 +117,7 @@ async function observe(c: LocalCase): Promise<LocalObserved> {
     const caps = dropCaps ? ['setpriv', '--inh-caps=-dac_override,-dac_read_search', '--bounding-set=-dac_override,-dac_read_search'] : [];
     const argv = [
       'unshare', ...nsArgs, 'sh', '-c', ENTER, 'local-fault', c.fault, target,
-      ...caps, process.execPath, AGENT, 'provision', '--dry-run', root, '--config', config,
+      ...caps, process.execPath, AGENT, 'provision', '--scratch', root, '--config', config,
     ];
     const started = performance.now();
     const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, BOOTSTATE_LOG: 'info', BOOTSTATE_CONFIG: '' } });
