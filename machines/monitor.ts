@@ -58,13 +58,16 @@ export type MonitorEvent = { type: 'STOP' };
 /** The only event the reporter receives. */
 export type ReporterEvent = { type: 'OBSERVE'; observation: Observation };
 
+/** A period as a timer delay: never above 2^31−1 ms, where the runtime would fire at once and loop. */
+const periodMs = (secs: number) => Math.min(2 ** 31 - 1, Math.max(1, Math.round(secs * 1000)));
+
 /** Builds the chart input from configuration (seconds) and the `--once` flag. */
 export function monitorInput(config: MonitorConfig, once: boolean): MonitorInput {
   return {
     once,
-    heartbeatPeriodMs: config.heartbeat_period_secs * 1000,
-    versionsPeriodMs: config.versions_period_secs * 1000,
-    imdsPeriodMs: config.imds_period_secs * 1000,
+    heartbeatPeriodMs: periodMs(config.heartbeat_period_secs),
+    versionsPeriodMs: periodMs(config.versions_period_secs),
+    imdsPeriodMs: periodMs(config.imds_period_secs),
     heartbeatRollupMs: config.heartbeat_rollup_secs * 1000,
     imdsRollupMs: config.imds_rollup_secs * 1000,
   };

@@ -76,7 +76,8 @@ const notProvided = (name: string) =>
     throw new Error(`actor ${name} was not provided`);
   });
 
-const seconds = (s: number) => Math.max(0, Math.round(s * 1000));
+/** A duration as a timer delay, capped at 2^31−1 ms (beyond it the runtime fires after 1 ms). */
+const seconds = (s: number) => Math.min(2 ** 31 - 1, Math.max(0, Math.round(s * 1000)));
 
 function planFrom(context: ProvisioningContext): ProvisioningPlan | null {
   const { metadata: imds, media, config } = context;

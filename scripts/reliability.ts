@@ -1,13 +1,16 @@
 /**
  * Turns the fault-matrix results (test-output/reliability.json, written by test/hardening/fault-matrix.test.ts)
- * into the table of docs/reliability.md.
+ * and the local-fault results (test-output/local-reliability.json) into docs/reliability.md. A part whose
+ * results file is missing keeps its text from the current document, so one matrix can be rerun on its own.
  *
  *   npx vitest run test/hardening/fault-matrix.test.ts && npx tsx scripts/reliability.ts
+ *   npx vitest run test/hardening/local-fault-matrix.test.ts && npx tsx scripts/reliability.ts
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Expected } from '../test/hardening/fault-cases.js';
 import { IMDS_CONFIG, WIRESERVER_CONFIG } from '../test/hardening/fault-cases.js';
 import type { Observed } from '../test/hardening/fault-run.js';
+import { existingLocalSection, LOCAL_START, localSection } from './reliability-local.js';
 
 interface Results {
   date: string;
@@ -17,6 +20,16 @@ interface Results {
 
 const input = process.argv[2] ?? 'test-output/reliability.json';
 const output = process.argv[3] ?? 'docs/reliability.md';
+const localInput = process.argv[5] ?? 'test-output/local-reliability.json';
+const current = existsSync(output) ? readFileSync(output, 'utf8') : '';
+const local = localSection(localInput) ?? existingLocalSection(current);
+if (!existsSync(input)) {
+  // Only the local matrix was rerun: the fabric and crash parts stay as they are.
+  const kept = current.includes(LOCAL_START) ? current.slice(0, current.indexOf(LOCAL_START)) : `${current.trimEnd()}\n\n`;
+  writeFileSync(output, `${kept}${local.join('\n')}\n`);
+  process.stdout.write(`reliability: local faults → ${output}\n`);
+  process.exit(0);
+}
 const results = JSON.parse(readFileSync(input, 'utf8')) as Results;
 
 const SERVICE = { imds: 'IMDS', wireserver: 'wireserver (Ready)' } as Record<string, string>;
@@ -74,6 +87,8 @@ const lines = [
   ),
   '',
   ...crashSection(process.argv[4] ?? 'test-output/crash.json'),
+  ...local,
+  '',
 ];
 writeFileSync(output, lines.join('\n'));
 process.stdout.write(`reliability: ${rows.length} cases (${passed} pass) → ${output}\n`);

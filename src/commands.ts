@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createActor, fromPromise, toPromise } from 'xstate';
+import { createActor, fromPromise, toPromise, type InspectionEvent } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../machines/provisioning.js';
 import { reportMachine } from '../machines/report.js';
 import { ReportBook } from './actors/report-book.js';
@@ -124,15 +124,22 @@ export async function monitor(values: Values): Promise<number> {
   const { KvpTelemetry, pinoDestination } = await import('./kvp/telemetry.js');
   const { createJournal } = await import('./inspect/journal.js');
   const kvp = config.telemetry.kvp ? new KvpTelemetry({ config: config.telemetry }) : null;
-  const { log, close } = createLogger({
+  const { log, close, sinks } = createLogger({
     logPath: config.log_path.path,
     format: values['log-format'] as LogFormat | undefined,
-    extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp) }] : [],
+    extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp), sink: 'kvp telemetry' }] : [],
   });
   const { vmId } = await readVmId();
   kvp?.setVmId(vmId);
-  const journal = config.journal.enable ? createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep }) : null;
+  let journal: ReturnType<typeof createJournal> | null = null;
+  try {
+    if (config.journal.enable) journal = createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep });
+  } catch (error) {
+    sinks.fail('journal', error);
+  }
+  const observeJournal = sinks.observer('journal', (event: InspectionEvent) => journal?.inspect(event));
   const live = values.inspect ? (await import('./inspect/live.js')).startLiveInspector(values.inspect as string, { onProblem: (message) => log.warn({ step: 'inspect' }, message) }) : null;
+  const observeLive = sinks.observer('live inspector', (event: InspectionEvent) => live?.inspect(event));
   const once = values.once === true;
   const { MonitorSummary } = await import('./monitor/summary.js');
   const summary = new MonitorSummary();
@@ -146,8 +153,8 @@ export async function monitor(values: Values): Promise<number> {
       onUnhealthy: (observation) =>
         kvp?.event('WARN', 'monitor.observation', `${observation.ObservationName} unhealthy: ${observation.Value}`),
       inspect: (event) => {
-        journal?.inspect(event);
-        live?.inspect(event);
+        observeJournal(event);
+        observeLive(event);
       },
     });
     if (!once) return result.exitCode;
@@ -155,7 +162,7 @@ export async function monitor(values: Values): Promise<number> {
     return result.exitCode !== EXIT_OK ? result.exitCode : summary.failed ? EXIT_FAILURE : EXIT_OK;
   } finally {
     kvp?.flush();
-    journal?.close();
+    sinks.observer('journal', () => journal?.close())();
     await live?.stop();
     await closeAll();
     close();

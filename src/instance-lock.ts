@@ -3,10 +3,11 @@
  * run. A second agent started meanwhile exits at once with a clear message instead of provisioning twice. The
  * kernel drops the lock when the process dies, so a crash never leaves a stale lock behind.
  */
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, constants, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BootstateError } from './errors.js';
 import { lockFd } from './kvp/lock.js';
+import { openRegularSync } from './os/open-regular.js';
 
 export interface InstanceLock {
   path: string;
@@ -19,7 +20,7 @@ export function acquireInstanceLock(dataDir: string): InstanceLock {
   let fd: number;
   try {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    fd = openSync(path, 'a', 0o600);
+    fd = openRegularSync(path, { flags: constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT });
   } catch (error) {
     throw new BootstateError('IO', `cannot open ${path}: ${(error as Error).message}`, { cause: error });
   }

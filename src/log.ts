@@ -1,12 +1,16 @@
 /**
  * The agent's logger: pino JSON lines to the log file (0600, appended) and to any extra sink (the KVP telemetry
  * destination); on stderr JSON too, or one text line per event (log-text.ts) under systemd or with
- * `--log-format text`. Everything is synchronous so the last lines survive an exit or a crash.
+ * `--log-format text`. Everything is synchronous so the last lines survive an exit or a crash. Every destination
+ * goes through `Sinks`, so a full disk or a closed pipe turns that destination off instead of throwing out of a
+ * log call.
  */
-import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import pino, { type DestinationStream, type Logger, type StreamEntry } from 'pino';
 import { stderrFormat, stderrIsJournal, textDestination, type LogFormat } from './log-text.js';
+import { openRegularSync } from './os/open-regular.js';
+import { Sinks } from './sinks.js';
 
 export type { Logger };
 
@@ -15,12 +19,14 @@ export interface LoggerOptions {
   logPath?: string;
   /** Level for stderr (default `info`, or BOOTSTATE_LOG). The file always gets `debug` and above. */
   stderrLevel?: pino.Level;
-  /** Further destinations, e.g. the KVP telemetry sink. */
-  extra?: Array<{ level: pino.Level; stream: DestinationStream }>;
+  /** Further destinations, e.g. the KVP telemetry sink (`sink` names it in failure notes; default `extra`). */
+  extra?: Array<{ level: pino.Level; stream: DestinationStream; sink?: string }>;
   /** Where stderr lines go (tests pass their own). */
   stderr?: DestinationStream;
   /** Form of the stderr lines; default: `text` when stderr is the journal, else `json` (see log-text.ts). */
   format?: LogFormat;
+  /** The run's sinks; a failing destination is turned off there and told on the others. Default: a new one. */
+  sinks?: Sinks;
 }
 
 /** Field paths whose values are replaced before any destination sees them: secrets never reach a log line. */
@@ -52,25 +58,28 @@ export function levelFromEnv(env: Record<string, string | undefined>): pino.Leve
 }
 
 /** Creates the logger; returns it with a `close` that releases the file descriptor. */
-export function createLogger(options: LoggerOptions = {}): { log: Logger; close(): void } {
+export function createLogger(options: LoggerOptions = {}): { log: Logger; close(): void; sinks: Sinks } {
+  const sinks = options.sinks ?? new Sinks();
   const stderrLevel = options.stderrLevel ?? levelFromEnv(process.env) ?? 'info';
-  const stderr = options.stderr ?? pino.destination({ dest: 2, sync: true });
+  const stderr = sinks.stream('stderr', options.stderr ?? pino.destination({ dest: 2, sync: true }));
   const format = options.format ?? stderrFormat(undefined);
   const streams: StreamEntry[] = [
-    { level: stderrLevel, stream: format === 'text' ? textDestination(stderr, stderrIsJournal()) : stderr },
+    { level: stderrLevel, stream: format === 'text' ? sinks.stream('stderr', textDestination(stderr, stderrIsJournal())) : stderr },
   ];
   let fileFd: number | null = null;
   if (options.logPath) {
     try {
       mkdirSync(dirname(options.logPath), { recursive: true, mode: 0o755 });
-      fileFd = openSync(options.logPath, 'a', 0o600);
-      chmodSync(options.logPath, 0o600);
-      streams.push({ level: 'debug', stream: pino.destination({ dest: fileFd, sync: true }) });
+      fileFd = openRegularSync(options.logPath, { flags: constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT });
+      fchmodSync(fileFd, 0o600);
+      streams.push({ level: 'debug', stream: sinks.stream('log file', pino.destination({ dest: fileFd, sync: true })) });
     } catch (error) {
-      process.stderr.write(`bootstate: cannot open log file ${options.logPath}: ${(error as Error).message}\n`);
+      if (fileFd !== null) closeSync(fileFd);
+      fileFd = null;
+      sinks.fail('log file', new Error(`cannot open log file ${options.logPath}: ${(error as Error).message}`));
     }
   }
-  for (const extra of options.extra ?? []) streams.push(extra);
+  for (const extra of options.extra ?? []) streams.push({ level: extra.level, stream: sinks.stream(extra.sink ?? 'extra', extra.stream) });
   const log = pino(
     {
       base: { pid: process.pid },
@@ -80,8 +89,10 @@ export function createLogger(options: LoggerOptions = {}): { log: Logger; close(
     },
     pino.multistream(streams),
   );
+  sinks.onFailure(({ sink, error }) => log.error({ step: 'sinks', sink }, `${sink} turned off: ${error}`));
   return {
     log,
+    sinks,
     close() {
       if (fileFd !== null) {
         try {

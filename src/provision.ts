@@ -25,6 +25,12 @@ import type { Provisioner } from './os/provisioner.js';
 import { RealProvisioner } from './os/real.js';
 import { ScratchProvisioner } from './os/scratch.js';
 import { SecretStore } from './secrets.js';
+import { Sinks, type SinkFailure } from './sinks.js';
+
+/** Signals that end a run the same way: the failure report within the short budget, unless Ready is pending. */
+export const TERMINATING_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
+/** Where the instance lock goes when `<data_dir>` cannot hold it, so two agents never provision at once. */
+export const RUNTIME_LOCK_DIR = '/run/bootstate';
 
 export interface ProvisionOptions {
   /** `--config FILE|DIR`. */
@@ -49,7 +55,7 @@ export interface ProvisionOptions {
   inspectUrl?: string;
   /** Extra observers (the demo prints transitions). */
   inspect?: (event: InspectionEvent) => void;
-  /** Install SIGTERM/SIGINT handlers that send TERMINATE (the CLI does; tests running in-process do not). */
+  /** Install handlers for TERMINATING_SIGNALS that send TERMINATE (the CLI does; tests running in-process do not). */
   handleSignals?: boolean;
   /** Where stderr log lines go; default fd 2. */
   stderr?: { write(line: string): unknown };
@@ -62,6 +68,10 @@ export interface ProvisionResult extends ProvisioningOutput {
   config: Config;
   /** Commands the scratch backend recorded (dry runs and the demo). */
   commands: string[][];
+  /** Sinks turned off during the run (journal, log file, stderr, kvp telemetry, live inspector) and why. */
+  sinksOff: SinkFailure[];
+  /** The KVP copy of the report: `written`, `off` (disabled or never attempted), or `failed: <reason>`. */
+  kvpReport: string;
 }
 
 /** Provisions this VM (or a dry-run directory) once and returns the chart's output. */
@@ -84,34 +94,49 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     // A dry run must not fall back to the defaults: they point at this machine's /var and the real fabric.
     const failure = toFailure(loaded.error);
     (options.stderr ?? process.stderr).write(`bootstate: ${(loaded.error as Error)?.message ?? failure.reason}; dry run not started\n`);
-    return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [] };
+    return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [], sinksOff: [], kvpReport: 'off' };
   }
 
+  const sinks = new Sinks();
   const kvp = config.telemetry.kvp
-    ? new KvpTelemetry({ dir: config.telemetry.kvp_dir, pool: config.telemetry.kvp_pool, level: config.telemetry.kvp_level })
+    ? new KvpTelemetry({
+        dir: config.telemetry.kvp_dir,
+        pool: config.telemetry.kvp_pool,
+        level: config.telemetry.kvp_level,
+        // Telemetry goes quiet after its first failure; the report is still attempted (writeReport is not a sink).
+        onFirstFailure: (message) => sinks.fail('kvp telemetry', new Error(message)),
+      })
     : null;
   const { log, close: closeLog } = createLogger({
     logPath: config.log_path.path,
     stderr: options.stderr as never,
     format: options.logFormat,
-    extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp) }] : [],
+    extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp), sink: 'kvp telemetry' }] : [],
+    sinks,
   });
   for (const warning of loaded.warnings) log.warn({ step: 'config' }, warning);
   if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
 
   let instance: InstanceLock | null = null;
-  try {
-    instance = acquireInstanceLock(config.data_dir.path);
-  } catch (error) {
-    const failure = toFailure(error);
-    if (failure.code === 'ALREADY_RUNNING') {
-      // The instance holding the lock reports; a second report from here could only contradict it.
-      log.error({ code: failure.code, reason: failure.reason }, (error as Error).message);
-      closeLog();
-      return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [] };
+  // An unusable data directory still gets one agent at a time: the lock moves to the runtime directory (under
+  // the scratch root for dry and scratch runs); only when neither can hold it does the run go on unlocked.
+  const lockDirs = [config.data_dir.path, options.scratchDir ? join(options.scratchDir, RUNTIME_LOCK_DIR) : RUNTIME_LOCK_DIR];
+  for (const [index, dir] of lockDirs.entries()) {
+    try {
+      instance = acquireInstanceLock(dir);
+      if (index > 0) log.warn({ step: 'lock', code: 'IO' }, `instance lock taken in ${dir} because ${config.data_dir.path} cannot hold it`);
+      break;
+    } catch (error) {
+      const failure = toFailure(error);
+      if (failure.code === 'ALREADY_RUNNING') {
+        // The instance holding the lock reports; a second report from here could only contradict it.
+        log.error({ code: failure.code, reason: failure.reason }, (error as Error).message);
+        closeLog();
+        return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [], sinksOff: sinks.off, kvpReport: 'off' };
+      }
+      const last = index === lockDirs.length - 1;
+      log.warn({ step: 'lock', code: failure.code, reason: failure.reason }, `${last ? 'running without the instance lock' : 'instance lock not taken'}: ${(error as Error).message}`);
     }
-    // An unwritable data directory: run unlocked so the chart still reaches a report (the marker step will fail).
-    log.warn({ code: failure.code, reason: failure.reason }, `running without the instance lock: ${(error as Error).message}`);
   }
 
   const secrets = new SecretStore();
@@ -132,6 +157,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   const reports = new ReportBook();
   // A media read the chart stopped waiting for may still be unmounting; exiting under it would leave a mount.
   const mediaReads: Promise<unknown>[] = [];
+  let kvpReport = 'off';
   const actors = provisioningActors({
     log,
     loadConfig: () => (loaded.ok ? Promise.resolve(loaded.config) : Promise.reject(loaded.error)),
@@ -147,35 +173,41 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     reporter,
     reports,
     kvp,
+    onKvpReport: ({ written, error }) => (kvpReport = written ? 'written' : `failed: ${error}`),
     onVmId: (vmId) => {
       kvp?.setVmId(vmId);
-      if (config.journal.enable && !journal) {
+      if (config.journal.enable && !journal && sinks.isOn('journal')) {
         try {
           journal = createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep });
-          for (const [event, at] of early.splice(0)) journal.inspect(event, at);
         } catch (error) {
-          log.warn({ step: 'journal' }, `journal disabled: ${(error as Error).message}`);
+          sinks.fail('journal', error);
+          early.length = 0;
+          return;
         }
+        for (const [event, at] of early.splice(0)) observeJournal(event, at);
       }
     },
   });
 
+  const observeJournal = sinks.observer('journal', (event: InspectionEvent, at?: Date) => {
+    if (journal) journal.inspect(event, at);
+    else if (config.journal.enable && early.length < 1000) early.push([event, at ?? new Date()]);
+  });
+  const observeTransitions = transitions ? sinks.observer('kvp telemetry', (event: InspectionEvent) => transitions.inspect(event)) : null;
+  const observeLive = live ? sinks.observer('live inspector', (event: InspectionEvent) => live!.inspect(event)) : null;
+  const observeCaller = options.inspect ? sinks.observer('inspect', options.inspect) : null;
   const actor = createActor(provisioningMachine.provide({ actors: actors as never }), {
     input: { config, groups: options.groups },
     inspect: (event) => {
-      if (journal) journal.inspect(event);
-      else if (config.journal.enable && early.length < 1000) early.push([event, new Date()]);
-      transitions?.inspect(event);
-      live?.inspect(event);
-      options.inspect?.(event);
+      observeJournal(event);
+      observeTransitions?.(event);
+      observeLive?.(event);
+      observeCaller?.(event);
     },
   });
 
   const terminate = () => actor.send({ type: 'TERMINATE' });
-  if (options.handleSignals) {
-    process.on('SIGTERM', terminate);
-    process.on('SIGINT', terminate);
-  }
+  if (options.handleSignals) for (const signal of TERMINATING_SIGNALS) process.on(signal, terminate);
 
   let output: ProvisioningOutput;
   try {
@@ -189,13 +221,13 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     const reported = await reportLastResort(reporter, reports, config, vmId, failure, kvp, log);
     output = { result: 'failed', exitCode: EXIT_FAILURE, reason: failure.reason, code: failure.code, reported };
   } finally {
-    if (options.handleSignals) {
-      process.off('SIGTERM', terminate);
-      process.off('SIGINT', terminate);
-    }
+    if (options.handleSignals) for (const signal of TERMINATING_SIGNALS) process.off(signal, terminate);
   }
 
-  const summary = { result: output.result, reason: output.reason, code: output.code, exitCode: output.exitCode, reported: output.reported };
+  const summary = {
+    result: output.result, reason: output.reason, code: output.code, exitCode: output.exitCode, reported: output.reported,
+    kvpReport, sinksOff: sinks.off.map((s) => s.sink), sinkWritesLost: sinks.lost,
+  };
   const context = actor.getSnapshot().context as OutcomeContext | undefined;
   if (output.result === 'failed') {
     const cause = context?.failure ?? context?.reportFailure;
@@ -213,13 +245,17 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     }
     log.info(summary, `provisioning finished: ${output.result}`);
   }
-  transitions?.flush();
-  kvp?.flush();
+  sinks.observer('kvp telemetry', () => transitions?.flush())();
+  sinks.observer('kvp telemetry', () => kvp?.flush())();
   await Promise.all(mediaReads);
   secrets.clear();
-  const journalPath = (journal as ReturnType<typeof createJournal> | null)?.path ?? null;
-  (journal as ReturnType<typeof createJournal> | null)?.close();
-  await live?.stop();
+  const journalPath = sinks.isOn('journal') ? ((journal as ReturnType<typeof createJournal> | null)?.path ?? null) : null;
+  sinks.observer('journal', () => (journal as ReturnType<typeof createJournal> | null)?.close())();
+  try {
+    await live?.stop();
+  } catch (error) {
+    sinks.fail('live inspector', error);
+  }
   await closeAll();
   instance?.release();
   closeLog();
@@ -228,6 +264,8 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     journalPath,
     config,
     commands: provisioner instanceof ScratchProvisioner ? provisioner.commands : [],
+    sinksOff: sinks.off,
+    kvpReport,
   };
 }
 
@@ -274,7 +312,7 @@ async function reportLastResort(
   log: Logger,
 ): Promise<boolean> {
   const description = reports.failure(failure, vmId);
-  kvp?.writeReport(description);
+  if (kvp && !kvp.writeReport(description)) log.error({ step: 'kvp', reason: 'kvp report not written' }, `KVP report not written: ${kvp.lastError}`);
   try {
     await reporter.post({ config: config.wireserver, health: HEALTH_FAILED, vmId, description, signal: AbortSignal.timeout(10_000), log });
     return true;

@@ -38,6 +38,8 @@ export interface ProvisioningDeps {
   kvp: KvpTelemetry | null;
   /** Called with the VM id once known, so telemetry keys carry it. */
   onVmId?(vmId: string): void;
+  /** Called after each KVP report attempt: written, or the reason it was not. */
+  onKvpReport?(outcome: { written: boolean; error?: string }): void;
 }
 
 type PlanInput = { config: Config; plan: ProvisioningPlan };
@@ -81,7 +83,11 @@ export function provisioningActors(deps: ProvisioningDeps) {
           event.health === HEALTH_FAILED && event.failure
             ? deps.reports.failure(event.failure, event.vmId)
             : deps.reports.success(event.vmId);
-        deps.kvp.writeReport(encoded);
+        const written = deps.kvp.writeReport(encoded);
+        const error = written ? undefined : (deps.kvp.lastError ?? 'unknown error');
+        // The HTTP report still goes; this line is how the operator learns the host's copy is missing.
+        if (!written) log.error({ step: 'kvp', reason: 'kvp report not written', health: event.health }, `KVP report not written: ${error}`);
+        deps.onKvpReport?.({ written, error });
       });
       // No flush on stop: the runner flushes once after the final state, with the final state's span included.
       return undefined;

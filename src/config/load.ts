@@ -68,7 +68,24 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   if (!checked.success) {
     throw configError('merged configuration', describeIssue(checked.issues[0], new Map()));
   }
+  warnings.push(...durationWarnings(config));
   return { config, sources: files, warnings, unknown, origins };
+}
+
+/**
+ * Durations that are valid one by one but make little sense together. They are warnings, not errors: a total
+ * shorter than one attempt is how tests (and impatient images) make the total deadline the only bound.
+ */
+export function durationWarnings(config: Config): string[] {
+  const warnings: string[] = [];
+  const shorter = (section: string, total: string, totalSecs: number, attempt: string, attemptSecs: number, effect: string) => {
+    if (totalSecs < attemptSecs) warnings.push(`[${section}] ${total} (${totalSecs} s) is shorter than ${attempt} (${attemptSecs} s): ${effect}`);
+  };
+  shorter('imds', 'total_retry_timeout_secs', config.imds.total_retry_timeout_secs, 'request_timeout_secs', config.imds.request_timeout_secs, 'the total deadline ends the first attempt');
+  shorter('wireserver', 'total_retry_timeout_secs', config.wireserver.total_retry_timeout_secs, 'read_timeout_secs', config.wireserver.read_timeout_secs, 'the total deadline ends the first attempt');
+  shorter('monitor', 'heartbeat_rollup_secs', config.monitor.heartbeat_rollup_secs, 'heartbeat_period_secs', config.monitor.heartbeat_period_secs, 'one failed measurement reports the plugin unhealthy');
+  shorter('monitor', 'imds_rollup_secs', config.monitor.imds_rollup_secs, 'imds_period_secs', config.monitor.imds_period_secs, 'one failed measurement reports IMDS unhealthy');
+  return warnings;
 }
 
 /** Overlays one validated layer on a config: per section, keys replace keys; arrays replace arrays. */

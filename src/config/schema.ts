@@ -5,9 +5,16 @@
  */
 import * as v from 'valibot';
 
+/** The longest delay a Node timer honours (2^31−1 ms); a longer one fires after 1 ms instead. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+/** The longest duration a `*_secs` setting may hold: 2,147,483 s (24 days 20 h). */
+export const MAX_DURATION_SECS = Math.floor(MAX_TIMER_MS / 1000);
+
+/** Every duration is read through this, so none can exceed what the runtime's timers can wait. */
 const positiveSecs = v.pipe(
   v.number(),
   v.check((n) => Number.isFinite(n) && n > 0, 'must be a number of seconds > 0'),
+  v.check((n) => !Number.isFinite(n) || n <= MAX_DURATION_SECS, `must be at most ${MAX_DURATION_SECS} seconds (2^31-1 ms, the longest timer the runtime honours)`),
 );
 const count = (min: number, max: number) =>
   v.pipe(

@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { InspectionEvent } from 'xstate';
+import { openRegularSync, UnexpectedFileError } from '../os/open-regular.js';
 import { DEFAULT_ALLOW, recordMacrosteps, type AllowList, type MacrostepRecord } from './projection.js';
 
 export { edgeKey, statePath, activePaths } from './edge-key.js';
@@ -61,7 +62,13 @@ export function rotateJournals(dir: string, keep: number): string[] {
   const runs = runsDir(dir);
   const names = journalNames(runs);
   const doomed = names.slice(0, Math.max(0, names.length - Math.max(1, keep)));
-  for (const name of doomed) fs.rmSync(path.join(runs, name), { force: true });
+  for (const name of doomed) {
+    try {
+      fs.rmSync(path.join(runs, name), { force: true });
+    } catch {
+      // Not a journal of ours (a directory under a journal's name): it stays, the new journal is still written.
+    }
+  }
   return doomed.map((name) => path.join(runs, name));
 }
 
@@ -70,10 +77,13 @@ export function createJournal(options: JournalOptions): Journal {
   const now = options.now ?? (() => new Date());
   const runs = runsDir(options.dir);
   fs.mkdirSync(runs, { recursive: true, mode: 0o700 });
+  // Rotation deletes by name in here: a symlink planted as `runs` would point it at someone else's files.
+  const runsStat = fs.lstatSync(runs);
+  if (!runsStat.isDirectory()) throw new UnexpectedFileError(runs, runsStat.isSymbolicLink() ? 'symlink' : 'not a directory');
   fs.chmodSync(runs, 0o700);
   const vmId = options.vmId.replace(/[^A-Za-z0-9-]/g, '') || 'unknown';
   const file = path.join(runs, `${fileTime(now())}-${vmId}.jsonl`);
-  let fd: number | null = fs.openSync(file, 'a', 0o600);
+  let fd: number | null = openRegularSync(file, { flags: fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT });
   fs.fchmodSync(fd, 0o600);
   rotateJournals(options.dir, options.keep ?? DEFAULT_KEEP);
 

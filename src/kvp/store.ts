@@ -20,6 +20,7 @@ import {
 } from './codec.js';
 import { readBytes, wrapIo, writeFully } from './file-io.js';
 import { type LockMode, type LockOptions, lockFd } from './lock.js';
+import { openRegularSync } from '../os/open-regular.js';
 
 export const DEFAULT_KVP_DIR = '/var/lib/hyperv';
 export const GUEST_POOL = 1;
@@ -146,7 +147,10 @@ export class KvpStore {
     return { written: kept.length, dropped };
   }
 
-  /** Sets `key` to `value` once: overwrites its first record in place, removes later duplicates, or adds it. */
+  /**
+   * Sets `key` to `value` once: overwrites its first record in place, removes later duplicates, or adds it. In a
+   * full pool it replaces our oldest telemetry record; with none of ours there it throws KVP_FAILED.
+   */
   upsert(key: string, value: string): UpsertResult {
     validateRecord({ key, value }, this.#options);
     return this.#locked('exclusive', O_RDWR | O_CREAT, 'write to', (fd) => this.#upsertIn(fd, key, value));
@@ -163,11 +167,14 @@ export class KvpStore {
       target = records.length;
       result = { action: 'appended', removedDuplicates: 0 };
     } else {
-      // A full pool must still carry the outcome: the report takes the slot of our oldest telemetry record,
-      // or, when the pool holds none of ours, of the oldest record the daemon can see.
+      // A full pool must still carry the outcome, but never at another writer's expense: the report takes the
+      // slot of our oldest telemetry record, and when the pool holds none of ours it is not written here.
       const prefix = this.#options.ownPrefix ?? OWN_KEY_PREFIX;
-      const own = records.findIndex((r, i) => i < MAX_RECORDS && r.key.startsWith(prefix));
-      target = own >= 0 ? own : 0;
+      target = records.findIndex((r, i) => i < MAX_RECORDS && r.key.startsWith(prefix));
+      if (target < 0) {
+        const message = `kvp pool ${this.path} is full (${records.length} records) and holds no record of ours to replace; other writers' records are never evicted`;
+        throw new BootstateError('KVP_FAILED', message, { data: [['error', message], ['path', this.path], ['records', String(records.length)]] });
+      }
       result = { action: 'evicted', evictedKey: records[target].key, removedDuplicates: 0 };
     }
     writeFully(fd, encoded, target * RECORD_BYTES);
@@ -305,7 +312,7 @@ export class KvpStore {
     }
     let fd: number;
     try {
-      fd = fs.openSync(this.path, flags, 0o600);
+      fd = openRegularSync(this.path, { flags });
     } catch (error) {
       throw wrapIo(error, what, this.path);
     }

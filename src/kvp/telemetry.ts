@@ -42,6 +42,8 @@ export interface KvpTelemetryOptions {
   bootTime?: Date | null;
   /** Also flush on a timer (unref'd) so records reach the pool during long waits. Default off. */
   flushIntervalMs?: number;
+  /** Told the first failed pool operation (the run's sinks turn telemetry off and say so once). */
+  onFirstFailure?(message: string): void;
 }
 
 export interface KvpTelemetryStats {
@@ -92,6 +94,7 @@ export class KvpTelemetry {
   readonly #batchSize: number;
   readonly #maxQueued: number;
   readonly #maxChunks: number;
+  readonly #onFirstFailure: ((message: string) => void) | undefined;
   #timer: NodeJS.Timeout | undefined;
   /** Boot time for the stale check still owed by the first write; null once done or disabled. */
   #staleBefore: Date | null;
@@ -107,6 +110,7 @@ export class KvpTelemetry {
     this.#batchSize = Math.max(1, options.batchSize ?? 50);
     this.#maxQueued = Math.max(1, options.maxQueued ?? 1024);
     this.#maxChunks = Math.max(1, options.maxChunks ?? 8);
+    this.#onFirstFailure = options.onFirstFailure;
     // The stale check rides on the first write's lock rather than costing a lock of its own at start-up.
     this.#staleBefore = this.enabled && options.bootTime !== null ? (options.bootTime ?? readBootTime()) : null;
     if (this.enabled && options.flushIntervalMs) {
@@ -244,6 +248,13 @@ export class KvpTelemetry {
       this.stats.errors++;
       this.lastError = error instanceof Error ? error.message : String(error);
       this.lastErrorRetryable = error instanceof BootstateError && error.retryable;
+      if (this.stats.errors === 1) {
+        try {
+          this.#onFirstFailure?.(this.lastError);
+        } catch {
+          // Telemetry must never break provisioning, its failure listener included.
+        }
+      }
       return undefined;
     }
   }

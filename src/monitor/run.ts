@@ -1,7 +1,7 @@
 /**
  * `bootstate monitor [--once]`: composes the monitor chart with the real fabric clients and runs it until it
- * stops. SIGTERM (and SIGINT, and the caller's signal) sends STOP, so measurements in flight are aborted and
- * queued observations get their one POST before the promise resolves; a second signal aborts that POST too.
+ * stops. SIGTERM (and SIGINT, SIGHUP, SIGQUIT, and the caller's signal) sends STOP, so measurements in flight are
+ * aborted and queued observations get their one POST before the promise resolves; a second signal aborts that POST.
  */
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
 import { monitorInput, monitorMachine, type Measurement } from '../../machines/monitor.js';
@@ -38,6 +38,9 @@ export interface RunMonitorOptions {
   /** Told the outcome of every HealthService POST. */
   onPosted?: HealthServiceOptions['onPosted'];
 }
+
+/** Signals that stop the monitor (as for provisioning: SIGHUP and SIGQUIT end it the same way as SIGTERM). */
+const STOPPING_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
 
 export interface MonitorResult {
   exitCode: number;
@@ -99,10 +102,7 @@ export async function runMonitor(options: RunMonitorOptions): Promise<MonitorRes
   const onSignal = (name: NodeJS.Signals) => stop(name);
   const onAbort = () => stop('aborted');
   const handleSignals = options.handleSignals ?? true;
-  if (handleSignals) {
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  }
+  if (handleSignals) for (const name of STOPPING_SIGNALS) process.on(name, onSignal);
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
   try {
@@ -116,10 +116,7 @@ export async function runMonitor(options: RunMonitorOptions): Promise<MonitorRes
     log.warn({ error: (error as Error).message }, 'monitor failed');
     return { exitCode: 1 };
   } finally {
-    if (handleSignals) {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-    }
+    if (handleSignals) for (const name of STOPPING_SIGNALS) process.off(name, onSignal);
     options.signal?.removeEventListener('abort', onAbort);
     actor.stop();
   }

@@ -7,11 +7,12 @@
  * needs none, because `provisioned` wins when both are found.
  */
 import { constants } from 'node:fs';
-import { chmod, mkdir, open, readdir, rm } from 'node:fs/promises';
+import { chmod, lstat, mkdir, open, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
 import type { MarkerStore } from './provisioner.js';
 import { syncDir } from './atomic.js';
+import { checkRegular, kindOf, UnexpectedFileError } from './open-regular.js';
 
 const PROVISIONED = '.provisioned';
 const PENDING = '.report-pending';
@@ -30,14 +31,31 @@ export class FileMarkerStore implements MarkerStore {
   /** `provisioned` (ours or a peer's) wins over `report-pending`; names are matched case-insensitively. */
   async state(vmId: string): Promise<'none' | 'provisioned' | 'report-pending'> {
     const want = vmId.toLowerCase();
-    const lower = ((await this.#names()) ?? []).map((n) => n.toLowerCase());
-    if (lower.includes(want + PROVISIONED)) return 'provisioned';
+    const names = (await this.#names()) ?? [];
+    const found = (suffix: string) => names.filter((n) => n.toLowerCase() === want + suffix);
+    const provisioned = found(PROVISIONED);
+    const pending = found(PENDING);
+    for (const name of [...provisioned, ...pending]) await this.#checkRegular(name);
+    if (provisioned.length > 0) return 'provisioned';
     for (const dir of this.peerDirs) {
       const peer = await readdir(dir).catch(() => [] as string[]);
       if (peer.some((n) => n.toLowerCase() === want + PROVISIONED)) return 'provisioned';
     }
-    if (lower.includes(want + PENDING)) return 'report-pending';
+    if (pending.length > 0) return 'report-pending';
     return 'none';
+  }
+
+  /** A marker is an empty regular file we wrote: anything else under its name was planted, and is refused. */
+  async #checkRegular(name: string): Promise<void> {
+    const file = path.join(this.dataDir, name);
+    try {
+      const stat = await lstat(file);
+      if (stat.isSymbolicLink()) throw new UnexpectedFileError(file, 'symlink');
+      if (!stat.isFile()) throw new UnexpectedFileError(file, `not a regular file (${kindOf(stat)})`);
+      checkRegular(file, stat);
+    } catch (error) {
+      throw markerError((error as Error).message, error);
+    }
   }
 
   /** Records that provisioning finished but Ready was not yet accepted, so the next boot only reports. */
@@ -105,7 +123,8 @@ export class FileMarkerStore implements MarkerStore {
       const handle = await open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
       try {
         const stat = await handle.stat();
-        if (!stat.isFile()) throw new Error('not a regular file');
+        if (!stat.isFile()) throw new UnexpectedFileError(file, `not a regular file (${kindOf(stat)})`);
+        checkRegular(file, stat);
         if (stat.size > 0) await handle.truncate(0);
         await handle.chmod(0o600);
         if (options.syncFile) await handle.sync();

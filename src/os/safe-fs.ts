@@ -84,6 +84,11 @@ export async function openExistingFile(dir: FileHandle, name: string, shown: str
     await handle.close();
     throw refused(shown, 'is not a regular file');
   }
+  // Another name for the same inode could be anyone's file: merging from it would copy that file into ours.
+  if (stat.nlink > 1) {
+    await handle.close();
+    throw refused(shown, `is a hard link (${stat.nlink} names)`);
+  }
   if (!allowedOwners.includes(stat.uid)) {
     await handle.close();
     throw refused(shown, `is owned by uid ${stat.uid}`);

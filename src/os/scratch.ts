@@ -77,8 +77,12 @@ export class ScratchProvisioner extends RealProvisioner {
       const { uid, gid } = this.context.rootOwner;
       await appendFile(passwd, `${request.username}:x:${uid}:${gid}:${SCRATCH_GECOS}:${home}:${this.config.user_provisioners.shell}\n`);
     }
-    await mkdir(under(this.dir, home), { recursive: true, mode: 0o750 });
-    await chmod(under(this.dir, home), 0o750);
+    try {
+      await mkdir(under(this.dir, home), { recursive: true, mode: 0o750 });
+      await chmod(under(this.dir, home), 0o750);
+    } catch (error) {
+      throw new BootstateError('USER_FAILED', `cannot create home ${home}: ${(error as Error).message}`, { cause: error, data: [['home', home]] });
+    }
     // A scratch tree has no programs installed, so "the shell does not exist" says nothing about the image.
     const warnings = (result.warnings ?? []).filter((w) => !w.startsWith('shell '));
     return { ...result, backend: 'scratch', warnings };

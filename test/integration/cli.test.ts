@@ -1,7 +1,7 @@
 /**
  * The built agent against a fake fabric on loopback: retries, deadlines, final reports and exit codes.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -145,7 +145,7 @@ describe('wireserver faults', () => {
 });
 
 describe('signals', () => {
-  it('reports ProvisioningFailed with reason terminated within 2 s of SIGTERM', async () => {
+  it.each(['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'] as const)('reports ProvisioningFailed with reason terminated within 2 s of %s', async (signal) => {
     fabric.setImds('stall');
     let killedAt = 0;
     const run = await runAgent(fabric, {
@@ -153,7 +153,7 @@ describe('signals', () => {
       onSpawn: (child) => {
         void fabric.waitForRequests('imds', 1, 10_000).then(() => {
           killedAt = performance.now();
-          child.kill('SIGTERM');
+          child.kill(signal);
         });
       },
     });
@@ -176,6 +176,22 @@ describe('a single instance', () => {
     expect(second.code).toBe(1);
     expect(second.stderr).toContain('another bootstate is already provisioning this machine');
     expect(done.code).toBe(0);
+    expect(fabric.requestsTo('imds')).toHaveLength(1);
+  });
+
+  it('still lets only one provision when the data directory cannot hold the lock: the lock moves to the runtime directory', async () => {
+    let release!: () => void;
+    fabric.setImds({ gate: new Promise<void>((r) => (release = r)) });
+    const root = mkdtempSync(join(tmpdir(), 'bootstate-it-'));
+    // A directory planted where the lock file belongs: the data directory cannot hold the lock.
+    mkdirSync(join(root, 'var/lib/bootstate/bootstate.lock'), { recursive: true });
+    const first = runAgent(fabric, { root, imds: { total_retry_timeout_secs: 20 } });
+    await fabric.waitForRequests('imds', 1, 10_000);
+    const second = await runAgent(fabric, { root });
+    release();
+    await first;
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(`another bootstate is already provisioning this machine (it holds ${join(root, 'run/bootstate/bootstate.lock')})`);
     expect(fabric.requestsTo('imds')).toHaveLength(1);
   });
 });

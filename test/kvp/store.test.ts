@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
@@ -188,11 +189,32 @@ describe('KvpStore', () => {
     expect(after.slice(0, 10)).toEqual(records.slice(0, 10));
   });
 
-  it('takes the oldest record of anyone when a full pool holds none of ours', () => {
+  it('never evicts another writer: a full pool holding none of ours refuses the report and stays byte-identical', () => {
     const store = new KvpStore({ dir });
     fill(store.path, Array.from({ length: MAX_RECORDS }, (_, i) => rec(`other|${i}`, 'v')));
-    expect(store.upsert('PROVISIONING_REPORT', 'r')).toMatchObject({ action: 'evicted', evictedKey: 'other|0' });
-    expect(store.read('PROVISIONING_REPORT')).toBe('r');
+    const before = fs.readFileSync(store.path);
+    expect(() => store.upsert('PROVISIONING_REPORT', 'r')).toThrow(/is full \(1024 records\) and holds no record of ours/);
+    expect(fs.readFileSync(store.path).equals(before)).toBe(true);
+  });
+
+  it('refuses a pool that is a symlink, a hard link, a FIFO or a directory, without touching what it points at', () => {
+    const victim = path.join(dir, 'victim');
+    fs.writeFileSync(victim, 'precious');
+    const pool = poolPath(dir, 1);
+    const cases: Array<[string, () => void, RegExp]> = [
+      ['symlink', () => fs.symlinkSync(victim, pool), /symlink/],
+      ['hard link', () => fs.linkSync(victim, pool), /hard link \(2 names\)/],
+      ['fifo', () => execFileSync('mkfifo', [pool]), /fifo/],
+      ['directory', () => fs.mkdirSync(pool), /directory/],
+    ];
+    for (const [, plant, problem] of cases) {
+      fs.rmSync(pool, { recursive: true, force: true });
+      plant();
+      const store = new KvpStore({ dir, pool: 1, timeoutMs: 200 });
+      expect(() => store.upsert('PROVISIONING_REPORT', 'r')).toThrow(problem);
+      expect(() => store.dump()).toThrow(problem);
+      expect(fs.readFileSync(victim, 'utf8')).toBe('precious');
+    }
   });
 
   it('treats a pool modified at or before boot as stale and one modified after boot as fresh', () => {
