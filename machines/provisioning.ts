@@ -110,6 +110,9 @@ function planFrom(context: ProvisioningContext): ProvisioningPlan | null {
 
 function noMetadataFailure(context: ProvisioningContext): Failure {
   const imds = context.imdsFailure ?? failure('IMDS_FAILED', [['error', 'no instance metadata']]);
+  // IMDS failed, so the media was needed: when it was there but unusable, that is the precise reason.
+  const media = context.mediaFailure;
+  if (media && (media.code === 'OVF_INVALID' || media.code === 'PASSWORD_TOO_LONG')) return { ...media, data: [...media.data, ...imds.data] };
   if (context.media && !context.media.username) {
     return failure('USERNAME_UNKNOWN', [['error', 'IMDS failed and the provisioning media has no UserName'], ...imds.data]);
   }

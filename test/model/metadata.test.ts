@@ -60,6 +60,26 @@ describe('instance metadata', () => {
     expect(run.actor.getSnapshot().output).toMatchObject({ result: 'failed', reason: 'invalid IMDS metadata', exitCode: 78 });
   });
 
+  it('IMDS failed and a malformed ovf-env.xml fails with the media\'s reason, since the media was needed', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
+    await run.reject('media', new BootstateError('OVF_INVALID', 'ovf-env.xml: not well-formed XML', { data: [['problem', 'not well-formed XML']] }));
+
+    const { failure } = run.pending('failureReport').input;
+    expect(failure).toMatchObject({ code: 'OVF_INVALID', reason: 'error parsing ovf-env.xml', exitCode: 78 });
+    expect(failure.data).toContainEqual(['problem', 'not well-formed XML']);
+  });
+
+  it('IMDS failed and media that cannot even be mounted fails with the IMDS failure reason', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
+    await run.reject('media', new BootstateError('MEDIA_FAILED', 'cannot mount /dev/sr0'));
+
+    expect(run.pending('failureReport').input.failure).toMatchObject({ code: 'IMDS_INVALID' });
+  });
+
   it('IMDS failed and media without a username fails with "failed to determine username"', async () => {
     const run = startRun();
     await pastMarker(run, TEST_CONFIG, VM_ID, 'none');

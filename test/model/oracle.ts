@@ -121,6 +121,7 @@ export class ProvisioningOracle {
   private metadata: InstanceMetadata | null = null;
   private mediaReading = false;
   private media: MediaMetadata | null = null;
+  private mediaFailure: SeenFailure | null = null;
   private stage: 'gathering' | 'validating' | 'os' = 'gathering';
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
@@ -313,9 +314,13 @@ export class ProvisioningOracle {
           this.gathered();
         }
         return;
-      case 'media':
+      case 'media': {
         this.mediaReading = false;
+        const failure = seen(error);
+        // Media that is there but unusable is the reason of a run that needed it (IMDS gave nothing).
+        if (failure.code === 'OVF_INVALID' || failure.code === 'PASSWORD_TOO_LONG') this.mediaFailure = failure;
         return this.gathered();
+      }
       case 'readyReport':
       case 'failureReport': {
         const report = this.report!;
@@ -419,7 +424,9 @@ export class ProvisioningOracle {
     const plan = expectedPlan(this.metadata, this.media);
     if (!plan) {
       const imds = this.imdsFailure ?? { code: 'IMDS_FAILED' as const };
-      this.failure = this.media && !this.media.username ? { ...imds, code: 'USERNAME_UNKNOWN' } : imds;
+      // The chart appends the IMDS failure's data to the media's, so its phase and last error carry over.
+      if (this.mediaFailure) this.failure = { ...imds, code: this.mediaFailure.code };
+      else this.failure = this.media && !this.media.username ? { ...imds, code: 'USERNAME_UNKNOWN' } : imds;
       return this.reportFailure();
     }
     this.stage = 'validating';
