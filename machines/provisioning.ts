@@ -9,8 +9,10 @@
 import { assign, enqueueActions, fromCallback, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health } from '../src/azure/health.js';
 import type { InstanceMetadata, MediaMetadata } from '../src/azure/metadata.js';
-import { DEFAULT_CONFIG, type Config } from '../src/config/defaults.js';
+import { poolType, normalizePpsType, pollErrorKind } from '../src/azure/pps.js';
+import { DEFAULT_CONFIG, type Config, type StepName } from '../src/config/defaults.js';
 import { failure, toFailure, type Failure } from '../src/errors.js';
+import type { MarkerState } from '../src/os/provisioner.js';
 
 export { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health };
 
@@ -23,10 +25,15 @@ export interface ProvisioningPlan {
   sshKeys: string[];
   passwordAuthentication: boolean;
   passwordProvided: boolean;
+  /** The platform says the VM owner gave custom data (IMDS `extended.compute.hasCustomData`). */
+  hasCustomData: boolean;
+  /** Custom data arrived in ovf-env.xml. */
+  customDataFound: boolean;
 }
 
 export interface ProvisioningOutput {
-  result: 'provisioned' | 'already-provisioned' | 'failed';
+  /** `waiting-for-reuse`: a pool VM stopped (SIGTERM) while waiting; its next boot resumes the wait. */
+  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'failed';
   exitCode: number;
   reason?: string;
   code?: string;
@@ -50,6 +57,13 @@ export interface ProvisioningContext {
   reportFailure: Failure | null;
   terminating: boolean;
   warnings: string[];
+  /** The preprovisioning type carried in every encoded report (`None` for an ordinary VM). */
+  ppsType: string;
+  /** The customer's ovf-env.xml, once a pool VM has been claimed (`reprovisiondata`). */
+  reprovision: MediaMetadata | null;
+  /** Failed polls of `reprovisiondata` so far, and the kind of the last one: the logging policy reads them. */
+  pollAttempts: number;
+  pollError: string | null;
 }
 
 export interface ProvisioningInput {
@@ -61,7 +75,7 @@ export type ProvisioningEvent = { type: 'TERMINATE' };
 
 /** Events the chart sends to the root-level KVP writer. */
 export type KvpEvent =
-  | { type: 'kvp.report'; health: typeof HEALTH_READY | typeof HEALTH_FAILED; vmId: string; failure: Failure | null };
+  | { type: 'kvp.report'; health: typeof HEALTH_READY | typeof HEALTH_FAILED; vmId: string; failure: Failure | null; ppsType: string };
 
 /** Plain input of each actor, taken from context. */
 export interface ReportInput {
@@ -69,6 +83,14 @@ export interface ReportInput {
   vmId: string;
   health: Health;
   failure: Failure | null;
+  ppsType: string;
+}
+
+/** Input of one poll of `reprovisiondata`: which attempt this is and how the previous one failed. */
+export interface PollInput {
+  config: Config;
+  attempt: number;
+  previousError: string | null;
 }
 
 const notProvided = (name: string) =>
@@ -80,7 +102,11 @@ const notProvided = (name: string) =>
 const seconds = (s: number) => Math.min(2 ** 31 - 1, Math.max(0, Math.round(s * 1000)));
 
 function planFrom(context: ProvisioningContext): ProvisioningPlan | null {
-  const { metadata: imds, media, config } = context;
+  const { metadata: imds, config } = context;
+  // Once claimed, the physical media still holds the pool's placeholder: only the customer's document counts.
+  const media = context.reprovision ?? context.media;
+  const hasCustomData = imds?.hasCustomData ?? false;
+  const customDataFound = media?.customDataPresent ?? false;
   const groups = [...new Set([...config.user_provisioners.groups, ...context.extraGroups])];
   const passwordProvided = media?.passwordProvided ?? false;
   if (imds) {
@@ -92,6 +118,8 @@ function planFrom(context: ProvisioningContext): ProvisioningPlan | null {
       sshKeys: imds.publicKeys,
       passwordAuthentication: !imds.disablePasswordAuthentication,
       passwordProvided,
+      hasCustomData,
+      customDataFound,
     };
   }
   if (media?.username) {
@@ -103,6 +131,8 @@ function planFrom(context: ProvisioningContext): ProvisioningPlan | null {
       sshKeys: media.publicKeys,
       passwordAuthentication: media.disablePasswordAuthentication === null ? passwordProvided : !media.disablePasswordAuthentication,
       passwordProvided,
+      hasCustomData,
+      customDataFound,
     };
   }
   return null;
@@ -119,9 +149,13 @@ function noMetadataFailure(context: ProvisioningContext): Failure {
   return imds;
 }
 
+/** The pool type of a VM not yet claimed; after the claim the pool is behind it. */
+const unclaimedPool = (context: ProvisioningContext) =>
+  context.reprovision === null ? poolType(context.metadata?.ppsType, context.media?.ppsType) : null;
+
 const outputOf = (result: ProvisioningOutput['result'], context: ProvisioningContext, reported: boolean): ProvisioningOutput => {
   const f = context.failure ?? context.reportFailure;
-  if (result !== 'failed' || !f) return { result, exitCode: 0, reported };
+  if (result !== 'failed' || !f) return { result, exitCode: 0, reported: result === 'waiting-for-reuse' || reported };
   return { result, exitCode: f.exitCode, reason: f.reason, code: f.code, reported };
 };
 
@@ -138,11 +172,11 @@ export const provisioningMachine = setup({
     loadConfig: notProvided('loadConfig') as unknown as ReturnType<typeof fromPromise<Config, void>>,
     readVmId: notProvided('readVmId') as unknown as ReturnType<typeof fromPromise<string, void>>,
     checkMarker: notProvided('checkMarker') as unknown as ReturnType<
-      typeof fromPromise<'none' | 'provisioned' | 'report-pending', { config: Config; vmId: string }>
+      typeof fromPromise<MarkerState, { config: Config; vmId: string }>
     >,
     reportHealth: notProvided('reportHealth') as unknown as ReturnType<typeof fromPromise<void, ReportInput>>,
     fetchMetadata: notProvided('fetchMetadata') as unknown as ReturnType<typeof fromPromise<InstanceMetadata, { config: Config }>>,
-    readMedia: notProvided('readMedia') as unknown as ReturnType<typeof fromPromise<MediaMetadata | null, { config: Config }>>,
+    readMedia: notProvided('readMedia') as unknown as ReturnType<typeof fromPromise<MediaMetadata | null, { config: Config; claimed: boolean }>>,
     validatePlan: notProvided('validatePlan') as unknown as ReturnType<
       typeof fromPromise<ProvisioningPlan, { config: Config; plan: ProvisioningPlan; mediaFailure: Failure | null }>
     >,
@@ -153,12 +187,26 @@ export const provisioningMachine = setup({
     configureSshd: notProvided('configureSshd') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
     markReportPending: notProvided('markReportPending') as unknown as ReturnType<typeof fromPromise<void, { config: Config; vmId: string }>>,
     markProvisioned: notProvided('markProvisioned') as unknown as ReturnType<typeof fromPromise<void, { config: Config; vmId: string }>>,
+    saveCustomData: notProvided('saveCustomData') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
+    markWaitingForReuse: notProvided('markWaitingForReuse') as unknown as ReturnType<typeof fromPromise<void, { config: Config; vmId: string }>>,
+    pollReprovisionData: notProvided('pollReprovisionData') as unknown as ReturnType<typeof fromPromise<MediaMetadata, PollInput>>,
   },
   guards: {
     configFailed: ({ context }) => context.failure !== null,
     terminating: ({ context }) => context.terminating,
     markerProvisioned: (_, params: { state: string }) => params.state === 'provisioned',
     markerReportPending: (_, params: { state: string }) => params.state === 'report-pending',
+    markerWaitingForReuse: (_, params: { state: string }) => params.state === 'waiting-for-reuse',
+    /** A pool VM of the type this agent serves: report Ready to the pool and wait to be claimed. */
+    poolRunning: ({ context }) => unclaimedPool(context)?.type === 'Running',
+    /** A pool type this agent cannot serve: never provision the placeholder identity. */
+    poolUnsupported: ({ context }) => {
+      const type = unclaimedPool(context)?.type;
+      return type !== undefined && type !== 'None' && type !== 'Running';
+    },
+    /** Claimed, yet IMDS still calls the VM pre-provisioned: its data cannot be trusted to be the customer's. */
+    poolAfterClaim: ({ context }) => context.reprovision !== null && normalizePpsType(context.metadata?.ppsType) !== 'None',
+    stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
     passwordLoginsOff: (_, params: { metadata: InstanceMetadata }) => params.metadata.disablePasswordAuthentication,
@@ -172,6 +220,7 @@ export const provisioningMachine = setup({
     wireserverRetryInterval: ({ context }) =>
       context.terminating ? Math.min(200, seconds(context.config.wireserver.retry_interval_secs)) : seconds(context.config.wireserver.retry_interval_secs),
     wireserverTotalTimeout: ({ context }) => seconds(context.config.wireserver.total_retry_timeout_secs),
+    reprovisionPollInterval: ({ context }) => seconds(context.config.preprovisioning.poll_interval_secs),
     /** On SIGTERM the failure report gets a short budget so the agent exits within 2 s. */
     failureReportTimeout: ({ context }) =>
       context.terminating ? 1500 : seconds(context.config.wireserver.total_retry_timeout_secs),
@@ -202,6 +251,46 @@ export const provisioningMachine = setup({
         ]),
     }),
     recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
+    recordPoolType: assign({ ppsType: ({ context }) => unclaimedPool(context)?.type ?? context.ppsType }),
+    recordPoolUnsupported: assign(({ context }) => {
+      const pool = unclaimedPool(context)!;
+      return {
+        ppsType: pool.type,
+        failure: failure('PPS_UNSUPPORTED', [
+          ['error', `preprovisioning type ${pool.raw} is not supported by this agent; the placeholder identity was not provisioned`],
+          ['pps_type', pool.raw],
+          ['source', pool.source],
+        ]),
+      };
+    }),
+    recordPoolAfterClaim: assign({
+      failure: ({ context }) =>
+        failure('IMDS_INVALID', [
+          ['key', 'extended.compute.ppsType'],
+          ['value', context.metadata?.ppsType ?? ''],
+          ['error', 'IMDS still reports a preprovisioning type after the VM was claimed'],
+        ]),
+    }),
+    recordPoolReadyFailure: assign({ failure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    recordPoolReadyTimeout: assign({
+      failure: ({ context }) =>
+        failure('TIMEOUT', [['error', `the wireserver did not accept the pool's Ready within ${context.config.wireserver.total_retry_timeout_secs} s`]]),
+    }),
+    recordPollFailure: assign({
+      pollAttempts: ({ context }) => context.pollAttempts + 1,
+      pollError: (_, params: { error: unknown }) => pollErrorKind(toFailure(params.error)),
+    }),
+    /** The customer's document replaces everything the pool VM was given; the next pass reads IMDS afresh. */
+    recordClaim: assign({
+      reprovision: (_, params: { media: MediaMetadata }) => params.media,
+      metadata: null,
+      media: null,
+      imdsFailure: null,
+      plan: null,
+      pollAttempts: 0,
+      pollError: null,
+    }),
+    recordResumedWait: assign({ ppsType: 'Running' }),
     recordReadyTerminated: assign({
       terminating: true,
       reportFailure: () => failure('TERMINATED', [['error', 'received SIGTERM while reporting Ready']]),
@@ -220,6 +309,7 @@ export const provisioningMachine = setup({
         health: params.health,
         vmId: context.vmId,
         failure: params.health === HEALTH_FAILED ? context.failure : null,
+        ppsType: context.ppsType,
       });
     }),
     recordKvpFailure: assign({
@@ -241,6 +331,10 @@ export const provisioningMachine = setup({
     reportFailure: null,
     terminating: false,
     warnings: [],
+    ppsType: 'None',
+    reprovision: null,
+    pollAttempts: 0,
+    pollError: null,
   }),
   invoke: {
     id: 'kvp',
@@ -280,6 +374,12 @@ export const provisioningMachine = setup({
         onDone: [
           { guard: { type: 'markerProvisioned', params: ({ event }) => ({ state: event.output }) }, target: 'alreadyProvisioned' },
           { guard: { type: 'markerReportPending', params: ({ event }) => ({ state: event.output }) }, target: 'reportingReady' },
+          // Ready already reached the pool in an earlier boot: wait again, never report it twice.
+          {
+            guard: { type: 'markerWaitingForReuse', params: ({ event }) => ({ state: event.output }) },
+            target: '#provisioning.preprovisioned.waiting',
+            actions: 'recordResumedWait',
+          },
           { target: 'provisioning' },
         ],
         onError: { target: 'reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
@@ -296,7 +396,7 @@ export const provisioningMachine = setup({
               invoke: {
                 id: 'inProgressReport',
                 src: 'reportHealth',
-                input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_IN_PROGRESS, failure: null }),
+                input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_IN_PROGRESS, failure: null, ppsType: context.ppsType }),
                 onDone: 'sent',
                 onError: [
                   { guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) }, target: 'backoff' },
@@ -315,6 +415,9 @@ export const provisioningMachine = setup({
             gathering: {
               type: 'parallel',
               onDone: [
+                { guard: 'poolRunning', target: '#provisioning.preprovisioned', actions: 'recordPoolType' },
+                { guard: 'poolUnsupported', target: '#provisioning.reportingFailure', actions: 'recordPoolUnsupported' },
+                { guard: 'poolAfterClaim', target: '#provisioning.reportingFailure', actions: 'recordPoolAfterClaim' },
                 { guard: 'havePlan', target: 'validating', actions: assign({ plan: ({ context }) => planFrom(context) }) },
                 { target: '#provisioning.reportingFailure', actions: 'recordNoMetadata' },
               ],
@@ -375,7 +478,7 @@ export const provisioningMachine = setup({
                       invoke: {
                         id: 'media',
                         src: 'readMedia',
-                        input: ({ context }) => ({ config: context.config }),
+                        input: ({ context }) => ({ config: context.config, claimed: context.reprovision !== null }),
                         onDone: { target: 'read', actions: assign({ media: ({ event }) => event.output }) },
                         onError: {
                           target: 'unreadable',
@@ -414,14 +517,14 @@ export const provisioningMachine = setup({
                 hostname: {
                   initial: 'setting',
                   states: {
-                    setting: osStep('hostname', 'setHostname', 'done'),
+                    setting: osStep('hostname', 'setHostname', 'done', 'hostname'),
                     done: { type: 'final' },
                   },
                 },
                 account: {
                   initial: 'creatingUser',
                   states: {
-                    creatingUser: osStep('user', 'createUser', 'credentials'),
+                    creatingUser: osStep('user', 'createUser', 'credentials', 'user'),
                     // The password lives in /etc/shadow, the keys in the home: once the user exists, neither waits.
                     credentials: {
                       type: 'parallel',
@@ -430,14 +533,14 @@ export const provisioningMachine = setup({
                         password: {
                           initial: 'setting',
                           states: {
-                            setting: osStep('password', 'setPassword', 'done'),
+                            setting: osStep('password', 'setPassword', 'done', 'password'),
                             done: { type: 'final' },
                           },
                         },
                         sshKeys: {
                           initial: 'writing',
                           states: {
-                            writing: osStep('sshKeys', 'writeSshKeys', 'done'),
+                            writing: osStep('sshKeys', 'writeSshKeys', 'done', 'ssh-keys'),
                             done: { type: 'final' },
                           },
                         },
@@ -449,12 +552,82 @@ export const provisioningMachine = setup({
                 sshd: {
                   initial: 'configuring',
                   states: {
-                    configuring: osStep('sshd', 'configureSshd', 'done'),
+                    configuring: osStep('sshd', 'configureSshd', 'done', 'sshd'),
+                    done: { type: 'final' },
+                  },
+                },
+                customData: {
+                  initial: 'saving',
+                  states: {
+                    saving: osStep('customData', 'saveCustomData', 'done', 'custom-data'),
                     done: { type: 'final' },
                   },
                 },
               },
             },
+          },
+        },
+      },
+    },
+    /**
+     * A pool VM (PPS type Running): Ready goes to the pool, a durable marker records it, then `reprovisiondata` is
+     * polled with no deadline until the customer's ovf-env.xml arrives; provisioning then starts again with it.
+     */
+    preprovisioned: {
+      tags: [HEALTH_READY],
+      initial: 'reportingPoolReady',
+      states: {
+        reportingPoolReady: {
+          entry: { type: 'writeReportToKvp', params: { health: HEALTH_READY } },
+          initial: 'requesting',
+          after: { wireserverTotalTimeout: { target: '#provisioning.reportingFailure', actions: 'recordPoolReadyTimeout' } },
+          states: {
+            requesting: {
+              invoke: {
+                id: 'poolReadyReport',
+                src: 'reportHealth',
+                input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_READY, failure: null, ppsType: context.ppsType }),
+                onDone: '#provisioning.preprovisioned.markingWaiting',
+                onError: [
+                  { guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) }, target: 'backoff' },
+                  { target: '#provisioning.reportingFailure', actions: { type: 'recordPoolReadyFailure', params: ({ event }) => ({ error: event.error }) } },
+                ],
+              },
+            },
+            backoff: { after: { wireserverRetryInterval: 'requesting' } },
+          },
+        },
+        markingWaiting: {
+          invoke: {
+            id: 'waitingMarker',
+            src: 'markWaitingForReuse',
+            input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+            onDone: 'waiting',
+            onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+          },
+        },
+        waiting: {
+          initial: 'polling',
+          // The pool's Ready stands and the marker is down: stop quietly, the next boot waits again.
+          on: { TERMINATE: '#provisioning.waitingInterrupted' },
+          states: {
+            polling: {
+              invoke: {
+                id: 'reprovision',
+                src: 'pollReprovisionData',
+                input: ({ context }) => ({ config: context.config, attempt: context.pollAttempts + 1, previousError: context.pollError }),
+                onDone: { target: '#provisioning.provisioning', actions: { type: 'recordClaim', params: ({ event }) => ({ media: event.output }) } },
+                onError: [
+                  {
+                    guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
+                    target: 'pausing',
+                    actions: { type: 'recordPollFailure', params: ({ event }) => ({ error: event.error }) },
+                  },
+                  { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+                ],
+              },
+            },
+            pausing: { after: { reprovisionPollInterval: 'polling' } },
           },
         },
       },
@@ -507,6 +680,7 @@ export const provisioningMachine = setup({
     },
     provisioned: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('provisioned', context, true) },
     alreadyProvisioned: { type: 'final', output: ({ context }) => outputOf('already-provisioned', context, false) },
+    waitingInterrupted: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('waiting-for-reuse', context, true) },
     readyNotAccepted: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('failed', context, false) },
     markerNotWritten: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('failed', context, true) },
     failed: { type: 'final', tags: [HEALTH_FAILED], output: ({ context }) => outputOf('failed', context, true) },
@@ -514,9 +688,18 @@ export const provisioningMachine = setup({
   },
 });
 
-/** One OS step: invoke the named actor with the plan; any error fails the run. */
-function osStep(id: string, src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd', next: string) {
+/**
+ * One OS step: invoke the named actor with the plan; any error fails the run. A step left out by `--only`/`--skip`
+ * (config `[steps] skip`) goes straight on without starting its actor: the same chart, one guarded transition.
+ */
+function osStep(
+  id: string,
+  src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'saveCustomData',
+  next: string,
+  step: StepName,
+) {
   return {
+    always: { guard: { type: 'stepSkipped' as const, params: { step } }, target: next },
     invoke: {
       id,
       src,
@@ -551,6 +734,7 @@ function finalReportStates(
           vmId: context.vmId,
           health,
           failure: health === HEALTH_FAILED ? context.failure : null,
+          ppsType: context.ppsType,
         }),
         onDone: accepted,
         onError: [

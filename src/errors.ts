@@ -43,6 +43,9 @@ export const KINDS = {
   SUBPROCESS_FAILED: { reason: 'subprocess failed', exitCode: EXIT_FAILURE },
   TERMINATED: { reason: 'terminated', exitCode: EXIT_FAILURE },
   ALREADY_RUNNING: { reason: 'another instance is running', exitCode: EXIT_FAILURE },
+  PPS_UNSUPPORTED: { reason: 'unsupported preprovisioning type', exitCode: EXIT_FAILURE },
+  MISSING_CUSTOM_DATA: { reason: 'failure to read customData while hasCustomData=true', exitCode: EXIT_FAILURE },
+  CUSTOM_DATA_FAILED: { reason: 'failed to save custom data', exitCode: EXIT_FAILURE },
   UNHANDLED: { reason: 'unhandled error', exitCode: EXIT_FAILURE },
 } as const satisfies Record<string, Kind>;
 

@@ -8,16 +8,20 @@ import {
   HEALTH_FAILED,
   HEALTH_IN_PROGRESS,
   type KvpEvent,
+  type PollInput,
   type ProvisioningPlan,
   type ReportInput,
 } from '../../machines/provisioning.js';
 import { fetchInstanceMetadataOnce } from '../azure/imds.js';
+import { pollErrorKind, shouldLogPoll } from '../azure/pps.js';
+import { fetchReprovisionDataOnce } from '../azure/reprovision.js';
 import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure, type Failure } from '../errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
-import type { MarkerStore, Provisioner } from '../os/provisioner.js';
+import { parseOvfEnv } from '../os/ovf.js';
+import type { MarkerState, MarkerStore, Provisioner } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
 import { readVmId } from '../os/vmid.js';
@@ -81,8 +85,8 @@ export function provisioningActors(deps: ProvisioningDeps) {
         if (event.type !== 'kvp.report' || !deps.kvp) return;
         const encoded =
           event.health === HEALTH_FAILED && event.failure
-            ? deps.reports.failure(event.failure, event.vmId)
-            : deps.reports.success(event.vmId);
+            ? deps.reports.failure(event.failure, event.vmId, event.ppsType)
+            : deps.reports.success(event.vmId, event.ppsType);
         const written = deps.kvp.writeReport(encoded);
         const error = written ? undefined : (deps.kvp.lastError ?? 'unknown error');
         // The HTTP report still goes; this line is how the operator learns the host's copy is missing.
@@ -103,17 +107,18 @@ export function provisioningActors(deps: ProvisioningDeps) {
       return id.vmId;
     }),
 
-    checkMarker: fromPromise<'none' | 'provisioned' | 'report-pending', { config: Config; vmId: string }>(async ({ input }) => {
+    checkMarker: fromPromise<MarkerState, { config: Config; vmId: string }>(async ({ input }) => {
       const state = await deps.markers(input.config).state(input.vmId);
       if (state === 'provisioned') log.info({ vmId: input.vmId }, 'already provisioned; nothing to do');
       if (state === 'report-pending') log.info({ vmId: input.vmId }, 'provisioned earlier but Ready not accepted; reporting Ready');
+      if (state === 'waiting-for-reuse') log.info({ vmId: input.vmId }, 'pool VM: Ready reached the pool in an earlier boot; waiting again to be claimed');
       return state;
     }),
 
     reportHealth: fromPromise<void, ReportInput>(async ({ input, signal }) => {
       if (input.health === HEALTH_IN_PROGRESS && !input.config.wireserver.report_in_progress) return;
       const description =
-        input.health === HEALTH_FAILED && input.failure ? deps.reports.failure(input.failure, input.vmId) : undefined;
+        input.health === HEALTH_FAILED && input.failure ? deps.reports.failure(input.failure, input.vmId, input.ppsType) : undefined;
       const attempt = nextAttempt(`report ${input.health}`);
       let sent = true;
       try {
@@ -131,7 +136,9 @@ export function provisioningActors(deps: ProvisioningDeps) {
     fetchMetadata: fromPromise<InstanceMetadata, { config: Config }>(async ({ input, signal }) => {
       const attempt = nextAttempt('imds');
       try {
-        return await fetchInstanceMetadataOnce({ config: input.config.imds, signal });
+        const metadata = await fetchInstanceMetadataOnce({ config: input.config.imds, signal, secrets: deps.secrets });
+        if (metadata.userData === 'invalid') log.warn({ step: 'imds' }, 'IMDS compute.userData is not base64; it is not saved');
+        return metadata;
       } catch (error) {
         const { imds } = input.config;
         if (error instanceof BootstateError && error.retryable && !signal.aborted) {
@@ -141,8 +148,12 @@ export function provisioningActors(deps: ProvisioningDeps) {
       }
     }),
 
-    readMedia: fromPromise<MediaMetadata | null, { config: Config }>(async ({ input, signal }) => {
+    readMedia: fromPromise<MediaMetadata | null, { config: Config; claimed: boolean }>(async ({ input, signal }) => {
       if (!input.config.provisioning_media.enable) return null;
+      if (input.claimed) {
+        log.info({ step: 'media' }, 'claimed pool VM: the provisioning media holds the placeholder and is not read');
+        return null;
+      }
       try {
         return await deps.readMedia(input.config, deps.secrets, signal);
       } catch (error) {
@@ -156,6 +167,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
 
     validatePlan: fromPromise<ProvisioningPlan, PlanInput & { mediaFailure: Failure | null }>(async ({ input }) => {
       try {
+        checkCustomData(input, log);
         return await validatePlan(input, deps);
       } catch (error) {
         logFailure(log, 'validate', error);
@@ -176,6 +188,32 @@ export function provisioningActors(deps: ProvisioningDeps) {
         ? deps.provisioner.configureSshd(plan.passwordAuthentication, signal)
         : Promise.resolve({ backend: 'none', detail: 'sshd configuration disabled by config' }),
     ),
+
+    saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
+
+    markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
+      await deps.markers(input.config).markWaitingForReuse(input.vmId);
+      log.info({ step: 'pps', vmId: input.vmId }, 'pool VM reported Ready; waiting to be claimed (polling reprovisiondata)');
+    }),
+
+    pollReprovisionData: fromPromise<MediaMetadata, PollInput>(async ({ input, signal }) => {
+      let text: string;
+      try {
+        text = await fetchReprovisionDataOnce({ config: input.config.imds, signal });
+      } catch (error) {
+        const failure = toFailure(error);
+        const kind = pollErrorKind(failure);
+        if (!signal.aborted && shouldLogPoll(input.attempt, kind, input.previousError)) {
+          log.info({ step: 'pps', attempt: input.attempt, code: failure.code, kind }, `reprovisiondata poll ${input.attempt} failed: ${(error as Error).message}`);
+        }
+        throw error;
+      }
+      // Whatever the placeholder's media held (password, custom data) belongs to nobody now.
+      deps.secrets.clear();
+      const media = parseOvfEnv(text, { secrets: deps.secrets, device: 'reprovisiondata' });
+      log.info({ step: 'pps', polls: input.attempt }, `claimed after ${input.attempt} poll(s): provisioning with the customer's ovf-env.xml`);
+      return media;
+    }),
 
     markReportPending: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
       await deps.markers(input.config).markReportPending(input.vmId);
@@ -212,6 +250,22 @@ async function validatePlan(
 
 function fromFailure(failure: Failure, message: string): BootstateError {
   return new BootstateError(failure.code, message, { data: failure.data });
+}
+
+/**
+ * The platform said the owner gave custom data but none arrived (spec §3.4 MissingCustomData): a warning, or a
+ * failure with `[custom_data] require = true`.
+ */
+function checkCustomData({ config, plan }: PlanInput, log: Logger): void {
+  if (!plan.hasCustomData || plan.customDataFound) return;
+  const message = 'IMDS hasCustomData is true but no CustomData arrived in ovf-env.xml';
+  if (!config.custom_data.require) {
+    log.warn({ step: 'customData' }, `${message}; continuing ([custom_data] require = false)`);
+    return;
+  }
+  throw new BootstateError('MISSING_CUSTOM_DATA', message, {
+    data: [['error', message]],
+  });
 }
 
 /** Logs a failed step at error level with its kind and supporting data (which never carry secrets). */

@@ -10,21 +10,22 @@ export class ReportBook {
   #failure = new Map<string, string>();
 
   /** The encoded success report for `vmId`, created on first use. */
-  success(vmId: string): string {
-    let encoded = this.#success.get(vmId);
+  success(vmId: string, ppsType = 'None'): string {
+    const key = `${vmId}\u0000${ppsType}`;
+    let encoded = this.#success.get(key);
     if (encoded === undefined) {
-      encoded = encodeSuccessReport({ vmId });
-      this.#success.set(vmId, encoded);
+      encoded = encodeSuccessReport({ vmId, ppsType });
+      this.#success.set(key, encoded);
     }
     return encoded;
   }
 
   /** The encoded failure report for this failure and `vmId`, created on first use. */
-  failure(failure: Failure, vmId: string): string {
-    const key = `${vmId}\u0000${failure.code}\u0000${JSON.stringify(failure.data)}`;
+  failure(failure: Failure, vmId: string, ppsType = 'None'): string {
+    const key = `${vmId}\u0000${ppsType}\u0000${failure.code}\u0000${JSON.stringify(failure.data)}`;
     let encoded = this.#failure.get(key);
     if (encoded === undefined) {
-      encoded = encodeFailureReport(failure, { vmId });
+      encoded = encodeFailureReport(failure, { vmId, ppsType });
       this.#failure.set(key, encoded);
     }
     return encoded;

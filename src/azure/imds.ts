@@ -8,6 +8,8 @@ import type { ImdsConfig } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import type { InstanceMetadata } from './metadata.js';
 import { request } from './http.js';
+import { decodeBase64Data } from '../os/custom-data.js';
+import type { SecretStore } from '../secrets.js';
 import { AGENT } from '../version.js';
 
 /** Statuses IMDS uses while it is still starting up or throttling (azure-init's RETRY_CODES). */
@@ -22,6 +24,7 @@ const PasswordAuth = v.pipe(
 const InstanceDocument = v.object({
   compute: v.object({
     vmId: v.optional(v.string('expected a string')),
+    userData: v.optional(v.string('expected a string')),
     osProfile: v.object(
       {
         adminUsername: v.string('expected a string'),
@@ -57,7 +60,7 @@ const InstanceDocument = v.object({
  *   parseInstanceMetadata('{"compute":{"osProfile":{...},"publicKeys":[]}}').adminUsername
  * @throws BootstateError IMDS_PARSE for text that is not JSON, IMDS_INVALID (with `key=<path>`) for the wrong shape.
  */
-export function parseInstanceMetadata(text: string): InstanceMetadata {
+export function parseInstanceMetadata(text: string, secrets?: SecretStore): InstanceMetadata {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -82,7 +85,14 @@ export function parseInstanceMetadata(text: string): InstanceMetadata {
     });
   }
   const { compute, extended } = result.output;
+  let userData: InstanceMetadata['userData'];
+  if (compute.userData && compute.userData.trim() !== '') {
+    const bytes = decodeBase64Data(compute.userData);
+    userData = bytes ? 'present' : 'invalid';
+    if (bytes) secrets?.set('userData', bytes);
+  }
   return {
+    ...(userData ? { userData } : {}),
     vmId: compute.vmId ?? null,
     adminUsername: compute.osProfile.adminUsername,
     computerName: compute.osProfile.computerName,
@@ -96,6 +106,8 @@ export function parseInstanceMetadata(text: string): InstanceMetadata {
 export interface FetchInstanceMetadataOptions {
   config: ImdsConfig;
   signal?: AbortSignal;
+  /** Receives the decoded `compute.userData`. */
+  secrets?: SecretStore;
   /** Overrides the fresh UUIDv4 sent as `x-ms-client-request-id` (tests, correlation). */
   requestId?: string;
 }
@@ -139,5 +151,5 @@ export async function fetchInstanceMetadataOnce(options: FetchInstanceMetadataOp
       retryable: true,
     });
   }
-  return parseInstanceMetadata(text);
+  return parseInstanceMetadata(text, options.secrets);
 }

@@ -8,6 +8,8 @@ export interface InstanceMetadata {
   publicKeys: string[];
   hasCustomData: boolean;
   ppsType: string;
+  /** `compute.userData` was present: decoded into the SecretStore (`present`) or not base64 (`invalid`). */
+  userData?: 'present' | 'invalid';
 }
 
 /** What the provisioning media (ovf-env.xml) told us. The password never appears here: see SecretStore. */

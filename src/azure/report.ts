@@ -25,6 +25,8 @@ const MARK_BYTES = Buffer.byteLength(MARK);
 
 export interface ReportOptions {
   vmId: string;
+  /** The preprovisioning type of this VM (`None`, `Running`, `Savable`, `PreprovisionedOSDisk`, `Unknown`). */
+  ppsType?: string;
   /** Defaults to now. */
   timestamp?: Date;
 }
@@ -39,7 +41,7 @@ export function encodeSuccessReport(options: ReportOptions & { extra?: Supportin
   const head: SupportingData = [
     ['result', 'success'],
     ['agent', AGENT],
-    ['pps_type', 'None'],
+    ['pps_type', bounded(options.ppsType ?? 'None', 32)],
     ['vm_id', bounded(options.vmId, 64)],
     ['timestamp', formatTimestamp(options.timestamp ?? new Date())],
   ];
@@ -59,7 +61,7 @@ export function encodeFailureReport(failure: Failure, options: ReportOptions): s
     ['agent', AGENT],
   ];
   const tail: SupportingData = [
-    ['pps_type', 'None'],
+    ['pps_type', bounded(options.ppsType ?? 'None', 32)],
     ['vm_id', bounded(options.vmId, 64)],
     ['timestamp', formatTimestamp(options.timestamp ?? new Date())],
     ['documentation_url', DOCUMENTATION_URL],

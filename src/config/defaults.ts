@@ -73,6 +73,31 @@ export interface MonitorConfig {
   request_timeout_secs: number;
 }
 
+export interface PreprovisioningConfig {
+  /** Pause between two polls of `reprovisiondata` while a pool VM waits to be claimed (cloud-init: 1 s). */
+  poll_interval_secs: number;
+}
+
+export interface CustomDataConfig {
+  /** Where OVF CustomData is saved, decoded; empty means `<data_dir>/CustomData`. */
+  custom_data_path: string;
+  /** Where IMDS `compute.userData` is saved, decoded; empty means `<data_dir>/UserData`. */
+  user_data_path: string;
+  /** Also write CustomData to WALinuxAgent's `/var/lib/waagent/CustomData`. */
+  waagent_compat: boolean;
+  /** Fail provisioning (MissingCustomData) when the platform had custom data and none arrived. */
+  require: boolean;
+}
+
+/** Names of the OS steps `--only` and `--skip` choose from. */
+export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'custom-data'] as const;
+export type StepName = (typeof STEP_NAMES)[number];
+
+export interface StepsConfig {
+  /** OS steps left out of this run (they are reported as skipped, never run). */
+  skip: StepName[];
+}
+
 export interface JournalConfig {
   enable: boolean;
   keep: number;
@@ -90,6 +115,9 @@ export interface Config {
   telemetry: TelemetryConfig;
   monitor: MonitorConfig;
   journal: JournalConfig;
+  preprovisioning: PreprovisioningConfig;
+  custom_data: CustomDataConfig;
+  steps: StepsConfig;
   /** Where markers, journals and state live (azure-init: `azure_init_data_dir.path`). */
   data_dir: { path: string };
   /** Log file (azure-init: `azure_init_log_path.path`). Empty string disables the file. */
@@ -146,9 +174,15 @@ export const DEFAULT_CONFIG: Config = {
     request_timeout_secs: 10,
   },
   journal: { enable: true, keep: 20 },
+  preprovisioning: { poll_interval_secs: 1 },
+  custom_data: { custom_data_path: '', user_data_path: '', waagent_compat: false, require: false },
+  steps: { skip: [] },
   data_dir: { path: '/var/lib/bootstate' },
   log_path: { path: '/var/log/bootstate.log' },
 };
+
+/** WALinuxAgent's copy of the custom data (`[custom_data] waagent_compat`). */
+export const WAAGENT_CUSTOM_DATA_PATH = '/var/lib/waagent/CustomData';
 
 export const SYSTEM_CONFIG_FILE = '/etc/bootstate/bootstate.toml';
 export const SYSTEM_CONFIG_DROPIN_DIR = '/etc/bootstate/bootstate.toml.d';

@@ -4,6 +4,7 @@
  * are accepted so an azure-init file carries over unchanged.
  */
 import * as v from 'valibot';
+import { STEP_NAMES } from './defaults.js';
 
 /** The longest delay a Node timer honours (2^31−1 ms); a longer one fires after 1 ms instead. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -84,6 +85,14 @@ const sections = {
     request_timeout_secs: positiveSecs,
   }),
   journal: v.strictObject({ enable: v.boolean(), keep: count(0, 10_000) }),
+  preprovisioning: v.strictObject({ poll_interval_secs: positiveSecs }),
+  custom_data: v.strictObject({
+    custom_data_path: v.union([v.literal(''), absolutePath]),
+    user_data_path: v.union([v.literal(''), absolutePath]),
+    waagent_compat: v.boolean(),
+    require: v.boolean(),
+  }),
+  steps: v.strictObject({ skip: v.array(v.picklist(STEP_NAMES)) }),
   data_dir: v.strictObject({ path: absolutePath }),
   log_path: v.strictObject({ path: v.string() }),
 };

@@ -1,6 +1,7 @@
 /**
  * The provisioned marker (spec §8.8) and the durable "report pending" state: `<data_dir>/<vm_id>.provisioned`
- * and `<data_dir>/<vm_id>.report-pending`, empty files. A new VM id finds neither. An empty file has no content
+ * `<data_dir>/<vm_id>.report-pending` and, for a pool VM, `<data_dir>/<vm_id>.waiting-for-reuse`: empty files. A new
+ * VM id finds none of them. An empty file has no content
  * to tear, so it is created in place rather than through a temp file and a rename; what each one must survive
  * decides its fsyncs (docs/durability.md): report-pending is durable before Ready is sent (file and directory
  * fsync); provisioned needs only its directory entry durable before report-pending is removed, and that removal
@@ -10,12 +11,13 @@ import { constants } from 'node:fs';
 import { chmod, lstat, mkdir, open, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
-import type { MarkerStore } from './provisioner.js';
+import type { MarkerState, MarkerStore } from './provisioner.js';
 import { syncDir } from './atomic.js';
 import { checkRegular, kindOf, UnexpectedFileError } from './open-regular.js';
 
 const PROVISIONED = '.provisioned';
 const PENDING = '.report-pending';
+const WAITING = '.waiting-for-reuse';
 
 /**
  * Where azure-init keeps its `<vm_id>.provisioned` marker by default (its `[azure_init_data_dir] path`). An image
@@ -28,20 +30,22 @@ export class FileMarkerStore implements MarkerStore {
   /** `peerDirs`: other agents' data directories whose `<vm_id>.provisioned` also counts (read only, never cleaned). */
   constructor(readonly dataDir: string, readonly peerDirs: readonly string[] = []) {}
 
-  /** `provisioned` (ours or a peer's) wins over `report-pending`; names are matched case-insensitively. */
-  async state(vmId: string): Promise<'none' | 'provisioned' | 'report-pending'> {
+  /** `provisioned` (ours or a peer's) wins over `report-pending`, then `waiting-for-reuse`; names match case-insensitively. */
+  async state(vmId: string): Promise<MarkerState> {
     const want = vmId.toLowerCase();
     const names = (await this.#names()) ?? [];
     const found = (suffix: string) => names.filter((n) => n.toLowerCase() === want + suffix);
     const provisioned = found(PROVISIONED);
     const pending = found(PENDING);
-    for (const name of [...provisioned, ...pending]) await this.#checkRegular(name);
+    const waiting = found(WAITING);
+    for (const name of [...provisioned, ...pending, ...waiting]) await this.#checkRegular(name);
     if (provisioned.length > 0) return 'provisioned';
     for (const dir of this.peerDirs) {
       const peer = await readdir(dir).catch(() => [] as string[]);
       if (peer.some((n) => n.toLowerCase() === want + PROVISIONED)) return 'provisioned';
     }
     if (pending.length > 0) return 'report-pending';
+    if (waiting.length > 0) return 'waiting-for-reuse';
     return 'none';
   }
 
@@ -63,12 +67,18 @@ export class FileMarkerStore implements MarkerStore {
     await this.#create(vmId.toLowerCase() + PENDING, { syncFile: true });
   }
 
-  /** Records that Ready was accepted, then drops the pending state. */
+  /** Durable before the wait starts: a reboot that lost it would report Ready to the pool a second time. */
+  async markWaitingForReuse(vmId: string): Promise<void> {
+    await this.#create(vmId.toLowerCase() + WAITING, { syncFile: true });
+  }
+
+  /** Records that Ready was accepted, then drops the pending and waiting states. */
   async markProvisioned(vmId: string): Promise<void> {
     // Ready was accepted: losing this marker in a crash only means Ready is sent once more on the next boot.
     await this.#create(vmId.toLowerCase() + PROVISIONED, { syncFile: false });
     const names = (await this.#names()) ?? [];
-    const pending = names.filter((n) => n.toLowerCase() === vmId.toLowerCase() + PENDING);
+    const done = [vmId.toLowerCase() + PENDING, vmId.toLowerCase() + WAITING];
+    const pending = names.filter((n) => done.includes(n.toLowerCase()));
     try {
       for (const name of pending) await rm(path.join(this.dataDir, name), { force: true });
     } catch (error) {
@@ -86,7 +96,7 @@ export class FileMarkerStore implements MarkerStore {
     }
     const removed: string[] = [];
     try {
-      for (const name of names.filter((n) => n.endsWith(PROVISIONED) || n.endsWith(PENDING))) {
+      for (const name of names.filter((n) => n.endsWith(PROVISIONED) || n.endsWith(PENDING) || n.endsWith(WAITING))) {
         const file = path.join(this.dataDir, name);
         await rm(file);
         removed.push(file);

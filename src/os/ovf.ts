@@ -2,12 +2,13 @@
  * Parses Azure's ovf-env.xml (spec §7.2) namespace-aware: elements are matched by namespace URI and local name,
  * so `wa:`, `ns1:` and default-namespace producers all work. A DOCTYPE is rejected outright and entities are
  * never expanded (only the five predefined ones and character references are decoded), so no entity attack
- * (billion laughs, external entities) can reach the parser. The password goes into the SecretStore only.
+ * (billion laughs, external entities) can reach the parser. The password and the decoded CustomData go into the SecretStore only.
  */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import type { MediaMetadata } from '../azure/metadata.js';
 import { BootstateError, escapeValue } from '../errors.js';
 import type { SecretStore } from '../secrets.js';
+import { decodeBase64Data } from './custom-data.js';
 import { validatePassword } from './validate.js';
 
 export const OVF_NS = 'http://schemas.dmtf.org/ovf/environment/1';
@@ -79,6 +80,12 @@ function fromEnvironment(env: Element | undefined, options: ParseOvfOptions): Me
   if (password.length > 0) {
     validatePassword(password);
     options.secrets?.setPassword(password);
+  }
+  const customData = field('CustomData')?.text ?? '';
+  if (customData.replace(/\s+/g, '').length > 0) {
+    const bytes = decodeBase64Data(customData);
+    if (!bytes) throw invalid('CustomData is not valid base64');
+    options.secrets?.set('customData', bytes);
   }
   const disable = field('DisableSshPasswordAuthentication');
   const keys = single(single(linux, 'SSH', WA_NS) ?? emptyElement(), 'PublicKeys', WA_NS);

@@ -37,13 +37,22 @@ export interface Provisioner {
   setPassword(username: string, secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
   writeSshKeys(request: SshKeysRequest, signal: AbortSignal): Promise<StepResult>;
   configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult>;
+  /** Saves the custom data and user data held in `secrets` as 0600 root files (config `[custom_data]`). */
+  saveCustomData(secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
 }
+
+/**
+ * What the markers say about a VM id. `provisioned`: Ready was accepted; `report-pending`: provisioning done, Ready
+ * not yet accepted; `waiting-for-reuse`: a pool VM reported Ready to the pool and waits to be claimed.
+ */
+export type MarkerState = 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse';
 
 /** Provisioned-marker store keyed by VM id (see spec §8.8 and the "report pending" state). */
 export interface MarkerStore {
-  /** `provisioned`: Ready was accepted; `report-pending`: provisioning done, Ready not yet accepted. */
-  state(vmId: string): Promise<'none' | 'provisioned' | 'report-pending'>;
+  state(vmId: string): Promise<MarkerState>;
   markReportPending(vmId: string): Promise<void>;
+  /** Records that Ready reached the pool, so a reboot resumes waiting instead of reporting again. */
+  markWaitingForReuse(vmId: string): Promise<void>;
   markProvisioned(vmId: string): Promise<void>;
   clean(options: { logs: boolean; logPath: string }): Promise<string[]>;
 }

@@ -11,6 +11,7 @@ import { resolveAuthorizedKeysFiles } from './authorized-keys-file.js';
 import { sshdDumpFlags } from './sshd-capability.js';
 import { tryBackends, type OsContext } from './backends.js';
 import { run as defaultRun, type Runner } from './exec.js';
+import { saveCustomData } from './custom-data.js';
 import { HOSTNAME_BACKENDS } from './hostname.js';
 import { PASSWORD_BACKENDS } from './password.js';
 import { under } from './paths.js';
@@ -67,6 +68,10 @@ export class RealProvisioner implements Provisioner {
       detail: `${result.detail ?? ''}; ${sudo.detail}`,
       warnings: [...(result.warnings ?? []), ...(sudo.warnings ?? [])],
     };
+  }
+
+  async saveCustomData(secrets: SecretStore, _signal: AbortSignal): Promise<StepResult> {
+    return saveCustomData(this.config, secrets, this.context);
   }
 
   /** Locks the password, or sets it from `secrets` through chpasswd's stdin. */

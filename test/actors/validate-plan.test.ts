@@ -26,7 +26,8 @@ function harness(readMedia: ProvisioningDeps['readMedia'] = async () => null) {
 }
 
 const plan = (changes: Partial<ProvisioningPlan> = {}): ProvisioningPlan => ({
-  source: 'imds', username: 'azureuser', hostname: 'web-01', groups: [], sshKeys: [keyLine()], passwordAuthentication: false, passwordProvided: false, ...changes,
+  source: 'imds', username: 'azureuser', hostname: 'web-01', groups: [], sshKeys: [keyLine()], passwordAuthentication: false, passwordProvided: false,
+  hasCustomData: false, customDataFound: false, ...changes,
 });
 
 async function validate(input: { plan: ProvisioningPlan; mediaFailure: Failure | null }): Promise<{ output?: ProvisioningPlan; error?: BootstateError; lines: Array<Record<string, unknown>> }> {
@@ -70,7 +71,7 @@ describe('readMedia', () => {
     const { actors, lines } = harness(async () => {
       throw new BootstateError('PASSWORD_TOO_LONG', 'password is longer than 72 characters');
     });
-    const actor = createActor(actors.readMedia, { input: { config: DEFAULT_CONFIG } });
+    const actor = createActor(actors.readMedia, { input: { config: DEFAULT_CONFIG, claimed: false } });
     actor.start();
     await expect(toPromise(actor)).rejects.toMatchObject({ code: 'PASSWORD_TOO_LONG' });
     expect(lines).toContainEqual(expect.objectContaining({ level: 40, step: 'media', code: 'PASSWORD_TOO_LONG', msg: expect.stringContaining('provisioning media unusable') }));

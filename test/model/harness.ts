@@ -39,6 +39,9 @@ const GATED = [
   'configureSshd',
   'markReportPending',
   'markProvisioned',
+  'saveCustomData',
+  'markWaitingForReuse',
+  'pollReprovisionData',
 ] as const;
 
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -221,5 +224,5 @@ export async function pastMarker(run: Run, config: unknown, vmId: string, marker
 /** Completes validation and every OS step with the plan each was given. */
 export async function throughOs(run: Run) {
   await run.resolve('validate', run.pending('validate').input.plan);
-  for (const id of ['hostname', 'user', 'password', 'sshKeys', 'sshd']) await run.resolve(id);
+  for (const id of ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData']) await run.resolve(id);
 }

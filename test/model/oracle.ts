@@ -33,7 +33,7 @@ export interface SeenFailure {
 export interface SeenOutput {
   /** The last state the journal records. */
   state: 'provisioned' | 'alreadyProvisioned' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
-  result: 'provisioned' | 'already-provisioned' | 'failed';
+  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'failed';
   exitCode: number;
   code?: ErrorCode;
   reported: boolean;

@@ -72,6 +72,7 @@ const REPORTS = [
   { state: { provisioning: { inProgress: 'sending' } }, id: 'inProgressReport', health: HEALTH_IN_PROGRESS },
   { state: { reportingReady: 'requesting' }, id: 'readyReport', health: HEALTH_READY },
   { state: { reportingFailure: 'requesting' }, id: 'failureReport', health: HEALTH_FAILED },
+  { state: { preprovisioned: { reportingPoolReady: 'requesting' } }, id: 'poolReadyReport', health: HEALTH_READY },
 ] as const;
 
 function checkState(run: Run, expected: AnyMachineSnapshot) {
@@ -106,6 +107,7 @@ function checkState(run: Run, expected: AnyMachineSnapshot) {
       health: report.health,
       vmId: context.vmId,
       failure: report.health === HEALTH_FAILED ? context.failure : null,
+      ppsType: context.ppsType,
     });
   }
 

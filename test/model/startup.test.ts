@@ -13,7 +13,7 @@ describe('startup', () => {
     expect(run.actor.getSnapshot().value).toEqual({ reportingFailure: 'requesting' });
     const report = run.pending('failureReport');
     expect(report.input).toMatchObject({ health: HEALTH_FAILED, vmId: VM_ID, failure: { reason: 'failed to load config' } });
-    expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_FAILED, vmId: VM_ID, failure: report.input.failure }]);
+    expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_FAILED, vmId: VM_ID, failure: report.input.failure, ppsType: 'None' }]);
     expect(run.gates.some((g) => g.id === 'marker')).toBe(false);
 
     await run.resolve('failureReport');
@@ -43,7 +43,7 @@ describe('startup', () => {
     expect(run.actor.getSnapshot().value).toEqual({ reportingReady: 'requesting' });
     expect(run.actor.getSnapshot().hasTag(HEALTH_READY)).toBe(true);
     expect(run.pending('readyReport').input).toMatchObject({ health: HEALTH_READY, vmId: VM_ID, failure: null });
-    expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_READY, vmId: VM_ID, failure: null }]);
+    expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_READY, vmId: VM_ID, failure: null, ppsType: 'None' }]);
 
     await run.resolve('readyReport');
     await run.resolve('provisionedMarker');

@@ -21,6 +21,12 @@ export const TEST_CONFIG: Config = {
   wireserver: { ...DEFAULT_CONFIG.wireserver, retry_interval_secs: 1, total_retry_timeout_secs: 60 },
 };
 
+/** The same config with every OS step left out (`--only` with nothing, or `--skip` of them all). */
+export const TEST_CONFIG_SKIP_ALL: Config = {
+  ...TEST_CONFIG,
+  steps: { skip: ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'custom-data'] },
+};
+
 export const VM_ID = '6f0c2a5e-0000-4000-8000-00000000c0de';
 
 export const METADATA: InstanceMetadata = {
@@ -49,17 +55,32 @@ export const MEDIA_WITH_USERNAME: MediaMetadata = {
 
 export const MEDIA_WITHOUT_USERNAME: MediaMetadata = { ...MEDIA_WITH_USERNAME, username: null, hostname: null };
 
+/** IMDS of a pool VM of the type this agent serves, and of one it cannot serve. */
+export const METADATA_POOL_RUNNING: InstanceMetadata = { ...METADATA, adminUsername: 'placeholder', computerName: 'pool-vm', ppsType: 'Running' };
+export const METADATA_POOL_SAVABLE: InstanceMetadata = { ...METADATA_POOL_RUNNING, ppsType: 'Savable' };
+
+/** The customer's ovf-env.xml, as `reprovisiondata` delivers it once the pool VM is claimed. */
+export const MEDIA_CUSTOMER: MediaMetadata = {
+  ...MEDIA_WITH_USERNAME,
+  username: 'customer',
+  hostname: 'vm-customer',
+  customDataPresent: true,
+  device: 'reprovisiondata',
+};
+
 /** Done payloads per invoke id; `validate` returns the plan it was given with the hostname changed. */
 export function donePayloads(invokeId: string, context: ProvisioningContext): unknown[] {
   switch (invokeId) {
     case 'config':
-      return [TEST_CONFIG];
+      return [TEST_CONFIG, TEST_CONFIG_SKIP_ALL];
     case 'vmId':
       return [VM_ID];
     case 'marker':
-      return ['none', 'provisioned', 'report-pending'];
+      return ['none', 'provisioned', 'report-pending', 'waiting-for-reuse'];
     case 'imds':
-      return [METADATA, METADATA_PASSWORD_LOGINS];
+      return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE];
+    case 'reprovision':
+      return [MEDIA_CUSTOMER];
     case 'media':
       return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME];
     case 'validate':
@@ -75,6 +96,9 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'sshd':
     case 'pendingMarker':
     case 'provisionedMarker':
+    case 'customData':
+    case 'poolReadyReport':
+    case 'waitingMarker':
       return [undefined];
     default:
       throw new Error(`no done payload for invoke '${invokeId}': add one to test/model/support.ts`);
@@ -100,6 +124,10 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   provisionedMarker: 'MARKER_FAILED',
   failureReport: 'HTTP_STATUS',
   kvp: 'KVP_FAILED',
+  customData: 'CUSTOM_DATA_FAILED',
+  poolReadyReport: 'HTTP_STATUS',
+  waitingMarker: 'MARKER_FAILED',
+  reprovision: 'OVF_INVALID',
 };
 
 const errorCache = new Map<string, BootstateError>();
@@ -207,7 +235,7 @@ const under = (node: AnyStateNode, path: string) => node.path.join('.') === path
 const SEQUENTIAL_REGIONS: Record<string, string[]> = {
   // IMDS first, so an answer with password logins off leaves gathering while the media read is still running.
   'provisioning.work.gathering': ['imds', 'media'],
-  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd'],
+  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'customData'],
   'provisioning.work.configuringOs.account.credentials': ['password', 'sshKeys'],
 };
 
@@ -243,6 +271,8 @@ export function mayMove(snapshot: AnyMachineSnapshot, node: AnyStateNode): boole
 export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
   if (snapshot.status !== 'active') return [];
   const context = snapshot.context as ProvisioningContext;
+  // A config that skips steps only changes the OS steps: one straight path through the rest reaches its transitions.
+  const straight = context.config.steps.skip.length > 0;
   const events: ModelEvent[] = [];
   const delayed: Array<{ type: string; ms: number }> = [];
   for (const node of snapshot._nodes) {
@@ -250,7 +280,9 @@ export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
     for (const [type, transitions] of node.transitions) {
       if (type.startsWith('xstate.done.actor.')) {
         const id = type.slice('xstate.done.actor.'.length);
-        for (const output of donePayloads(id, context)) events.push({ type, output });
+        for (const output of donePayloads(id, context).slice(0, straight ? 1 : undefined)) events.push({ type, output });
+      } else if (straight) {
+        continue;
       } else if (type.startsWith('xstate.error.actor.')) {
         const id = type.slice('xstate.error.actor.'.length);
         // The root KVP writer can fail anywhere; failing it once, before anything else runs, covers its edge.
@@ -268,6 +300,7 @@ export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
       }
     }
   }
+  if (straight) return events;
   const first = Math.min(...delayed.map((d) => d.ms));
   for (const d of delayed) if (d.ms === first) events.push({ type: d.type });
   return events;
@@ -292,6 +325,9 @@ export function serializeState(snapshot: AnyMachineSnapshot, event: EventObject 
     metadata: context.metadata !== null,
     media: mediaKey(context.media),
     terminating: context.terminating,
+    pps: context.metadata?.ppsType ?? null,
+    claimed: context.reprovision !== null,
+    skip: context.config.steps.skip.length,
   });
 }
 
@@ -302,6 +338,8 @@ export function expectedHealth(snapshot: AnyMachineSnapshot): Health | null {
     case 'provisioning':
       return HEALTH_IN_PROGRESS;
     case 'reportingReady':
+    case 'preprovisioned':
+    case 'waitingInterrupted':
     case 'markingProvisioned':
     case 'provisioned':
     case 'readyNotAccepted':
@@ -320,6 +358,7 @@ export function expectedHealth(snapshot: AnyMachineSnapshot): Health | null {
 export const FINAL_OUTPUT: Record<string, Pick<ProvisioningOutput, 'result' | 'reported'>> = {
   provisioned: { result: 'provisioned', reported: true },
   alreadyProvisioned: { result: 'already-provisioned', reported: false },
+  waitingInterrupted: { result: 'waiting-for-reuse', reported: true },
   readyNotAccepted: { result: 'failed', reported: false },
   markerNotWritten: { result: 'failed', reported: true },
   failed: { result: 'failed', reported: true },
