@@ -13,6 +13,7 @@ import { DryRunReporter } from './azure/dry-run-reporter.js';
 import { HealthReporter } from './azure/wireserver.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
 import { loadConfig } from './config/load.js';
+import type { StepSelection } from './config/steps.js';
 import { EXIT_FAILURE, toFailure, type Failure } from './errors.js';
 import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
 import { createJournal } from './inspect/journal.js';
@@ -57,6 +58,8 @@ export interface ProvisionOptions {
   inspect?: (event: InspectionEvent) => void;
   /** Install handlers for TERMINATING_SIGNALS that send TERMINATE (the CLI does; tests running in-process do not). */
   handleSignals?: boolean;
+  /** `--only` / `--skip`: OS steps this run leaves out, merged into `[steps] skip`. */
+  steps?: StepSelection;
   /** Where stderr log lines go; default fd 2. */
   stderr?: { write(line: string): unknown };
   /** `--log-format`: stderr as JSON or text lines (default: text under systemd). */
@@ -89,7 +92,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     (result) => ({ ok: true as const, config: adjust(result.config), warnings: result.warnings }),
     (error: unknown) => ({ ok: false as const, error, config: adjust(DEFAULT_CONFIG), warnings: [] }),
   );
-  const config = loaded.config;
+  const config = withSkippedSteps(loaded.config, options.steps);
   if (!loaded.ok && options.scratchDir) {
     // A dry run must not fall back to the defaults: they point at this machine's /var and the real fabric.
     const failure = toFailure(loaded.error);
@@ -115,6 +118,9 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     sinks,
   });
   for (const warning of loaded.warnings) log.warn({ step: 'config' }, warning);
+  for (const step of config.steps.skip) {
+    log.info({ step, skipped: true }, `step ${step} skipped (${options.steps?.why[step] ?? '[steps] skip in the configuration'})`);
+  }
   if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
 
   let instance: InstanceLock | null = null;
@@ -160,7 +166,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   let kvpReport = 'off';
   const actors = provisioningActors({
     log,
-    loadConfig: () => (loaded.ok ? Promise.resolve(loaded.config) : Promise.reject(loaded.error)),
+    loadConfig: () => (loaded.ok ? Promise.resolve(config) : Promise.reject(loaded.error)),
     sysRoot: options.sysRoot ?? '/',
     provisioner,
     markers: (c) => new FileMarkerStore(c.data_dir.path, [AZURE_INIT_DATA_DIR]),
@@ -299,6 +305,12 @@ function factsOf(failure: Failure): Array<[string, string]> {
 /** ` (key=value, …)`, or nothing when there are no facts. */
 function inParentheses(facts: Array<[string, string]>): string {
   return facts.length > 0 ? ` (${facts.map(([key, value]) => `${key}=${value}`).join(', ')})` : '';
+}
+
+/** The config with the steps `--only`/`--skip` leave out added to `[steps] skip`. */
+function withSkippedSteps(config: Config, steps: StepSelection | undefined): Config {
+  if (!steps || steps.skip.length === 0) return config;
+  return { ...config, steps: { skip: [...new Set([...config.steps.skip, ...steps.skip])] } };
 }
 
 /** One failure report outside the chart (KVP, then one HTTP attempt bounded by 10 s); whether it was accepted. */

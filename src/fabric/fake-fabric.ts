@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import { type Behaviour, type OkAnswer, type RecordedRequest, type RouteName, Script, play } from './behaviours.js';
 import { exampleImdsDocument } from './imds-document.js';
+import { ovfDocument } from './ovf-document.js';
 
 export type { Behaviour, RecordedRequest, RouteName } from './behaviours.js';
 
@@ -33,6 +34,15 @@ export interface FakeFabricOptions {
   imdsDocument?: unknown;
   /** Called with every request once its body has arrived (serve.ts appends them to the record file). */
   onRequest?: (request: RecordedRequest) => void;
+}
+
+export interface PoolVm {
+  type?: string;
+  /** IMDS document after the claim; default the §1.4 example for user `customer`, host `customer-vm`. */
+  customerDocument?: Record<string, any>;
+  /** ovf-env.xml served after the claim; default one matching the customer's document. */
+  customerOvf?: string;
+  claimAtPoll?: number;
 }
 
 export interface FakeFabric {
@@ -61,6 +71,14 @@ export interface FakeFabric {
   setBehaviour(route: RouteName, ...behaviours: Behaviour[]): void;
   /** Replaces the document IMDS serves on 'ok'. */
   setImdsDocument(document: unknown): void;
+  /**
+   * Makes this VM a pool VM of `type` (IMDS `ppsType`, placeholder identity) that `reprovisiondata` answers 404
+   * for until claimed: by `claim()`, or by itself at poll number `claimAtPoll`. Claiming switches IMDS to the
+   * customer's document and `reprovisiondata` to the customer's ovf-env.xml.
+   */
+  setPreprovisioned(pool: PoolVm): void;
+  /** Claims the pool VM now. */
+  claim(): void;
   /** Requests that reached one route, in arrival order. */
   requestsTo(route: RouteName): RecordedRequest[];
   /** Resolves once `count` requests have reached `route`. */
@@ -75,9 +93,16 @@ const SUPPORTED_VERSIONS = ['2015-09-01', '2012-11-30'];
 /** Starts the three fabric services and resolves when all of them listen. */
 export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<FakeFabric> {
   const scripts = new Map<RouteName, Script>(
-    (['imds', 'health', 'healthService', 'hostPluginHealth', 'hostPluginVersions'] as const).map((r) => [r, new Script()]),
+    (['imds', 'reprovision', 'health', 'healthService', 'hostPluginHealth', 'hostPluginVersions'] as const).map((r) => [r, new Script()]),
   );
   let document: unknown = options.imdsDocument ?? exampleImdsDocument();
+  let pool: { customerDocument: Record<string, any>; customerOvf: string; claimAtPoll?: number } | null = null;
+  let claimedOvf: string | null = null;
+  const claim = () => {
+    if (!pool) throw new Error('fake fabric: no pool VM to claim (setPreprovisioned first)');
+    document = pool.customerDocument;
+    claimedOvf = pool.customerOvf;
+  };
   const requests: RecordedRequest[] = [];
   const reports: unknown[] = [];
   const waiters = new Set<() => void>();
@@ -85,6 +110,10 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
   const okAnswer = (route: RouteName): OkAnswer => {
     const json = { 'content-type': 'application/json; charset=utf-8' };
     if (route === 'imds') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(document)) };
+    if (route === 'reprovision') {
+      if (claimedOvf === null) return { status: 404, headers: json, body: Buffer.from('{"error":"Not found"}') };
+      return { status: 200, headers: { 'content-type': 'text/xml; charset=utf-8' }, body: Buffer.from(claimedOvf) };
+    }
     if (route === 'hostPluginVersions') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(SUPPORTED_VERSIONS)) };
     return { status: 200, headers: {}, body: Buffer.alloc(0) };
   };
@@ -102,12 +131,15 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
       receivedAt: Date.now(),
     };
     requests.push(recorded);
+    if (recorded.route === 'reprovision' && pool?.claimAtPoll !== undefined && claimedOvf === null) {
+      if (requests.filter((r) => r.route === 'reprovision').length >= pool.claimAtPoll) claim();
+    }
     if (recorded.route === 'health') reports.push(parseOrRaw(recorded.body));
     options.onRequest?.(recorded);
     for (const wake of waiters) wake();
 
     if (recorded.route === null) return play(res, { status: 404, body: 'not found' }, okAnswer('health'), recorded);
-    if (recorded.route === 'imds' && String(req.headers.metadata).toLowerCase() !== 'true') {
+    if ((recorded.route === 'imds' || recorded.route === 'reprovision') && String(req.headers.metadata).toLowerCase() !== 'true') {
       return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer('imds'), recorded);
     }
     await play(res, scripts.get(recorded.route)!.next(), okAnswer(recorded.route), recorded);
@@ -136,6 +168,26 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
     setImdsDocument: (doc) => {
       document = doc;
     },
+    setPreprovisioned: (vm) => {
+      const customerDocument = vm.customerDocument ?? customerImdsDocument();
+      const placeholder = exampleImdsDocument();
+      Object.assign(placeholder.compute.osProfile, { adminUsername: 'pooladmin', computerName: 'pool-placeholder' });
+      placeholder.extended.compute.ppsType = vm.type ?? 'Running';
+      document = placeholder;
+      claimedOvf = null;
+      pool = {
+        customerDocument,
+        customerOvf:
+          vm.customerOvf ??
+          ovfDocument({
+            username: customerDocument.compute.osProfile.adminUsername,
+            hostname: customerDocument.compute.osProfile.computerName,
+            keys: (customerDocument.compute.publicKeys as Array<{ keyData: string }>).map((k) => k.keyData),
+          }),
+        claimAtPoll: vm.claimAtPoll,
+      };
+    },
+    claim,
     requestsTo,
     waitForRequests: (route, count, timeoutMs = 10_000) =>
       new Promise((resolve, reject) => {
@@ -164,7 +216,10 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
 /** Names the route a request is for, or null when the real service would not know it either. */
 function routeOf(service: RecordedRequest['service'], method: string, url: string): RouteName | null {
   const path = url.split('?')[0];
-  if (service === 'imds') return method === 'GET' && path === '/metadata/instance' ? 'imds' : null;
+  if (service === 'imds') {
+    if (method === 'GET' && path === '/metadata/instance') return 'imds';
+    return method === 'GET' && path === '/metadata/reprovisiondata' ? 'reprovision' : null;
+  }
   if (service === 'wireserver') {
     if (method === 'POST' && path === '/provisioning/health') return 'health';
     if (method === 'POST' && path === '/HealthService') return 'healthService';
@@ -173,6 +228,14 @@ function routeOf(service: RecordedRequest['service'], method: string, url: strin
   if (method === 'GET' && path === '/health') return 'hostPluginHealth';
   if (method === 'GET' && path === '/versions') return 'hostPluginVersions';
   return null;
+}
+
+/** The §1.4 document as the customer who claims a pool VM configured it. */
+export function customerImdsDocument(): Record<string, any> {
+  const doc = exampleImdsDocument();
+  Object.assign(doc.compute.osProfile, { adminUsername: 'customer', computerName: 'customer-vm' });
+  doc.compute.publicKeys[0].path = '/home/customer/.ssh/authorized_keys';
+  return doc;
 }
 
 function parseOrRaw(text: string): unknown {

@@ -42,6 +42,12 @@ export const SCENARIOS = {
   /** The computer name carries shell metacharacters, a newline and an over-long label. */
   'hostile-hostname': (fabric: FakeFabric) =>
     fabric.setImdsDocument(withOsProfile({ computerName: `$(reboot)\nweb-01;${'x'.repeat(70)}` })),
+  /** A pool VM (PPS Running) that a customer claims at the third poll of reprovisiondata. */
+  'pps-running': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Running', claimAtPoll: 3 }),
+  /** A pool VM that is never claimed (the agent waits until stopped). */
+  'pps-unclaimed': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Running' }),
+  /** A pool VM of a type this agent cannot serve. */
+  'pps-savable': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Savable' }),
   /** The first Ready report is refused with 403; later ones are accepted. */
   'ready-rejected-once': (fabric: FakeFabric) => {
     let rejected = false;

@@ -215,7 +215,7 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
 }
 
 /** Loads the test config, reads the VM id and finds the marker in `marker` state. */
-export async function pastMarker(run: Run, config: unknown, vmId: string, marker: 'none' | 'provisioned' | 'report-pending') {
+export async function pastMarker(run: Run, config: unknown, vmId: string, marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse') {
   await run.resolve('config', config);
   await run.resolve('vmId', vmId);
   await run.resolve('marker', marker);

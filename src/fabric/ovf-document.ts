@@ -1,0 +1,58 @@
+/**
+ * ovf-env.xml documents the fake fabric hands out: the customer's document that `reprovisiondata` returns once a
+ * pool VM is claimed (spec §7.2/§7.3 layout), with optional custom data and password.
+ */
+
+export interface OvfDocumentOptions {
+  username: string;
+  hostname: string;
+  /** OpenSSH public key lines. */
+  keys?: string[];
+  /** Raw bytes of the custom data; encoded as base64 wrapped at 76 characters, as the platform does. */
+  customData?: Buffer;
+  password?: string;
+  disableSshPasswordAuthentication?: boolean;
+  /** `PreprovisionedVMType` value; omitted means nil. */
+  ppsType?: string;
+}
+
+const escapeXml = (text: string) =>
+  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+/** Builds one ovf-env.xml document. */
+export function ovfDocument(options: OvfDocumentOptions): string {
+  const keys = (options.keys ?? [])
+    .map((key) => `          <PublicKey><Path>/home/${escapeXml(options.username)}/.ssh/authorized_keys</Path><Value>${escapeXml(key.trim())}</Value></PublicKey>`)
+    .join('\n');
+  const customData = options.customData
+    ? `      <CustomData>${options.customData.toString('base64').replace(/(.{76})/g, '$1\n')}</CustomData>\n`
+    : '';
+  const pps = options.ppsType ? `<wa:PreprovisionedVMType>${escapeXml(options.ppsType)}</wa:PreprovisionedVMType>` : '<wa:PreprovisionedVMType i:nil="true"/>';
+  return `<?xml version="1.0" encoding="utf-8"?>
+<Environment xmlns="http://schemas.dmtf.org/ovf/environment/1" xmlns:oe="http://schemas.dmtf.org/ovf/environment/1" xmlns:wa="http://schemas.microsoft.com/windowsazure" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">
+  <wa:ProvisioningSection>
+    <wa:Version>1.0</wa:Version>
+    <LinuxProvisioningConfigurationSet xmlns="http://schemas.microsoft.com/windowsazure" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">
+      <ConfigurationSetType>LinuxProvisioningConfiguration</ConfigurationSetType>
+      <HostName>${escapeXml(options.hostname)}</HostName>
+      <UserName>${escapeXml(options.username)}</UserName>
+      <UserPassword>${escapeXml(options.password ?? '')}</UserPassword>
+      <DisableSshPasswordAuthentication>${options.disableSshPasswordAuthentication ?? true}</DisableSshPasswordAuthentication>
+      <SSH>
+        <PublicKeys>
+${keys}
+        </PublicKeys>
+      </SSH>
+${customData}    </LinuxProvisioningConfigurationSet>
+  </wa:ProvisioningSection>
+  <wa:PlatformSettingsSection>
+    <wa:Version>1.0</wa:Version>
+    <wa:PlatformSettings>
+      <wa:ProvisionGuestAgent>true</wa:ProvisionGuestAgent>
+      <wa:PreprovisionedVm>false</wa:PreprovisionedVm>
+      ${pps}
+    </wa:PlatformSettings>
+  </wa:PlatformSettingsSection>
+</Environment>
+`;
+}
