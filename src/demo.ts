@@ -15,13 +15,15 @@ import { runProvision } from './provision.js';
 import { listFiles, shellCommand, statePrinter } from './run-output.js';
 
 /** Runs the demo and resolves to its exit code (the provisioning run's). */
-export async function runDemo(values: { dir?: unknown; monitor?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+export async function runDemo(values: { dir?: unknown; monitor?: unknown; pps?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
   const root = (values.dir as string | undefined) ?? mkdtempSync(join(tmpdir(), 'bootstate-demo-'));
   mkdirSync(join(root, 'sys/class/dmi/id'), { recursive: true });
   mkdirSync(join(root, 'sys/firmware/efi'), { recursive: true });
   writeFileSync(join(root, 'sys/class/dmi/id/product_uuid'), `${randomUUID()}\n`);
   const fabric = await startFakeFabric();
-  out(`bootstate demo: fake IMDS at ${fabric.imdsUrl}, wireserver at ${fabric.healthUrl}`);
+  // --pps: a pool VM that reports Ready to the pool, then waits until a customer claims it at the third poll.
+  if (values.pps) fabric.setPreprovisioned({ type: 'Running', claimAtPoll: 3 });
+  out(`bootstate demo: fake IMDS at ${fabric.imdsUrl}, wireserver at ${fabric.healthUrl}${values.pps ? ' (pre-provisioned pool VM, claimed at the 3rd poll)' : ''}`);
   out(`provisioning into ${root} (dry run: this machine is not changed)\n`);
 
   const inspect = statePrinter(out);
@@ -32,6 +34,7 @@ export async function runDemo(values: { dir?: unknown; monitor?: unknown }, out:
     wireserver: { ...config.wireserver, health_endpoint: fabric.healthUrl, retry_interval_secs: 0.2, total_retry_timeout_secs: 10 },
     ssh: { ...config.ssh, query_sshd_config: false },
     provisioning_media: { enable: false },
+    preprovisioning: { poll_interval_secs: 0.2 },
     telemetry: { ...config.telemetry, kvp_dir: join(root, 'var/lib/hyperv') },
     data_dir: { path: join(root, 'var/lib/bootstate') },
     log_path: { path: join(root, 'var/log/bootstate.log') },

@@ -17,6 +17,13 @@ export async function provisionCommand(values: ParsedArgs['values']): Promise<nu
   if (dir !== undefined) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const root = dir === undefined ? undefined : realpathSync(dir);
   const out = (line: string) => process.stdout.write(`${line}\n`);
+  const { selectSteps } = await import('../config/steps.js');
+  let steps;
+  try {
+    steps = selectSteps(values.only as string[] | undefined, values.skip as string[] | undefined);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
   const { runProvision } = await import('../provision.js');
   const { statePrinter, shellCommand, listFiles } = dryRun !== undefined ? await import('../run-output.js') : ({} as never);
   if (dryRun !== undefined) out(`bootstate dry run into ${root}: metadata is read, nothing outside this directory changes, no health report is sent\n`);
@@ -29,6 +36,7 @@ export async function provisionCommand(values: ParsedArgs['values']): Promise<nu
     inspect: dryRun !== undefined ? statePrinter(out) : undefined,
     inspectUrl: values.inspect as string | undefined,
     logFormat: values['log-format'] as 'json' | 'text' | undefined,
+    steps,
     handleSignals: true,
   });
   if (dryRun !== undefined) {

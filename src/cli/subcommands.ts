@@ -32,6 +32,8 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       },
       inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
       'log-format': LOG_FORMAT_OPTION,
+      only: { value: 'STEP,…', multiple: true, help: 'run only these OS steps (hostname, user, password, ssh-keys, sshd, custom-data); the run still reports' },
+      skip: { value: 'STEP,…', multiple: true, help: 'leave out these OS steps; the run still reports' },
     },
     run: async ({ values }) => (await import('./provision-command.js')).provisionCommand(values),
   },
@@ -142,6 +144,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     options: {
       dir: { value: 'DIR', help: 'provision into DIR (default: a new temporary directory)' },
       monitor: { help: 'then run monitor --once against the same embedded fabric and print what it measured and posted' },
+      pps: { help: 'play a pre-provisioned pool VM: Ready to the pool, polls of reprovisiondata, the claim, the customer\'s provisioning' },
     },
     run: async ({ values }) => (await import('../demo.js')).runDemo(values),
   },

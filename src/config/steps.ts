@@ -15,10 +15,7 @@ function names(flags: string[] | undefined, flag: string): StepName[] | undefine
   const list = flags.flatMap((f) => f.split(',')).map((s) => s.trim()).filter(Boolean);
   for (const name of list) {
     if (!(STEP_NAMES as readonly string[]).includes(name)) {
-      // Shaped like util.parseArgs' own errors, so the CLI answers it as a usage error (exit 2).
-      throw Object.assign(new TypeError(`${flag}: unknown step ${JSON.stringify(name)}; steps are ${STEP_NAMES.join(', ')}`), {
-        code: 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE',
-      });
+      throw new TypeError(`${flag}: unknown step ${JSON.stringify(name)}; steps are ${STEP_NAMES.join(', ')}`);
     }
   }
   return list as StepName[];
@@ -29,7 +26,7 @@ function names(flags: string[] | undefined, flag: string): StepName[] | undefine
  *
  * @example
  *   selectSteps(['hostname,user'], undefined).skip // ['password', 'ssh-keys', 'sshd', 'custom-data']
- * @throws TypeError (code ERR_PARSE_ARGS_INVALID_OPTION_VALUE) for an unknown step name.
+ * @throws TypeError for an unknown step name (the CLI answers it as a usage error, exit 2).
  */
 export function selectSteps(only: string[] | undefined, skip: string[] | undefined): StepSelection {
   const onlyNames = names(only, '--only');

@@ -2,8 +2,9 @@
  * Named fabric setups shared by the standalone fake fabric (`serve.ts --scenario`) and the tests, so an e2e
  * run and an integration test mean the same thing by "hostile-username".
  */
-import type { FakeFabric } from './fake-fabric.js';
+import { customerImdsDocument, type FakeFabric } from './fake-fabric.js';
 import { exampleImdsDocument, withOsProfile } from './imds-document.js';
+import { ovfDocument } from './ovf-document.js';
 
 export const USERNAME_32_BYTES = 'Svc.Provisioning_Agent-User.0123';
 const EXAMPLE_KEY = exampleImdsDocument().compute.publicKeys[0].keyData as string;
@@ -18,6 +19,28 @@ function withKeys(keyData: string[]): Record<string, any> {
   const doc = exampleImdsDocument();
   doc.compute.publicKeys = keyData.map((k) => ({ keyData: k, path: '/home/azureuser/.ssh/authorized_keys' }));
   return doc;
+}
+
+/** What the customer who claims a pool VM gave it: custom data in ovf-env.xml, user data in IMDS. */
+export const CUSTOMER_CUSTOM_DATA = Buffer.from('#!/bin/sh\n# custom data of the customer: customdata-e2e-9f3c\necho hello\n');
+export const CUSTOMER_USER_DATA = Buffer.from('#cloud-config\n# user data of the customer: userdata-e2e-4b7d\n');
+
+/** A pool VM claimed at poll `claimAtPoll` by a customer who gave custom data and user data. */
+function claimedPool(fabric: FakeFabric, claimAtPoll: number): void {
+  const document = customerImdsDocument();
+  document.compute.userData = CUSTOMER_USER_DATA.toString('base64');
+  document.extended.compute.hasCustomData = true;
+  fabric.setPreprovisioned({
+    type: 'Running',
+    claimAtPoll,
+    customerDocument: document,
+    customerOvf: ovfDocument({
+      username: document.compute.osProfile.adminUsername,
+      hostname: document.compute.osProfile.computerName,
+      keys: document.compute.publicKeys.map((k: { keyData: string }) => k.keyData),
+      customData: CUSTOMER_CUSTOM_DATA,
+    }),
+  });
 }
 
 export const SCENARIOS = {
@@ -43,7 +66,9 @@ export const SCENARIOS = {
   'hostile-hostname': (fabric: FakeFabric) =>
     fabric.setImdsDocument(withOsProfile({ computerName: `$(reboot)\nweb-01;${'x'.repeat(70)}` })),
   /** A pool VM (PPS Running) that a customer claims at the third poll of reprovisiondata. */
-  'pps-running': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Running', claimAtPoll: 3 }),
+  'pps-running': (fabric: FakeFabric) => claimedPool(fabric, 3),
+  /** The same pool VM, claimed only at the sixth poll (room for a reboot while it waits). */
+  'pps-running-late': (fabric: FakeFabric) => claimedPool(fabric, 6),
   /** A pool VM that is never claimed (the agent waits until stopped). */
   'pps-unclaimed': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Running' }),
   /** A pool VM of a type this agent cannot serve. */

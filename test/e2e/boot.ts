@@ -51,8 +51,11 @@ export interface Vm {
   name: string;
   sandbox: Sandbox;
   netns: Netns;
-  /** Runs the agent once, as a boot of this VM would (with `args`, e.g. a dry run). */
-  boot(args?: string[]): Promise<BootResult>;
+  /**
+   * Runs the agent once, as a boot of this VM would (with `args`, e.g. a dry run). With `terminateWhen` (a shell
+   * condition evaluated inside the VM), the agent gets SIGTERM once the condition holds, as a shutdown would send it.
+   */
+  boot(args?: string[], options?: { terminateWhen?: string }): Promise<BootResult>;
   /** Every request the fabric received so far, in arrival order. */
   requests(): Promise<RecordedRequest[]>;
   /** `state` or `state/subStatus` of each health report so far. */
@@ -110,12 +113,15 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
       const text = await readFile(path.join(sandbox.root, 'argv.log'), 'utf8').catch(() => '');
       return text.split('\n').filter(Boolean).map((line) => line.split('\0'));
     },
-    async boot(args: string[] = []) {
+    async boot(args: string[] = [], bootOptions: { terminateWhen?: string } = {}) {
       const started = performance.now();
+      const script = bootOptions.terminateWhen
+        ? `PATH="$E2E_SHIMS:$PATH" "$@" & pid=$!; until ${bootOptions.terminateWhen}; do sleep 0.05; done; kill -TERM $pid; wait $pid; rc=$?; hostname > /run/.e2e-uts-hostname; exit $rc`
+        : 'PATH="$E2E_SHIMS:$PATH" "$@"; rc=$?; hostname > /run/.e2e-uts-hostname; exit $rc';
       const result = await runInSandbox(
         sandbox,
         // The shims go first in PATH for the agent only, not for the harness's own mount and hostname calls.
-        ['sh', '-c', 'PATH="$E2E_SHIMS:$PATH" "$@"; rc=$?; hostname > /run/.e2e-uts-hostname; exit $rc', 'boot', process.execPath, AGENT, ...args],
+        ['sh', '-c', script, 'boot', process.execPath, AGENT, ...args],
         {
           netns: ns.name,
           timeoutMs: 120_000,
