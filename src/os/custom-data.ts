@@ -25,14 +25,24 @@ export function decodeBase64Data(text: string): Buffer | null {
   return Buffer.from(compact, 'base64');
 }
 
-/** Where each piece is saved: the configured path, else its name in the data directory. */
-export function customDataTargets(config: Config): Array<{ name: SecretName; path: string }> {
+export interface CustomDataTarget {
+  name: SecretName;
+  path: string;
+  /** A system path (WALinuxAgent's): resolved under the provisioner's root, so a dry run writes into its tree. */
+  system: boolean;
+}
+
+/**
+ * Where each piece is saved: the configured path, else its name in the data directory. Like the markers and the
+ * journal, these paths are used as configured; only WALinuxAgent's fixed path belongs to the system tree.
+ */
+export function customDataTargets(config: Config): CustomDataTarget[] {
   const { custom_data: cd, data_dir } = config;
-  const targets: Array<{ name: SecretName; path: string }> = [
-    { name: 'customData', path: cd.custom_data_path || path.join(data_dir.path, 'CustomData') },
-    { name: 'userData', path: cd.user_data_path || path.join(data_dir.path, 'UserData') },
+  const targets: CustomDataTarget[] = [
+    { name: 'customData', path: cd.custom_data_path || path.join(data_dir.path, 'CustomData'), system: false },
+    { name: 'userData', path: cd.user_data_path || path.join(data_dir.path, 'UserData'), system: false },
   ];
-  if (cd.waagent_compat) targets.push({ name: 'customData', path: WAAGENT_CUSTOM_DATA_PATH });
+  if (cd.waagent_compat) targets.push({ name: 'customData', path: WAAGENT_CUSTOM_DATA_PATH, system: true });
   return targets;
 }
 
@@ -41,7 +51,7 @@ export async function saveCustomData(config: Config, secrets: SecretStore, conte
   const saved: string[] = [];
   for (const target of customDataTargets(config)) {
     if (!secrets.has(target.name)) continue;
-    const file = under(context.root, target.path);
+    const file = target.system ? under(context.root, target.path) : target.path;
     try {
       const dir = path.dirname(file);
       await mkdir(dir, { recursive: true, mode: 0o700 });

@@ -7,6 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { ovfDocument } from '../../src/fabric/ovf-document.js';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
@@ -57,10 +58,11 @@ afterEach(async () => {
 });
 
 /** Runs the agent with the secrets planted and gathers everything it produced, by origin. */
-async function runAndCollect(): Promise<{ run: AgentRun; produced: Produced[] }> {
+async function runAndCollect(sections: Record<string, Record<string, number>> = {}): Promise<{ run: AgentRun; produced: Produced[] }> {
   let watch: ReturnType<typeof watchProcessTree> | null = null;
+  const extra = Object.entries(sections).map(([name, values]) => `[${name}]\n${Object.entries(values).map(([k, v]) => `${k} = ${v}`).join('\n')}\n`);
   const run = await runAgent(fabric, {
-    extraToml: CONFIG_WITH_SECRETS,
+    extraToml: [CONFIG_WITH_SECRETS, ...extra].join('\n'),
     imds: { total_retry_timeout_secs: 3, retry_interval_secs: 0.1 },
     onSpawn: (child) => (watch = watchProcessTree(child.pid!, 10)),
   });
@@ -84,8 +86,19 @@ async function runAndCollect(): Promise<{ run: AgentRun; produced: Produced[] }>
   return { run, produced };
 }
 
+/** The files meant to hold the owner's data, decoded (everything else must be clean). */
+const SAVED = ['var/lib/bootstate/CustomData', 'var/lib/bootstate/UserData'];
+
 function leaks(produced: Produced[]): string[] {
-  return produced.flatMap(({ where, text }) => NEEDLES.filter((n) => text.includes(n)).map((n) => `${n} in ${where}`));
+  return produced
+    .filter(({ where }) => !SAVED.some((saved) => where.endsWith(`/${saved}`)))
+    .flatMap(({ where, text }) => NEEDLES.filter((n) => text.includes(n)).map((n) => `${n} in ${where}`));
+}
+
+/** Each saved file holds exactly `bytes`, readable by its owner only. */
+function expectSaved(root: string, file: string, bytes: Buffer): void {
+  expect(readFileSync(join(root, file))).toEqual(bytes);
+  expect(statSync(join(root, file)).mode & 0o777).toBe(0o600);
 }
 
 describe('secrets planted in metadata and config', () => {
@@ -97,6 +110,24 @@ describe('secrets planted in metadata and config', () => {
     expect(produced.some((p) => p.where.endsWith('.html'))).toBe(true);
     expect(produced.filter((p) => p.where.startsWith('argv')).length).toBeGreaterThan(0);
     expect(leaks(produced)).toEqual([]);
+    expectSaved(run.root, 'var/lib/bootstate/UserData', Buffer.from(CUSTOM_TEXT));
+  });
+
+  it('appear nowhere but the saved files when a claimed pool VM gets custom data in ovf-env.xml', async () => {
+    const customer = plantedDocument();
+    customer.extended.compute.hasCustomData = true;
+    fabric.setPreprovisioned({
+      type: 'Running',
+      claimAtPoll: 2,
+      customerDocument: customer,
+      customerOvf: ovfDocument({ username: 'azureuser', hostname: 'web-01', password: PASSWORD, customData: Buffer.from(CUSTOM_TEXT) }),
+    });
+    const { run, produced } = await runAndCollect({ preprovisioning: { poll_interval_secs: 0.1 } });
+    expect(run.code, run.stderr).toBe(0);
+    expect(fabric.requestsTo('reprovision')).toHaveLength(2);
+    expect(leaks(produced)).toEqual([]);
+    expectSaved(run.root, 'var/lib/bootstate/CustomData', Buffer.from(CUSTOM_TEXT));
+    expectSaved(run.root, 'var/lib/bootstate/UserData', Buffer.from(CUSTOM_TEXT));
   });
 
   it('appear nowhere when provisioning fails and the failure report is sent', async () => {
