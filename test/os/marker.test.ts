@@ -41,6 +41,20 @@ describe('FileMarkerStore', () => {
     expect(await store.state(VM)).toBe('provisioned');
   });
 
+  it('records a pool VM waiting for reuse, which report-pending and provisioned outrank, and drops it once provisioned', async () => {
+    const dir = await temp();
+    const store = new FileMarkerStore(dir);
+    await store.markWaitingForReuse(VM);
+    expect(await store.state(VM)).toBe('waiting-for-reuse');
+    expect((await stat(path.join(dir, `${VM}.waiting-for-reuse`))).mode & 0o777).toBe(0o600);
+    await store.markReportPending(VM);
+    expect(await store.state(VM)).toBe('report-pending');
+    await store.markProvisioned(VM);
+    expect(await readdir(dir)).toEqual([`${VM}.provisioned`]);
+    await store.markWaitingForReuse('11111111-2222-3333-4444-555555555555');
+    expect(await store.clean({ logs: false, logPath: '' })).toHaveLength(2);
+  });
+
   it('matches an existing marker whatever the case of the vm id', async () => {
     const dir = await temp();
     await writeFile(path.join(dir, `${VM.toUpperCase()}.provisioned`), '');
