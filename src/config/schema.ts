@@ -28,6 +28,8 @@ const httpUrl = v.pipe(
 );
 const nonEmpty = v.pipe(v.string(), v.check((s) => s.length > 0, 'must not be empty'));
 const absolutePath = v.pipe(v.string(), v.check((s) => s.startsWith('/'), 'must be an absolute path'));
+/** Empty means "the default place", derived from another key. */
+const absoluteOrEmpty = v.pipe(v.string(), v.check((s) => s === '' || s.startsWith('/'), 'must be an absolute path or empty'));
 const backends = v.strictObject({ backends: v.array(nonEmpty) });
 
 const sections = {
@@ -87,8 +89,8 @@ const sections = {
   journal: v.strictObject({ enable: v.boolean(), keep: count(0, 10_000) }),
   preprovisioning: v.strictObject({ poll_interval_secs: positiveSecs }),
   custom_data: v.strictObject({
-    custom_data_path: v.union([v.literal(''), absolutePath]),
-    user_data_path: v.union([v.literal(''), absolutePath]),
+    custom_data_path: absoluteOrEmpty,
+    user_data_path: absoluteOrEmpty,
     waagent_compat: v.boolean(),
     require: v.boolean(),
   }),
