@@ -56,6 +56,12 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'monitor.request_timeout_secs': 'Give up on one monitor request after this many seconds.',
   'journal.enable': 'Keep a JSONL journal of each run\'s states (no secrets) for `bootstate trace`.',
   'journal.keep': 'How many run journals to keep.',
+  'preprovisioning.poll_interval_secs': 'A pre-provisioned pool VM polls IMDS reprovisiondata this often while it waits to be claimed.',
+  'custom_data.custom_data_path': 'Where OVF CustomData is saved, decoded, 0600 root; empty means <data_dir>/CustomData.',
+  'custom_data.user_data_path': 'Where IMDS userData is saved, decoded, 0600 root; empty means <data_dir>/UserData.',
+  'custom_data.waagent_compat': 'Also write CustomData to /var/lib/waagent/CustomData, where WALinuxAgent keeps it.',
+  'custom_data.require': 'Fail provisioning (MissingCustomData) when IMDS says there was custom data and none arrived.',
+  'steps.skip': 'OS steps to leave out: hostname, user, password, ssh-keys, sshd, custom-data (also --only / --skip).',
   'data_dir.path': 'Where the provisioned marker, journals and state live.',
   'log_path.path': 'Log file; an empty string writes no log file.',
 };
