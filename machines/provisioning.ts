@@ -2,7 +2,8 @@
  * The first-boot provisioning statechart: the whole control flow of `bootstate provision`.
  *
  * config → VM id → marker → (InProgress report ‖ metadata → validation → OS) → report pending → Ready → marker,
- * and from anywhere: → ProvisioningFailed. Health is a tag of the state that reports it. Retries, backoff and total
+ * and from anywhere: → ProvisioningFailed. A pre-provisioned pool VM leaves the metadata stage for `preprovisioned`
+ * (Ready to the pool → marker → poll `reprovisiondata`) and comes back to `provisioning` with the customer's data. Health is a tag of the state that reports it. Retries, backoff and total
  * deadlines are states and `after` delays: leaving a state aborts its actor, so a deadline holds whatever a server
  * does. Nothing here performs I/O; every actor is a named placeholder that `cli.ts` replaces with `provide`.
  */
@@ -155,7 +156,7 @@ const unclaimedPool = (context: ProvisioningContext) =>
 
 const outputOf = (result: ProvisioningOutput['result'], context: ProvisioningContext, reported: boolean): ProvisioningOutput => {
   const f = context.failure ?? context.reportFailure;
-  if (result !== 'failed' || !f) return { result, exitCode: 0, reported: result === 'waiting-for-reuse' || reported };
+  if (result !== 'failed' || !f) return { result, exitCode: 0, reported };
   return { result, exitCode: f.exitCode, reason: f.reason, code: f.code, reported };
 };
 
