@@ -492,7 +492,7 @@ beforeAll(async () => {
   const done = await pool(HELD, PARALLEL, (state) => crashAt(state, HOLDS[state] as Hold));
   for (const r of done) results.set(r.state, r);
   totalMs = Math.round(performance.now() - started);
-}, 240_000);
+}, 360_000);
 
 afterAll(() => {
   mkdirSync('test-output', { recursive: true });
