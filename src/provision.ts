@@ -276,8 +276,8 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
 }
 
 /**
- * A dry run's config: the data dir (markers, lock, journals), the log and the KVP pool directory moved under
- * `dir`, so nothing outside it is written.
+ * A dry run's config: the data dir (markers, lock, journals, saved custom data), the log and the KVP pool directory
+ * moved under `dir`, so nothing outside it is written.
  */
 export function keepUnder(dir: string, config: Config): Config {
   return {
@@ -285,6 +285,11 @@ export function keepUnder(dir: string, config: Config): Config {
     data_dir: { path: join(dir, config.data_dir.path) },
     log_path: { path: config.log_path.path ? join(dir, config.log_path.path) : '' },
     telemetry: { ...config.telemetry, kvp_dir: join(dir, config.telemetry.kvp_dir) },
+    custom_data: {
+      ...config.custom_data,
+      custom_data_path: config.custom_data.custom_data_path ? join(dir, config.custom_data.custom_data_path) : '',
+      user_data_path: config.custom_data.user_data_path ? join(dir, config.custom_data.user_data_path) : '',
+    },
   };
 }
 

@@ -19,10 +19,6 @@ describe('--only and --skip', () => {
 
   it('refuses an unknown step as a usage error naming the valid ones', () => {
     expect(() => selectSteps(['hostnme'], undefined)).toThrow(/--only: unknown step "hostnme"; steps are hostname, user, password, ssh-keys, sshd, custom-data/);
-    try {
-      selectSteps(undefined, ['x']);
-    } catch (error) {
-      expect((error as { code: string }).code).toBe('ERR_PARSE_ARGS_INVALID_OPTION_VALUE');
-    }
+    expect(() => selectSteps(undefined, ['x'])).toThrow(TypeError);
   });
 });
