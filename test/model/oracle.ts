@@ -53,7 +53,7 @@ export interface SeenPlan {
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
 
-const OS_LANES: Lane[] = [['hostname'], ['user', 'password'], ['sshd']];
+const OS_LANES: Lane[] = [['hostname'], ['user', 'password'], ['sshd'], ['customData']];
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
 
