@@ -210,7 +210,15 @@ export const provisioningMachine = setup({
     stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
-    passwordLoginsOff: (_, params: { metadata: InstanceMetadata }) => params.metadata.disablePasswordAuthentication,
+    /**
+     * The media cannot change the plan: password logins off (so no password), IMDS names neither a pool type nor
+     * custom data (which only the media would carry), and media already read names no pool type.
+     */
+    passwordLoginsOff: ({ context }, params: { metadata: InstanceMetadata }) =>
+      params.metadata.disablePasswordAuthentication &&
+      normalizePpsType(params.metadata.ppsType) === 'None' &&
+      !params.metadata.hasCustomData &&
+      normalizePpsType(context.media?.ppsType) === 'None',
   },
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
