@@ -46,7 +46,7 @@ describe('provision --only / --skip', () => {
     ]);
     // The journal shows the skip transitions themselves, with the guard that took them.
     const journal = journalStates(run.root).join('\n');
-    expect(journal).toContain('configuringOs.account.creatingUser -> provisioning.provisioning.work.configuringOs.account.settingPassword on (always) [stepSkipped]');
+    expect(journal).toContain('configuringOs.account.creatingUser -> provisioning.provisioning.work.configuringOs.account.credentials on (always) [stepSkipped]');
     expect(journal).toContain('configuringOs.sshd.configuring -> provisioning.provisioning.work.configuringOs.sshd.done on (always) [stepSkipped]');
     expect(journal).not.toContain('hostname.setting -> provisioning.provisioning.work.configuringOs.hostname.done on (always)');
   });
