@@ -38,7 +38,7 @@ export function describeGate(gate: Gate): string {
   return gate.id;
 }
 
-/** The run's output as the exit status and the final log line show it (provision.ts logs the cause's detail). */
+/** The run's output as the exit status and the final log lines show it (provision.ts logs the cause's detail and the warnings). */
 function seenOutput(run: Run): SeenOutput | null {
   const snapshot = run.actor.getSnapshot();
   if (snapshot.status !== 'done') return null;
@@ -52,6 +52,7 @@ function seenOutput(run: Run): SeenOutput | null {
     ...(output.code ? { code: output.code as SeenOutput['code'] } : {}),
     reported: output.reported,
     ...(lastError ? { lastError } : {}),
+    warnings: context.warnings,
   };
 }
 

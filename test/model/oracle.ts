@@ -39,6 +39,8 @@ export interface SeenOutput {
   reported: boolean;
   /** `last_error` of the failure the log line details. */
   lastError?: string;
+  /** What the run logs as warnings at its end. */
+  warnings: string[];
 }
 
 export interface SeenPlan {
@@ -102,6 +104,7 @@ export class ProvisioningOracle {
   starts: string[] = [];
   kvp: string[] = [];
   output: SeenOutput | null = null;
+  private warnings: string[] = [];
 
   private phase: 'config' | 'vmId' | 'marker' | 'work' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
   private config: Config = DEFAULT_CONFIG;
@@ -289,6 +292,7 @@ export class ProvisioningOracle {
     if (id === 'kvp') {
       // The KVP writer stopped: reports still go over HTTP, only the records are lost.
       this.kvpAlive = false;
+      this.warnings.push(`kvp writer stopped: ${reasonOf(error)}`);
       return;
     }
     this.expectLive(id);
@@ -315,6 +319,7 @@ export class ProvisioningOracle {
         }
         return;
       case 'media': {
+        this.warnings.push(`provisioning media: ${reasonOf(error)}`);
         this.mediaReading = false;
         const failure = seen(error);
         // Media that is there but unusable is the reason of a run that needed it (IMDS gave nothing).
@@ -475,7 +480,7 @@ export class ProvisioningOracle {
     this.starts.push(`${id}${describedDetail ? ` ${describedDetail}` : ''}`);
   }
 
-  private failedOutput(state: SeenOutput['state'], failure: SeenFailure | null, reported: boolean, reportFailure?: SeenFailure): SeenOutput {
+  private failedOutput(state: SeenOutput['state'], failure: SeenFailure | null, reported: boolean, reportFailure?: SeenFailure): Omit<SeenOutput, 'warnings'> {
     const cause = failure ?? reportFailure!;
     return {
       state,
@@ -487,9 +492,9 @@ export class ProvisioningOracle {
     };
   }
 
-  private end(output: SeenOutput) {
+  private end(output: Omit<SeenOutput, 'warnings'>) {
     this.phase = 'end';
-    this.output = output;
+    this.output = { ...output, warnings: this.warnings };
   }
 
   private expectLive(id: string) {
