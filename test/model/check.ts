@@ -32,7 +32,8 @@ export function describeGate(gate: Gate): string {
   }
   if (PLAN_IDS.has(gate.id)) {
     const plan = input?.plan;
-    return `${gate.id} ${describePlan(plan && { ...plan, sshKeys: plan.sshKeys?.length })}`;
+    const described = `${gate.id} ${describePlan(plan && { ...plan, sshKeys: plan.sshKeys?.length })}`;
+    return gate.id === 'validate' ? `${described} media-failure=${describeFailure(seenFailure(input?.mediaFailure))}` : described;
   }
   if (MARKER_IDS.has(gate.id)) return `${gate.id} vm=${input?.vmId}`;
   return gate.id;

@@ -123,6 +123,7 @@ export class ProvisioningOracle {
   private lastImdsError: string | undefined;
   private metadata: InstanceMetadata | null = null;
   private mediaReading = false;
+  private mediaFailure: SeenFailure | null = null;
   private media: MediaMetadata | null = null;
   private mediaFailure: SeenFailure | null = null;
   private stage: 'gathering' | 'validating' | 'os' = 'gathering';
@@ -320,6 +321,7 @@ export class ProvisioningOracle {
         return;
       case 'media': {
         this.warnings.push(`provisioning media: ${reasonOf(error)}`);
+        this.mediaFailure = seen(error);
         this.mediaReading = false;
         const failure = seen(error);
         // Media that is there but unusable is the reason of a run that needed it (IMDS gave nothing).
@@ -436,7 +438,8 @@ export class ProvisioningOracle {
     }
     this.stage = 'validating';
     this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
-    this.start('validate', describePlan(plan));
+    // Validation is told why the media was unusable: it decides whether that fails the run.
+    this.start('validate', `${describePlan(plan)} media-failure=${describeFailure(this.mediaFailure)}`);
   }
 
   private reportReady() {
