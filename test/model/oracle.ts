@@ -125,7 +125,6 @@ export class ProvisioningOracle {
   private mediaReading = false;
   private mediaFailure: SeenFailure | null = null;
   private media: MediaMetadata | null = null;
-  private mediaFailure: SeenFailure | null = null;
   private stage: 'gathering' | 'validating' | 'os' = 'gathering';
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
@@ -321,7 +320,6 @@ export class ProvisioningOracle {
         return;
       case 'media': {
         this.warnings.push(`provisioning media: ${reasonOf(error)}`);
-        this.mediaFailure = seen(error);
         this.mediaReading = false;
         const failure = seen(error);
         // Media that is there but unusable is the reason of a run that needed it (IMDS gave nothing).
