@@ -57,6 +57,8 @@ export interface ProvisioningContext {
   /** The error that kept the final report from being accepted. */
   reportFailure: Failure | null;
   terminating: boolean;
+  /** The KVP writer failed and left: reports still go over HTTP, without their KVP record. */
+  kvpStopped: boolean;
   warnings: string[];
   /** The preprovisioning type carried in every encoded report (`None` for an ordinary VM). */
   ppsType: string;
@@ -65,6 +67,8 @@ export interface ProvisioningContext {
   /** Failed polls of `reprovisiondata` so far, and the kind of the last one: the logging policy reads them. */
   pollAttempts: number;
   pollError: string | null;
+  /** Set by the final state the run ends in. */
+  end: { result: ProvisioningOutput['result']; reported: boolean } | null;
 }
 
 export interface ProvisioningInput {
@@ -94,8 +98,31 @@ export interface PollInput {
   previousError: string | null;
 }
 
-const notProvided = (name: string) =>
-  fromPromise<never, unknown>(async () => {
+export interface ConfigInput {
+  config: Config;
+}
+export interface MarkerInput {
+  config: Config;
+  vmId: string;
+}
+/** The media is read once more after a pool VM is claimed, for the customer's document only. */
+export interface MediaInput extends ConfigInput {
+  claimed: boolean;
+}
+export interface PlanInput {
+  config: Config;
+  plan: ProvisioningPlan;
+}
+/** Validation also decides whether unreadable provisioning media fails the run. */
+export interface ValidateInput extends PlanInput {
+  mediaFailure: Failure | null;
+}
+/** What the marker files say about this VM. */
+export type MarkerState = 'none' | 'provisioned' | 'report-pending';
+
+/** A named actor that `cli.ts` replaces with `provide`: the chart itself performs no I/O. */
+const placeholder = <Out, In = void>(name: string) =>
+  fromPromise<Out, In>(async () => {
     throw new Error(`actor ${name} was not provided`);
   });
 
@@ -154,11 +181,13 @@ function noMetadataFailure(context: ProvisioningContext): Failure {
 const unclaimedPool = (context: ProvisioningContext) =>
   context.reprovision === null ? poolType(context.metadata?.ppsType, context.media?.ppsType) : null;
 
-const outputOf = (result: ProvisioningOutput['result'], context: ProvisioningContext, reported: boolean): ProvisioningOutput => {
+/** The run's output, from the final state it ended in and the failure that ended it. */
+function outputOf(context: ProvisioningContext): ProvisioningOutput {
+  const { result, reported } = context.end ?? { result: 'failed', reported: false };
   const f = context.failure ?? context.reportFailure;
   if (result !== 'failed' || !f) return { result, exitCode: 0, reported };
   return { result, exitCode: f.exitCode, reason: f.reason, code: f.code, reported };
-};
+}
 
 export const provisioningMachine = setup({
   types: {
@@ -170,27 +199,23 @@ export const provisioningMachine = setup({
   },
   actors: {
     kvpWriter: fromCallback<KvpEvent>(() => undefined),
-    loadConfig: notProvided('loadConfig') as unknown as ReturnType<typeof fromPromise<Config, void>>,
-    readVmId: notProvided('readVmId') as unknown as ReturnType<typeof fromPromise<string, void>>,
-    checkMarker: notProvided('checkMarker') as unknown as ReturnType<
-      typeof fromPromise<MarkerState, { config: Config; vmId: string }>
-    >,
-    reportHealth: notProvided('reportHealth') as unknown as ReturnType<typeof fromPromise<void, ReportInput>>,
-    fetchMetadata: notProvided('fetchMetadata') as unknown as ReturnType<typeof fromPromise<InstanceMetadata, { config: Config }>>,
-    readMedia: notProvided('readMedia') as unknown as ReturnType<typeof fromPromise<MediaMetadata | null, { config: Config; claimed: boolean }>>,
-    validatePlan: notProvided('validatePlan') as unknown as ReturnType<
-      typeof fromPromise<ProvisioningPlan, { config: Config; plan: ProvisioningPlan; mediaFailure: Failure | null }>
-    >,
-    setHostname: notProvided('setHostname') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
-    createUser: notProvided('createUser') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
-    setPassword: notProvided('setPassword') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
-    writeSshKeys: notProvided('writeSshKeys') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
-    configureSshd: notProvided('configureSshd') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
-    markReportPending: notProvided('markReportPending') as unknown as ReturnType<typeof fromPromise<void, { config: Config; vmId: string }>>,
-    markProvisioned: notProvided('markProvisioned') as unknown as ReturnType<typeof fromPromise<void, { config: Config; vmId: string }>>,
-    saveCustomData: notProvided('saveCustomData') as unknown as ReturnType<typeof fromPromise<void, { config: Config; plan: ProvisioningPlan }>>,
-    markWaitingForReuse: notProvided('markWaitingForReuse') as unknown as ReturnType<typeof fromPromise<void, { config: Config; vmId: string }>>,
-    pollReprovisionData: notProvided('pollReprovisionData') as unknown as ReturnType<typeof fromPromise<MediaMetadata, PollInput>>,
+    loadConfig: placeholder<Config>('loadConfig'),
+    readVmId: placeholder<string>('readVmId'),
+    checkMarker: placeholder<MarkerState, MarkerInput>('checkMarker'),
+    reportHealth: placeholder<void, ReportInput>('reportHealth'),
+    fetchMetadata: placeholder<InstanceMetadata, ConfigInput>('fetchMetadata'),
+    readMedia: placeholder<MediaMetadata | null, MediaInput>('readMedia'),
+    validatePlan: placeholder<ProvisioningPlan, ValidateInput>('validatePlan'),
+    setHostname: placeholder<void, PlanInput>('setHostname'),
+    createUser: placeholder<void, PlanInput>('createUser'),
+    setPassword: placeholder<void, PlanInput>('setPassword'),
+    writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
+    configureSshd: placeholder<void, PlanInput>('configureSshd'),
+    markReportPending: placeholder<void, MarkerInput>('markReportPending'),
+    markProvisioned: placeholder<void, MarkerInput>('markProvisioned'),
+    saveCustomData: placeholder<void, PlanInput>('saveCustomData'),
+    markWaitingForReuse: placeholder<void, MarkerInput>('markWaitingForReuse'),
+    pollReprovisionData: placeholder<MediaMetadata, PollInput>('pollReprovisionData'),
   },
   guards: {
     configFailed: ({ context }) => context.failure !== null,
@@ -309,10 +334,8 @@ export const provisioningMachine = setup({
       failure: ({ context }) => context.failure ?? failure('TERMINATED', [['error', 'received SIGTERM']]),
     }),
     /** Sent before the HTTP report starts, so the host hears the outcome even when HTTP fails. */
-    writeReportToKvp: enqueueActions(({ context, self, enqueue }, params: { health: typeof HEALTH_READY | typeof HEALTH_FAILED }) => {
-      // A KVP writer that failed has left the children; the report still goes over HTTP.
-      const children = (self as { getSnapshot?: () => { children?: Record<string, unknown> } } | undefined)?.getSnapshot?.()?.children;
-      if (children && !children.kvp) return;
+    writeReportToKvp: enqueueActions(({ context, enqueue }, params: { health: typeof HEALTH_READY | typeof HEALTH_FAILED }) => {
+      if (context.kvpStopped) return;
       enqueue.sendTo('kvp', {
         type: 'kvp.report' as const,
         health: params.health,
@@ -321,7 +344,10 @@ export const provisioningMachine = setup({
         ppsType: context.ppsType,
       });
     }),
+    /** Entered a final state: how the run ended, and whether the fabric accepted its last report. */
+    recordEnd: assign({ end: (_, params: NonNullable<ProvisioningContext['end']>) => params }),
     recordKvpFailure: assign({
+      kvpStopped: true,
       warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `kvp writer stopped: ${toFailure(params.error).reason}`],
     }),
   },
@@ -339,18 +365,20 @@ export const provisioningMachine = setup({
     failure: null,
     reportFailure: null,
     terminating: false,
+    kvpStopped: false,
     warnings: [],
     ppsType: 'None',
     reprovision: null,
     pollAttempts: 0,
     pollError: null,
+    end: null,
   }),
   invoke: {
     id: 'kvp',
     src: 'kvpWriter',
     onError: { actions: { type: 'recordKvpFailure', params: ({ event }) => ({ error: event.error }) } },
   },
-  output: ({ event }) => (event as unknown as { output: ProvisioningOutput }).output,
+  output: ({ context }) => outputOf(context),
   on: {
     TERMINATE: { target: '.reportingFailure', actions: 'recordTerminated' },
   },
@@ -687,13 +715,13 @@ export const provisioningMachine = setup({
       },
       states: finalReportStates('failureReport', HEALTH_FAILED, '#provisioning.failed', '#provisioning.failedUnreported'),
     },
-    provisioned: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('provisioned', context, true) },
-    alreadyProvisioned: { type: 'final', output: ({ context }) => outputOf('already-provisioned', context, false) },
-    waitingInterrupted: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('waiting-for-reuse', context, true) },
-    readyNotAccepted: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('failed', context, false) },
-    markerNotWritten: { type: 'final', tags: [HEALTH_READY], output: ({ context }) => outputOf('failed', context, true) },
-    failed: { type: 'final', tags: [HEALTH_FAILED], output: ({ context }) => outputOf('failed', context, true) },
-    failedUnreported: { type: 'final', tags: [HEALTH_FAILED], output: ({ context }) => outputOf('failed', context, false) },
+    provisioned: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'provisioned', reported: true } } },
+    alreadyProvisioned: { type: 'final', entry: { type: 'recordEnd', params: { result: 'already-provisioned', reported: false } } },
+    waitingInterrupted: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'waiting-for-reuse', reported: true } } },
+    readyNotAccepted: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'failed', reported: false } } },
+    markerNotWritten: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'failed', reported: true } } },
+    failed: { type: 'final', tags: [HEALTH_FAILED], entry: { type: 'recordEnd', params: { result: 'failed', reported: true } } },
+    failedUnreported: { type: 'final', tags: [HEALTH_FAILED], entry: { type: 'recordEnd', params: { result: 'failed', reported: false } } },
   },
 });
 

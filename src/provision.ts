@@ -230,6 +230,9 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     if (options.handleSignals) for (const signal of TERMINATING_SIGNALS) process.off(signal, terminate);
   }
 
+  // What the chart noted but did not fail on (an unreadable provisioning media, a KVP writer that stopped).
+  const noted = (actor.getSnapshot().context as { warnings?: string[] } | undefined)?.warnings ?? [];
+  for (const warning of noted) log.warn({ step: 'provision' }, warning);
   const summary = {
     result: output.result, reason: output.reason, code: output.code, exitCode: output.exitCode, reported: output.reported,
     kvpReport, sinksOff: sinks.off.map((s) => s.sink), sinkWritesLost: sinks.lost,

@@ -32,13 +32,14 @@ export function describeGate(gate: Gate): string {
   }
   if (PLAN_IDS.has(gate.id)) {
     const plan = input?.plan;
-    return `${gate.id} ${describePlan(plan && { ...plan, sshKeys: plan.sshKeys?.length })}`;
+    const described = `${gate.id} ${describePlan(plan && { ...plan, sshKeys: plan.sshKeys?.length })}`;
+    return gate.id === 'validate' ? `${described} media-failure=${describeFailure(seenFailure(input?.mediaFailure))}` : described;
   }
   if (MARKER_IDS.has(gate.id)) return `${gate.id} vm=${input?.vmId}`;
   return gate.id;
 }
 
-/** The run's output as the exit status and the final log line show it (provision.ts logs the cause's detail). */
+/** The run's output as the exit status and the final log lines show it (provision.ts logs the cause's detail and the warnings). */
 function seenOutput(run: Run): SeenOutput | null {
   const snapshot = run.actor.getSnapshot();
   if (snapshot.status !== 'done') return null;
@@ -52,6 +53,7 @@ function seenOutput(run: Run): SeenOutput | null {
     ...(output.code ? { code: output.code as SeenOutput['code'] } : {}),
     reported: output.reported,
     ...(lastError ? { lastError } : {}),
+    warnings: context.warnings,
   };
 }
 

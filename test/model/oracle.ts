@@ -39,6 +39,8 @@ export interface SeenOutput {
   reported: boolean;
   /** `last_error` of the failure the log line details. */
   lastError?: string;
+  /** What the run logs as warnings at its end. */
+  warnings: string[];
 }
 
 export interface SeenPlan {
@@ -102,6 +104,7 @@ export class ProvisioningOracle {
   starts: string[] = [];
   kvp: string[] = [];
   output: SeenOutput | null = null;
+  private warnings: string[] = [];
 
   private phase: 'config' | 'vmId' | 'marker' | 'work' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
   private config: Config = DEFAULT_CONFIG;
@@ -120,8 +123,8 @@ export class ProvisioningOracle {
   private lastImdsError: string | undefined;
   private metadata: InstanceMetadata | null = null;
   private mediaReading = false;
-  private media: MediaMetadata | null = null;
   private mediaFailure: SeenFailure | null = null;
+  private media: MediaMetadata | null = null;
   private stage: 'gathering' | 'validating' | 'os' = 'gathering';
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
@@ -289,6 +292,7 @@ export class ProvisioningOracle {
     if (id === 'kvp') {
       // The KVP writer stopped: reports still go over HTTP, only the records are lost.
       this.kvpAlive = false;
+      this.warnings.push(`kvp writer stopped: ${reasonOf(error)}`);
       return;
     }
     this.expectLive(id);
@@ -315,6 +319,7 @@ export class ProvisioningOracle {
         }
         return;
       case 'media': {
+        this.warnings.push(`provisioning media: ${reasonOf(error)}`);
         this.mediaReading = false;
         const failure = seen(error);
         // Media that is there but unusable is the reason of a run that needed it (IMDS gave nothing).
@@ -431,7 +436,8 @@ export class ProvisioningOracle {
     }
     this.stage = 'validating';
     this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
-    this.start('validate', describePlan(plan));
+    // Validation is told why the media was unusable: it decides whether that fails the run.
+    this.start('validate', `${describePlan(plan)} media-failure=${describeFailure(this.mediaFailure)}`);
   }
 
   private reportReady() {
@@ -475,7 +481,7 @@ export class ProvisioningOracle {
     this.starts.push(`${id}${describedDetail ? ` ${describedDetail}` : ''}`);
   }
 
-  private failedOutput(state: SeenOutput['state'], failure: SeenFailure | null, reported: boolean, reportFailure?: SeenFailure): SeenOutput {
+  private failedOutput(state: SeenOutput['state'], failure: SeenFailure | null, reported: boolean, reportFailure?: SeenFailure): Omit<SeenOutput, 'warnings'> {
     const cause = failure ?? reportFailure!;
     return {
       state,
@@ -487,9 +493,9 @@ export class ProvisioningOracle {
     };
   }
 
-  private end(output: SeenOutput) {
+  private end(output: Omit<SeenOutput, 'warnings'>) {
     this.phase = 'end';
-    this.output = output;
+    this.output = { ...output, warnings: this.warnings };
   }
 
   private expectLive(id: string) {

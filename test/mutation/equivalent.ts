@@ -32,10 +32,5 @@ const RULES: Record<string, Array<{ match: RegExp; argument: string }>> = {
       argument:
         'reportFailure is read only when failure is null (output, log detail); every way into reportingFailure sets failure, so recording why the failure report was refused changes nothing seen.',
     },
-    {
-      match: /^provisioning error kvp\[0\] action dropped #0 recordKvpFailure$|^provisioning\.provisioning\.work\.gathering\.media\.reading error media\[0\] action dropped #0 assign\(warnings\)$/,
-      argument:
-        'context.warnings is read by nothing: not the output, not the final log line, not a report; the writer and media actors log their own failures (see Survivors of note in docs/reliability.md).',
-    },
   ],
 };
