@@ -117,8 +117,6 @@ export interface PlanInput {
 export interface ValidateInput extends PlanInput {
   mediaFailure: Failure | null;
 }
-/** What the marker files say about this VM. */
-export type MarkerState = 'none' | 'provisioned' | 'report-pending';
 
 /** A named actor that `cli.ts` replaces with `provide`: the chart itself performs no I/O. */
 const placeholder = <Out, In = void>(name: string) =>
