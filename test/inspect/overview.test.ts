@@ -24,7 +24,15 @@ describe('overview of the provisioning chart', () => {
   it('keeps the parallel regions side by side, each simple region one box listing its steps', () => {
     expect(graph.nodes.get(P)?.children).toEqual([`${P}.inProgress`, `${P}.work`]);
     expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
-    expect(graph.nodes.get(`${P}.work.configuringOs.account`)?.summary).toEqual(['→ creatingUser', '→ settingPassword', '→ writingSshKeys']);
+    expect(graph.nodes.get(`${P}.work.configuringOs`)?.children).toEqual(
+      ['hostname', 'account', 'sshd', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
+    );
+    // The account creates the user, then sets the password and writes the keys side by side.
+    const account = `${P}.work.configuringOs.account`;
+    expect(graph.nodes.get(account)?.children).toEqual([`${account}.creatingUser`, `${account}.credentials`, `${account}.done`]);
+    expect(graph.nodes.get(`${account}.credentials`)?.children).toEqual([`${account}.credentials.password`, `${account}.credentials.sshKeys`]);
+    expect(graph.nodes.get(`${account}.credentials.password`)?.summary).toEqual(['→ setting']);
+    expect(graph.nodes.get(`${account}.credentials.sshKeys`)?.summary).toEqual(['→ writing']);
     expect(alias.get(`${P}.work.gathering.imds.fetching.backoff`)).toBe(`${P}.work.gathering.imds`);
   });
 
