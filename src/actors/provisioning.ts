@@ -155,7 +155,9 @@ export function provisioningActors(deps: ProvisioningDeps) {
         return null;
       }
       try {
-        return await deps.readMedia(input.config, deps.secrets, signal);
+        const media = await deps.readMedia(input.config, deps.secrets, signal);
+        warnVerbatimCustomData(media, log);
+        return media;
       } catch (error) {
         if (!signal.aborted) {
           const failure = toFailure(error);
@@ -211,6 +213,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
       // Whatever the placeholder's media held (password, custom data) belongs to nobody now.
       deps.secrets.clear();
       const media = parseOvfEnv(text, { secrets: deps.secrets, device: 'reprovisiondata' });
+      warnVerbatimCustomData(media, log);
       log.info({ step: 'pps', polls: input.attempt }, `claimed after ${input.attempt} poll(s): provisioning with the customer's ovf-env.xml`);
       return media;
     }),
@@ -272,4 +275,11 @@ function checkCustomData({ config, plan }: PlanInput, log: Logger): void {
 function logFailure(log: Logger, step: string, error: unknown): void {
   const failure = toFailure(error);
   log.error({ step, code: failure.code, reason: failure.reason, data: Object.fromEntries(failure.data.filter(([k]) => k !== 'stack_base64')) }, `${step} failed: ${(error as Error)?.message ?? failure.reason}`);
+}
+
+/** CustomData that was not base64 is saved as received; its owner should know why the bytes look as they do. */
+function warnVerbatimCustomData(media: MediaMetadata | null, log: Logger): void {
+  if (media?.customDataEncoding === 'verbatim') {
+    log.warn({ step: 'custom-data', device: media.device }, 'CustomData is not base64: saved as received');
+  }
 }

@@ -20,6 +20,8 @@ export interface MediaMetadata {
   publicKeys: string[];
   passwordProvided: boolean;
   customDataPresent: boolean;
+  /** Set to `verbatim` only when CustomData was not base64 (peers' samples carry plain text): kept as received. */
+  customDataEncoding?: 'base64' | 'verbatim';
   ppsType: string;
   device: string;
 }

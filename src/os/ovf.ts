@@ -82,10 +82,13 @@ function fromEnvironment(env: Element | undefined, options: ParseOvfOptions): Me
     options.secrets?.setPassword(password);
   }
   const customData = field('CustomData')?.text ?? '';
+  let customDataEncoding: MediaMetadata['customDataEncoding'];
   if (customData.replace(/\s+/g, '').length > 0) {
+    // Azure sends base64, but text that is not base64 is still the owner's data: kept as received, never a reason
+    // to set the whole document (and with it the password and keys) aside.
     const bytes = decodeBase64Data(customData);
-    if (!bytes) throw invalid('CustomData is not valid base64');
-    options.secrets?.set('customData', bytes);
+    customDataEncoding = bytes ? 'base64' : 'verbatim';
+    options.secrets?.set('customData', bytes ?? Buffer.from(customData.trim(), 'utf8'));
   }
   const disable = field('DisableSshPasswordAuthentication');
   const keys = single(single(linux, 'SSH', WA_NS) ?? emptyElement(), 'PublicKeys', WA_NS);
@@ -101,6 +104,7 @@ function fromEnvironment(env: Element | undefined, options: ParseOvfOptions): Me
     publicKeys,
     passwordProvided: password.length > 0,
     customDataPresent: (field('CustomData')?.text.replace(/\s+/g, '') ?? '').length > 0,
+    ...(customDataEncoding === 'verbatim' ? { customDataEncoding } : {}),
     ppsType: ppsType(env),
     device: options.device ?? '',
   };

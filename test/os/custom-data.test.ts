@@ -42,14 +42,17 @@ describe('decoding custom data', () => {
     for (const bad of ['abc', 'a$bc', '====', 'YWJj=ZA==']) expect(decodeBase64Data(bad)).toBeNull();
   });
 
-  it('puts OVF CustomData into the secret store only, and fails precisely on CustomData that is not base64', () => {
+  it('puts OVF CustomData into the secret store only, and keeps CustomData that is not base64 as received', () => {
     const secrets = new SecretStore();
     const media = parseOvfEnv(ovfDocument({ username: 'u', hostname: 'h', customData: Buffer.from('#!/bin/sh\necho hi\n') }), { secrets });
     expect(media.customDataPresent).toBe(true);
     expect(JSON.stringify(media)).not.toContain('echo hi');
     expect(secrets.with('customData', (b) => b.toString())).toBe('#!/bin/sh\necho hi\n');
     const broken = ovfDocument({ username: 'u', hostname: 'h' }).replace('</SSH>', '</SSH><CustomData>not*base64</CustomData>');
-    expect(() => parseOvfEnv(broken, { secrets: new SecretStore() })).toThrow(/CustomData is not valid base64/);
+    const kept = new SecretStore();
+    const verbatim = parseOvfEnv(broken, { secrets: kept });
+    expect(verbatim).toMatchObject({ username: 'u', customDataPresent: true, customDataEncoding: 'verbatim' });
+    expect(kept.with('customData', (b) => b.toString())).toBe('not*base64');
   });
 
   it('puts IMDS compute.userData into the secret store and flags a value that is not base64', () => {
