@@ -60,22 +60,40 @@ function topLevel(graph: MachineGraph, id: string): string {
 }
 
 /**
- * A region of a parallel state whose states are all simple (after retry units are collapsed) becomes one node
- * that lists its steps in order, so the parallel work reads as columns side by side.
+ * A region of a parallel state, or any other inner state, whose states are all simple (after retry units are
+ * collapsed) becomes one node that lists its steps in order, so the parallel work reads as columns side by side.
+ * A step that is itself a parallel state of such regions is listed as one line (`→ password ∥ sshKeys`). Repeated
+ * until nothing changes, so nested blocks fold from the inside out.
  */
-function collapseRegions(nodes: Map<string, GraphNode>, alias: Map<string, string>, hidden: Set<string>): void {
-  for (const region of [...nodes.values()]) {
-    const parent = region.parent ? nodes.get(region.parent) : undefined;
-    if (parent?.type !== 'parallel' || hidden.has(region.id) || !region.children.length) continue;
-    const children = region.children.map((id) => nodes.get(id)!);
-    if (children.some((child) => child.children.length)) continue;
-    const steps = children
-      .filter((child) => child.type !== 'final')
-      .flatMap((child) => [`→ ${child.key}`, ...(child.badge ? `⟳ ${child.badge}`.split(', ') : [])]);
-    nodes.set(region.id, { ...region, children: [], initial: undefined, badge: undefined, summary: steps });
-    for (const child of children) {
-      hidden.add(child.id);
-      for (const [from, to] of alias) if (to === child.id) alias.set(from, region.id);
+function collapseRegions(nodes: Map<string, GraphNode>, alias: Map<string, string>, hidden: Set<string>, root: string): void {
+  const isLeaf = (node: GraphNode) => node.children.length === 0;
+  const isParallelOfLeaves = (node: GraphNode) =>
+    node.type === 'parallel' && node.children.every((id) => isLeaf(nodes.get(id)!));
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const region of [...nodes.values()]) {
+      if (region.id === root || region.parent === root && region.type === 'parallel') continue;
+      if (hidden.has(region.id) || !region.children.length) continue;
+      const children = region.children.map((id) => nodes.get(id)!);
+      // The blocks right under the top level keep their parallel parts drawn side by side; deeper ones may fold them.
+      const topBlock = nodes.get(region.parent ?? '')?.parent === root;
+      if (!children.every((child) => isLeaf(child) || (!topBlock && isParallelOfLeaves(child)))) continue;
+      // A parallel state stays drawn as its regions side by side.
+      if (region.type === 'parallel') continue;
+      const steps = children
+        .filter((child) => child.type !== 'final')
+        .flatMap((child) =>
+          isLeaf(child)
+            ? [`→ ${child.key}`, ...(child.badge ? `⟳ ${child.badge}`.split(', ') : [])]
+            : [`→ ${child.children.map((id) => nodes.get(id)!.key).join(' ∥ ')}`],
+        );
+      nodes.set(region.id, { ...region, children: [], initial: undefined, badge: undefined, summary: steps });
+      const folded = children.flatMap((child) => [child.id, ...child.children]);
+      for (const id of folded) {
+        hidden.add(id);
+        for (const [from, to] of alias) if (to === id) alias.set(from, region.id);
+      }
+      changed = true;
     }
   }
 }
@@ -98,7 +116,7 @@ export function overviewOf(graph: MachineGraph): Overview {
     }
     if (!whole) parent.children = parent.children.filter((child) => child !== unit.backoff);
   }
-  collapseRegions(nodes, alias, hidden);
+  collapseRegions(nodes, alias, hidden, graph.root);
   for (const id of hidden) nodes.delete(id);
   for (const [id, node] of nodes) nodes.set(id, { ...node, invokes: [] });
   const edges: GraphEdge[] = [];
