@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { run, type RunResult } from '../../src/os/exec.js';
-import { startFabric, stopProcess } from '../e2e/boot.js';
+import { reportKindsOf, startFabric, stopProcess } from '../e2e/boot.js';
 import { createNetns, type Netns } from '../e2e/ns.js';
 
 export interface MachineOptions {
@@ -123,10 +123,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
     diskPath: (p) => path.join(upper, path.posix.normalize(`/${p}`)),
     requests,
     async reportKinds() {
-      return (await requests())
-        .filter((r) => r.route === 'health')
-        .map((r) => JSON.parse(r.body) as { state: string; details?: { subStatus?: string } })
-        .map((b) => (b.details?.subStatus ? `${b.state}/${b.details.subStatus}` : b.state));
+      return reportKindsOf(await requests());
     },
     async boot() {
       const nspawn = [

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { withOsProfile } from '../../src/fabric/imds-document.js';
 import { REPO } from '../e2e/ns.js';
 import { buildDeb, debianRoot, installDeb, requireTools } from './debian-root.js';
+import { ovfDocument } from '../../src/fabric/ovf-document.js';
 
 export interface Rig {
   /** Where every VM of this run keeps its disk; removed by `cleanup`. */
@@ -59,27 +60,8 @@ export async function mediaImage(dir: string, options: { username: string; hostn
   return iso;
 }
 
+/** The media's ovf-env.xml: the fake fabric's document builder, with password logins on. */
 function ovfEnv(options: { username: string; hostname: string; password: string; key: string }): string {
-  return `<?xml version="1.0" encoding="utf-8"?>
-<Environment xmlns="http://schemas.dmtf.org/ovf/environment/1" xmlns:oe="http://schemas.dmtf.org/ovf/environment/1" xmlns:wa="http://schemas.microsoft.com/windowsazure" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">
-  <wa:ProvisioningSection>
-    <wa:Version>1.0</wa:Version>
-    <LinuxProvisioningConfigurationSet xmlns="http://schemas.microsoft.com/windowsazure">
-      <ConfigurationSetType>LinuxProvisioningConfiguration</ConfigurationSetType>
-      <HostName>${options.hostname}</HostName>
-      <UserName>${options.username}</UserName>
-      <UserPassword>${options.password}</UserPassword>
-      <DisableSshPasswordAuthentication>false</DisableSshPasswordAuthentication>
-      <SSH>
-        <PublicKeys>
-          <PublicKey>
-            <Path>/home/${options.username}/.ssh/authorized_keys</Path>
-            <Value>${options.key}</Value>
-          </PublicKey>
-        </PublicKeys>
-      </SSH>
-    </LinuxProvisioningConfigurationSet>
-  </wa:ProvisioningSection>
-</Environment>
-`;
+  const { key, ...rest } = options;
+  return ovfDocument({ ...rest, keys: [key], disableSshPasswordAuthentication: false });
 }

@@ -5,10 +5,9 @@
  */
 import { readdir, readFile, stat, mkdir, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeReport } from '../../src/azure/report.js';
 import { USERNAME_32_BYTES } from '../../src/fabric/scenarios.js';
 import { decodeRecords } from '../../src/kvp/codec.js';
-import { createVm, type BootResult, type Vm } from './boot.js';
+import { createVm, type BootResult, type Vm, lastFailure } from './boot.js';
 import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
 
 const PREFIX = `bs-e2e-in-${process.pid}`;
@@ -60,13 +59,6 @@ async function passwdEntry(vm: Vm, user: string) {
   return { uid: Number(uid), gid: Number(gid), home: home! };
 }
 
-async function lastFailure(vm: Vm): Promise<Map<string, string>> {
-  const failed = (await vm.requests())
-    .filter((r) => r.route === 'health')
-    .map((r) => JSON.parse(r.body) as { details?: { subStatus?: string; description?: string } })
-    .filter((b) => b.details?.subStatus === 'ProvisioningFailed');
-  return new Map(decodeReport(failed.at(-1)?.details?.description ?? ''));
-}
 
 async function kvpValues(vm: Vm): Promise<string[]> {
   const pool = await readFile(vm.sandbox.hostPath('/var/lib/hyperv/.kvp_pool_1'));

@@ -12,6 +12,7 @@ import path from 'node:path';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { run } from '../../src/os/exec.js';
 import { createNetns, createSandbox, REPO, runInSandbox, type Netns, type Sandbox, type SandboxOptions } from './ns.js';
+import { decodeReport } from '../../src/azure/report.js';
 
 export const AGENT = path.join(REPO, 'dist/bootstate.mjs');
 const SERVE = path.join(REPO, 'test/fabric/serve.ts');
@@ -104,10 +105,7 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
     netns: ns,
     requests,
     async reportKinds() {
-      return (await requests())
-        .filter((r) => r.route === 'health')
-        .map((r) => JSON.parse(r.body) as { state: string; details?: { subStatus?: string } })
-        .map((b) => (b.details?.subStatus ? `${b.state}/${b.details.subStatus}` : b.state));
+      return reportKindsOf(await requests());
     },
     async commands() {
       const text = await readFile(path.join(sandbox.root, 'argv.log'), 'utf8').catch(() => '');
@@ -211,4 +209,21 @@ export async function cryptMatches(password: string, hash: string): Promise<bool
     stdin: Buffer.from(`${password}\n`),
   });
   return result.stdout === 'match';
+}
+
+/** The health reports among `requests`, as `Ready` or `NotReady/<subStatus>`, in the order the fabric got them. */
+export function reportKindsOf(requests: RecordedRequest[]): string[] {
+  return requests
+    .filter((r) => r.route === 'health')
+    .map((r) => JSON.parse(r.body) as { state: string; details?: { subStatus?: string } })
+    .map((b) => (b.details?.subStatus ? `${b.state}/${b.details.subStatus}` : b.state));
+}
+
+/** The decoded description of the last ProvisioningFailed report the fabric received. */
+export async function lastFailure(vm: Vm): Promise<Map<string, string>> {
+  const failed = (await vm.requests())
+    .filter((r) => r.route === 'health')
+    .map((r) => JSON.parse(r.body) as { details?: { subStatus?: string; description?: string } })
+    .filter((b) => b.details?.subStatus === 'ProvisioningFailed');
+  return new Map(decodeReport(failed.at(-1)?.details?.description ?? ''));
 }

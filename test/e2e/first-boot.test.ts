@@ -13,8 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeReport } from '../../src/azure/report.js';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { decodeRecords } from '../../src/kvp/codec.js';
-import { attachLoop, createVm, cryptMatches, loopDevices, mountPoints, netnsNames, type BootResult, type Vm, type VmOptions } from './boot.js';
+import { attachLoop, createVm, cryptMatches, loopDevices, mountPoints, netnsNames, type BootResult, type Vm, type VmOptions, lastFailure } from './boot.js';
 import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
+import { ovfDocument } from '../../src/fabric/ovf-document.js';
 
 const PREFIX = `bs-e2e-${process.pid}`;
 const IMDS_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN/Rb85Ri4GtZokp7+G4Wiooo9ItAifFWeNtrUbNH45R azureuser@laptop';
@@ -121,14 +122,6 @@ async function kvpReports(vm: Vm): Promise<Array<Map<string, string>>> {
     .map((r) => new Map(decodeReport(r.value)));
 }
 
-/** The decoded description of the last ProvisioningFailed report the fabric received. */
-async function lastFailure(vm: Vm): Promise<Map<string, string>> {
-  const failed = (await vm.requests())
-    .filter((r) => r.route === 'health')
-    .map((r) => JSON.parse(r.body) as { details?: { subStatus?: string; description?: string } })
-    .filter((b) => b.details?.subStatus === 'ProvisioningFailed');
-  return new Map(decodeReport(failed.at(-1)?.details?.description ?? ''));
-}
 
 const markers = async (vm: Vm) => (await readdir(vm.sandbox.hostPath('/var/lib/bootstate')).catch(() => [])).filter((n) => /\.(provisioned|report-pending)$/.test(n)).sort();
 
@@ -158,29 +151,10 @@ async function filesUnder(vm: Vm, dirs: string[]): Promise<Array<[string, Buffer
   return out;
 }
 
+/** The media's ovf-env.xml: the fake fabric's document builder, with password logins on. */
 function ovfEnv(options: { username: string; hostname: string; password: string; key: string }): string {
-  return `<?xml version="1.0" encoding="utf-8"?>
-<Environment xmlns="http://schemas.dmtf.org/ovf/environment/1" xmlns:oe="http://schemas.dmtf.org/ovf/environment/1" xmlns:wa="http://schemas.microsoft.com/windowsazure" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">
-  <wa:ProvisioningSection>
-    <wa:Version>1.0</wa:Version>
-    <LinuxProvisioningConfigurationSet xmlns="http://schemas.microsoft.com/windowsazure">
-      <ConfigurationSetType>LinuxProvisioningConfiguration</ConfigurationSetType>
-      <HostName>${options.hostname}</HostName>
-      <UserName>${options.username}</UserName>
-      <UserPassword>${options.password}</UserPassword>
-      <DisableSshPasswordAuthentication>false</DisableSshPasswordAuthentication>
-      <SSH>
-        <PublicKeys>
-          <PublicKey>
-            <Path>/home/${options.username}/.ssh/authorized_keys</Path>
-            <Value>${options.key}</Value>
-          </PublicKey>
-        </PublicKeys>
-      </SSH>
-    </LinuxProvisioningConfigurationSet>
-  </wa:ProvisioningSection>
-</Environment>
-`;
+  const { key, ...rest } = options;
+  return ovfDocument({ ...rest, keys: [key], disableSshPasswordAuthentication: false });
 }
 
 // ---- the host must not change ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import { lastFailureDescription, markers, runAgent } from '../integration/agent.
 import { closedPort, recorder, tricklingWireserver } from './endpoints.js';
 import { IMDS_CONFIG, WIRESERVER_CONFIG, type FaultCase } from './fault-cases.js';
 import { survivors, watchProcessTree } from './process-watch.js';
+import { limitConcurrency } from './slots.js';
 
 export interface Observed {
   exitCode: number | null;
@@ -63,22 +64,7 @@ const failedAttempts = (lines: JournalLine[], actor: string) =>
 const CRASH = /fatal|uncaught|unhandled|^\s+at .+:\d+:\d+\)?$/im;
 
 /** Agents running at once: more than the cores would measure CPU starvation instead of the agent. */
-const SLOTS = Number(process.env.FAULT_CONCURRENCY ?? 2);
-let running = 0;
-const waiting: Array<() => void> = [];
-
-async function inSlot<T>(work: () => Promise<T>): Promise<T> {
-  // A finishing run hands its slot straight to the next waiter, so `running` never exceeds SLOTS.
-  if (running >= SLOTS) await new Promise<void>((resolve) => waiting.push(resolve));
-  else running += 1;
-  try {
-    return await work();
-  } finally {
-    const next = waiting.shift();
-    if (next) next();
-    else running -= 1;
-  }
-}
+const inSlot = limitConcurrency(Number(process.env.FAULT_CONCURRENCY ?? 2));
 
 /** Runs `fault` once (at most SLOTS at a time) and observes the outcome. */
 export function runFaultCase(fault: FaultCase): Promise<Observed> {

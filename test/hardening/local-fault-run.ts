@@ -11,6 +11,7 @@ import { MAX_RECORDS, encodeRecords } from '../../src/kvp/codec.js';
 import { startFakeFabric } from '../../src/fabric/fake-fabric.js';
 import { AGENT, reportKinds, writeConfig } from '../integration/agent.js';
 import type { LocalCase } from './local-fault-cases.js';
+import { limitConcurrency } from './slots.js';
 
 export interface LocalObserved {
   exitCode: number | null;
@@ -78,21 +79,7 @@ esac
 exec "$@"`;
 
 /** Agents running at once, each in its own namespace. */
-const SLOTS = Number(process.env.LOCAL_FAULT_CONCURRENCY ?? 4);
-let running = 0;
-const waiting: Array<() => void> = [];
-
-async function inSlot<T>(work: () => Promise<T>): Promise<T> {
-  if (running >= SLOTS) await new Promise<void>((resolve) => waiting.push(resolve));
-  else running += 1;
-  try {
-    return await work();
-  } finally {
-    const next = waiting.shift();
-    if (next) next();
-    else running -= 1;
-  }
-}
+const inSlot = limitConcurrency(Number(process.env.LOCAL_FAULT_CONCURRENCY ?? 4));
 
 export function runLocalCase(c: LocalCase): Promise<LocalObserved> {
   return inSlot(() => observe(c));

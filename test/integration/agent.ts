@@ -2,13 +2,25 @@
  * Runs the built agent (`dist/bootstate.mjs`) as a child process against a fake fabric on loopback, provisioning
  * into a temporary directory with the scratch backend, and reports what happened.
  */
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import type { FakeFabric } from '../../src/fabric/fake-fabric.js';
 
 export const AGENT = resolve('dist/bootstate.mjs');
+
+/** Runs the built CLI asynchronously (a fake fabric may live in the calling process): its exit code and output. */
+export async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [AGENT, ...args], { timeout: 30_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
 
 export interface AgentRun {
   code: number | null;

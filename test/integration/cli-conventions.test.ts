@@ -3,23 +3,12 @@
  * every option it accepts, a mistyped subcommand gets the nearest one suggested, and every usage error is one
  * line on stderr with exit 2. The README's CLI section and exit codes agree with the help.
  */
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { editDistance, suggestion } from '../../src/cli/argv.js';
 import { SUBCOMMANDS } from '../../src/cli/subcommands.js';
-import { AGENT } from './agent.js';
+import { cli } from './agent.js';
 
-async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [AGENT, ...args], { timeout: 30_000 });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
-}
 
 const names = Object.keys(SUBCOMMANDS);
 

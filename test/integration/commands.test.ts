@@ -2,15 +2,13 @@
  * The built CLI's other subcommands, as an image builder or a support engineer runs them: report, clean, kvp,
  * graph and trace; and the image builder's checks, config check and doctor.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeReport } from '../../src/azure/report.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
-import { AGENT, markers, runAgent, writeConfig } from './agent.js';
+import { cli, markers, runAgent, writeConfig } from './agent.js';
 
 let fabric: FakeFabric;
 beforeAll(async () => {
@@ -20,16 +18,6 @@ afterAll(async () => {
   await fabric.close();
 });
 
-/** Runs the built CLI asynchronously (the fake fabric lives in this process) and returns its exit code and output. */
-async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [AGENT, ...args], { timeout: 30_000 });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
-}
 
 function root(): { dir: string; config: string } {
   const dir = mkdtempSync(join(tmpdir(), 'bootstate-cmd-'));
