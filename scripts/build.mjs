@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { bundleOptions, root, VIZ_FILE } from './bundle.mjs';
+import { bundleOptions, nodeBundle, root, VIZ_FILE } from './bundle.mjs';
 import { buildNativeAddons } from './build-native.mjs';
 
 const dist = join(root, 'dist');
@@ -24,17 +24,7 @@ await build({
   footer: { js: '})' },
 });
 // Graphviz for `graph` and `trace`, required from the bundle only when one of them renders SVG.
-await build({
-  entryPoints: ['@viz-js/viz'],
-  outfile: join(dist, VIZ_FILE),
-  bundle: true,
-  platform: 'node',
-  target: 'node20',
-  format: 'cjs',
-  minify: true,
-  legalComments: 'none',
-  logLevel: 'warning',
-});
+await build({ ...nodeBundle(join(dist, VIZ_FILE)), entryPoints: ['@viz-js/viz'] });
 
 const entry = join(dist, 'bootstate.mjs');
 copyFileSync(join(root, 'scripts/loader.mjs'), entry);

@@ -46,6 +46,11 @@ const vizApart = {
   },
 };
 
+/** One minified CommonJS file for Node 20: minified source is what V8 reads (and, uncached, parses) on every start. */
+export function nodeBundle(outfile) {
+  return { outfile, bundle: true, platform: 'node', target: 'node20', format: 'cjs', minify: true, legalComments: 'none', logLevel: 'warning' };
+}
+
 /**
  * esbuild options for one CommonJS bundle of `src/cli.ts` that needs nothing but Node's built-ins. With
  * `vizApart`, Graphviz is left out and `import('@viz-js/viz')` becomes `require('./bootstate-viz.cjs')`, a
@@ -53,17 +58,9 @@ const vizApart = {
  */
 export function bundleOptions(outfile, { vizApart: apart = false } = {}) {
   return {
+    ...nodeBundle(outfile),
     define: { __BOOTSTATE_FLOCK_ADDONS__: JSON.stringify(embeddedAddons()) },
     entryPoints: [join(root, 'src/cli.ts')],
-    outfile,
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    // Minified source is what V8 reads (and, without a code cache, parses) on every start.
-    minify: true,
-    legalComments: 'none',
-    logLevel: 'warning',
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
     plugins: apart ? [stubPlugin, vizApart] : [stubPlugin],
