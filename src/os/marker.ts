@@ -30,7 +30,7 @@ export class FileMarkerStore implements MarkerStore {
   /** `peerDirs`: other agents' data directories whose `<vm_id>.provisioned` also counts (read only, never cleaned). */
   constructor(readonly dataDir: string, readonly peerDirs: readonly string[] = []) {}
 
-  /** `provisioned` (ours or a peer's) wins over `report-pending`, then `waiting-for-reuse`; names match case-insensitively. */
+  /** `provisioned` (ours or a peer's) wins over `report-pending`, then `waiting-for-reuse`; names match case-insensitively. Our own `provisioned` also removes stale pending and waiting markers of the same VM id. */
   async state(vmId: string): Promise<MarkerState> {
     const want = vmId.toLowerCase();
     const names = (await this.#names()) ?? [];
@@ -39,7 +39,12 @@ export class FileMarkerStore implements MarkerStore {
     const pending = found(PENDING);
     const waiting = found(WAITING);
     for (const name of [...provisioned, ...pending, ...waiting]) await this.#checkRegular(name);
-    if (provisioned.length > 0) return 'provisioned';
+    if (provisioned.length > 0) {
+      // A crash between writing `provisioned` and removing the others leaves them behind: provisioned wins, so they
+      // are stale, and are tidied here (best effort: a read-only data dir still reads as provisioned).
+      for (const name of [...pending, ...waiting]) await rm(path.join(this.dataDir, name), { force: true }).catch(() => {});
+      return 'provisioned';
+    }
     for (const dir of this.peerDirs) {
       const peer = await readdir(dir).catch(() => [] as string[]);
       if (peer.some((n) => n.toLowerCase() === want + PROVISIONED)) return 'provisioned';

@@ -55,6 +55,16 @@ describe('FileMarkerStore', () => {
     expect(await store.clean({ logs: false, logPath: '' })).toHaveLength(2);
   });
 
+  it('tidies pending and waiting markers a crash left next to provisioned, for this VM id only', async () => {
+    const dir = await temp();
+    const other = '11111111-2222-3333-4444-555555555555';
+    for (const name of [`${VM}.provisioned`, `${VM}.report-pending`, `${VM}.waiting-for-reuse`, `${other}.report-pending`]) {
+      await writeFile(path.join(dir, name), '');
+    }
+    expect(await new FileMarkerStore(dir).state(VM)).toBe('provisioned');
+    expect((await readdir(dir)).sort()).toEqual([`${VM}.provisioned`, `${other}.report-pending`]);
+  });
+
   it('matches an existing marker whatever the case of the vm id', async () => {
     const dir = await temp();
     await writeFile(path.join(dir, `${VM.toUpperCase()}.provisioned`), '');
