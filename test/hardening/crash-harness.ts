@@ -145,6 +145,9 @@ export async function runAndKill(fabric: FakeFabric, root: string, options: Agen
       }, 1);
     },
   });
+  // A final state's process may already have exited when the poller sees its line: the signals then reach a zombie
+  // and the run ends with its own exit code. Only a run that died of the SIGKILL was killed in the state.
+  if (run.signal !== 'SIGKILL') landed = false;
   return { run, killedAt, landed, killed };
 }
 
