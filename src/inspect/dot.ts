@@ -100,9 +100,12 @@ const anchor = (node: GraphNode): string => (isCluster(node) ? `${node.id}::entr
 /** Where edges leave a cluster: an invisible point held below all its children, so the flow keeps going down. */
 const exit = (node: GraphNode): string => (isCluster(node) ? `${node.id}::exit` : node.id);
 
-/** The label lines of a state: its name, what it invokes, its retry badge, and when highlighted its steps. */
-function labelOf(node: GraphNode, steps: number[] | undefined, parallelChild: boolean, ms?: number): string {
-  const lines = [parallelChild ? `${node.key} (region)` : node.type === 'parallel' ? `${node.key} (parallel)` : node.key];
+/**
+ * The label lines of a state: its name, what it invokes, its retry badge, and when highlighted its steps. A region
+ * is named so (`(region)`) unless its dashed border alone says it, as in the compact overview, whose legend does.
+ */
+function labelOf(node: GraphNode, steps: number[] | undefined, region: boolean, ms?: number): string {
+  const lines = [region ? `${node.key} (region)` : node.type === 'parallel' ? `${node.key} (parallel)` : node.key];
   for (const invoke of node.invokes) lines.push(`invoke ${invoke}`);
   if (node.badge) lines.push(...`⟳ ${node.badge}`.split(', '));
   lines.push(...(node.summary ?? []));
@@ -111,8 +114,11 @@ function labelOf(node: GraphNode, steps: number[] | undefined, parallelChild: bo
   return lines.join('\n');
 }
 
-/** The legend: the health colours and what the line styles mean. */
-function legendLines(graph: MachineGraph): string[] {
+/**
+ * The legend: the health colours and what the line and border styles mean, as the graph's own label under the
+ * chart, where it takes no width from the states.
+ */
+function legendLabel(graph: MachineGraph): string {
   const swatch = (fill: string, text: string) =>
     `<TR><TD BGCOLOR="${fill}" WIDTH="18" HEIGHT="12" FIXEDSIZE="TRUE"></TD><TD ALIGN="LEFT">${h(text)}</TD></TR>`;
   const line = (color: string, text: string) => `<TR><TD><FONT COLOR="${color}">━━</FONT></TD><TD ALIGN="LEFT"><FONT COLOR="${color}">${h(text)}</FONT></TD></TR>`;
@@ -123,16 +129,18 @@ function legendLines(graph: MachineGraph): string[] {
     line(COLOR.error, 'error (dashed)'),
     line(COLOR.after, 'timer (after …)'),
   ];
+  if ([...graph.nodes.values()].some((node) => node.type === 'parallel' && node.children.length)) {
+    rows.push(`<TR><TD BORDER="1" STYLE="dashed" COLOR="${COLOR.line}" WIDTH="18" HEIGHT="12" FIXEDSIZE="TRUE"></TD><TD ALIGN="LEFT">dashed border: a parallel region</TD></TR>`);
+  }
   if ([...graph.nodes.values()].some((node) => node.badge)) rows.push('<TR><TD>⟳</TD><TD ALIGN="LEFT">retry loop shown as one state</TD></TR>');
   for (const note of graph.notes ?? []) rows.push(`<TR><TD>⚡</TD><TD ALIGN="LEFT">${h(note)}</TD></TR>`);
-  const label = `<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">${rows.join('')}</TABLE>>`;
-  return [`  "::legend" [id="legend", shape=box, style="rounded", color="#d1d9e0", margin="0.08,0.04", label=${label}];`];
+  return `<<TABLE BORDER="1" STYLE="rounded" COLOR="#d1d9e0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">${rows.join('')}</TABLE>>`;
 }
 
 /** Renders a machine graph as Graphviz DOT, optionally highlighting one run's path. */
 export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
   const hl = options.highlight;
-  const [font, edgeFont, nodesep, ranksep] = options.compact ? [15, 14, 0.18, 0.25] : [11, 10, 0.3, 0.32];
+  const [font, edgeFont, nodesep, ranksep] = options.compact ? [15, 15, 0.18, 0.25] : [11, 10, 0.3, 0.32];
   const out: string[] = [
     `digraph ${q(graph.id)} {`,
     // The full chart's crossing minimisation is bounded: unbounded it costs 2.4× the time for no clearer picture.
@@ -151,7 +159,7 @@ export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
       const style = region ? 'dashed,rounded,filled' : 'rounded,filled';
       const fill = healthOf(graph, node, false)?.cluster ?? '#fbfbfc';
       out.push(`${pad}subgraph ${q(`cluster_${node.id}`)} {`);
-      const label = labelOf(node, steps, region, hl?.durations?.get(node.id));
+      const label = labelOf(node, steps, region && !options.compact, hl?.durations?.get(node.id));
       out.push(`${pad}  id=${q(encodeDomId('state', node.id))}; label=${qLeft(label)}; labeljust=l; margin=10;`);
       out.push(`${pad}  style=${q(style)}; fillcolor=${q(fill)}; color=${q(steps ? COLOR.taken : '#9aa0aa')}; penwidth=${steps ? 2 : 1};`);
       if (hl && !steps) out.push(`${pad}  fontcolor=${q(COLOR.fadedText)};`);
@@ -171,7 +179,7 @@ export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
       out.push(`${pad}}`);
       return;
     }
-    const attrs = [`id=${q(encodeDomId('state', node.id))}`, `label=${q(labelOf(node, steps, region, hl?.durations?.get(node.id)))}`];
+    const attrs = [`id=${q(encodeDomId('state', node.id))}`, `label=${q(labelOf(node, steps, region && !options.compact, hl?.durations?.get(node.id)))}`];
     if (region) attrs.push('style="rounded,filled,dashed"');
     attrs.push(`fillcolor=${q(outcome ? COLOR[outcome] : (healthOf(graph, node, true)?.fill ?? '#ffffff'))}`);
     if (node.type === 'final') attrs.push('peripheries=2');
@@ -188,11 +196,14 @@ export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
   }
   const finals = root.children.filter((child) => graph.nodes.get(child)!.type === 'final' && !isCluster(graph.nodes.get(child)!));
   if (finals.length) out.push(`  { rank=max; ${finals.map(q).join('; ')}; }`);
-  if (options.legend !== false) out.push(...legendLines(graph), '  { rank=min; "::start"; "::legend"; }');
   if (graph.edges.some((edge) => edge.source === root.id)) {
     out.push(`  "::any" [id="any-state", shape=plain, fontcolor=${q(COLOR.fadedText)}, label="in any state"];`);
   }
-  mergeLoops(graph.edges).forEach((edge) => out.push(...edgeLines(graph, edge, hl)));
+  const finalIds = new Set(finals);
+  mergeLoops(graph.edges).forEach((edge) => out.push(...edgeLines(graph, edge, hl, finalIds)));
+  out.push(...rankBelowBlocks(graph, finalIds));
+  // Set last, so that no cluster inherits the legend or its placement.
+  if (options.legend !== false) out.push(`  label=${legendLabel(graph)}; labelloc=b; labeljust=l;`);
   out.push('}');
   return `${out.join('\n')}\n`;
 }
@@ -225,8 +236,36 @@ function stepsOf(edge: GraphEdge, hl: DotHighlight | undefined): number[] | unde
   return steps.length ? [...new Set(steps)].sort((a, b) => a - b) : undefined;
 }
 
+/**
+ * Holds every state that a top-level block (a cluster right under the root) leads to below the whole block, so
+ * that what follows the parallel work is drawn under it rather than beside it, which would widen the chart by a
+ * column. The block's own exit point is its bottom; the edges themselves still leave from their real source.
+ */
+function rankBelowBlocks(graph: MachineGraph, finals: Set<string>): string[] {
+  const root = graph.nodes.get(graph.root)!;
+  const lines = new Set<string>();
+  for (const block of root.children.map((id) => graph.nodes.get(id)!).filter(isCluster)) {
+    for (const edge of graph.edges) {
+      if (edge.source === graph.root || !within(graph, edge.source, block.id) || !constrains(edge, finals)) continue;
+      for (const target of edge.targets) {
+        if (within(graph, target, block.id) || target === graph.root) continue;
+        lines.add(`  ${q(exit(block))} -> ${q(anchor(graph.nodes.get(target)!))} [style=invis];`);
+      }
+    }
+  }
+  return [...lines];
+}
+
+/**
+ * Whether an edge takes part in ranking. Errors are drawn as detours that need not push their target down, except
+ * into a final state: there they keep each outcome under the state it comes from.
+ */
+function constrains(edge: GraphEdge, finals: Set<string>): boolean {
+  return edge.kind !== 'error' || edge.targets.some((target) => finals.has(target));
+}
+
 /** One DOT edge per target (a targetless transition loops on its source), styled by kind and highlight. */
-function edgeLines(graph: MachineGraph, edge: GraphEdge, hl: DotHighlight | undefined): string[] {
+function edgeLines(graph: MachineGraph, edge: GraphEdge, hl: DotHighlight | undefined, finals: Set<string>): string[] {
   const fromRoot = edge.source === graph.root;
   const source = graph.nodes.get(edge.source)!;
   const steps = stepsOf(edge, hl);
@@ -242,7 +281,7 @@ function edgeLines(graph: MachineGraph, edge: GraphEdge, hl: DotHighlight | unde
     if (edge.kind === 'error') styles.push('dashed');
     if (!edge.targets.length) styles.push('dotted');
     if (styles.length) attrs.push(`style=${q(styles.join(','))}`);
-    if (fromRoot || edge.kind === 'error') attrs.push('constraint=false');
+    if (fromRoot || !constrains(edge, finals)) attrs.push('constraint=false');
     if (steps) attrs.push(`color=${q(COLOR.taken)}`, `fontcolor=${q(COLOR.taken)}`, 'penwidth=2.4');
     else if (!hl && edge.kind === 'error') attrs.push(`color=${q(COLOR.error)}`, `fontcolor=${q(COLOR.error)}`);
     else if (!hl && edge.kind === 'after') attrs.push(`color=${q(COLOR.after)}`, `fontcolor=${q(COLOR.after)}`);

@@ -4,17 +4,15 @@
  * top-level block into the same state merged into one edge. The full chart keeps every state; the overview is
  * what fits in a README and on a screen at a glance.
  */
-import { formatDelay, type GraphEdge, type GraphNode, type MachineGraph } from './graph.js';
+import type { GraphEdge, GraphNode, MachineGraph } from './graph.js';
+import { guardWords, spokenDelay } from './words.js';
+
+export { spokenDelay };
 
 export interface Overview {
   graph: MachineGraph;
   /** Every state of the full chart → the node that shows it in the overview. */
   alias: Map<string, string>;
-}
-
-/** A delay as people say it: `2 s`, `5 min`, `200 ms`. */
-export function spokenDelay(ms: number): string {
-  return formatDelay(ms).replace(/^([\d.]+)(ms|s|min|h)$/, '$1 $2');
 }
 
 interface RetryUnit {
@@ -45,9 +43,10 @@ function badgeOf(every: number | undefined, deadline: number | undefined): strin
   return deadline === undefined ? retries : `${retries}, gives up after ${spokenDelay(deadline)}`;
 }
 
-/** An edge label for the overview: nothing for the plain way forward, else the guard, `error` or the timer. */
+/** An edge label for the overview: nothing for the plain way forward, else the guard in words, `error` or the timer. */
 function shortLabel(edge: GraphEdge): string {
-  const guard = /\[([^\]]+)\]$/.exec(edge.label)?.[1];
+  const guardName = /\[([^\]]+)\]$/.exec(edge.label)?.[1];
+  const guard = guardName && guardWords(guardName);
   const base = edge.kind === 'done' ? '' : edge.kind === 'error' ? 'error' : edge.kind === 'after' ? edge.label.replace(/^after (\d)/, 'after $1') : edge.label.replace(/ \[[^\]]+\]$/, '');
   return [base, guard ? `[${guard}]` : ''].filter(Boolean).join(' ');
 }

@@ -3,7 +3,31 @@
  * `xstate.done.actor.imds`, and one naming scheme for states — the dotted path below the machine, the same the
  * demo prints and the journal's state values spell (`provisioning.work.gathering.imds.fetching`).
  */
-import { spokenDelay } from './overview.js';
+import { formatDelay } from './graph.js';
+
+/** A delay as people say it: `2 s`, `5 min`, `200 ms`. */
+export function spokenDelay(ms: number): string {
+  return formatDelay(ms).replace(/^([\d.]+)(ms|s|min|h)$/, '$1 $2');
+}
+
+/**
+ * Conditions said short, for the overview's edge labels, where a long label widens the whole chart: the marker
+ * `checkingMarker` found, what IMDS said. Any other guard reads as its name in words (`configFailed` → `config failed`).
+ */
+export const GUARD_WORDS: Record<string, string> = {
+  markerProvisioned: 'provisioned',
+  markerReportPending: 'report pending',
+  markerWaitingForReuse: 'waiting for reuse',
+  poolRunning: 'pool VM',
+  poolAfterClaim: 'pool VM after claim',
+  havePlan: 'plan made',
+  passwordLoginsOff: 'media not needed',
+};
+
+/** A guard's name in words. */
+export function guardWords(guard: string): string {
+  return GUARD_WORDS[guard] ?? guard.replace(/([a-z\d])([A-Z])/g, '$1 $2').toLowerCase();
+}
 
 /** What the completion or failure of each of the agent's invoked actors means, by invoke id. */
 export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {

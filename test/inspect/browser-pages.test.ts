@@ -145,9 +145,7 @@ describe.skipIf(!mustRun && !available)('the pictures, looked at in Chromium', {
     const layout = (await chartLayout(page))!;
     expect(layout.chart.right).toBeLessThanOrEqual(901);
     expect(overlaps(layout.texts)).toEqual([]);
-    // The goal is 10 px. Since the pool-VM states and the custom-data region joined the chart, its overview is
-    // 1760 pt wide and its text 8 px at 900 px (issue 17 stays open for the layout); it must not get smaller still.
-    expect(layout.smallest, 'smallest text height at 900 px').toBeGreaterThanOrEqual(7.9);
+    expect(layout.smallest, 'smallest text height at 900 px').toBeGreaterThanOrEqual(10);
     expect(outside).toEqual([]);
     await context.close();
     const readme = fs.readFileSync(path.join(repo, 'README.md'), 'utf8');

@@ -66,7 +66,8 @@ describe('machine graph', () => {
     expect(nodeLine('firstboot.failed')).toContain('fillcolor="#fde2e1"');
     expect(nodeLine('firstboot.provisioned')).toContain('fillcolor="#d8f3dc"');
     expect(nodeLine('firstboot.work.metadata.requesting')).toContain('fillcolor="#fff1c9"');
-    expect(dot).toMatch(/"::legend" \[id="legend"[^\n]*health NotReady\/ProvisioningFailed[^\n]*health Ready[^\n]*health NotReady\/Provisioning/);
+    // The legend is the graph's own label, under the chart, set after every cluster so that none inherits it.
+    expect(dot).toMatch(/\n {2}label=<<TABLE[^\n]*health NotReady\/ProvisioningFailed[^\n]*health Ready[^\n]*health NotReady\/Provisioning[^\n]*dashed border: a parallel region[^\n]*; labelloc=b; labeljust=l;\n\}\n$/);
     expect(nodeLine('firstboot.work.report.sent')).toContain('peripheries=2');
     expect(nodeLine('firstboot.ready')).not.toContain('peripheries');
   });
@@ -77,6 +78,14 @@ describe('machine graph', () => {
     expect(edgeLines('after 5ms')).toHaveLength(1);
     expect(edgeLines('after 2s')[0]).toContain('ltail="cluster_firstboot.work"');
     expect(edgeLines('after 2s')[0]).toMatch(/^\s+"firstboot\.work::exit" -> /);
+  });
+
+  it('holds what follows a top-level block below it, and keeps errors into final states in the ranking', () => {
+    expect(dot).toContain('"firstboot.work::exit" -> "firstboot.ready" [style=invis];');
+    expect(dot).toContain('"firstboot.work::exit" -> "firstboot.failed" [style=invis];');
+    expect(dot).not.toMatch(/"firstboot\.work::exit" -> "firstboot\.work\./);
+    expect(edgeLines('error: imds')[0]).not.toContain('constraint=false');
+    expect(edgeLines('error: imds [canRetry]')[0]).toContain('constraint=false');
   });
 
   it('formats delays the way people say them', () => {

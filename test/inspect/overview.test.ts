@@ -3,7 +3,7 @@ import { provisioningMachine } from '../../machines/provisioning.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { buildGraph, toDot } from '../../src/inspect/graph.js';
 import { overviewOf, spokenDelay } from '../../src/inspect/overview.js';
-import { eventWords, leafNames, stateName } from '../../src/inspect/words.js';
+import { eventWords, guardWords, leafNames, stateName } from '../../src/inspect/words.js';
 import { fixtureMachine } from './fixtures.js';
 
 const delayContext = { config: DEFAULT_CONFIG, terminating: false };
@@ -44,6 +44,19 @@ describe('overview of the provisioning chart', () => {
     expect(graph.notes).toEqual(['TERMINATE in any state → reportingFailure']);
   });
 
+  it('says conditions in short words, and names regions by their dashed border alone', () => {
+    const label = (source: string, target: string) =>
+      graph.edges.find((edge) => edge.source === source && edge.targets[0] === target)?.label;
+    expect(label('provisioning.checkingMarker', 'provisioning.reportingReady')).toBe('[report pending]');
+    expect(label('provisioning.checkingMarker', 'provisioning.preprovisioned')).toBe('[waiting for reuse]');
+    expect(graph.nodes.get('provisioning.readingVmId')?.exits).toBe('config failed / error → reportingFailure');
+    const dot = toDot(graph, { compact: true });
+    expect(dot).not.toContain('(region)');
+    expect(dot).toContain('label="imds\\n→ fetching');
+    expect(dot).toContain('dashed border: a parallel region');
+    expect(toDot(full)).toContain('(region)');
+  });
+
   it('uses the run’s own timer values when it has them', () => {
     const run = overviewOf(buildGraph(provisioningMachine, { delayContext, timers: { imdsRetryInterval: 500, imdsTotalTimeout: 20_000 } })).graph;
     expect(run.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 500 ms', 'gives up after 20 s']);
@@ -66,6 +79,7 @@ describe('words', () => {
     expect(stateName('provisioning', `${P}.work.validating`)).toBe('provisioning.work.validating');
     expect(leafNames({ provisioning: { inProgress: 'sent', work: 'validating' } })).toEqual(['provisioning.inProgress.sent', 'provisioning.work.validating']);
     expect([500, 2000, 300_000].map(spokenDelay)).toEqual(['500 ms', '2 s', '5 min']);
+    expect(['markerProvisioned', 'configFailed', 'versionsAvailable'].map(guardWords)).toEqual(['provisioned', 'config failed', 'versions available']);
   });
 
   it('folds the fixture’s retry loop into the box of its region', () => {
