@@ -1,4 +1,4 @@
-// The esbuild options every bundle shares (dist/bootstate.cjs, the SEA's main script, the size report). The stubs
+// The esbuild options every bundle shares (the plain program's two scripts, the SEA's main script). The stubs
 // replace modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it
 // loads node:http2) and pino's worker-thread transports.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -51,20 +51,68 @@ export function nodeBundle(outfile) {
   return { outfile, bundle: true, platform: 'node', target: 'node20', format: 'cjs', minify: true, legalComments: 'none', logLevel: 'warning' };
 }
 
-/**
- * esbuild options for one CommonJS bundle of `src/cli.ts` that needs nothing but Node's built-ins. With
- * `vizApart`, Graphviz is left out and `import('@viz-js/viz')` becomes `require('./bootstate-viz.cjs')`, a
- * second file beside it (the plain program); without, everything is in the one file (the SEA).
- */
-export function bundleOptions(outfile, { vizApart: apart = false } = {}) {
+/** The options every bundle of the CLI shares: the addons embedded, the stubs, no dynamic import(). */
+function cliBundle(outfile, plugins) {
   return {
     ...nodeBundle(outfile),
     define: { __BOOTSTATE_FLOCK_ADDONS__: JSON.stringify(embeddedAddons()) },
-    entryPoints: [join(root, 'src/cli.ts')],
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
-    plugins: apart ? [stubPlugin, vizApart] : [stubPlugin],
+    plugins: [stubPlugin, ...plugins],
     // A vm.Script has no ESM loader behind it: dynamic imports of files beside the bundle become require().
     supported: { 'dynamic-import': false },
   };
+}
+
+/** esbuild options for the SEA's main script: all of `src/cli.ts` in one CommonJS file needing only Node's built-ins. */
+export function bundleOptions(outfile) {
+  return { ...cliBundle(outfile, []), entryPoints: [join(root, 'src/cli.ts')] };
+}
+
+/*
+ * The plain program is two scripts, so `--version`, `--help` and usage errors never read the subcommands' code:
+ *   the CLI   src/cli.ts with the subcommand table and src/cli/argv.ts; each `import()` in
+ *             src/cli/subcommands.ts becomes require('bootstate-commands:<specifier>');
+ *   the rest  every module those imports name, exported under the specifier; its imports of src/cli/argv.ts become
+ *             require('bootstate-cli'), so both scripts share one UsageError.
+ * dist/bootstate.mjs (scripts/loader.mjs) answers those two require() names with the other script's exports.
+ */
+export const COMMANDS_PREFIX = 'bootstate-commands:';
+export const CLI_MODULE = 'bootstate-cli';
+const subcommandTable = join(root, 'src/cli/subcommands.ts');
+const argvModule = join(root, 'src/cli/argv.ts');
+
+/** The specifiers src/cli/subcommands.ts imports on demand, e.g. `./provision-command.js`. */
+export function subcommandModules() {
+  return [...new Set([...readFileSync(subcommandTable, 'utf8').matchAll(/\bimport\('([^']+)'\)/g)].map((m) => m[1]))];
+}
+
+export function cliScriptOptions(outfile) {
+  const commandsApart = {
+    name: 'bootstate-commands-apart',
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, (args) =>
+        args.kind === 'dynamic-import' && args.importer === subcommandTable ? { path: `${COMMANDS_PREFIX}${args.path}`, external: true } : undefined,
+      );
+    },
+  };
+  return {
+    ...cliBundle(outfile, [commandsApart]),
+    stdin: { contents: "export * from './cli.ts';\nexport * from './cli/argv.ts';\n", resolveDir: join(root, 'src'), loader: 'ts' },
+  };
+}
+
+export function commandsScriptOptions(outfile) {
+  const argvFromCli = {
+    name: 'bootstate-argv-from-cli',
+    setup(build) {
+      build.onResolve({ filter: /argv\.js$/ }, (args) =>
+        args.importer && join(dirname(args.importer), args.path).replace(/\.js$/, '.ts') === argvModule ? { path: CLI_MODULE, external: true } : undefined,
+      );
+    },
+  };
+  const contents = subcommandModules()
+    .map((specifier) => `export * as ${JSON.stringify(specifier)} from ${JSON.stringify(specifier)};`)
+    .join('\n');
+  return { ...cliBundle(outfile, [vizApart, argvFromCli]), stdin: { contents, resolveDir: dirname(subcommandTable), loader: 'ts' } };
 }

@@ -1,0 +1,33 @@
+/**
+ * Writes the plain program's code caches (scripts/build.mjs): runs `provision --scratch` of the built program once
+ * against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
+ * boot compiles, and fails the build unless that run reached Ready and exited 0.
+ *
+ *   node --import tsx scripts/warm-code-cache.ts dist/bootstate.mjs
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { startFakeFabric } from '../src/fabric/fake-fabric.js';
+
+const entry = process.argv[2];
+const fabric = await startFakeFabric();
+const dir = mkdtempSync(join(tmpdir(), 'bootstate-cache-'));
+try {
+  const config = join(dir, 'bootstate.toml');
+  const q = JSON.stringify;
+  writeFileSync(
+    config,
+    `[imds]\nendpoint = ${q(fabric.imdsUrl)}\n[wireserver]\nhealth_endpoint = ${q(fabric.healthUrl)}\n[data_dir]\npath = ${q(join(dir, 'data'))}\n` +
+      `[log_path]\npath = ${q(join(dir, 'bootstate.log'))}\n[telemetry]\nkvp_dir = ${q(join(dir, 'kvp'))}\n`,
+  );
+  await promisify(execFile)(process.execPath, [entry, 'provision', '--scratch', join(dir, 'root'), '--config', config], {
+    env: { ...process.env, BOOTSTATE_CODE_CACHE: 'write', BOOTSTATE_LOG: 'error' },
+  });
+  if (!fabric.requestsTo('health').some((r) => r.body.includes('"Ready"'))) throw new Error('the code cache run reported no Ready');
+} finally {
+  await fabric.close();
+  rmSync(dir, { recursive: true, force: true });
+}
