@@ -73,7 +73,8 @@ export function bundleOptions(outfile) {
  * The plain program is two scripts, so `--version`, `--help` and usage errors never read the subcommands' code:
  *   the CLI   src/cli.ts with the subcommand table and src/cli/argv.ts; each `import()` in
  *             src/cli/subcommands.ts becomes require('bootstate-commands:<specifier>');
- *   the rest  every module those imports name, exported under the specifier; its imports of src/cli/argv.ts become
+ *   the rest  a function per module those imports name, keyed by the specifier, that evaluates it on first call;
+ *             its imports of src/cli/argv.ts become
  *             require('bootstate-cli'), so both scripts share one UsageError.
  * dist/bootstate.mjs (scripts/loader.mjs) answers those two require() names with the other script's exports.
  */
@@ -111,8 +112,8 @@ export function commandsScriptOptions(outfile) {
       );
     },
   };
-  const contents = subcommandModules()
-    .map((specifier) => `export * as ${JSON.stringify(specifier)} from ${JSON.stringify(specifier)};`)
-    .join('\n');
-  return { ...cliBundle(outfile, [vizApart, argvFromCli]), stdin: { contents, resolveDir: dirname(subcommandTable), loader: 'ts' } };
+  // require() of an ES module makes esbuild evaluate it (and what it imports) on the first call only.
+  const entries = subcommandModules().map((specifier) => `${JSON.stringify(specifier)}: () => require(${JSON.stringify(specifier)})`);
+  const contents = `module.exports = {\n${entries.join(',\n')}\n};\n`;
+  return { ...cliBundle(outfile, [vizApart, argvFromCli]), stdin: { contents, resolveDir: dirname(subcommandTable), loader: 'js' } };
 }

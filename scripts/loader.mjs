@@ -28,7 +28,7 @@ let commands;
 const cli = load('bootstate.bundle.js', (id) => {
   if (!id.startsWith('bootstate-commands:')) return undefined;
   commands ??= load('bootstate-commands.bundle.js', (name) => (name === 'bootstate-cli' ? cli : undefined));
-  return commands[id.slice('bootstate-commands:'.length)];
+  return commands[id.slice('bootstate-commands:'.length)]?.();
 });
 cli.runAsProgram();
 
