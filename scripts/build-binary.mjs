@@ -1,31 +1,34 @@
 #!/usr/bin/env node
 // Builds dist/bootstate: a Node single executable application (the running node binary with the CLI injected),
-// so an image needs no Node.js. Node 20's SEA runs a CommonJS main script that may require only built-ins,
-// hence its own CJS bundle (dist/bootstate-sea.cjs), unwrapped, beside the plain program's.
+// so an image needs no Node.js. It carries the plain program's scripts (scripts/build.mjs, built here first into
+// the same directory) with their code caches and Graphviz as assets, and scripts/sea-main.cjs as its main script,
+// which loads them as the plain program's loader does: `--version` compiles only the small CLI script.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
-import { bundleOptions } from './bundle.mjs';
 import { inject } from 'postject';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
-const bundle = join(dist, 'bootstate-sea.cjs');
 const blob = join(dist, 'bootstate.blob');
 const seaConfig = join(dist, 'sea-config.json');
 const binary = join(dist, 'bootstate');
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 mkdirSync(dist, { recursive: true });
+execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { env: { ...process.env, BOOTSTATE_DIST: dist }, stdio: 'inherit' });
 
-await build(bundleOptions(bundle));
-
-// The code cache saves V8 compiling the bundle on every start; it must be made by the same node that runs it.
+const assets = {};
+for (const name of ['bootstate.bundle.js', 'bootstate-commands.bundle.js']) {
+  assets[name] = join(dist, name);
+  assets[`${name}.cache`] = join(dist, `${name}.cache`);
+}
+assets['bootstate-viz.cjs'] = join(dist, 'bootstate-viz.cjs');
+// The main script is a few lines: V8's code cache for it would save nothing.
 writeFileSync(
   seaConfig,
-  `${JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }, null, 2)}\n`,
+  `${JSON.stringify({ main: join(root, 'scripts/sea-main.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,
 );
 execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'pipe' });
 

@@ -9,12 +9,13 @@
 // source, which V8 holds in memory. Graphviz alone is big enough to keep apart.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { cliScriptOptions, commandsScriptOptions, nodeBundle, root, VIZ_FILE } from './bundle.mjs';
 import { buildNativeAddons } from './build-native.mjs';
 
-const dist = join(root, 'dist');
+// BOOTSTATE_DIST: another output directory (scripts/build-binary.mjs passes its own).
+const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
 mkdirSync(dist, { recursive: true });
 buildNativeAddons();
 // Wrapped as a function for vm.Script, like Node wraps a CommonJS module.

@@ -1,6 +1,6 @@
 // The esbuild options every bundle shares (the plain program's two scripts, the SEA's main script). The stubs
 // replace modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it
-// loads node:http2) and pino's worker-thread transports.
+// loads node:http2), undici's use of node:http and pino's worker-thread transports.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,8 @@ const stubs = join(root, 'scripts/stubs');
 /** [importer path suffix, import specifier, stub file]. */
 const STUBS = [
   ['node_modules/undici/lib/dispatcher/client.js', './client-h2.js', 'undici-client-h2.cjs'],
+  ['node_modules/undici/lib/dispatcher/client.js', 'node:http', 'undici-http.cjs'],
+  ['node_modules/undici/lib/core/util.js', 'node:http', 'undici-http.cjs'],
   ['node_modules/pino/lib/tools.js', './transport', 'pino-transport.cjs'],
   ['node_modules/pino/pino.js', './lib/transport', 'pino-transport.cjs'],
   ['node_modules/pino/lib/tools.js', 'worker_threads', 'main-thread.cjs'],
@@ -19,7 +21,7 @@ const STUBS = [
 const stubPlugin = {
   name: 'bootstate-stubs',
   setup(build) {
-    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\/transport|\.\/lib\/transport|worker_threads)$/ }, (args) => {
+    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http)$/ }, (args) => {
       const stub = STUBS.find(([importer, specifier]) => args.importer.endsWith(importer) && args.path === specifier);
       return stub ? { path: join(stubs, stub[2]) } : undefined;
     });

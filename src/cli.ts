@@ -77,15 +77,10 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /**
- * True when this module is the program (the single executable, or `tsx src/cli.ts`), not an import; the plain
- * bundle's loader (dist/bootstate.mjs) calls `runAsProgram` itself.
+ * True when this module is the program run by `tsx src/cli.ts`, not an import. The plain program's loader
+ * (dist/bootstate.mjs) and the single executable's main script (scripts/sea-main.cjs) call `runAsProgram` themselves.
  */
 function isEntry(): boolean {
-  try {
-    if ((require('node:sea') as { isSea(): boolean }).isSea()) return true;
-  } catch {
-    // not a single executable, or no require in this module system
-  }
   const entry = process.argv[1];
   if (!entry || typeof import.meta?.url !== 'string') return false;
   try {
@@ -99,7 +94,7 @@ function isEntry(): boolean {
 export function runAsProgram(): void {
   // undici's HTTP parser is WebAssembly: without this, exit waits for V8 to finish optimizing it on a background
   // thread (5–350 ms) and the optimized copy costs ~36 MiB. Baseline code parses a few small bodies just as well.
-  // The plain bundle's loader sets it before its code cache is read, so the cache's flag hash stays valid.
+  // The loaders set it before they read a code cache, so the caches' flag hash stays valid.
   setFlagsFromString('--liftoff-only');
   // `bootstate kvp dump | head` closes the pipe early; that is not an error.
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
