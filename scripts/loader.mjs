@@ -12,9 +12,12 @@ import { setFlagsFromString } from 'node:v8';
 import { Script } from 'node:vm';
 
 const dir = import.meta.dirname;
-// undici's HTTP parser is WebAssembly; its optimizing tier-up runs on a background thread that exit has to wait
-// for and that costs ~36 MiB. Set before compiling so the flag hash in the code cache always matches.
-setFlagsFromString('--liftoff-only');
+// V8 flags for a short run that must stay small, set before compiling so the flag hash in the code caches always
+// matches (scripts/sea-main.cjs sets the same): undici's WebAssembly HTTP parser stays on its baseline tier
+// (optimizing it ran on a background thread exit waited for, and cost ~36 MiB); no optimizing or baseline JIT
+// (a first boot runs each function a few times; together −4 MiB); the young generation keeps its initial size
+// (−2 MiB). Each one is safe to set at run time; --single-threaded-gc is not (a full GC then aborts).
+setFlagsFromString('--liftoff-only --no-opt --no-sparkplug --semi-space-growth-factor=1');
 
 const mode = process.env.BOOTSTATE_CODE_CACHE; // 'off' ignores the caches, 'write' always rewrites them
 const nodeStat = statSync(process.execPath);

@@ -8,8 +8,8 @@ const { getRawAsset } = require('node:sea');
 const { setFlagsFromString } = require('node:v8');
 const { Script } = require('node:vm');
 
-// As in scripts/loader.mjs: undici's WebAssembly parser stays on its baseline tier, and the caches match.
-setFlagsFromString('--liftoff-only');
+// The flags scripts/loader.mjs sets, and why; the same, so its code caches match.
+setFlagsFromString('--liftoff-only --no-opt --no-sparkplug --semi-space-growth-factor=1');
 
 let commands;
 const cli = load('bootstate.bundle.js', (id) => {
