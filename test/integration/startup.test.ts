@@ -1,6 +1,6 @@
 /**
- * What a provisioning run of the built agent loads and leaves behind (issue 16): none of Node's HTTP/2, worker
- * thread or inspector modules, no flock(1) fork, no addon file, and the plain program's code cache accepted.
+ * What a provisioning run of the built agent loads and leaves behind (issue 16): none of Node's HTTP/1 or HTTP/2,
+ * worker thread or inspector modules, no flock(1) fork, no addon file, and the plain program's code caches accepted.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -41,7 +41,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     const loaded = builtins(run.stderr);
     expect(loaded.length).toBeGreaterThan(20);
     // (internal/worker/js_transferable is part of Node's own bootstrap: `node -e 0` loads it too.)
-    expect(loaded.filter((m) => /^(http2|worker_threads|inspector|wasi|internal\/worker|internal\/http2\/.*)$/.test(m))).toEqual([]);
+    expect(loaded.filter((m) => /^(http|_http_.*|http2|worker_threads|inspector|wasi|internal\/worker|internal\/http2\/.*)$/.test(m))).toEqual([]);
     // The addon is written, dlopen'ed and unlinked; neither the file nor its directory is left behind.
     expect(readdirSync('/run').filter((name) => name.startsWith('bootstate-native-'))).toEqual([]);
   });
@@ -61,6 +61,23 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     const programs = readFileSync(trace, 'utf8').split('\n').map((line) => /execve\("([^"]+)"/.exec(line)?.[1]).filter(Boolean);
     expect(programs.length).toBeGreaterThan(0);
     expect(programs.filter((p) => p!.endsWith('/flock'))).toEqual([]);
+  });
+
+  it('answers --version from the CLI script alone, never reading the subcommands\' script', async () => {
+    const trace = join(work, 'open.trace');
+    execFileSync('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, '--version'], { stdio: 'pipe' });
+    const opened = readFileSync(trace, 'utf8');
+    expect(opened).toContain('bootstate.bundle.js');
+    expect(opened).not.toContain('bootstate-commands.bundle.js');
+  });
+
+  it('provisions from the subcommands\' code cache, leaving an accepted one as it is', async () => {
+    const cache = join(dirname(AGENT), 'bootstate-commands.bundle.js.cache');
+    // A run with other flags (the preload above) rewrote it for those flags; a run with none makes it ours again.
+    expect((await runAgent(fabric)).code).toBe(0);
+    const before = statSync(cache).ino;
+    expect((await runAgent(fabric)).code).toBe(0);
+    expect(statSync(cache).ino).toBe(before);
   });
 
   it('reads its code cache instead of compiling the bundle', () => {
