@@ -1,37 +1,25 @@
 #!/usr/bin/env node
-// Shows what the bundle is made of: bytes per package (or source folder) in dist/bootstate.mjs, largest first,
-// because every byte is read, decoded and pre-parsed on every start, whichever subcommand runs.
+// Shows what the program's two scripts are made of (scripts/bundle.mjs): bytes per package (or source folder),
+// largest first, because every byte of a script is read and held in memory whenever that script runs.
 // Usage: node scripts/bench-bundle.mjs [--top 20]
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
+import { cliScriptOptions, commandsScriptOptions } from './bundle.mjs';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const { values } = parseArgs({ options: { top: { type: 'string', default: '20' } } });
 
-const result = await build({
-  entryPoints: [join(root, 'src/cli.ts')],
-  outfile: join(root, 'dist/bootstate.mjs'),
-  bundle: true,
-  platform: 'node',
-  target: 'node20',
-  format: 'esm',
-  legalComments: 'none',
-  write: false,
-  metafile: true,
-  logLevel: 'warning',
-});
-
-const output = Object.values(result.metafile.outputs)[0];
-const groups = new Map();
-for (const [file, { bytesInOutput }] of Object.entries(output.inputs)) {
-  groups.set(groupOf(file), (groups.get(groupOf(file)) ?? 0) + bytesInOutput);
-}
-const rows = [...groups].sort((a, b) => b[1] - a[1]);
-process.stdout.write(`total ${kib(output.bytes)} KiB in dist/bootstate.mjs\n`);
-for (const [group, bytes] of rows.slice(0, Number(values.top))) {
-  process.stdout.write(`${kib(bytes).padStart(7)} KiB  ${((100 * bytes) / output.bytes).toFixed(1).padStart(5)} %  ${group}\n`);
+for (const options of [cliScriptOptions('dist/bootstate.bundle.js'), commandsScriptOptions('dist/bootstate-commands.bundle.js')]) {
+  const result = await build({ ...options, write: false, metafile: true });
+  const output = Object.values(result.metafile.outputs)[0];
+  const groups = new Map();
+  for (const [file, { bytesInOutput }] of Object.entries(output.inputs)) {
+    groups.set(groupOf(file), (groups.get(groupOf(file)) ?? 0) + bytesInOutput);
+  }
+  const rows = [...groups].sort((a, b) => b[1] - a[1]);
+  process.stdout.write(`total ${kib(output.bytes)} KiB in ${options.outfile}\n`);
+  for (const [group, bytes] of rows.slice(0, Number(values.top))) {
+    process.stdout.write(`${kib(bytes).padStart(7)} KiB  ${((100 * bytes) / output.bytes).toFixed(1).padStart(5)} %  ${group}\n`);
+  }
 }
 
 /** `node_modules/@scope/name/…` → `@scope/name`; `src/os/…` → `src/os`. */

@@ -1,4 +1,4 @@
-// The esbuild options every bundle shares (the plain program's two scripts, the SEA's main script). The stubs
+// The esbuild options of the program's two scripts (scripts/build.mjs; the SEA carries the same). The stubs
 // replace modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it
 // loads node:http2), undici's use of node:http and pino's worker-thread transports.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -66,30 +66,25 @@ function cliBundle(outfile, plugins) {
   };
 }
 
-/** esbuild options for the SEA's main script: all of `src/cli.ts` in one CommonJS file needing only Node's built-ins. */
-export function bundleOptions(outfile) {
-  return { ...cliBundle(outfile, []), entryPoints: [join(root, 'src/cli.ts')] };
-}
-
 /*
- * The plain program is two scripts, so `--version`, `--help` and usage errors never read the subcommands' code:
+ * The program is two scripts, so `--version`, `--help` and usage errors never read the subcommands' code:
  *   the CLI   src/cli.ts with the subcommand table and src/cli/argv.ts; each `import()` in
  *             src/cli/subcommands.ts becomes require('bootstate-commands:<specifier>');
  *   the rest  a function per module those imports name, keyed by the specifier, that evaluates it on first call;
- *             its imports of src/cli/argv.ts become
- *             require('bootstate-cli'), so both scripts share one UsageError.
- * dist/bootstate.mjs (scripts/loader.mjs) answers those two require() names with the other script's exports.
+ *             its imports of src/cli/argv.ts become require('bootstate-cli'), so both scripts share one UsageError.
+ * The loaders (scripts/loader.mjs, scripts/sea-main.cjs) answer those two require() names with the other script.
  */
-export const COMMANDS_PREFIX = 'bootstate-commands:';
-export const CLI_MODULE = 'bootstate-cli';
+const COMMANDS_PREFIX = 'bootstate-commands:';
+const CLI_MODULE = 'bootstate-cli';
 const subcommandTable = join(root, 'src/cli/subcommands.ts');
 const argvModule = join(root, 'src/cli/argv.ts');
 
 /** The specifiers src/cli/subcommands.ts imports on demand, e.g. `./provision-command.js`. */
-export function subcommandModules() {
+function subcommandModules() {
   return [...new Set([...readFileSync(subcommandTable, 'utf8').matchAll(/\bimport\('([^']+)'\)/g)].map((m) => m[1]))];
 }
 
+/** esbuild options for the CLI script. */
 export function cliScriptOptions(outfile) {
   const commandsApart = {
     name: 'bootstate-commands-apart',
@@ -105,6 +100,7 @@ export function cliScriptOptions(outfile) {
   };
 }
 
+/** esbuild options for the subcommands' script; Graphviz stays in its own file beside it. */
 export function commandsScriptOptions(outfile) {
   const argvFromCli = {
     name: 'bootstate-argv-from-cli',
