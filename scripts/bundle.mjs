@@ -1,6 +1,7 @@
 // The esbuild options of the program's two scripts (scripts/build.mjs; the SEA carries the same). The stubs
 // replace modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it
-// loads node:http2), undici's use of node:http and pino's worker-thread transports.
+// loads node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
+// sonic-boom only call assert(value).
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,8 +9,10 @@ import { fileURLToPath } from 'node:url';
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const stubs = join(root, 'scripts/stubs');
 
-/** [importer path suffix, import specifier, stub file]. */
+/** [importer path suffix, or a directory ending in '/', import specifier, stub file]. */
 const STUBS = [
+  ['node_modules/undici/lib/', 'node:assert', 'assert.cjs'],
+  ['node_modules/sonic-boom/index.js', 'assert', 'assert.cjs'],
   ['node_modules/undici/lib/dispatcher/client.js', './client-h2.js', 'undici-client-h2.cjs'],
   ['node_modules/undici/lib/dispatcher/client.js', 'node:http', 'undici-http.cjs'],
   ['node_modules/undici/lib/core/util.js', 'node:http', 'undici-http.cjs'],
@@ -21,8 +24,9 @@ const STUBS = [
 const stubPlugin = {
   name: 'bootstate-stubs',
   setup(build) {
-    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http)$/ }, (args) => {
-      const stub = STUBS.find(([importer, specifier]) => args.importer.endsWith(importer) && args.path === specifier);
+    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
+      const from = (importer) => (importer.endsWith('/') ? args.importer.includes(importer) : args.importer.endsWith(importer));
+      const stub = STUBS.find(([importer, specifier]) => from(importer) && args.path === specifier);
       return stub ? { path: join(stubs, stub[2]) } : undefined;
     });
   },

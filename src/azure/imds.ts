@@ -2,7 +2,7 @@
  * One IMDS attempt: fetch the instance metadata document and turn it into InstanceMetadata, classifying every
  * way it can go wrong as retryable or not. The statechart decides whether and when to try again.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID } from '../random.js';
 import * as v from 'valibot';
 import type { ImdsConfig } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';

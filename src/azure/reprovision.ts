@@ -2,7 +2,7 @@
  * One poll of IMDS `reprovisiondata` (spec §1.1): a pool VM asks for the customer's ovf-env.xml. Until the VM is
  * claimed IMDS answers 404 (cloud-init also waits through 410 and 429); the chart polls again after its interval.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID } from '../random.js';
 import type { ImdsConfig } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import { AGENT } from '../version.js';

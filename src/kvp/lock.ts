@@ -12,7 +12,6 @@
  * No OFD `fcntl` lock is taken: the one fcntl user, hv_kvp_daemon, re-reads the whole file before every
  * operation anyway (spec §4.4). The API is synchronous because the KVP actor's cleanup is synchronous.
  */
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { BootstateError } from '../errors.js';
@@ -52,7 +51,8 @@ function nativeFlock(fd: number, op: number, options: LockOptions, what: string)
 function runFlock(fd: number, args: string[], options: LockOptions, what: string): void {
   const bin = options.flockPath ?? 'flock';
   const subject = options.subject ?? 'the kvp pool';
-  const result = spawnSync(bin, [...args, '3'], { stdio: ['ignore', 'ignore', 'pipe', fd], encoding: 'utf8' });
+  // node:child_process is loaded only for this fallback (the addon needs none).
+  const result = process.getBuiltinModule('node:child_process').spawnSync(bin, [...args, '3'], { stdio: ['ignore', 'ignore', 'pipe', fd], encoding: 'utf8' });
   if (result.error) {
     const errno = (result.error as NodeJS.ErrnoException).code;
     const message =

@@ -4,7 +4,7 @@
  * per flush, plus the `PROVISIONING_REPORT` written at once. Telemetry must never break provisioning, so no
  * method throws: failures are counted and the last one kept in `lastError`.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID } from '../random.js';
 import type { TelemetryConfig } from '../config/defaults.js';
 import { DEFAULT_CONFIG } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';

@@ -2,10 +2,10 @@
  * Atomic file replacement: a temp file in the same directory, fsync, rename over the target, fsync the
  * directory. A reader (or a crash) sees either the old file or the whole new one, never a partial write.
  */
-import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { randomBytes } from '../random.js';
 
 export interface AtomicWriteOptions {
   mode: number;

@@ -2,7 +2,6 @@
  * Runs system commands for the OS backend: an argument array (never a shell), optional stdin bytes, an
  * AbortSignal and a timeout that kill the child's whole process group, and bounded captured output.
  */
-import { spawn } from 'node:child_process';
 import { BootstateError } from '../errors.js';
 
 export interface RunOptions {
@@ -45,7 +44,8 @@ export function run(argv: string[], options: RunOptions = {}): Promise<RunResult
       return;
     }
     // detached: the child leads its own process group, so abort/timeout can kill it and its descendants.
-    const child = spawn(command, args, {
+    // node:child_process is loaded on the first command, so loading it never delays the first IMDS request.
+    const child = process.getBuiltinModule('node:child_process').spawn(command, args, {
       detached: true,
       cwd: options.cwd,
       env: withSbinPath(options.env ?? process.env),

@@ -2,10 +2,10 @@
  * The optional passwordless-sudo rule (spec §8.4): one drop-in per user in the sudoers directory, 0440 owned by
  * root, checked with `visudo -cf` before it replaces anything, so a bad rule can never lock out sudo.
  */
-import { createHash } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
+import { sha256Hex } from '../random.js';
 import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';
 import { isCommandMissing } from './exec.js';
@@ -20,7 +20,7 @@ import type { StepResult } from './provisioner.js';
 export function sudoersFileName(username: string): string {
   const safe = username.replace(/[^A-Za-z0-9_-]/g, '_');
   if (safe === username) return `90-bootstate-${safe}`;
-  return `90-bootstate-${safe}-${createHash('sha256').update(username).digest('hex').slice(0, 8)}`;
+  return `90-bootstate-${safe}-${sha256Hex(username).slice(0, 8)}`;
 }
 
 /** The rule: the user name double-quoted, as sudoers(5) allows for names with characters its grammar reserves. */

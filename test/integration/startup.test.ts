@@ -33,6 +33,19 @@ function hook(): string {
 
 const builtins = (stderr: string): string[] => JSON.parse(/BUILTINS (.*)/.exec(stderr)?.[1] ?? 'null');
 
+/** A preload that prints the built-in modules loaded when the process opens its first socket. */
+function connectHook(): string {
+  const file = join(work, 'connect-hook.cjs');
+  writeFileSync(
+    file,
+    `const { Socket } = require('net');\nconst connect = Socket.prototype.connect;\nlet first = true;\n` +
+      `Socket.prototype.connect = function (...args) {\n` +
+      `  if (first) require('fs').writeSync(2, 'AT_CONNECT ' + JSON.stringify(process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13))) + '\\n');\n` +
+      `  first = false;\n  return connect.apply(this, args);\n};\n`,
+  );
+  return file;
+}
+
 describe('a provisioning run of dist/bootstate.mjs', () => {
   it('loads neither HTTP/2, worker threads nor the inspector, and leaves no addon file', async () => {
     if (!existsSync(AGENT)) throw new Error('run npm run build first');
@@ -44,6 +57,16 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(loaded.filter((m) => /^(http|_http_.*|http2|worker_threads|inspector|wasi|internal\/worker|internal\/http2\/.*)$/.test(m))).toEqual([]);
     // The addon is written, dlopen'ed and unlinked; neither the file nor its directory is left behind.
     expect(readdirSync('/run').filter((name) => name.startsWith('bootstate-native-'))).toEqual([]);
+  });
+
+  it('opens its first socket, to IMDS, before loading node:crypto, node:child_process or node:assert', async () => {
+    const before = fabric.requestsTo('imds').length;
+    const run = await runAgent(fabric, { env: { NODE_OPTIONS: `--require ${connectHook()}` } });
+    expect(run.code).toBe(0);
+    expect(fabric.requestsTo('imds').length).toBeGreaterThan(before);
+    const loaded: string[] = JSON.parse(/AT_CONNECT (.*)/.exec(run.stderr)?.[1] ?? 'null');
+    expect(loaded).toContain('net');
+    expect(loaded.filter((m) => /^(crypto|child_process|assert|internal\/crypto\/.*)$/.test(m))).toEqual([]);
   });
 
   it('runs no flock(1): the locks are taken in-process', async () => {
