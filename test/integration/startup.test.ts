@@ -1,6 +1,7 @@
 /**
  * What a provisioning run of the built agent loads and leaves behind (issue 16): none of Node's HTTP/1 or HTTP/2,
- * worker thread or inspector modules, no flock(1) fork, no addon file, and the plain program's code caches accepted.
+ * worker thread or inspector modules, nor crypto, child_process or assert before its first IMDS request, no flock(1)
+ * fork, no addon file, and the plain program's code caches accepted.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -33,15 +34,17 @@ function hook(): string {
 
 const builtins = (stderr: string): string[] => JSON.parse(/BUILTINS (.*)/.exec(stderr)?.[1] ?? 'null');
 
-/** A preload that prints the built-in modules loaded when the process opens its first socket. */
+/** A preload that prints, at each socket the process opens, its port and the built-in modules loaded by then. */
 function connectHook(): string {
   const file = join(work, 'connect-hook.cjs');
   writeFileSync(
     file,
-    `const { Socket } = require('net');\nconst connect = Socket.prototype.connect;\nlet first = true;\n` +
+    `const { Socket } = require('net');\nconst connect = Socket.prototype.connect;\n` +
       `Socket.prototype.connect = function (...args) {\n` +
-      `  if (first) require('fs').writeSync(2, 'AT_CONNECT ' + JSON.stringify(process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13))) + '\\n');\n` +
-      `  first = false;\n  return connect.apply(this, args);\n};\n`,
+      `  const target = Array.isArray(args[0]) ? args[0][0] : args[0];\n` +
+      `  const port = typeof target === 'object' ? target.port : target;\n` +
+      `  require('fs').writeSync(2, 'AT_CONNECT ' + port + ' ' + JSON.stringify(process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13))) + '\\n');\n` +
+      `  return connect.apply(this, args);\n};\n`,
   );
   return file;
 }
@@ -59,12 +62,13 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(readdirSync('/run').filter((name) => name.startsWith('bootstate-native-'))).toEqual([]);
   });
 
-  it('opens its first socket, to IMDS, before loading node:crypto, node:child_process or node:assert', async () => {
-    const before = fabric.requestsTo('imds').length;
+  it('sends its first IMDS request before loading node:crypto, node:child_process or node:assert', async () => {
     const run = await runAgent(fabric, { env: { NODE_OPTIONS: `--require ${connectHook()}` } });
     expect(run.code).toBe(0);
-    expect(fabric.requestsTo('imds').length).toBeGreaterThan(before);
-    const loaded: string[] = JSON.parse(/AT_CONNECT (.*)/.exec(run.stderr)?.[1] ?? 'null');
+    const imdsPort = new URL(fabric.imdsUrl).port;
+    const atImds = [...run.stderr.matchAll(/AT_CONNECT (\d+) (.*)/g)].find((m) => m[1] === imdsPort);
+    expect(atImds, run.stderr.slice(-2000)).toBeDefined();
+    const loaded: string[] = JSON.parse(atImds![2]);
     expect(loaded).toContain('net');
     expect(loaded.filter((m) => /^(crypto|child_process|assert|internal\/crypto\/.*)$/.test(m))).toEqual([]);
   });
