@@ -205,6 +205,7 @@ export const provisioningMachine = setup({
     readMedia: placeholder<MediaMetadata | null, MediaInput>('readMedia'),
     validatePlan: placeholder<ProvisioningPlan, ValidateInput>('validatePlan'),
     setHostname: placeholder<void, PlanInput>('setHostname'),
+    publishHostname: placeholder<void, PlanInput>('publishHostname'),
     createUser: placeholder<void, PlanInput>('createUser'),
     setPassword: placeholder<void, PlanInput>('setPassword'),
     writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
@@ -248,6 +249,7 @@ export const provisioningMachine = setup({
     imdsTotalTimeout: ({ context }) => seconds(context.config.imds.total_retry_timeout_secs),
     /** Local work has a deadline too: a hung file system or command must not hold the first boot forever. */
     osTimeout: ({ context }) => seconds(context.config.os.timeout_secs),
+    hostnamePublishTimeout: ({ context }) => seconds(context.config.hostname_publishing.timeout_secs),
     /** Once terminating, retries come quickly so one more attempt fits the short budget. */
     wireserverRetryInterval: ({ context }) =>
       context.terminating ? Math.min(200, seconds(context.config.wireserver.retry_interval_secs)) : seconds(context.config.wireserver.retry_interval_secs),
@@ -281,6 +283,16 @@ export const provisioningMachine = setup({
           ['error', `${params.phase} did not finish within ${context.config.os.timeout_secs} s`],
           ['phase', params.phase],
         ]),
+    }),
+    /** Publishing the hostname is best effort: its failure is a warning, never the run's failure. */
+    recordPublishFailure: assign({
+      warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `hostname not published: ${toFailure(params.error).reason}`],
+    }),
+    recordPublishTimeout: assign({
+      warnings: ({ context }) => [
+        ...context.warnings,
+        `hostname not published: no answer within ${context.config.hostname_publishing.timeout_secs} s`,
+      ],
     }),
     recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
     recordPoolType: assign({ ppsType: ({ context }) => unclaimedPool(context)?.type ?? context.ppsType }),
@@ -552,7 +564,19 @@ export const provisioningMachine = setup({
                 hostname: {
                   initial: 'setting',
                   states: {
-                    setting: osStep('hostname', 'setHostname', 'done', 'hostname'),
+                    // A skipped hostname step is not published either.
+                    setting: osStep('hostname', 'setHostname', 'publishing', 'hostname', 'done'),
+                    // Azure DNS learns the name from the next DHCP request: make the client send one now.
+                    publishing: {
+                      after: { hostnamePublishTimeout: { target: 'done', actions: 'recordPublishTimeout' } },
+                      invoke: {
+                        id: 'hostnamePublish',
+                        src: 'publishHostname',
+                        input: ({ context }) => ({ config: context.config, plan: context.plan! }),
+                        onDone: 'done',
+                        onError: { target: 'done', actions: { type: 'recordPublishFailure', params: ({ event }) => ({ error: event.error }) } },
+                      },
+                    },
                     done: { type: 'final' },
                   },
                 },
@@ -725,16 +749,18 @@ export const provisioningMachine = setup({
 
 /**
  * One OS step: invoke the named actor with the plan; any error fails the run. A step left out by `--only`/`--skip`
- * (config `[steps] skip`) goes straight on without starting its actor: the same chart, one guarded transition.
+ * (config `[steps] skip`) goes on to `skipTo` (default `next`) without starting its actor: the same chart, one
+ * guarded transition.
  */
 function osStep(
   id: string,
   src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'saveCustomData',
   next: string,
   step: StepName,
+  skipTo = next,
 ) {
   return {
-    always: { guard: { type: 'stepSkipped' as const, params: { step } }, target: next },
+    always: { guard: { type: 'stepSkipped' as const, params: { step } }, target: skipTo },
     invoke: {
       id,
       src,

@@ -178,6 +178,22 @@ export function provisioningActors(deps: ProvisioningDeps) {
     }),
 
     setHostname: step('hostname', ({ plan }, signal) => deps.provisioner.setHostname(plan.hostname, signal)),
+    // Best effort: its warnings and its failure are logged as warnings, and the chart goes on either way.
+    publishHostname: fromPromise<void, PlanInput>(async ({ input, signal }) => {
+      const started = Date.now();
+      let result;
+      try {
+        result = await deps.provisioner.publishHostname(input.plan.hostname, signal);
+      } catch (error) {
+        if (!signal.aborted) {
+          const failure = toFailure(error);
+          log.warn({ step: 'hostnamePublish', code: failure.code, reason: failure.reason }, `hostname not published: ${(error as Error)?.message ?? failure.reason}`);
+        }
+        throw error;
+      }
+      for (const warning of result.warnings ?? []) log.warn({ step: 'hostnamePublish', backend: result.backend }, warning);
+      log.info({ step: 'hostnamePublish', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'hostname published');
+    }),
     createUser: step('user', ({ plan }, signal) =>
       deps.provisioner.createUser({ username: plan.username, groups: plan.groups }, signal),
     ),

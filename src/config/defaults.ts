@@ -44,6 +44,15 @@ export interface UserProvisionersConfig extends BackendsConfig {
   sudoers_dir: string;
 }
 
+/** Making the DHCP client send the new hostname, which is how Azure's DNS learns it (docs/hostname-publishing.md). */
+export interface HostnamePublishingConfig {
+  enable: boolean;
+  /** DHCP clients tried in order; the first that runs and manages the primary interface acts. */
+  backends: string[];
+  /** Longest publishing may take; past it the run goes on with a warning. */
+  timeout_secs: number;
+}
+
 export interface OsConfig {
   /** Longest the metadata checks, and then the OS changes, may each take before the run fails. */
   timeout_secs: number;
@@ -108,6 +117,7 @@ export interface Config {
   wireserver: WireserverConfig;
   ssh: SshConfig;
   hostname_provisioners: BackendsConfig;
+  hostname_publishing: HostnamePublishingConfig;
   user_provisioners: UserProvisionersConfig;
   password_provisioners: BackendsConfig;
   os: OsConfig;
@@ -151,6 +161,7 @@ export const DEFAULT_CONFIG: Config = {
     reload_sshd: true,
   },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
+  hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30 },
   user_provisioners: {
     backends: ['useradd'],
     shell: '/bin/bash',

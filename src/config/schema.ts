@@ -59,6 +59,7 @@ const sections = {
     reload_sshd: v.boolean(),
   }),
   hostname_provisioners: backends,
+  hostname_publishing: v.strictObject({ enable: v.boolean(), backends: v.array(nonEmpty), timeout_secs: positiveSecs }),
   user_provisioners: v.strictObject({
     backends: v.array(nonEmpty),
     shell: absolutePath,

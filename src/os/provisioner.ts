@@ -32,6 +32,8 @@ export interface Provisioner {
    */
   validateUsername?(username: string): Promise<void>;
   setHostname(hostname: string, signal: AbortSignal): Promise<StepResult>;
+  /** Makes the running DHCP client send `hostname` (config `[hostname_publishing]`); none running is a warning. */
+  publishHostname(hostname: string, signal: AbortSignal): Promise<StepResult>;
   createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult>;
   /** Locks the password, or sets it from `secrets` when one was provided (stdin only, never argv). */
   setPassword(username: string, secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;

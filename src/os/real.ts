@@ -13,6 +13,7 @@ import { tryBackends, type OsContext } from './backends.js';
 import { run as defaultRun, type Runner } from './exec.js';
 import { saveCustomData } from './custom-data.js';
 import { HOSTNAME_BACKENDS } from './hostname.js';
+import { publishHostname } from './hostname-publish.js';
 import { PASSWORD_BACKENDS } from './password.js';
 import { under } from './paths.js';
 import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
@@ -54,6 +55,20 @@ export class RealProvisioner implements Provisioner {
     const name = machineHostname(validateHostname(hostname));
     const backends = this.config.hostname_provisioners.backends;
     return tryBackends('hostname', 'HOSTNAME_FAILED', backends, HOSTNAME_BACKENDS, name, this.context, signal);
+  }
+
+  /** Makes the DHCP client of the primary interface send the (validated) name; see hostname-publish.ts. */
+  async publishHostname(hostname: string, signal: AbortSignal): Promise<StepResult> {
+    return this.publish(hostname, signal, true);
+  }
+
+  protected async publish(hostname: string, signal: AbortSignal, observe: boolean): Promise<StepResult> {
+    const cfg = this.config.hostname_publishing;
+    if (!cfg.enable) return { backend: 'none', detail: 'hostname publishing disabled by config' };
+    const name = machineHostname(validateHostname(hostname));
+    // A tenth of the budget is left to the chart's own deadline, so publishing ends with its warning, not cut off.
+    const deadline = Date.now() + cfg.timeout_secs * 900;
+    return publishHostname(name, cfg.backends, this.context, { probeRoot: '/', deadline, observe }, signal);
   }
 
   /** Creates the user (or adds an existing one to its groups), then the sudo rule when configured. */

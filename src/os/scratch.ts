@@ -57,6 +57,14 @@ export class ScratchProvisioner extends RealProvisioner {
   }
 
   /**
+   * Probes the running system's DHCP client as the real backend does and records the commands it would run,
+   * waiting for nothing (they did not run).
+   */
+  override async publishHostname(hostname: string, signal: AbortSignal): Promise<StepResult> {
+    return this.publish(hostname, signal, false);
+  }
+
+  /**
    * As the real check, except for a user this backend created itself on an earlier (interrupted) run: that passwd
    * line carries the runner's uid so the files it owns match, which may be 0 — not a system account.
    */

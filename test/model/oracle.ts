@@ -13,6 +13,8 @@
  *   cannot change the plan and a read still running is abandoned.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ sshd,
  *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
+ * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
+ *   deadline (`[hostname_publishing] timeout_secs`) is a warning "hostname not published: …" and the run goes on.
  * - any failing step → ProvisioningFailed naming that step (its code), no marker, its exit code.
  * - a final report: KVP record first, then HTTP attempts (retry while retryable) until its total deadline.
  * - Ready not accepted → failed, exit 1, nothing more; the provisioned marker failing after Ready → failed, reported.
@@ -55,7 +57,7 @@ export interface SeenPlan {
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
 
-const OS_LANES: Lane[] = [['hostname'], ['user', 'password'], ['sshd'], ['customData']];
+const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
 
@@ -128,6 +130,7 @@ export class ProvisioningOracle {
   private stage: 'gathering' | 'validating' | 'os' = 'gathering';
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
+  private publishDeadline = 0;
   private lanes: Lane[] = [];
   private report: Report | null = null;
 
@@ -274,18 +277,22 @@ export class ProvisioningOracle {
         return this.end(this.failedOutput('failed', this.failure, true));
       case 'provisionedMarker':
         return this.end({ state: 'provisioned', result: 'provisioned', exitCode: 0, reported: true });
-      default: {
-        const at = this.lanes.findIndex((l) => l[0] === id);
-        const lane = this.lanes[at]!;
-        lane.shift();
-        if (lane.length) this.start(lane[0]!);
-        if (id === 'user') {
-          this.lanes.splice(at + 1, 0, [...KEYS_LANE]);
-          this.start(KEYS_LANE[0]!);
-        }
-        if (this.lanes.every((l) => l.length === 0)) this.enter('pendingMarker');
-      }
+      default:
+        return this.laneStepDone(id);
     }
+  }
+
+  /** An OS step finished: the next of its lane starts; when every lane is through, the report-pending marker. */
+  private laneStepDone(id: string): void {
+    const at = this.lanes.findIndex((l) => l[0] === id);
+    const lane = this.lanes[at]!;
+    lane.shift();
+    if (lane.length) this.start(lane[0]!);
+    if (id === 'user') {
+      this.lanes.splice(at + 1, 0, [...KEYS_LANE]);
+      this.start(KEYS_LANE[0]!);
+    }
+    if (this.lanes.every((l) => l.length === 0)) this.enter('pendingMarker');
   }
 
   failed(id: string, error: unknown): void {
@@ -342,6 +349,9 @@ export class ProvisioningOracle {
       }
       case 'provisionedMarker':
         return this.end(this.failedOutput('markerNotWritten', seen(error), true));
+      case 'hostnamePublish':
+        this.warnings.push(`hostname not published: ${reasonOf(error)}`);
+        return this.laneStepDone(id);
       default:
         // vmId, marker, validate, every OS step, the report-pending marker
         this.failure = seen(error);
@@ -389,6 +399,15 @@ export class ProvisioningOracle {
           },
         });
         if (this.imds === 'backoff') timers.push({ at: this.imdsRetryAt, fire: () => ((this.imds = 'requesting'), this.start('imds')) });
+      }
+      if (this.stage === 'os' && this.lanes.some((l) => l[0] === 'hostnamePublish')) {
+        timers.push({
+          at: this.publishDeadline,
+          fire: () => {
+            this.warnings.push(`hostname not published: no answer within ${this.config.hostname_publishing.timeout_secs} s`);
+            this.laneStepDone('hostnamePublish');
+          },
+        });
       }
       if (this.stage !== 'gathering') {
         const phase = this.stage === 'validating' ? 'validation' : 'OS configuration';
@@ -471,6 +490,7 @@ export class ProvisioningOracle {
   }
 
   private start(id: string, detail?: string) {
+    if (id === 'hostnamePublish') this.publishDeadline = this.now + this.config.hostname_publishing.timeout_secs * 1000;
     const describedDetail =
       detail ??
       (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)

@@ -185,6 +185,7 @@ describe('steps left out with --only / --skip', () => {
     await run.resolve('validate', run.pending('validate').input.plan);
     expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostname', 'sshd']);
     await run.resolve('hostname');
+    await run.resolve('hostnamePublish');
     await run.resolve('sshd');
     expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostname', 'sshd']);
     await run.resolve('pendingMarker');

@@ -90,6 +90,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'readyReport':
     case 'failureReport':
     case 'hostname':
+    case 'hostnamePublish':
     case 'user':
     case 'password':
     case 'sshKeys':
@@ -115,6 +116,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   media: 'OVF_INVALID',
   validate: 'INVALID_USERNAME',
   hostname: 'HOSTNAME_FAILED',
+  hostnamePublish: 'SUBPROCESS_FAILED',
   user: 'USER_FAILED',
   password: 'PASSWORD_FAILED',
   sshKeys: 'SSH_KEYS_FAILED',

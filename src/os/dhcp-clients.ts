@@ -1,0 +1,148 @@
+/**
+ * Finds the DHCP client that manages the primary interface, from the running system's state only (`/proc`, `/run`,
+ * `/sys`): no command runs here, so a dry run can probe the real machine and print exactly what it would change.
+ * Every reader takes the root it reads under, so tests can point it at a fake tree.
+ */
+import { readdir, readFile, readlink } from 'node:fs/promises';
+import path from 'node:path';
+
+/** A running process: its pid and its argument vector as /proc/PID/cmdline holds it. */
+export interface ClientProcess {
+  pid: number;
+  argv: string[];
+}
+
+/**
+ * The interface of the IPv4 default route in `/proc/net/route` (lowest metric first), or null when there is none.
+ *
+ * @example primaryInterfaceOf('Iface\tDestination\tGateway…\neth0\t00000000\t0100000A\t0003\t0\t0\t100\t…') // 'eth0'
+ */
+export function primaryInterfaceOf(routeTable: string): string | null {
+  let best: { iface: string; metric: number } | null = null;
+  for (const line of routeTable.split('\n').slice(1)) {
+    const [iface, destination, , flags, , , metric, mask] = line.trim().split(/\s+/);
+    if (!iface || destination !== '00000000' || mask !== '00000000') continue;
+    // RTF_UP (0x1): a route the kernel uses.
+    if ((Number.parseInt(flags ?? '0', 16) & 0x1) === 0) continue;
+    const m = Number(metric ?? 0);
+    if (!best || m < best.metric) best = { iface, metric: m };
+  }
+  return best?.iface ?? null;
+}
+
+export async function primaryInterface(root = '/'): Promise<string | null> {
+  const table = await readFile(path.join(root, 'proc/net/route'), 'utf8').catch(() => '');
+  return primaryInterfaceOf(table);
+}
+
+/** The interface index the kernel gave `iface`, or null (networkd and NetworkManager name their state files by it). */
+export async function interfaceIndex(iface: string, root = '/'): Promise<number | null> {
+  if (iface.includes('/') || iface.startsWith('.')) return null;
+  const text = await readFile(path.join(root, 'sys/class/net', iface, 'ifindex'), 'utf8').catch(() => '');
+  const n = Number.parseInt(text.trim(), 10);
+  return Number.isInteger(n) && n > 0 ? n : null;
+}
+
+/**
+ * Running processes whose command name is one of `names` and that share this process's network namespace: a
+ * client in another namespace does not serve this machine's interfaces.
+ */
+export async function processesNamed(names: string[], root = '/'): Promise<ClientProcess[]> {
+  const proc = path.join(root, 'proc');
+  const ownNet = await readlink(path.join(proc, 'self/ns/net')).catch(() => null);
+  const found: ClientProcess[] = [];
+  for (const entry of await readdir(proc).catch(() => [] as string[])) {
+    if (!/^\d+$/.test(entry)) continue;
+    const comm = (await readFile(path.join(proc, entry, 'comm'), 'utf8').catch(() => '')).trim();
+    if (!names.includes(comm)) continue;
+    const net = await readlink(path.join(proc, entry, 'ns/net')).catch(() => null);
+    if (ownNet !== null && net !== ownNet) continue;
+    const cmdline = await readFile(path.join(proc, entry, 'cmdline'), 'utf8').catch(() => '');
+    const argv = cmdline.split('\0').filter((a, i, all) => a !== '' || i < all.length - 1);
+    if (argv.length > 0) found.push({ pid: Number(entry), argv });
+  }
+  return found.sort((a, b) => a.pid - b.pid);
+}
+
+/**
+ * ISC dhclient options that take a value (dhclient(8); `-H`, `-F`, `-V` are Fedora's additions); every other dash
+ * argument is a flag (`-I` included: in 4.x it takes none).
+ */
+const DHCLIENT_VALUE_OPTIONS = new Set([
+  '-p', '-s', '-cf', '-df', '-lf', '-pf', '-sf', '-e', '-D', '-H', '-F', '-V',
+  '--dad-wait-time', '--prefix-len-hint', '--decline-wait-time', '--address-prefix-len',
+]);
+
+/** What a dhclient command line says: its interfaces (none = all), files, and whether it is a one-off stop. */
+export interface DhclientArgs {
+  interfaces: string[];
+  leaseFile: string;
+  configFile: string;
+  /** `-r` (release) or `-x` (stop): a process on its way out, not the client serving the interface. */
+  stopping: boolean;
+  ipv6: boolean;
+}
+
+/**
+ * Reads a dhclient argument vector.
+ *
+ * @example parseDhclientArgs(['dhclient', '-4', '-pf', '/run/d.pid', '-lf', '/var/lib/dhcp/l', 'eth0']).interfaces // ['eth0']
+ */
+export function parseDhclientArgs(argv: string[]): DhclientArgs {
+  const out: DhclientArgs = {
+    interfaces: [],
+    leaseFile: '/var/lib/dhcp/dhclient.leases',
+    configFile: '/etc/dhcp/dhclient.conf',
+    stopping: false,
+    ipv6: false,
+  };
+  for (let i = 1; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (DHCLIENT_VALUE_OPTIONS.has(a)) {
+      const value = argv[++i] ?? '';
+      if (a === '-lf') out.leaseFile = value;
+      if (a === '-cf') out.configFile = value;
+    } else if (a === '-r' || a === '-x') out.stopping = true;
+    else if (a === '-6') out.ipv6 = true;
+    else if (!a.startsWith('-')) out.interfaces.push(a);
+  }
+  return out;
+}
+
+/**
+ * Whether a dhclient.conf sends the host name (option 12): `send host-name …;` outside a comment. Without it a
+ * new request would carry no name at all.
+ */
+export function dhclientSendsHostname(conf: string): boolean {
+  return conf.split('\n').some((line) => /^\s*send\s+host-name\b/.test(line.replace(/#.*/, '')));
+}
+
+/**
+ * Whether systemd-networkd's state file for a link (`/run/systemd/netif/links/IFINDEX`) says it manages it:
+ * a `.network` file applies (`NETWORK_FILE=`) and the link is not `unmanaged`.
+ */
+export function networkdManages(linkState: string): boolean {
+  const keys = keyValues(linkState);
+  return keys.get('ADMIN_STATE') !== 'unmanaged' && (keys.has('NETWORK_FILE') || keys.get('ADMIN_STATE') === 'configured');
+}
+
+/** Whether NetworkManager's device state (`/run/NetworkManager/devices/IFINDEX`, a keyfile) says it manages it. */
+export function networkManagerManages(deviceState: string): boolean {
+  let group = '';
+  for (const raw of deviceState.split('\n')) {
+    const line = raw.trim();
+    const header = /^\[(.+)\]$/.exec(line);
+    if (header) group = header[1]!;
+    else if (group === 'device' && /^managed\s*=/.test(line)) return /^managed\s*=\s*(true|1|yes)$/i.test(line);
+  }
+  return false;
+}
+
+function keyValues(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const m = /^([A-Z_]+)=(.*)$/.exec(line.trim());
+    if (m) out.set(m[1]!, m[2]!);
+  }
+  return out;
+}
