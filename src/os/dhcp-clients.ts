@@ -35,11 +35,15 @@ export async function primaryInterface(root = '/'): Promise<string | null> {
   return primaryInterfaceOf(table);
 }
 
-/** The interface index the kernel gave `iface`, or null (networkd and NetworkManager name their state files by it). */
+/**
+ * The interface index the kernel gave `iface`, or null (networkd and NetworkManager name their state files by it):
+ * from sysfs, else from the IPv6 statistics in /proc, for containers whose /sys/class is not the kernel's.
+ */
 export async function interfaceIndex(iface: string, root = '/'): Promise<number | null> {
   if (iface.includes('/') || iface.startsWith('.')) return null;
-  const text = await readFile(path.join(root, 'sys/class/net', iface, 'ifindex'), 'utf8').catch(() => '');
-  const n = Number.parseInt(text.trim(), 10);
+  const sys = await readFile(path.join(root, 'sys/class/net', iface, 'ifindex'), 'utf8').catch(() => '');
+  const snmp = sys ? '' : await readFile(path.join(root, 'proc/net/dev_snmp6', iface), 'utf8').catch(() => '');
+  const n = Number.parseInt(sys ? sys.trim() : (/^ifIndex\s+(\d+)/m.exec(snmp)?.[1] ?? ''), 10);
   return Number.isInteger(n) && n > 0 ? n : null;
 }
 
