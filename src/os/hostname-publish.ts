@@ -101,8 +101,8 @@ export const PUBLISHERS: Record<string, Publisher> = {
 };
 
 /**
- * Makes the DHCP client of the primary interface send `hostname`: the configured backends in order, the first
- * whose client manages the interface acting. None running is a warning, never an error.
+ * Makes the DHCP client of the primary interface (the one with the default route) send `hostname`: the configured
+ * backends in order, the first whose client manages the interface acting. None running is a warning, never an error.
  */
 export async function publishHostname(
   hostname: string,
@@ -112,7 +112,8 @@ export async function publishHostname(
   signal: AbortSignal,
 ): Promise<StepResult> {
   const iface = await primaryInterface(options.probeRoot);
-  if (!iface) return { backend: 'none', detail: 'hostname not published', warnings: ['hostname not published: no interface has an IPv4 default route'] };
+  // No routed interface means no DHCP network a name could be published on (not an Azure VM's network): not a warning.
+  if (!iface) return { backend: 'none', detail: 'hostname not published: no interface has an IPv4 default route' };
   const warnings: string[] = [];
   for (const name of backends) {
     const publisher = Object.hasOwn(PUBLISHERS, name) ? PUBLISHERS[name] : undefined;

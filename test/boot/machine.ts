@@ -34,6 +34,8 @@ export interface MachineOptions {
   productUuid?: string;
   /** An image file the container sees as its DVD drive, /dev/sr0 (Azure's provisioning media). */
   media?: string;
+  /** Capabilities the container keeps beyond nspawn's default set, e.g. CAP_NET_ADMIN for systemd-networkd. */
+  capabilities?: string[];
 }
 
 export interface Machine {
@@ -130,6 +132,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
         '--boot', '--register=no', '--keep-unit', `--machine=${options.name}`, `--network-namespace-path=/run/netns/${ns.name}`,
         '--directory', mountPoint, '--console=pipe', `--bind-ro=${sysClass}:/sys/class`,
         ...(options.media ? [`--bind-ro=${options.media}:/dev/sr0`] : []),
+        ...(options.capabilities?.length ? [`--capability=${options.capabilities.join(',')}`] : []),
       ];
       const startedAt = performance.now();
       const child = spawn(

@@ -6,33 +6,24 @@
  * agent must make that client send the new name while the interface keeps its address: `ip monitor address` runs
  * from before the boot to after it and must see no address deleted, and dnsmasq must see no DHCPRELEASE.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, readFile, writeFile, chmod } from 'node:fs/promises';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/os/exec.js';
-import { createVm, stopProcess, type BootResult, type Vm } from './boot.js';
+import { createVm, type BootResult, type Vm } from './boot.js';
+import { startDhcpServer, watchAddresses, DHCP_SUBNET, type DhcpServer } from './dhcp-server.js';
 import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
 
 const IMAGE_NAME = 'image-built';
 /** The happy scenario's computerName. */
 const NEW_NAME = 'web-01';
-const SERVER_IP = '10.77.0.1';
 const LEASE_FILE = '/var/lib/dhcp/dhclient.eth0.leases';
 const PID_FILE = '/run/dhclient.eth0.pid';
 const DRY_RUN_DIR = '/run/bootstate-dry-run';
 
-const tag = `${process.pid}-${Math.random().toString(36).slice(2, 6)}`;
-const serverNs = `bs-dhcps-${tag}`;
-const work = mkdtempSync(path.join(tmpdir(), 'bootstate-dhcp-'));
-const dnsmasqLog = path.join(work, 'dnsmasq.log');
-const events = path.join(work, 'lease-events.log');
+const tag = `${process.pid}${Math.random().toString(36).slice(2, 6)}`;
 
 let vm: Vm;
-let dnsmasq: ChildProcess | null = null;
-let monitor: ChildProcess | null = null;
+let dhcp: DhcpServer | null = null;
 let monitored = '';
 let firstClientPid = 0;
 let addressBefore = '';
@@ -47,28 +38,13 @@ const clientPid = async () => Number((await readFile(vm.sandbox.hostPath(PID_FIL
 /** A dhclient process that has not exited (a zombie nobody reaped yet has). */
 const alive = (pid: number) =>
   readFile(`/proc/${pid}/status`, 'utf8').then((s) => /^Name:\s+dhclient$/m.test(s) && !/^State:\s+Z/m.test(s), () => false);
+const escaped = (text: string) => text.replace(/\./g, '\\.');
 
 beforeAll(async () => {
   if (!canSandbox) return;
   vm = await createVm(`bs-dhcp-${tag}`, { hostname: IMAGE_NAME });
-  await run(['ip', 'netns', 'add', serverNs]);
-  await run(['ip', 'link', 'add', `bsd${tag.slice(0, 8)}a`.slice(0, 15), 'type', 'veth', 'peer', 'name', `bsd${tag.slice(0, 8)}b`.slice(0, 15)]);
-  const [server, client] = [`bsd${tag.slice(0, 8)}a`.slice(0, 15), `bsd${tag.slice(0, 8)}b`.slice(0, 15)];
-  await run(['ip', 'link', 'set', server, 'netns', serverNs]);
-  await run(['ip', 'link', 'set', client, 'netns', vm.netns.name]);
-  await run(['ip', '-n', serverNs, 'addr', 'add', `${SERVER_IP}/24`, 'dev', server]);
-  await run(['ip', '-n', serverNs, 'link', 'set', server, 'up']);
-  await run(['ip', '-n', vm.netns.name, 'link', 'set', client, 'name', 'eth0']);
+  dhcp = await startDhcpServer(vm.netns.name, tag);
   await run(['ip', '-n', vm.netns.name, 'link', 'set', 'eth0', 'up']);
-
-  const script = path.join(work, 'lease-event.sh');
-  await writeFile(script, `#!/bin/sh\necho "$*" >> ${events}\n`);
-  await chmod(script, 0o755);
-  dnsmasq = spawn('ip', [
-    'netns', 'exec', serverNs, 'dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--port=0', `--interface=${server}`,
-    '--bind-interfaces', '--dhcp-range=10.77.0.50,10.77.0.60,255.255.255.0,10m', `--dhcp-leasefile=${path.join(work, 'leases')}`,
-    `--dhcp-script=${script}`, '--log-dhcp', `--log-facility=${dnsmasqLog}`, `--pid-file=${path.join(work, 'dnsmasq.pid')}`, '--user=root',
-  ], { stdio: 'ignore' });
 
   // The image's DHCP client: Debian's dhclient.conf sends the kernel hostname (`send host-name = gethostname();`).
   await mkdir(vm.sandbox.hostPath('/etc/dhcp'), { recursive: true });
@@ -79,38 +55,32 @@ beforeAll(async () => {
   firstClientPid = await clientPid();
   addressBefore = await ipv4Of();
 
-  monitor = spawn('ip', ['-n', vm.netns.name, 'monitor', 'address'], { stdio: ['ignore', 'pipe', 'ignore'] });
-  monitor.stdout!.on('data', (d) => (monitored += d));
-
+  const watch = watchAddresses(vm.netns.name);
   dryRun = await vm.boot(['provision', '--dry-run', DRY_RUN_DIR]);
   dryRunClientPid = await clientPid();
   boot = await vm.boot();
-  // The restarted client's request, the server's answer and the lease file settle within the agent's run.
   addressAfter = await ipv4Of();
+  monitored = await watch.stop();
 }, 240_000);
 
 afterAll(async () => {
-  if (monitor) await stopProcess(monitor);
   for (const pid of new Set([firstClientPid, await clientPid().catch(() => 0)])) {
     if (pid > 0 && (await alive(pid))) process.kill(pid, 'SIGKILL');
   }
-  if (dnsmasq) await stopProcess(dnsmasq);
-  await run(['ip', 'netns', 'del', serverNs], { allowFailure: true });
+  await dhcp?.stop();
   await vm?.shutdown();
   await vm?.sandbox.cleanup();
-  rmSync(work, { recursive: true, force: true });
 }, 60_000);
 
 describe('the hostname reaches the DHCP server (Azure DNS)', () => {
   it('runs where namespaces and the DHCP tools are available', () => {
     assertNamespaces();
-    expect(addressBefore).toMatch(/^10\.77\.0\.\d+\/24$/);
+    expect(addressBefore).toMatch(new RegExp(`^${escaped(DHCP_SUBNET)}\\.\\d+/24$`));
     expect(boot.exitCode, boot.stderr).toBe(0);
   });
 
   it('the image name went out first: the server saw it before the agent ran', async () => {
-    const log = await readFile(dnsmasqLog, 'utf8');
-    expect(log).toContain(`client provides name: ${IMAGE_NAME}`);
+    expect(await dhcp!.log()).toContain(`client provides name: ${IMAGE_NAME}`);
   });
 
   it('a dry run prints the exact commands and leaves the client alone', async () => {
@@ -122,20 +92,20 @@ describe('the hostname reaches the DHCP server (Azure DNS)', () => {
   });
 
   it('the server saw the new hostname in a DHCPREQUEST for the same address, and the lease now carries it', async () => {
-    const log = await readFile(dnsmasqLog, 'utf8');
+    const log = await dhcp!.log();
     const after = log.slice(log.lastIndexOf(`client provides name: ${IMAGE_NAME}`));
     expect(after).toContain(`client provides name: ${NEW_NAME}`);
     const address = addressBefore.split('/')[0]!;
-    expect(after).toMatch(new RegExp(`DHCPREQUEST\\(\\S+\\) ${address.replace(/\./g, '\\.')} `));
-    expect(after).toMatch(new RegExp(`DHCPACK\\(\\S+\\) ${address.replace(/\./g, '\\.')} \\S+ ${NEW_NAME}`));
-    expect(await readFile(events, 'utf8')).toMatch(new RegExp(`^old \\S+ ${address.replace(/\./g, '\\.')} ${NEW_NAME}$`, 'm'));
-    expect(await readFile(path.join(work, 'leases'), 'utf8')).toContain(` ${address} ${NEW_NAME} `);
+    expect(after).toMatch(new RegExp(`DHCPREQUEST\\(\\S+\\) ${escaped(address)} `));
+    expect(after).toMatch(new RegExp(`DHCPACK\\(\\S+\\) ${escaped(address)} \\S+ ${NEW_NAME}`));
+    expect(await dhcp!.events()).toMatch(new RegExp(`^old \\S+ ${escaped(address)} ${NEW_NAME}$`, 'm'));
+    expect(await dhcp!.leases()).toContain(` ${address} ${NEW_NAME} `);
   });
 
   it('the interface kept its address throughout: nothing deleted, no release', async () => {
     expect(addressAfter).toBe(addressBefore);
     expect(monitored).not.toMatch(/^Deleted/m);
-    expect(await readFile(dnsmasqLog, 'utf8')).not.toContain('DHCPRELEASE');
+    expect(await dhcp!.log()).not.toContain('DHCPRELEASE');
   });
 
   it('a new client serves the interface, started from the old one\'s command line, and the log names the backend', async () => {

@@ -71,10 +71,10 @@ describe('publishHostname', () => {
     expect(commands).toEqual([]);
   });
 
-  it('without a default route says so', async () => {
+  it('without a default route there is no DHCP network to publish on: said at info level, not as a warning', async () => {
     await put('proc/net/route', ROUTES.split('\n')[0]!);
     const result = await publishHostname('web-01', BACKENDS, context, options(), signal);
-    expect(result.warnings).toEqual(['hostname not published: no interface has an IPv4 default route']);
+    expect(result).toEqual({ backend: 'none', detail: 'hostname not published: no interface has an IPv4 default route' });
   });
 
   it('networkd managing the link: restarts it and waits for the new lease', async () => {

@@ -1,0 +1,89 @@
+/**
+ * A real DHCP server for the hostname-publishing tests: dnsmasq in a network namespace of its own, cabled by a veth
+ * pair to the VM's namespace, where the peer is named `eth0`. It logs every request with the name the client
+ * provides (`--log-dhcp`) and runs a script on every lease change (`add|old|del MAC IP [NAME]`), so a test sees
+ * which name each request carried and whether a lease was released. No DNS (`--port=0`), no config file.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { run } from '../../src/os/exec.js';
+import { stopProcess } from './boot.js';
+
+export const DHCP_SUBNET = '10.77.0';
+
+export interface DhcpServer {
+  /** dnsmasq's log: `client provides name: …`, `DHCPREQUEST(…) IP MAC`, `DHCPACK(…) IP MAC NAME`, `DHCPRELEASE…`. */
+  log(): Promise<string>;
+  /** One line per lease change, as the script saw it: `add|old|del MAC IP [NAME]`. */
+  events(): Promise<string>;
+  /** dnsmasq's lease file: `EXPIRY MAC IP NAME CLIENT-ID`. */
+  leases(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Starts the server and the cable; `tag` makes the namespace and link names unique on this host. */
+export async function startDhcpServer(clientNetns: string, tag: string): Promise<DhcpServer> {
+  const work = await mkdtemp(path.join(tmpdir(), 'bootstate-dhcp-'));
+  const ns = `bs-dhcps-${tag}`;
+  const short = tag.replace(/[^a-z0-9]/gi, '').slice(-8);
+  const [server, client] = [`bsd${short}s`, `bsd${short}c`];
+  const files = { log: path.join(work, 'dnsmasq.log'), events: path.join(work, 'events.log'), leases: path.join(work, 'leases') };
+  let dnsmasq: ChildProcess | null = null;
+  const stop = async () => {
+    if (dnsmasq) await stopProcess(dnsmasq);
+    await run(['ip', 'netns', 'del', ns], { allowFailure: true });
+    await rm(work, { recursive: true, force: true });
+  };
+  try {
+    await run(['ip', 'netns', 'add', ns]);
+    await run(['ip', 'link', 'add', server, 'type', 'veth', 'peer', 'name', client]);
+    await run(['ip', 'link', 'set', server, 'netns', ns]);
+    await run(['ip', 'link', 'set', client, 'netns', clientNetns]);
+    await run(['ip', '-n', ns, 'addr', 'add', `${DHCP_SUBNET}.1/24`, 'dev', server]);
+    await run(['ip', '-n', ns, 'link', 'set', server, 'up']);
+    await run(['ip', '-n', clientNetns, 'link', 'set', client, 'name', 'eth0']);
+    const script = path.join(work, 'lease-event.sh');
+    await writeFile(script, `#!/bin/sh\necho "$*" >> '${files.events}'\n`);
+    await chmod(script, 0o755);
+    dnsmasq = spawn(
+      'ip',
+      [
+        'netns', 'exec', ns, 'dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--port=0', `--interface=${server}`,
+        '--bind-interfaces', `--dhcp-range=${DHCP_SUBNET}.50,${DHCP_SUBNET}.60,255.255.255.0,10m`, `--dhcp-leasefile=${files.leases}`,
+        `--dhcp-script=${script}`, '--log-dhcp', `--log-facility=${files.log}`, `--pid-file=${path.join(work, 'dnsmasq.pid')}`,
+        '--user=root',
+      ],
+      { stdio: 'ignore' },
+    );
+    await waitFor(async () => (await readFile(files.log, 'utf8').catch(() => '')).includes('DHCP, sockets bound'), 10_000, 'dnsmasq to listen');
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const read = (file: string) => readFile(file, 'utf8').catch(() => '');
+  return { log: () => read(files.log), events: () => read(files.events), leases: () => read(files.leases), stop };
+}
+
+/** Polls `condition` every 50 ms until it holds; throws naming `what` after `ms`. */
+export async function waitFor(condition: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** `ip monitor address` in `netns` from now until `stop()`, which returns every line it printed. */
+export function watchAddresses(netns: string): { stop(): Promise<string> } {
+  let out = '';
+  const monitor = spawn('ip', ['-n', netns, 'monitor', 'address'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  monitor.stdout!.on('data', (d) => (out += d));
+  return {
+    async stop() {
+      await stopProcess(monitor);
+      return out;
+    },
+  };
+}
