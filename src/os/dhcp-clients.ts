@@ -54,11 +54,13 @@ export async function interfaceIndex(iface: string, root = '/'): Promise<number 
 export async function processesNamed(names: string[], root = '/'): Promise<ClientProcess[]> {
   const proc = path.join(root, 'proc');
   const ownNet = await readlink(path.join(proc, 'self/ns/net')).catch(() => null);
+  // The kernel keeps 15 bytes of a command name: systemd-networkd is `systemd-network` there.
+  const comms = names.map((n) => n.slice(0, 15));
   const found: ClientProcess[] = [];
   for (const entry of await readdir(proc).catch(() => [] as string[])) {
     if (!/^\d+$/.test(entry)) continue;
     const comm = (await readFile(path.join(proc, entry, 'comm'), 'utf8').catch(() => '')).trim();
-    if (!names.includes(comm)) continue;
+    if (!comms.includes(comm)) continue;
     const net = await readlink(path.join(proc, entry, 'ns/net')).catch(() => null);
     if (ownNet !== null && net !== ownNet) continue;
     const cmdline = await readFile(path.join(proc, entry, 'cmdline'), 'utf8').catch(() => '');

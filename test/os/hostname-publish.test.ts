@@ -30,7 +30,9 @@ async function put(p: string, text: string) {
 }
 
 /** A process of this network namespace (or another one) in the fake /proc. */
-async function processInTree(pid: number, comm: string, argv: string[], net = 'net:[4026531840]') {
+async function processInTree(pid: number, name: string, argv: string[], net = 'net:[4026531840]') {
+  // As the kernel shows it: at most 15 bytes.
+  const comm = name.slice(0, 15);
   await put(`proc/${pid}/comm`, `${comm}\n`);
   await put(`proc/${pid}/cmdline`, `${argv.join('\0')}\0`);
   await put(`proc/${pid}/status`, `Name:\t${comm}\nState:\tS (sleeping)\n`);
