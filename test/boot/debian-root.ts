@@ -32,26 +32,28 @@ export function debianMirror(): string {
   throw new Error('no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d: the boot tests build their root from it');
 }
 
-/** The cache directory of the root for these packages and this mirror. */
-export function rootKey(mirror = debianMirror()): string {
-  return createHash('sha256').update(JSON.stringify({ SUITE, variant: 'minbase', PACKAGES, mirror, RECIPE })).digest('hex').slice(0, 16);
+/** The cache directory of the root for these packages (PACKAGES, plus `extra` in a root of their own) and this mirror. */
+export function rootKey(mirror = debianMirror(), extra: string[] = []): string {
+  const packages = extra.length ? [...PACKAGES, ...extra] : PACKAGES;
+  return createHash('sha256').update(JSON.stringify({ SUITE, variant: 'minbase', PACKAGES: packages, mirror, RECIPE })).digest('hex').slice(0, 16);
 }
 
 /**
- * Returns the cached root, building it first when absent. Concurrent callers (test files, the benchmark) wait on
- * one lock; the tree appears under its final name only once complete, so a killed build leaves no half root.
+ * Returns the cached root, building it first when absent; `extra` packages (e.g. network-manager) make a root of
+ * their own. Concurrent callers (test files, the benchmark) wait on one lock; the tree appears under its final name
+ * only once complete, so a killed build leaves no half root.
  */
-export async function debianRoot(): Promise<string> {
+export async function debianRoot(extra: string[] = []): Promise<string> {
   requireTools(['mmdebstrap', 'flock', 'tar']);
   const mirror = debianMirror();
-  const final = path.join(CACHE, `debian-${SUITE}-${rootKey(mirror)}`);
+  const final = path.join(CACHE, `debian-${SUITE}-${rootKey(mirror, extra)}`);
   if (existsSync(path.join(final, 'usr/lib/systemd/systemd'))) return final;
   await mkdir(CACHE, { recursive: true });
   // flock(1) holds the lock while a node script rechecks, then builds.
   const lock = path.join(CACHE, '.build.lock');
   const building = await mkdtemp(path.join(CACHE, '.building-'));
   try {
-    await run(['flock', '-w', '600', lock, process.execPath, '-e', BUILD, building, final, mirror, SUITE, PACKAGES.join(',')], {
+    await run(['flock', '-w', '600', lock, process.execPath, '-e', BUILD, building, final, mirror, SUITE, [...PACKAGES, ...extra].join(',')], {
       timeoutMs: 660_000,
     });
   } finally {

@@ -1,109 +1,167 @@
 /**
- * The hostname reaches the DHCP server on a real Debian 12 boot where systemd-networkd manages eth0: the image was
- * built with another hostname, networkd leases an address with it before bootstate.service starts, and the agent
- * (from the .deb, as a unit) must make networkd send the metadata's name while eth0 keeps its address. dnsmasq in a
- * namespace of its own is the DHCP server; `ip monitor address` watches eth0 from before the boot to the end.
+ * The hostname reaches the DHCP server on real Debian 12 boots where the image's own network manager holds a lease:
+ * systemd-networkd in one VM, NetworkManager (in a root built with it) in another. The image was built with another
+ * hostname and its client leased an address with that name before bootstate.service starts; the agent (from the
+ * .deb, as a unit) must make the client send the metadata's name while eth0 keeps its address. Each VM has its own
+ * dnsmasq in a namespace of its own; `ip monitor address` watches eth0 from before the boot to the end.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/os/exec.js';
 import { DHCP_SUBNET, startDhcpServer, waitFor, watchAddresses, type DhcpServer } from '../e2e/dhcp-server.js';
 import { canSandbox } from '../e2e/ns.js';
-import { createMachine, journal, type Boot, type Machine } from './machine.js';
+import { debianRoot, installDeb } from './debian-root.js';
+import { createMachine, journal, type Machine } from './machine.js';
 import { createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsn${process.pid}${randomBytes(2).toString('hex')}`;
 const IMAGE_NAME = 'image-built';
 const NEW_NAME = 'web-01';
 
+type Client = 'networkd' | 'networkmanager';
+
+/** What one boot showed. */
+interface Seen {
+  service: string;
+  warnings: string[];
+  publishLine: string;
+  dhcpLog: string;
+  dhcpEvents: string;
+  addressAfter: string;
+  monitored: string;
+}
+
 let rig: Rig;
-let machine: Machine;
-let dhcp: DhcpServer;
-let boot: Boot;
-let monitored = '';
-let addressAfter = '';
-let publishLine = '';
-let warnings: string[] = [];
-let service = '';
+const machines: Machine[] = [];
+const servers: DhcpServer[] = [];
+let seen: Record<Client, Promise<Seen>>;
 
 const escaped = (text: string) => text.replace(/\./g, '\\.');
 
-/** The image: networkd enabled with DHCP on eth0 (and wait-online, so network-online.target means a lease). */
-async function networkdImage(m: Machine): Promise<void> {
-  const put = async (p: string, text: string) => {
+/** The image's network configuration: DHCP on eth0 through `client`, whose wait-online unit orders network-online. */
+async function image(m: Machine, client: Client): Promise<void> {
+  const put = async (p: string, text: string, mode = 0o644) => {
     await mkdir(path.dirname(m.diskPath(p)), { recursive: true });
     await writeFile(m.diskPath(p), text);
+    await chmod(m.diskPath(p), mode);
   };
   const enable = async (unit: string, target: string) => {
     await mkdir(m.diskPath(`/etc/systemd/system/${target}.wants`), { recursive: true });
     await symlink(`/lib/systemd/system/${unit}`, m.diskPath(`/etc/systemd/system/${target}.wants/${unit}`));
   };
-  await put('/etc/systemd/network/80-eth0.network', '[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\n');
   await put('/etc/hostname', `${IMAGE_NAME}\n`);
-  await enable('systemd-networkd.service', 'multi-user.target');
-  await enable('systemd-networkd.socket', 'sockets.target');
-  await enable('systemd-networkd-wait-online.service', 'network-online.target');
+  if (client === 'networkd') {
+    await put('/etc/systemd/network/80-eth0.network', '[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\n');
+    await enable('systemd-networkd.service', 'multi-user.target');
+    await enable('systemd-networkd.socket', 'sockets.target');
+    await enable('systemd-networkd-wait-online.service', 'network-online.target');
+  } else {
+    // A veth is unmanaged by NetworkManager's defaults; a VM's NIC is not.
+    await put('/etc/NetworkManager/conf.d/90-eth0.conf', '[device-eth0]\nmatch-device=interface-name:eth0\nmanaged=1\n');
+    await put(
+      '/etc/NetworkManager/system-connections/eth0.nmconnection',
+      '[connection]\nid=eth0\ntype=ethernet\ninterface-name=eth0\n\n[ipv4]\nmethod=auto\n\n[ipv6]\nmethod=ignore\n',
+      0o600,
+    );
+  }
 }
 
-describe.skipIf(!canSandbox)('Debian 12 with systemd-networkd: the hostname reaches the DHCP server', () => {
+async function bootWith(client: Client, layers: string[]): Promise<Seen> {
+  const machine = await createMachine({
+    name: `${TAG}${client === 'networkd' ? 'd' : 'm'}`,
+    workDir: rig.workDir,
+    layers,
+    imdsDocument: imdsDocument(rig.publicKey),
+    capabilities: ['CAP_NET_ADMIN'],
+  });
+  machines.push(machine);
+  await image(machine, client);
+  const dhcp = await startDhcpServer(machine.netns, `${TAG}${client === 'networkd' ? 'd' : 'm'}`);
+  servers.push(dhcp);
+  const watch = watchAddresses(machine.netns);
+  const boot = await machine.boot();
+  await boot.settled();
+  const service = (await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'Result', '--value'])).stdout.trim();
+  const messages = (await journal(boot, ['-b', '-u', 'bootstate.service'])).map((e) => e.MESSAGE ?? '');
+  const warnings = (await journal(boot, ['-b', '-u', 'bootstate.service', '-p', 'warning'])).map((e) => e.MESSAGE ?? '');
+  // The client's request is answered within the agent's run; dnsmasq's log may trail it by a moment.
+  await waitFor(async () => (await dhcp.log()).includes(`client provides name: ${NEW_NAME}`), 20_000, 'a request with the new name').catch(async (error: Error) => {
+    const units = await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate.service', '-u', 'systemd-networkd.service', '-u', 'NetworkManager.service', '-o', 'cat']);
+    throw new Error(`${client}: ${error.message}\n${units.stdout}\n${await dhcp.log()}`);
+  });
+  const addressAfter = (await run(['ip', '-n', machine.netns, '-4', '-o', 'addr', 'show', 'dev', 'eth0'])).stdout.match(/inet (\S+)/)?.[1] ?? '';
+  const monitored = await watch.stop();
+  await boot.shutdown();
+  return {
+    service,
+    warnings,
+    publishLine: messages.find((m) => m.includes('DHCP request on eth0')) ?? '',
+    dhcpLog: await dhcp.log(),
+    dhcpEvents: await dhcp.events(),
+    addressAfter,
+    monitored,
+  };
+}
+
+describe.skipIf(!canSandbox)('Debian 12: the hostname reaches the DHCP server through the image\'s network manager', () => {
   beforeAll(async () => {
     rig = await createRig();
-    machine = await createMachine({
-      name: TAG,
-      workDir: rig.workDir,
-      layers: [rig.debLayer, rig.debian],
-      imdsDocument: imdsDocument(rig.publicKey),
-      capabilities: ['CAP_NET_ADMIN'],
-    });
-    await networkdImage(machine);
-    dhcp = await startDhcpServer(machine.netns, TAG);
-    const watch = watchAddresses(machine.netns);
-    boot = await machine.boot();
-    await boot.settled();
-    service = (await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'Result', '--value'])).stdout.trim();
-    const entries = await journal(boot, ['-b', '-u', 'bootstate.service']);
-    publishLine = entries.map((e) => e.MESSAGE ?? '').find((m) => m.includes('DHCP request on eth0')) ?? '';
-    warnings = (await journal(boot, ['-b', '-u', 'bootstate.service', '-p', 'warning'])).map((e) => e.MESSAGE ?? '');
-    // The restarted networkd's request is answered within the agent's run; the lease is written just after.
-    await waitFor(async () => (await dhcp.log()).includes(`client provides name: ${NEW_NAME}`), 20_000, 'a request with the new name').catch(async (error: Error) => {
-      const unit = await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate.service', '-u', 'systemd-networkd.service', '-o', 'cat']);
-      throw new Error(`${error.message}\n${unit.stdout}\n${await dhcp.log()}`);
-    });
-    addressAfter = (await run(['ip', '-n', machine.netns, '-4', '-o', 'addr', 'show', 'dev', 'eth0'])).stdout.match(/inet (\S+)/)?.[1] ?? '';
-    monitored = await watch.stop();
+    const withNm = (async () => {
+      const root = await debianRoot(['network-manager']);
+      const layer = path.join(rig.workDir, 'deb-layer-nm');
+      await installDeb(root, rig.deb!, layer);
+      return [path.join(layer, 'upper'), root];
+    })();
+    seen = {
+      networkd: bootWith('networkd', [rig.debLayer, rig.debian]),
+      networkmanager: withNm.then((layers) => bootWith('networkmanager', layers)),
+    };
+    for (const p of Object.values(seen)) p.catch(() => undefined);
   }, 900_000);
 
   afterAll(async () => {
-    await machine?.destroy().catch(() => undefined);
-    await dhcp?.stop();
+    if (seen) await Promise.allSettled(Object.values(seen));
+    for (const machine of machines) await machine.destroy().catch(() => undefined);
+    for (const server of servers) await server.stop();
     await rig?.cleanup();
   }, 120_000);
 
-  it('provisions with bootstate.service and logs no warning', () => {
-    expect(service).toBe('success');
-    expect(warnings).toEqual([]);
-  }, 300_000);
+  const how: Record<Client, string> = {
+    networkd: 'systemd-networkd restarted',
+    networkmanager: 'connection reapplied with the new DHCP hostname',
+  };
 
-  it('networkd first leased an address with the image name', async () => {
-    expect(await dhcp.log()).toContain(`client provides name: ${IMAGE_NAME}`);
-  });
+  for (const client of ['networkd', 'networkmanager'] as const) {
+    describe(client, () => {
+      it('provisions with bootstate.service and logs no warning', async () => {
+        const s = await seen[client];
+        expect(s.service).toBe('success');
+        expect(s.warnings).toEqual([]);
+      }, 900_000);
 
-  it('the agent made networkd send the new name for the same address, and says so in the journal', async () => {
-    const log = await dhcp.log();
-    const later = log.slice(log.indexOf(`client provides name: ${NEW_NAME}`));
-    const address = addressAfter.split('/')[0]!;
-    expect(address).toMatch(new RegExp(`^${escaped(DHCP_SUBNET)}\\.`));
-    expect(later).toMatch(new RegExp(`DHCPACK\\(\\S+\\) ${escaped(address)} \\S+ ${NEW_NAME}`));
-    expect(await dhcp.events()).toMatch(new RegExp(`^old \\S+ ${escaped(address)} ${NEW_NAME}$`, 'm'));
-    expect(publishLine).toContain(`hostname ${NEW_NAME} sent in a DHCP request on eth0 (systemd-networkd restarted`);
-  });
+      it('the client first leased an address with the image name', async () => {
+        expect((await seen[client]).dhcpLog).toContain(`client provides name: ${IMAGE_NAME}`);
+      }, 900_000);
 
-  it('eth0 kept its address throughout: nothing deleted, no release, one address from first lease to last', async () => {
-    expect(monitored).not.toMatch(/^Deleted/m);
-    expect(await dhcp.log()).not.toContain('DHCPRELEASE');
-    const added = [...monitored.matchAll(/^\d+: eth0\s+inet (\S+)/gm)].map((m) => m[1]);
-    expect(new Set(added)).toEqual(new Set([addressAfter]));
-  });
+      it('the agent made the client send the new name for the same address, and says how in the journal', async () => {
+        const s = await seen[client];
+        const address = s.addressAfter.split('/')[0]!;
+        expect(address).toMatch(new RegExp(`^${escaped(DHCP_SUBNET)}\\.`));
+        const later = s.dhcpLog.slice(s.dhcpLog.indexOf(`client provides name: ${NEW_NAME}`));
+        expect(later).toMatch(new RegExp(`DHCPACK\\(\\S+\\) ${escaped(address)} \\S+ ${NEW_NAME}`));
+        expect(s.dhcpEvents).toMatch(new RegExp(`^old \\S+ ${escaped(address)} ${NEW_NAME}$`, 'm'));
+        expect(s.publishLine).toContain(`hostname ${NEW_NAME} sent in a DHCP request on eth0 (${how[client]}`);
+      }, 900_000);
+
+      it('eth0 kept its address throughout: nothing deleted, no release, one address from first lease to last', async () => {
+        const s = await seen[client];
+        expect(s.monitored).not.toMatch(/^Deleted/m);
+        expect(s.dhcpLog).not.toContain('DHCPRELEASE');
+        const added = [...s.monitored.matchAll(/^\d+: eth0\s+inet (\S+)/gm)].map((m) => m[1]);
+        expect(new Set(added)).toEqual(new Set([s.addressAfter]));
+      }, 900_000);
+    });
+  }
 });

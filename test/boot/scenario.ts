@@ -18,6 +18,8 @@ export interface Rig {
   debian: string;
   /** The layer the .deb was installed into, to stack over `debian`. */
   debLayer: string;
+  /** The .deb itself (null with `deb: false`), for a root with other packages. */
+  deb: string | null;
   /** Private key whose public half the metadata carries. */
   key: string;
   publicKey: string;
@@ -35,7 +37,7 @@ export async function createRig(options: { deb?: boolean } = {}): Promise<Rig> {
     const key = path.join(workDir, 'admin-key');
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'admin@boot-test', '-f', key]);
     const publicKey = (await readFile(`${key}.pub`, 'utf8')).trim();
-    return { workDir, debian, debLayer: path.join(debLayer, 'upper'), key, publicKey, cleanup: () => rm(workDir, { recursive: true, force: true }) };
+    return { workDir, debian, debLayer: path.join(debLayer, 'upper'), deb, key, publicKey, cleanup: () => rm(workDir, { recursive: true, force: true }) };
   } catch (error) {
     await rm(workDir, { recursive: true, force: true });
     throw error;
