@@ -85,6 +85,13 @@ export function durationWarnings(config: Config): string[] {
   shorter('wireserver', 'total_retry_timeout_secs', config.wireserver.total_retry_timeout_secs, 'read_timeout_secs', config.wireserver.read_timeout_secs, 'the total deadline ends the first attempt');
   shorter('monitor', 'heartbeat_rollup_secs', config.monitor.heartbeat_rollup_secs, 'heartbeat_period_secs', config.monitor.heartbeat_period_secs, 'one failed measurement reports the plugin unhealthy');
   shorter('monitor', 'imds_rollup_secs', config.monitor.imds_rollup_secs, 'imds_period_secs', config.monitor.imds_period_secs, 'one failed measurement reports IMDS unhealthy');
+  // The OS deadline counts from before the hostname is set, so publishing must end strictly earlier to stay a warning.
+  const { os, hostname_publishing: publishing } = config;
+  if (publishing.enable && os.timeout_secs <= publishing.timeout_secs) {
+    warnings.push(
+      `[os] timeout_secs (${os.timeout_secs} s) is not longer than [hostname_publishing] timeout_secs (${publishing.timeout_secs} s): a DHCP client that does not answer fails the run instead of leaving a warning`,
+    );
+  }
   return warnings;
 }
 

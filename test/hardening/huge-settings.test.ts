@@ -24,6 +24,7 @@ const DURATIONS: Array<[string, string]> = [
   ['wireserver', 'retry_interval_secs'],
   ['wireserver', 'total_retry_timeout_secs'],
   ['os', 'timeout_secs'],
+  ['hostname_publishing', 'timeout_secs'],
   ['monitor', 'heartbeat_period_secs'],
   ['monitor', 'heartbeat_rollup_secs'],
   ['monitor', 'imds_period_secs'],
@@ -59,6 +60,17 @@ describe('durations the runtime cannot honour', () => {
     expect((await load(short)).warnings).toEqual([
       '[wireserver] total_retry_timeout_secs (5 s) is shorter than read_timeout_secs (60 s): the total deadline ends the first attempt',
     ]);
+  });
+
+  it('warns when publishing the hostname could outlast the OS deadline, unless publishing is off', async () => {
+    const long = join(dir, 'publish-long.toml');
+    writeFileSync(long, '[os]\ntimeout_secs = 30\n');
+    expect((await load(long)).warnings).toEqual([
+      '[os] timeout_secs (30 s) is not longer than [hostname_publishing] timeout_secs (30 s): a DHCP client that does not answer fails the run instead of leaving a warning',
+    ]);
+    const off = join(dir, 'publish-off.toml');
+    writeFileSync(off, '[os]\ntimeout_secs = 30\n\n[hostname_publishing]\nenable = false\n');
+    expect((await load(off)).warnings).toEqual([]);
   });
 });
 
