@@ -3,7 +3,8 @@
  * `/sys`): no command runs here, so a dry run can probe the real machine and print exactly what it would change.
  * Every reader takes the root it reads under, so tests can point it at a fake tree.
  */
-import { readdir, readFile, readlink } from 'node:fs/promises';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 
 /** A running process: its pid and its argument vector as /proc/PID/cmdline holds it. */
@@ -53,19 +54,36 @@ export async function interfaceIndex(iface: string, root = '/'): Promise<number 
  */
 export async function processesNamed(names: string[], root = '/'): Promise<ClientProcess[]> {
   const proc = path.join(root, 'proc');
-  const ownNet = await readlink(path.join(proc, 'self/ns/net')).catch(() => null);
+  // /proc is memory, never a disk: synchronous reads take microseconds where each promise costs far more.
+  const read = (p: string) => {
+    try {
+      return readFileSync(path.join(proc, p), 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const link = (p: string) => {
+    try {
+      return readlinkSync(path.join(proc, p));
+    } catch {
+      return null;
+    }
+  };
+  const ownNet = link('self/ns/net');
   // The kernel keeps 15 bytes of a command name: systemd-networkd is `systemd-network` there.
   const comms = names.map((n) => n.slice(0, 15));
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(proc);
+  } catch {
+    // no /proc: nothing runs that could be found
+  }
   const found: ClientProcess[] = [];
-  for (const entry of await readdir(proc).catch(() => [] as string[])) {
-    if (!/^\d+$/.test(entry)) continue;
-    const comm = (await readFile(path.join(proc, entry, 'comm'), 'utf8').catch(() => '')).trim();
-    if (!comms.includes(comm)) continue;
-    const net = await readlink(path.join(proc, entry, 'ns/net')).catch(() => null);
-    if (ownNet !== null && net !== ownNet) continue;
-    const cmdline = await readFile(path.join(proc, entry, 'cmdline'), 'utf8').catch(() => '');
-    const argv = cmdline.split('\0').filter((a, i, all) => a !== '' || i < all.length - 1);
-    if (argv.length > 0) found.push({ pid: Number(entry), argv });
+  for (const pid of entries) {
+    if (!/^\d+$/.test(pid) || !comms.includes(read(`${pid}/comm`).trim())) continue;
+    if (ownNet !== null && link(`${pid}/ns/net`) !== ownNet) continue;
+    const argv = read(`${pid}/cmdline`).split('\0').filter((a, i, all) => a !== '' || i < all.length - 1);
+    if (argv.length > 0) found.push({ pid: Number(pid), argv });
   }
   return found.sort((a, b) => a.pid - b.pid);
 }

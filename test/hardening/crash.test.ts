@@ -105,6 +105,16 @@ const slowWire = { retry_interval_secs: 30, total_retry_timeout_secs: 60 };
 const failingImds = (ctx: Ctx) => ctx.fabric.setImds({ status: 403, body: { error: 'Forbidden' } });
 const obstacle = (root: string) => join(root, DATA_DIR, `${ZERO_VM}.provisioned`);
 
+/** Holds the sshd step on a FIFO (etc/ssh/sshd_config, removed before the second boot) while `region` finishes. */
+const sshdBlocked = (region: string): Hold => ({
+  how: `etc/ssh/sshd_config is a FIFO: the sshd step blocks reading it while the ${region} region finishes (FIFO removed before the second boot)`,
+  setup: (ctx) => {
+    mkdirSync(join(ctx.root, 'etc/ssh'), { recursive: true });
+    execFileSync('mkfifo', [join(ctx.root, 'etc/ssh/sshd_config')]);
+  },
+  afterKill: (ctx) => rmSync(join(ctx.root, 'etc/ssh/sshd_config'), { force: true }),
+});
+
 /** How each state is held; a state the chart gains without an entry here fails the first test. */
 const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   loadingConfig: {
@@ -176,7 +186,9 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'provisioning.work.configuringOs': poller,
   'provisioning.work.configuringOs.hostname': poller,
   'provisioning.work.configuringOs.hostname.setting': poller,
-  'provisioning.work.configuringOs.hostname.done': poller,
+  'provisioning.work.configuringOs.hostname.publishing': poller,
+  // Publishing the hostname probes the system's DHCP clients, so the hostname region may finish last.
+  'provisioning.work.configuringOs.hostname.done': sshdBlocked('hostname'),
   'provisioning.work.configuringOs.account': poller,
   'provisioning.work.configuringOs.account.creatingUser': poller,
   'provisioning.work.configuringOs.account.credentials': poller,
@@ -190,14 +202,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     transient:
       'final region state: the scratch backend only records `passwd -l`, so the password step always finishes before the keys step\'s file writes, and the keys finishing completes credentials in the same macrostep',
   },
-  'provisioning.work.configuringOs.account.done': {
-    how: 'etc/ssh/sshd_config is a FIFO: the sshd step blocks reading it while the account region finishes (FIFO removed before the second boot)',
-    setup: (ctx) => {
-      mkdirSync(join(ctx.root, 'etc/ssh'), { recursive: true });
-      execFileSync('mkfifo', [join(ctx.root, 'etc/ssh/sshd_config')]);
-    },
-    afterKill: (ctx) => rmSync(join(ctx.root, 'etc/ssh/sshd_config'), { force: true }),
-  },
+  'provisioning.work.configuringOs.account.done': sshdBlocked('account'),
   'provisioning.work.configuringOs.sshd': poller,
   'provisioning.work.configuringOs.sshd.configuring': midWrite('etc/ssh/sshd_config.d'),
   'provisioning.work.configuringOs.sshd.done': poller,
