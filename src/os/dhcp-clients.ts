@@ -104,6 +104,8 @@ export interface DhclientArgs {
   configFile: string;
   /** `-r` (release) or `-x` (stop): a process on its way out, not the client serving the interface. */
   stopping: boolean;
+  /** Started by NetworkManager (its `nm-dhcp-helper` as the script): NetworkManager's to restart, not ours. */
+  networkManager: boolean;
   ipv6: boolean;
 }
 
@@ -118,6 +120,7 @@ export function parseDhclientArgs(argv: string[]): DhclientArgs {
     leaseFile: '/var/lib/dhcp/dhclient.leases',
     configFile: '/etc/dhcp/dhclient.conf',
     stopping: false,
+    networkManager: false,
     ipv6: false,
   };
   for (let i = 1; i < argv.length; i++) {
@@ -126,6 +129,7 @@ export function parseDhclientArgs(argv: string[]): DhclientArgs {
       const value = argv[++i] ?? '';
       if (a === '-lf') out.leaseFile = value;
       if (a === '-cf') out.configFile = value;
+      if (a === '-sf' && value.includes('nm-dhcp-helper')) out.networkManager = true;
     } else if (a === '-r' || a === '-x') out.stopping = true;
     else if (a === '-6') out.ipv6 = true;
     else if (!a.startsWith('-')) out.interfaces.push(a);

@@ -76,7 +76,7 @@ export const PUBLISHERS: Record<string, Publisher> = {
   dhclient: async ({ iface, hostname }, context, options, signal) => {
     const client = (await processesNamed(['dhclient'], options.probeRoot)).find(({ argv }) => {
       const args = parseDhclientArgs(argv);
-      return !args.stopping && !args.ipv6 && (args.interfaces.length === 0 || args.interfaces.includes(iface));
+      return !args.stopping && !args.ipv6 && !args.networkManager && (args.interfaces.length === 0 || args.interfaces.includes(iface));
     });
     if (!client) return null;
     const args = parseDhclientArgs(client.argv);

@@ -50,8 +50,14 @@ describe('parseDhclientArgs', () => {
       leaseFile: '/var/lib/dhcp/dhclient.eth0.leases',
       configFile: '/etc/dhcp/dhclient.conf',
       stopping: false,
+      networkManager: false,
       ipv6: false,
     });
+  });
+
+  it('knows a dhclient that NetworkManager started (its helper as the script)', () => {
+    const argv = ['/sbin/dhclient', '-d', '-q', '-sf', '/usr/lib/NetworkManager/nm-dhcp-helper', '-pf', '/run/NetworkManager/dhclient-eth0.pid', '-lf', '/var/lib/NetworkManager/dhclient-eth0.lease', '-cf', '/var/lib/NetworkManager/dhclient-eth0.conf', 'eth0'];
+    expect(parseDhclientArgs(argv)).toMatchObject({ networkManager: true, interfaces: ['eth0'], configFile: '/var/lib/NetworkManager/dhclient-eth0.conf' });
   });
 
   it('knows a release or stop request and an IPv6 client, and the defaults when no file is named', () => {

@@ -120,10 +120,11 @@ describe('publishHostname', () => {
     expect(result.warnings).toEqual([]);
   });
 
-  it('a dhclient in another network namespace, one for another interface, or a release in progress is not ours', async () => {
+  it('a dhclient in another network namespace, for another interface, releasing, or NetworkManager\'s is not ours', async () => {
     await processInTree(600, 'dhclient', DHCLIENT, 'net:[4026532999]');
     await processInTree(601, 'dhclient', ['dhclient', '-4', 'eth1']);
     await processInTree(602, 'dhclient', ['dhclient', '-r', 'eth0']);
+    await processInTree(603, 'dhclient', ['/sbin/dhclient', '-d', '-sf', '/usr/lib/NetworkManager/nm-dhcp-helper', 'eth0']);
     await put('etc/dhcp/dhclient.conf', 'send host-name = gethostname();\n');
     const result = await publishHostname('web-01', BACKENDS, context, options(), signal);
     expect(result.backend).toBe('none');
