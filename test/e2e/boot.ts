@@ -23,10 +23,12 @@ const SHIMMED = [
   'blkid', 'mount', 'umount', 'getent', 'id',
 ];
 
-// Appends "$0 args…" NUL-separated, one record per line, then runs the real command from PATH minus this dir.
+// Appends "$0 args…" NUL-separated, one record per line, then runs the real command from PATH minus this dir. The
+// record is one printf, so one append: commands the agent runs at the same time must not interleave their records.
 const SHIM = `#!/bin/sh
 me=$(basename "$0"); dir=$(dirname "$0")
-printf '%s' "$me" >> "$dir/../argv.log"; for a in "$@"; do printf '\\0%s' "$a" >> "$dir/../argv.log"; done; printf '\\n' >> "$dir/../argv.log"
+format='%s'; for a in "$@"; do format="$format\\\\0%s"; done
+printf "$format\\\\n" "$me" "$@" >> "$dir/../argv.log"
 IFS=:; for p in $PATH; do
   [ "$p" = "$dir" ] && continue
   if [ -x "$p/$me" ]; then unset IFS; exec "$p/$me" "$@"; fi
