@@ -7,6 +7,8 @@
  * from before the boot to after it and must see no address deleted, and dnsmasq must see no DHCPRELEASE.
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { decodeRecords } from '../../src/kvp/codec.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/os/exec.js';
 import { createVm, type BootResult, type Vm } from './boot.js';
@@ -19,6 +21,7 @@ const NEW_NAME = 'web-01';
 const LEASE_FILE = '/var/lib/dhcp/dhclient.eth0.leases';
 const PID_FILE = '/run/dhclient.eth0.pid';
 const DRY_RUN_DIR = '/run/bootstate-dry-run';
+const NO_CLIENT_DIR = '/run/bootstate-dry-run-no-client';
 
 const tag = `${process.pid}${Math.random().toString(36).slice(2, 6)}`;
 
@@ -31,6 +34,11 @@ let dryRun: BootResult;
 let dryRunClientPid = 0;
 let boot: BootResult;
 let addressAfter = '';
+let restartedPid = 0;
+let restartedAlive = false;
+let firstAliveAfter = true;
+let noClient: BootResult;
+let addressWithoutClient = '';
 
 const inVm = (argv: string[]) => run(['ip', 'netns', 'exec', vm.netns.name, ...argv], { allowFailure: true });
 const ipv4Of = async () => (await inVm(['ip', '-4', '-o', 'addr', 'show', 'dev', 'eth0'])).stdout.match(/inet (\S+)/)?.[1] ?? '';
@@ -61,6 +69,15 @@ beforeAll(async () => {
   boot = await vm.boot();
   addressAfter = await ipv4Of();
   monitored = await watch.stop();
+
+  // The client gone (SIGKILL: no release, the address stays), a dry run finds nobody to publish through.
+  restartedPid = await clientPid();
+  restartedAlive = await alive(restartedPid);
+  firstAliveAfter = await alive(firstClientPid);
+  if (restartedAlive) process.kill(restartedPid, 'SIGKILL');
+  for (let i = 0; i < 100 && (await alive(restartedPid)); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  addressWithoutClient = await ipv4Of();
+  noClient = await vm.boot(['provision', '--dry-run', NO_CLIENT_DIR]);
 }, 240_000);
 
 afterAll(async () => {
@@ -109,12 +126,22 @@ describe('the hostname reaches the DHCP server (Azure DNS)', () => {
   });
 
   it('a new client serves the interface, started from the old one\'s command line, and the log names the backend', async () => {
-    const pid = await clientPid();
-    expect(pid).not.toBe(firstClientPid);
-    expect(await alive(pid)).toBe(true);
-    expect(await alive(firstClientPid)).toBe(false);
+    expect(restartedPid).not.toBe(firstClientPid);
+    expect(restartedAlive).toBe(true);
+    expect(firstAliveAfter).toBe(false);
     const line = boot.stderr.split('\n').find((l) => l.includes('"step":"hostnamePublish"') && l.includes('"backend":"dhclient"'));
+    expect(line).toBeDefined();
     expect(line, boot.stderr).toContain(`hostname ${NEW_NAME} sent in a DHCP request on eth0`);
     expect(line).toContain('new lease received');
+  });
+
+  it('with no client running, the run still provisions and says why the name was not published, in the log and in KVP', async () => {
+    expect(addressWithoutClient).toBe(addressBefore);
+    expect(noClient.exitCode, noClient.stderr).toBe(0);
+    const warning = 'hostname not published: no running DHCP client (networkd, networkmanager, dhclient) manages eth0';
+    const line = noClient.stderr.split('\n').find((l) => l.includes(warning));
+    expect(line, noClient.stderr).toContain('"level":40');
+    const pool = await readFile(vm.sandbox.hostPath(path.join(NO_CLIENT_DIR, 'var/lib/hyperv/.kvp_pool_1')));
+    expect(decodeRecords(pool, { lossy: true }).some((r) => r.value.includes(warning))).toBe(true);
   });
 });
