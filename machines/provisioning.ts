@@ -329,6 +329,7 @@ export const provisioningMachine = setup({
       reprovision: (_, params: { media: MediaMetadata }) => params.media,
       metadata: null,
       media: null,
+      mediaFailure: null,
       imdsFailure: null,
       plan: null,
       pollAttempts: 0,

@@ -12,15 +12,17 @@ import { describeFailure, describePlan, ProvisioningOracle, type SeenFailure, ty
 import { apply, oraclePaths } from './oracle-paths.js';
 import { modelEvents, serializeState, shortEvent, type ModelEvent } from './support.js';
 
-const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport']);
+const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport', 'poolReadyReport']);
 const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd']);
-const MARKER_IDS = new Set(['marker', 'pendingMarker', 'provisionedMarker']);
+const MARKER_IDS = new Set(['marker', 'pendingMarker', 'provisionedMarker', 'waitingMarker']);
 
 const seenFailure = (f: Failure | null | undefined): SeenFailure | null => {
   if (!f) return null;
   const phase = f.data.find(([k]) => k === 'phase')?.[1];
   const lastError = f.data.find(([k]) => k === 'last_error')?.[1];
-  return { code: f.code, ...(phase ? { phase } : {}), ...(lastError ? { lastError } : {}) };
+  const ppsType = f.data.find(([k]) => k === 'pps_type')?.[1];
+  const key = f.data.find(([k]) => k === 'key')?.[1];
+  return { code: f.code, ...(phase ? { phase } : {}), ...(lastError ? { lastError } : {}), ...(ppsType ? { ppsType } : {}), ...(key ? { key } : {}) };
 };
 
 /** One actor start as the world saw it: the request the fabric received, the plan an OS step got, the marker's VM. */
@@ -28,7 +30,7 @@ export function describeGate(gate: Gate): string {
   const input = gate.input as Record<string, any> | undefined;
   if (REPORT_IDS.has(gate.id)) {
     const failure = input?.failure ? ` ${describeFailure(seenFailure(toFailure(input.failure)))}` : '';
-    return `${gate.id} ${input?.health} vm=${input?.vmId}${failure}`;
+    return `${gate.id} ${input?.health} vm=${input?.vmId} pps=${input?.ppsType}${failure}`;
   }
   if (PLAN_IDS.has(gate.id)) {
     const plan = input?.plan;
@@ -36,6 +38,8 @@ export function describeGate(gate: Gate): string {
     return gate.id === 'validate' ? `${described} media-failure=${describeFailure(seenFailure(input?.mediaFailure))}` : described;
   }
   if (MARKER_IDS.has(gate.id)) return `${gate.id} vm=${input?.vmId}`;
+  if (gate.id === 'media') return input?.claimed ? 'media claimed' : 'media';
+  if (gate.id === 'reprovision') return `reprovision attempt=${input?.attempt} previous=${input?.previousError}`;
   return gate.id;
 }
 
@@ -75,9 +79,9 @@ function compare(run: Run, oracle: ProvisioningOracle, after: string) {
   if (problems.length) throw new Error(`after ${after}: ${problems.join('; ')}`);
 }
 
-function describeKvp(event: { health: string; vmId: string; failure: Failure | null }): string {
+function describeKvp(event: { health: string; vmId: string; failure: Failure | null; ppsType: string }): string {
   const failure = event.failure ? ` ${describeFailure(seenFailure(event.failure))}` : '';
-  return `${event.health}${failure} vm=${event.vmId}`;
+  return `${event.health}${failure} vm=${event.vmId} pps=${event.ppsType}`;
 }
 
 /** Plays one path's events against `machine` and the oracle side by side. */

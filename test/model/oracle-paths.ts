@@ -9,24 +9,42 @@
  * backs off; of the clock, only the next deadline or retry is offered; SIGTERM once per phase of the work.
  */
 import type { ModelEvent } from './support.js';
-import { errorFor, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import {
+  errorFor,
+  MEDIA_CUSTOMER,
+  MEDIA_POOL_OS_DISK,
+  MEDIA_POOL_RUNNING,
+  MEDIA_WITH_USERNAME,
+  MEDIA_WITHOUT_USERNAME,
+  METADATA,
+  METADATA_PASSWORD_LOGINS,
+  METADATA_POOL_RUNNING,
+  METADATA_POOL_SAVABLE,
+  TEST_CONFIG,
+  TEST_CONFIG_SKIP_ACCOUNT,
+  TEST_CONFIG_SKIP_ALL,
+  TEST_CONFIG_SKIP_SOME,
+  VM_ID,
+} from './support.js';
 import { ProvisioningOracle } from './oracle.js';
 
 /** Actors whose failures the protocol retries: each fails both ways on the paths. */
-const RETRIED = new Set(['inProgressReport', 'imds', 'readyReport', 'failureReport']);
+const RETRIED = new Set(['inProgressReport', 'imds', 'readyReport', 'failureReport', 'poolReadyReport', 'reprovision']);
 
 function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
   switch (id) {
     case 'config':
-      return [TEST_CONFIG];
+      return [TEST_CONFIG, TEST_CONFIG_SKIP_ALL, TEST_CONFIG_SKIP_SOME, TEST_CONFIG_SKIP_ACCOUNT];
     case 'vmId':
       return [VM_ID];
     case 'marker':
-      return ['none', 'provisioned', 'report-pending'];
+      return ['none', 'provisioned', 'report-pending', 'waiting-for-reuse'];
     case 'imds':
-      return [METADATA];
+      return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE];
     case 'media':
-      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME];
+      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_POOL_RUNNING, MEDIA_POOL_OS_DISK];
+    case 'reprovision':
+      return [MEDIA_CUSTOMER];
     case 'validate': {
       // What validation returns: the plan it was given, its hostname normalised.
       const plan = oracle.planToValidate!;
@@ -40,6 +58,11 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
 function offers(oracle: ProvisioningOracle, first: boolean): ModelEvent[] {
   if (oracle.done) return [];
   const events: ModelEvent[] = [];
+  // Steps left out change only which OS steps start: one straight run per such config shows it.
+  if (oracle.skipsSteps) {
+    for (const id of oracle.movable()) events.push({ type: `xstate.done.actor.${id}`, output: payloads(id, oracle)[0] });
+    return events;
+  }
   for (const id of oracle.movable()) {
     for (const output of payloads(id, oracle)) events.push({ type: `xstate.done.actor.${id}`, output });
     if (RETRIED.has(id)) events.push({ type: `xstate.error.actor.${id}`, error: errorFor(id, true) });

@@ -13,13 +13,23 @@
  *   cannot change the plan and a read still running is abandoned.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ sshd,
  *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
- * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
- *   deadline (`[hostname_publishing] timeout_secs`) is a warning "hostname not published: …" and the run goes on.
  * - any failing step → ProvisioningFailed naming that step (its code), no marker, its exit code.
  * - a final report: KVP record first, then HTTP attempts (retry while retryable) until its total deadline.
  * - Ready not accepted → failed, exit 1, nothing more; the provisioned marker failing after Ready → failed, reported.
  * - SIGTERM → ProvisioningFailed "terminated" with a 1.5 s budget (first SIGTERM counts); ignored while writing
  *   the provisioned marker; while reporting Ready it ends the run unreported.
+ * - steps left out (`--only`/`--skip`) never start; the others run as usual (keys and password once the user exists
+ *   or its step is left out); validation and every report still happen.
+ * Pool VMs (README "Pre-provisioned VMs", spec §1.3, §7.2):
+ * - a pool type from IMDS or the media: Savable, PreprovisionedOSDisk or unknown wins over Running, and fails the run
+ *   naming the type (`pps_type`); Running → Ready to the pool (KVP first) → waiting marker → poll reprovisiondata
+ *   (a "not yet" waits the poll interval, counting attempts and remembering the error kind; anything else fails);
+ *   every report and KVP record of such a VM carries its type.
+ * - the claim replaces what the pool VM had (metadata, media, their failures): provisioning starts again (InProgress,
+ *   IMDS afresh, the media reader told the VM is claimed) with the customer's document; IMDS still naming a pool
+ *   type then fails (`key=extended.compute.ppsType`).
+ * - marker `waiting-for-reuse` → straight back to polling; SIGTERM while waiting → exit 0, `waiting-for-reuse`,
+ *   no failure report.
  */
 import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
@@ -30,11 +40,14 @@ export interface SeenFailure {
   code: ErrorCode;
   phase?: string;
   lastError?: string;
+  /** The pool type a refused pool VM named, and the IMDS key found invalid. */
+  ppsType?: string;
+  key?: string;
 }
 
 export interface SeenOutput {
   /** The last state the journal records. */
-  state: 'provisioned' | 'alreadyProvisioned' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
+  state: 'provisioned' | 'alreadyProvisioned' | 'waitingInterrupted' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
   result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'failed';
   exitCode: number;
   code?: ErrorCode;
@@ -57,12 +70,31 @@ export interface SeenPlan {
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
 
-const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
+const OS_LANES: Lane[] = [['hostname'], ['user', 'password'], ['sshd'], ['customData']];
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
+/** The name `--only`/`--skip` give each OS step. */
+const STEP_OF: Record<string, string> = { hostname: 'hostname', user: 'user', password: 'password', sshKeys: 'ssh-keys', sshd: 'sshd', customData: 'custom-data' };
 
 export const describeFailure = (f: SeenFailure | null | undefined): string =>
-  f ? [f.code, f.phase && `phase=${f.phase}`, f.lastError && `last_error=${f.lastError}`].filter(Boolean).join(' ') : 'none';
+  f
+    ? [f.code, f.phase && `phase=${f.phase}`, f.lastError && `last_error=${f.lastError}`, f.ppsType && `pps_type=${f.ppsType}`, f.key && `key=${f.key}`]
+        .filter(Boolean)
+        .join(' ')
+    : 'none';
+
+/** A pool type as spelled by IMDS or the media, in canonical spelling: empty is None, anything unrecognised Unknown. */
+export function canonicalPpsType(raw: string | null | undefined): string {
+  const text = (raw ?? '').trim();
+  if (!text) return 'None';
+  return ['None', 'Running', 'Savable', 'PreprovisionedOSDisk'].find((t) => t.toLowerCase() === text.toLowerCase()) ?? 'Unknown';
+}
+
+/** A type this agent cannot serve wins over Running, from either source (README "Pre-provisioned VMs"). */
+function poolOf(imds: string | null | undefined, media: string | null | undefined): { type: string; raw: string } {
+  const both = [imds, media].map((raw) => ({ type: canonicalPpsType(raw), raw: (raw ?? '').trim() }));
+  return both.find((p) => p.type !== 'None' && p.type !== 'Running') ?? both.find((p) => p.type === 'Running') ?? { type: 'None', raw: 'None' };
+}
 
 export const describePlan = (p: SeenPlan | null | undefined): string =>
   p
@@ -74,7 +106,15 @@ const seen = (error: unknown): SeenFailure => {
   const f = toFailure(error);
   const lastError = f.data.find(([k]) => k === 'last_error')?.[1];
   const phase = f.data.find(([k]) => k === 'phase')?.[1];
-  return { code: f.code, ...(phase ? { phase } : {}), ...(lastError ? { lastError } : {}) };
+  const ppsType = f.data.find(([k]) => k === 'pps_type')?.[1];
+  const key = f.data.find(([k]) => k === 'key')?.[1];
+  return { code: f.code, ...(phase ? { phase } : {}), ...(lastError ? { lastError } : {}), ...(ppsType ? { ppsType } : {}), ...(key ? { key } : {}) };
+};
+/** A failed poll's kind as the next poll is told it: the code, and the HTTP status when there is one. */
+const pollKind = (error: unknown) => {
+  const f = toFailure(error);
+  const status = f.data.find(([k]) => k === 'status')?.[1];
+  return status ? `${f.code}:${status}` : f.code;
 };
 
 /**
@@ -108,7 +148,7 @@ export class ProvisioningOracle {
   output: SeenOutput | null = null;
   private warnings: string[] = [];
 
-  private phase: 'config' | 'vmId' | 'marker' | 'work' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
+  private phase: 'config' | 'vmId' | 'marker' | 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
   private config: Config = DEFAULT_CONFIG;
   private vmId = '00000000-0000-0000-0000-000000000000';
   private failure: SeenFailure | null = null;
@@ -130,9 +170,19 @@ export class ProvisioningOracle {
   private stage: 'gathering' | 'validating' | 'os' = 'gathering';
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
-  private publishDeadline = 0;
   private lanes: Lane[] = [];
   private report: Report | null = null;
+  // a pool VM
+  /** The pool type every report and KVP record carries. */
+  private ppsType = 'None';
+  private pool: 'ready' | 'readyBackoff' | 'marker' | 'polling' | 'pausing' = 'ready';
+  private poolDeadline = 0;
+  private poolRetryAt = 0;
+  private polls = 0;
+  private pollError: string | null = null;
+  /** The customer's ovf-env.xml, once claimed. */
+  private claim: MediaMetadata | null = null;
+  private placeholderMediaFailure = false;
 
   constructor() {
     this.start('config');
@@ -160,6 +210,11 @@ export class ProvisioningOracle {
         if (this.stage === 'validating') ids.push('validate');
         if (this.stage === 'os') for (const lane of this.lanes) if (lane.length) ids.push(lane[0]!);
         break;
+      case 'pool':
+        if (this.pool === 'ready') ids.push('poolReadyReport');
+        if (this.pool === 'marker') ids.push('waitingMarker');
+        if (this.pool === 'polling') ids.push('reprovision');
+        break;
       case 'report':
         if (this.report!.attempt === 'requesting') ids.push(this.report!.kind === 'ready' ? 'readyReport' : 'failureReport');
         break;
@@ -169,13 +224,18 @@ export class ProvisioningOracle {
     return ids.sort();
   }
 
+  /** The config leaves some OS steps out. */
+  get skipsSteps(): boolean {
+    return this.config.steps.skip.length > 0;
+  }
+
   get done(): boolean {
     return this.phase === 'end';
   }
 
   /** The plan validation was given, so a path can answer with the validated one. */
   get planToValidate(): SeenPlan | null {
-    return this.phase === 'work' && this.stage === 'validating' ? expectedPlan(this.metadata, this.media) : null;
+    return this.phase === 'work' && this.stage === 'validating' ? expectedPlan(this.metadata, this.claim ?? this.media) : null;
   }
 
   /** When the next deadline or retry falls due, if any. */
@@ -191,7 +251,8 @@ export class ProvisioningOracle {
     if (this.inProgress === 'backoff') return [];
     return live.filter((id) => {
       if (id === 'inProgressReport') return atStart;
-      if (id === 'imds') return !this.mediaReading;
+      // IMDS may answer before the media only on its first attempt: enough to tell the shortcut past the media.
+      if (id === 'imds') return !this.mediaReading || this.lastImdsError === undefined;
       if (this.stage === 'os') {
         const lane = this.lanes.findIndex((l) => l[0] === id);
         return this.lanes.slice(0, lane).every((l) => l.length === 0);
@@ -212,9 +273,22 @@ export class ProvisioningOracle {
    */
   key(coarse = false): string {
     const report = this.report && { kind: this.report.kind, attempt: this.report.attempt, lastError: !!this.report.lastError };
-    const common = { phase: this.phase, failure: this.failure?.code ?? null, terminating: this.terminating, configLoaded: this.config !== DEFAULT_CONFIG };
+    const common = {
+      phase: this.phase,
+      failure: this.failure?.code ?? null,
+      terminating: this.terminating,
+      configLoaded: this.config !== DEFAULT_CONFIG,
+      skip: this.config.steps.skip.join(),
+      pps: this.ppsType,
+      // Until validation, whether the placeholder's media was unusable: nothing of it may reach the customer's run.
+      claimed: this.claim && (this.phase !== 'work' || this.stage === 'gathering') ? `placeholder media failed: ${this.placeholderMediaFailure}` : this.claim !== null,
+    };
     // Once reporting, the failure's code is fixed and already checked where the report started.
     if (this.phase === 'report') return JSON.stringify({ ...common, failure: this.failure !== null, report });
+    // What the pool VM had is kept apart, so paths show that the claim replaces it.
+    if (this.phase === 'pool') {
+      return JSON.stringify({ ...common, pool: this.pool, polled: this.pollError !== null, had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code] });
+    }
     if (this.phase !== 'work') return JSON.stringify({ ...common, output: this.output });
     if (coarse) return JSON.stringify({ ...common, stage: this.stage });
     return JSON.stringify({
@@ -224,8 +298,9 @@ export class ProvisioningOracle {
       imds: this.imds,
       retried: this.lastImdsError !== undefined,
       imdsFailure: this.imdsFailure?.code ?? null,
-      metadata: this.metadata !== null,
-      media: this.mediaReading ? 'reading' : this.media === null ? 'none' : this.media.username ? 'user' : 'nouser',
+      metadata: this.metadata && { password: !this.metadata.disablePasswordAuthentication, pps: this.metadata.ppsType },
+      media: this.mediaReading ? 'reading' : this.media === null ? 'none' : `${this.media.username ? 'user' : 'nouser'} ${this.media.ppsType}`,
+      mediaFailure: this.mediaFailure?.code ?? null,
       stage: this.stage,
       lanes: this.lanes.map((l) => l[0] ?? 'done'),
     });
@@ -245,6 +320,10 @@ export class ProvisioningOracle {
       case 'marker':
         if (output === 'provisioned') return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
         if (output === 'report-pending') return this.reportReady();
+        if (output === 'waiting-for-reuse') {
+          this.ppsType = 'Running';
+          return this.poll();
+        }
         return this.provision();
       case 'inProgressReport':
         this.inProgress = 'over';
@@ -253,7 +332,7 @@ export class ProvisioningOracle {
         this.metadata = output as InstanceMetadata;
         this.imdsFailure = null;
         this.imds = 'over';
-        if (this.metadata.disablePasswordAuthentication) this.mediaReading = false;
+        if (this.mediaCannotMatter()) this.mediaReading = false;
         return this.gathered();
       case 'media':
         this.media = output as MediaMetadata | null;
@@ -265,10 +344,26 @@ export class ProvisioningOracle {
         this.plan = { source, username, hostname, sshKeys, passwordAuthentication, passwordProvided };
         this.stage = 'os';
         this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
-        this.lanes = OS_LANES.map((lane) => [...lane]);
-        for (const lane of this.lanes) this.start(lane[0]!);
-        return;
+        this.lanes = OS_LANES.map((lane) => lane.filter((id) => !this.skipped(id)));
+        if (this.skipped('user')) this.addKeysLane(2);
+        for (const lane of this.lanes) if (lane.length) this.start(lane[0]!);
+        return this.osDone();
       }
+      case 'poolReadyReport':
+        this.pool = 'marker';
+        return this.start('waitingMarker');
+      case 'waitingMarker':
+        return this.poll();
+      case 'reprovision':
+        // The customer's document replaces everything the pool VM had; IMDS is asked afresh.
+        this.claim = output as MediaMetadata;
+        this.placeholderMediaFailure = this.mediaFailure !== null;
+        this.metadata = null;
+        this.media = null;
+        this.mediaFailure = null;
+        this.imdsFailure = null;
+        this.lastImdsError = undefined;
+        return this.provision();
       case 'pendingMarker':
         return this.reportReady();
       case 'readyReport':
@@ -277,22 +372,15 @@ export class ProvisioningOracle {
         return this.end(this.failedOutput('failed', this.failure, true));
       case 'provisionedMarker':
         return this.end({ state: 'provisioned', result: 'provisioned', exitCode: 0, reported: true });
-      default:
-        return this.laneStepDone(id);
+      default: {
+        const at = this.lanes.findIndex((l) => l[0] === id);
+        const lane = this.lanes[at]!;
+        lane.shift();
+        if (lane.length) this.start(lane[0]!);
+        if (id === 'user') this.addKeysLane(at + 1);
+        return this.osDone();
+      }
     }
-  }
-
-  /** An OS step finished: the next of its lane starts; when every lane is through, the report-pending marker. */
-  private laneStepDone(id: string): void {
-    const at = this.lanes.findIndex((l) => l[0] === id);
-    const lane = this.lanes[at]!;
-    lane.shift();
-    if (lane.length) this.start(lane[0]!);
-    if (id === 'user') {
-      this.lanes.splice(at + 1, 0, [...KEYS_LANE]);
-      this.start(KEYS_LANE[0]!);
-    }
-    if (this.lanes.every((l) => l.length === 0)) this.enter('pendingMarker');
   }
 
   failed(id: string, error: unknown): void {
@@ -349,11 +437,26 @@ export class ProvisioningOracle {
       }
       case 'provisionedMarker':
         return this.end(this.failedOutput('markerNotWritten', seen(error), true));
-      case 'hostnamePublish':
-        this.warnings.push(`hostname not published: ${reasonOf(error)}`);
-        return this.laneStepDone(id);
+      case 'poolReadyReport':
+        if (retryable) {
+          this.pool = 'readyBackoff';
+          this.poolRetryAt = this.now + this.config.wireserver.retry_interval_secs * 1000;
+          return;
+        }
+        this.failure = seen(error);
+        return this.reportFailure();
+      case 'reprovision':
+        if (retryable) {
+          this.polls++;
+          this.pollError = pollKind(error);
+          this.pool = 'pausing';
+          this.poolRetryAt = this.now + this.config.preprovisioning.poll_interval_secs * 1000;
+          return;
+        }
+        this.failure = seen(error);
+        return this.reportFailure();
       default:
-        // vmId, marker, validate, every OS step, the report-pending marker
+        // vmId, marker, validate, every OS step, the report-pending and waiting markers
         this.failure = seen(error);
         return this.reportFailure();
     }
@@ -362,6 +465,10 @@ export class ProvisioningOracle {
   /** SIGTERM. */
   terminate(): void {
     if (this.phase === 'end' || this.phase === 'provisionedMarker') return;
+    // Ready reached the pool and the marker is down: the next boot waits again.
+    if (this.phase === 'pool' && (this.pool === 'polling' || this.pool === 'pausing')) {
+      return this.end({ state: 'waitingInterrupted', result: 'waiting-for-reuse', exitCode: 0, reported: true });
+    }
     if (this.phase === 'report' && this.report!.kind === 'ready') {
       return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
     }
@@ -400,19 +507,17 @@ export class ProvisioningOracle {
         });
         if (this.imds === 'backoff') timers.push({ at: this.imdsRetryAt, fire: () => ((this.imds = 'requesting'), this.start('imds')) });
       }
-      if (this.stage === 'os' && this.lanes.some((l) => l[0] === 'hostnamePublish')) {
-        timers.push({
-          at: this.publishDeadline,
-          fire: () => {
-            this.warnings.push(`hostname not published: no answer within ${this.config.hostname_publishing.timeout_secs} s`);
-            this.laneStepDone('hostnamePublish');
-          },
-        });
-      }
       if (this.stage !== 'gathering') {
         const phase = this.stage === 'validating' ? 'validation' : 'OS configuration';
         timers.push({ at: this.osDeadline, fire: () => ((this.failure = { code: 'TIMEOUT', phase }), this.reportFailure()) });
       }
+    }
+    if (this.phase === 'pool') {
+      if (this.pool === 'ready' || this.pool === 'readyBackoff') {
+        timers.push({ at: this.poolDeadline, fire: () => ((this.failure = { code: 'TIMEOUT' }), this.reportFailure()) });
+      }
+      if (this.pool === 'readyBackoff') timers.push({ at: this.poolRetryAt, fire: () => this.sendPoolReady() });
+      if (this.pool === 'pausing') timers.push({ at: this.poolRetryAt, fire: () => this.startPoll() });
     }
     if (this.phase === 'report') {
       const report = this.report!;
@@ -435,17 +540,74 @@ export class ProvisioningOracle {
     this.imdsDeadline = this.now + this.config.imds.total_retry_timeout_secs * 1000;
     this.start('imds');
     this.mediaReading = true;
-    this.start('media');
+    this.start('media', this.claim ? 'claimed' : '');
+  }
+
+  /** IMDS answered with password logins off and names neither a pool type nor custom data, nor did media read so far. */
+  private mediaCannotMatter(): boolean {
+    const m = this.metadata!;
+    return m.disablePasswordAuthentication && canonicalPpsType(m.ppsType) === 'None' && !m.hasCustomData && canonicalPpsType(this.media?.ppsType) === 'None';
+  }
+
+  private skipped(id: string): boolean {
+    return (this.config.steps.skip as string[]).includes(STEP_OF[id]!);
+  }
+
+  /** The keys start once the user exists, or at once when its step is left out. */
+  private addKeysLane(at: number) {
+    if (this.skipped('sshKeys')) return;
+    this.lanes.splice(at, 0, [...KEYS_LANE]);
+    this.start(KEYS_LANE[0]!);
+  }
+
+  private osDone() {
+    if (this.lanes.every((l) => l.length === 0)) this.enter('pendingMarker');
+  }
+
+  private reportPoolReady() {
+    this.phase = 'pool';
+    this.poolDeadline = this.now + this.config.wireserver.total_retry_timeout_secs * 1000;
+    this.writeKvp('Ready');
+    this.sendPoolReady();
+  }
+
+  private sendPoolReady() {
+    this.pool = 'ready';
+    this.start('poolReadyReport', `Ready vm=${this.vmId} pps=${this.ppsType}`);
+  }
+
+  private poll() {
+    this.phase = 'pool';
+    this.polls = 0;
+    this.pollError = null;
+    this.startPoll();
+  }
+
+  private startPoll() {
+    this.pool = 'polling';
+    this.start('reprovision', `attempt=${this.polls + 1} previous=${this.pollError}`);
   }
 
   private sendInProgress() {
     this.inProgress = 'sending';
-    this.start('inProgressReport', `NotReady/Provisioning vm=${this.vmId}`);
+    this.start('inProgressReport', `NotReady/Provisioning vm=${this.vmId} pps=${this.ppsType}`);
   }
 
   private gathered() {
     if (this.imds !== 'over' || this.mediaReading) return;
-    const plan = expectedPlan(this.metadata, this.media);
+    if (!this.claim) {
+      const pool = poolOf(this.metadata?.ppsType, this.media?.ppsType);
+      if (pool.type !== 'None') this.ppsType = pool.type;
+      if (pool.type === 'Running') return this.reportPoolReady();
+      if (pool.type !== 'None') {
+        this.failure = { code: 'PPS_UNSUPPORTED', ppsType: pool.raw };
+        return this.reportFailure();
+      }
+    } else if (canonicalPpsType(this.metadata?.ppsType) !== 'None') {
+      this.failure = { code: 'IMDS_INVALID', key: 'extended.compute.ppsType' };
+      return this.reportFailure();
+    }
+    const plan = expectedPlan(this.metadata, this.claim ?? this.media);
     if (!plan) {
       const imds = this.imdsFailure ?? { code: 'IMDS_FAILED' as const };
       // The chart appends the IMDS failure's data to the media's, so its phase and last error carry over.
@@ -477,11 +639,11 @@ export class ProvisioningOracle {
   private startReport() {
     const report = this.report!;
     const id = report.kind === 'ready' ? 'readyReport' : 'failureReport';
-    this.start(id, report.kind === 'ready' ? `Ready vm=${this.vmId}` : `NotReady/ProvisioningFailed vm=${this.vmId} ${describeFailure(this.failure)}`);
+    this.start(id, report.kind === 'ready' ? `Ready vm=${this.vmId} pps=${this.ppsType}` : `NotReady/ProvisioningFailed vm=${this.vmId} pps=${this.ppsType} ${describeFailure(this.failure)}`);
   }
 
   private writeKvp(what: string) {
-    if (this.kvpAlive) this.kvp.push(`${what} vm=${this.vmId}`);
+    if (this.kvpAlive) this.kvp.push(`${what} vm=${this.vmId} pps=${this.ppsType}`);
   }
 
   private enter(phase: 'vmId' | 'marker' | 'pendingMarker' | 'provisionedMarker') {
@@ -490,12 +652,11 @@ export class ProvisioningOracle {
   }
 
   private start(id: string, detail?: string) {
-    if (id === 'hostnamePublish') this.publishDeadline = this.now + this.config.hostname_publishing.timeout_secs * 1000;
     const describedDetail =
       detail ??
       (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)
         ? describePlan(this.plan)
-        : ['marker', 'pendingMarker', 'provisionedMarker'].includes(id)
+        : ['marker', 'pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
           ? `vm=${this.vmId}`
           : '');
     this.starts.push(`${id}${describedDetail ? ` ${describedDetail}` : ''}`);

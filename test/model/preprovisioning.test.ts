@@ -99,6 +99,19 @@ describe('a pre-provisioned VM of type Running', () => {
     expect(run.pending('validate').input.plan).toMatchObject({ source: 'media', username: 'customer', hostname: 'vm-customer' });
   });
 
+  it("the placeholder's unusable media does not reach the customer's validation", async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.reject('media', new BootstateError('PASSWORD_TOO_LONG', 'the placeholder password is longer than 72 characters'));
+    await run.resolve('imds', METADATA_POOL_RUNNING);
+    await run.resolve('poolReadyReport');
+    await run.resolve('waitingMarker');
+    await run.resolve('reprovision', MEDIA_CUSTOMER);
+    await run.resolve('media', null);
+    await run.resolve('imds', { ...METADATA, adminUsername: 'customer' });
+    expect(run.pending('validate').input.mediaFailure).toBeNull();
+  });
+
   it('fails naming the key when IMDS still calls the VM pre-provisioned after the claim', async () => {
     const run = startRun();
     await toWaiting(run);

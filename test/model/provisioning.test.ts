@@ -166,23 +166,9 @@ describe('the provisioning statechart, path by path', () => {
 // The expected effects come from oracle.ts, written from the protocol: a wrong transition cannot agree with it by
 // generating its own paths. Every model path above, and every path the oracle chooses itself, is compared step by
 // step on what the world saw (reports, KVP records, actors started and in flight, output, journal's final state).
-/**
- * The oracle knows ordinary VMs with every step run. Paths of a pool VM (a PPS type, the waiting-for-reuse marker, a
- * claim) or with steps left out are checked on their effects by preprovisioning.test.ts instead.
- */
-function oracleModels(events: ModelEvent[]): boolean {
-  return !events.some((e) => {
-    const output = e.output as { ppsType?: string; steps?: { skip: string[] } } | string | undefined;
-    if (e.type.endsWith('.reprovision') || output === 'waiting-for-reuse') return true;
-    if (typeof output !== 'object' || output === null) return false;
-    return (output.ppsType !== undefined && output.ppsType !== 'None') || (output.steps?.skip.length ?? 0) > 0;
-  });
-}
-
 describe('the provisioning statechart against the oracle, on its own paths', () => {
   paths.forEach((path) => {
     const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
-    if (!oracleModels(events)) return;
     it(events.map(shortEvent).join(' → ') || 'start', () => playAgainstOracle(provisioningMachine, events));
   });
 });

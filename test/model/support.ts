@@ -27,6 +27,11 @@ export const TEST_CONFIG_SKIP_ALL: Config = {
   steps: { skip: ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'custom-data'] },
 };
 
+/** Steps left out on either side of each dependency: the hostname and password run without a user, … */
+export const TEST_CONFIG_SKIP_ACCOUNT: Config = { ...TEST_CONFIG, steps: { skip: ['user', 'ssh-keys', 'sshd'] } };
+/** … and the user with its keys, without the hostname, the password or custom data. */
+export const TEST_CONFIG_SKIP_SOME: Config = { ...TEST_CONFIG, steps: { skip: ['hostname', 'password', 'custom-data'] } };
+
 export const VM_ID = '6f0c2a5e-0000-4000-8000-00000000c0de';
 
 export const METADATA: InstanceMetadata = {
@@ -58,6 +63,10 @@ export const MEDIA_WITHOUT_USERNAME: MediaMetadata = { ...MEDIA_WITH_USERNAME, u
 /** IMDS of a pool VM of the type this agent serves, and of one it cannot serve. */
 export const METADATA_POOL_RUNNING: InstanceMetadata = { ...METADATA, adminUsername: 'placeholder', computerName: 'pool-vm', ppsType: 'Running' };
 export const METADATA_POOL_SAVABLE: InstanceMetadata = { ...METADATA_POOL_RUNNING, ppsType: 'Savable' };
+
+/** Media naming a pool type: Running (as `PreprovisionedVm=true` does), and one this agent cannot serve. */
+export const MEDIA_POOL_RUNNING: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, ppsType: 'Running' };
+export const MEDIA_POOL_OS_DISK: MediaMetadata = { ...MEDIA_WITH_USERNAME, ppsType: 'PreprovisionedOSDisk' };
 
 /** The customer's ovf-env.xml, as `reprovisiondata` delivers it once the pool VM is claimed. */
 export const MEDIA_CUSTOMER: MediaMetadata = {
