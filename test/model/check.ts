@@ -5,7 +5,7 @@
  */
 import { TestModel } from 'xstate/graph';
 import type { AnyStateMachine } from 'xstate';
-import type { ProvisioningContext, ProvisioningOutput } from '../../machines/provisioning.js';
+import { provisioningMachine, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 import { toFailure, type Failure } from '../../src/errors.js';
 import { startRun, type Gate, type Run } from './harness.js';
 import { describeFailure, describePlan, ProvisioningOracle, type SeenFailure, type SeenOutput } from './oracle.js';
@@ -119,26 +119,39 @@ let oracleCache: Array<{ name: string; events: ModelEvent[] }> | null = null;
 /** The oracle's own paths, computed once: they do not depend on the chart. */
 export const ORACLE_PATHS = () => (oracleCache ??= oraclePaths().map((events) => ({ name: `(oracle) ${events.map(shortEvent).join(' → ')}`, events })));
 
-/** The first path on which `machine` and the oracle disagree, or null. */
-export async function firstDisagreement(machine: AnyStateMachine): Promise<{ path: string; message: string } | null> {
-  // The oracle's paths first: they need no traversal of the (possibly mutated) chart.
-  const play = async (paths: Array<{ name: string; events: ModelEvent[] }>) => {
-    for (const { name, events } of paths) {
-      try {
-        await playAgainstOracle(machine, events);
-      } catch (error) {
-        return { path: name, message: (error as Error).message };
-      }
-    }
-    return null;
-  };
-  const fromOracle = await play(ORACLE_PATHS());
-  if (fromOracle) return fromOracle;
-  let paths: ReturnType<typeof modelPaths>;
+/**
+ * A path of the real chart with each timer event replaced by the clock reading it fired at: played on a mutant it
+ * moves the clock as the oracle does, whatever timers the mutant has.
+ */
+async function withClockReadings(events: ModelEvent[]): Promise<ModelEvent[]> {
+  const run = startRun({}, provisioningMachine);
   try {
-    paths = modelPaths(machine);
-  } catch (error) {
-    return { path: '(traversal)', message: String(error) };
+    const played: ModelEvent[] = [];
+    for (const event of events) {
+      if (event.type === 'xstate.init') continue;
+      await run.play(event);
+      played.push(event.type.startsWith('xstate.after.') ? { type: 'time', to: run.clock.now() } : event);
+    }
+    return played;
+  } finally {
+    run.actor.stop();
   }
-  return play(paths);
 }
+
+export interface CheckPath {
+  name: string;
+  /** Throws, naming the first difference, unless `machine` shows the world what the oracle expects on this path. */
+  play(machine: AnyStateMachine): Promise<void>;
+}
+
+const checkPath = ({ name, events }: { name: string; events: ModelEvent[] }): CheckPath => ({ name, play: (machine) => playAgainstOracle(machine, events) });
+
+/** Paths that do not depend on the chart under test: the oracle's own, and the real chart's model paths. */
+export async function fixedPaths(): Promise<CheckPath[]> {
+  const chart: CheckPath[] = [];
+  for (const { name, events } of modelPaths(provisioningMachine)) chart.push(checkPath({ name, events: await withClockReadings(events) }));
+  return [...ORACLE_PATHS().map(checkPath), ...chart];
+}
+
+/** The shortest paths of `machine` itself (a mutant generates its own, as the model tests do for the real chart). */
+export const ownPaths = (machine: AnyStateMachine): CheckPath[] => modelPaths(machine).map(checkPath);

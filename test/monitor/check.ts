@@ -6,7 +6,7 @@
  */
 import { createActor, type AnyEventObject, type AnyStateMachine } from 'xstate';
 import { TestModel } from 'xstate/graph';
-import type { MonitorInput } from '../../machines/monitor.js';
+import { monitorMachine, type MonitorInput } from '../../machines/monitor.js';
 import type { Observation } from '../../src/azure/healthservice.js';
 import { BREAK_REPORTER, Gates, StepClock, gatedActors, settle } from './harness.js';
 import { CHECK, MonitorOracle, type SeenMeasurement, type Signal } from './oracle.js';
@@ -205,6 +205,28 @@ export function modelPaths(machine: AnyStateMachine, once: boolean) {
 }
 
 const oracleCache = new Map<boolean, AnyEventObject[][]>();
+
+export interface CheckPath {
+  name: string;
+  play(machine: AnyStateMachine): Promise<void>;
+}
+
+const checkPath = (once: boolean, events: AnyEventObject[]): CheckPath => ({
+  name: `${once ? '--once: ' : ''}${describePath(events)}`,
+  play: (machine) => playAgainstOracle(machine, once, events),
+});
+
+/** Paths that do not depend on the chart under test: the oracle's own and the real chart's model paths (their events name no chart state). */
+export async function fixedPaths(): Promise<CheckPath[]> {
+  return [false, true].flatMap((once) => [
+    ...oraclePaths(once).map((events) => checkPath(once, events)),
+    ...modelPaths(monitorMachine as unknown as AnyStateMachine, once).map((p) => checkPath(once, p.steps.slice(1).map((s) => s.event as AnyEventObject))),
+  ]);
+}
+
+/** The shortest paths of `machine` itself. */
+export const ownPaths = (machine: AnyStateMachine): CheckPath[] =>
+  [false, true].flatMap((once) => modelPaths(machine, once).map((p) => checkPath(once, p.steps.slice(1).map((s) => s.event as AnyEventObject))));
 
 /** The first path on which `machine` and the oracle disagree, or null. */
 export async function firstDisagreement(machine: AnyStateMachine): Promise<{ path: string; message: string } | null> {

@@ -105,6 +105,16 @@ async function play(machine: AnyStateMachine, steps: Step[]): Promise<void> {
 const describe = (steps: Step[]) =>
   steps.map((s) => (s.type === 'time' ? `clock at ${s.to} ms` : s.type === 'failed' ? `POST failed${toFailure(s.error).retryable ? ' (retryable)' : ''}` : 'POST accepted')).join(' → ');
 
+export interface CheckPath {
+  name: string;
+  play(machine: AnyStateMachine): Promise<void>;
+}
+
+/** Every path of the oracle: the report chart has no traversal of its own, the oracle's paths cover its states. */
+export async function fixedPaths(): Promise<CheckPath[]> {
+  return reportPaths().map((steps) => ({ name: describe(steps), play: (machine) => play(machine, steps) }));
+}
+
 /** The first path on which `machine` and the oracle disagree, or null. */
 export async function firstDisagreement(machine: AnyStateMachine): Promise<{ path: string; message: string } | null> {
   for (const steps of reportPaths()) {

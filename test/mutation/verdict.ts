@@ -1,0 +1,110 @@
+/**
+ * Whether a mutant is killed: the first path on which it shows the world something its oracle does not expect.
+ * The same paths as the model tests; only their order is chosen for speed. Paths that killed mutants of the same
+ * transition come first, then paths that killed any mutant (most recent first), then the rest; the mutant's own
+ * model paths are traversed only when no fixed path kills it. A kill counts only if the real chart passes that path.
+ */
+import type { AnyStateMachine } from 'xstate';
+import type { Chart, CheckPath } from './charts.js';
+import type { Mutant } from './mutants.js';
+
+export interface Verdict {
+  killed: boolean;
+  /** The killing path and the difference it showed. */
+  by?: string;
+  /** Paths played. */
+  played: number;
+}
+
+export class Judge {
+  private readonly recent: number[] = [];
+  private readonly byEdge = new Map<string, number[]>();
+
+  private constructor(
+    private readonly chart: Chart,
+    private readonly fixed: CheckPath[],
+  ) {}
+
+  /**
+   * Computes the chart's fixed paths. With `verify` 'all' the real chart is played on each of them and on its own
+   * paths at once; with 'kills' only on each killing path (the model tests play the others). Either way a path the
+   * real chart fails is an error, not a kill.
+   */
+  static async of(chart: Chart, verify: 'all' | 'kills' = 'all'): Promise<Judge> {
+    const judge = new Judge(chart, await chart.fixedPaths());
+    if (verify === 'all') for (const path of [...judge.fixed, ...chart.ownPaths(chart.machine)]) await judge.verify(path);
+    return judge;
+  }
+
+  private async verify(path: CheckPath) {
+    const message = await this.fails(path, this.chart.machine);
+    if (message !== null) throw new Error(`${this.chart.file} itself disagrees with its oracle on ${path.name}: ${message}`);
+  }
+
+  get paths(): number {
+    return this.fixed.length;
+  }
+
+  async judge(mutant: Mutant): Promise<Verdict> {
+    let machine: AnyStateMachine;
+    try {
+      machine = mutant.build();
+    } catch (error) {
+      return { killed: true, by: `the mutant does not build: ${(error as Error).message}`, played: 0 };
+    }
+    let played = 0;
+    for (const index of this.order(mutant.edge)) {
+      played++;
+      const message = await this.fails(this.fixed[index]!, machine);
+      if (message === null) continue;
+      await this.verify(this.fixed[index]!);
+      this.remember(mutant.edge, index);
+      return { killed: true, by: `${this.fixed[index]!.name}: ${message}`, played };
+    }
+    let own: CheckPath[];
+    try {
+      own = this.chart.ownPaths(machine);
+    } catch (error) {
+      return { killed: true, by: `(traversal of the mutant) ${String(error)}`, played };
+    }
+    for (const path of own) {
+      played++;
+      const message = await this.fails(path, machine);
+      if (message === null) continue;
+      // The real chart must pass the path too, or the kill says nothing about the mutant.
+      await this.verify(path);
+      return { killed: true, by: `(own path) ${path.name}: ${message}`, played };
+    }
+    return { killed: false, played };
+  }
+
+  private async fails(path: CheckPath, machine: AnyStateMachine): Promise<string | null> {
+    try {
+      await path.play(machine);
+      return null;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  }
+
+  private order(edge: string): number[] {
+    const seen = new Set<number>();
+    const order: number[] = [];
+    const add = (i: number) => {
+      if (!seen.has(i)) seen.add(i), order.push(i);
+    };
+    for (const i of this.byEdge.get(edge) ?? []) add(i);
+    for (let k = this.recent.length - 1; k >= 0; k--) add(this.recent[k]!);
+    for (let i = 0; i < this.fixed.length; i++) add(i);
+    return order;
+  }
+
+  private remember(edge: string, index: number) {
+    const same = this.byEdge.get(edge) ?? [];
+    if (!same.includes(index)) same.push(index);
+    this.byEdge.set(edge, same);
+    const at = this.recent.indexOf(index);
+    if (at >= 0) this.recent.splice(at, 1);
+    this.recent.push(index);
+  }
+}
