@@ -34,7 +34,8 @@ interface Outcome extends Job {
   broken?: string;
 }
 
-const MUTANT_TIMEOUT_MS = 180_000;
+/** A worker that starts no path for this long is stuck in a mutant's endless loop (the real chart's paths take milliseconds). */
+const STALL_MS = 30_000;
 const args = process.argv.slice(2);
 const option = (name: string) => {
   const i = args.indexOf(`--${name}`);
@@ -110,26 +111,38 @@ async function runAll(queue: Job[], jobs: number): Promise<Outcome[]> {
       const child: ChildProcess = fork(self, ['--worker'], { execArgv: process.execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
       let current: Job | undefined;
       let timer: NodeJS.Timeout | undefined;
+      let since = 0;
+      let path = '';
+      const watch = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          // A mutant that never finishes a path the real chart finishes at once is killed: the agent would hang.
+          outcomes.push({ ...current!, killed: true, by: `${path}: no step for ${STALL_MS} ms (an endless loop)`, ms: Date.now() - since });
+          child.removeAllListeners('exit');
+          child.kill('SIGKILL');
+          void spawnWorker().then(resolve);
+        }, STALL_MS);
+      };
       const next = () => {
         current = pending.shift();
         if (!current) {
           child.kill();
           return resolve();
         }
-        timer = setTimeout(() => {
-          // A mutant that hangs its checks counts as killed: the real chart's checks finish in seconds.
-          outcomes.push({ ...current!, killed: true, by: `timed out after ${MUTANT_TIMEOUT_MS} ms`, ms: MUTANT_TIMEOUT_MS });
-          child.removeAllListeners('exit');
-          child.kill('SIGKILL');
-          void spawnWorker().then(resolve);
-        }, MUTANT_TIMEOUT_MS);
+        since = Date.now();
+        watch();
         child.send(current);
       };
-      child.on('message', (message: Outcome | { ready: true }) => {
+      child.on('message', (message: Outcome | { ready: true } | { playing: string }) => {
         if ('ready' in message) return next();
+        if ('playing' in message) {
+          path = message.playing;
+          return watch();
+        }
         clearTimeout(timer);
         outcomes.push(message);
         if (outcomes.length % 50 === 0) process.stderr.write(`${outcomes.length}/${queue.length}\n`);
+        if (message.ms > 10_000) process.stderr.write(`slow: ${message.id} ${message.ms} ms, ${message.played} paths, ${message.killed ? 'killed' : 'survived'}\n`);
         next();
       });
       child.on('exit', (code) => {
@@ -191,7 +204,7 @@ if (args[0] === '--worker') {
     let outcome: Outcome;
     try {
       if (!mutant) throw new Error(`mutant not found in the worker: ${job.id}`);
-      const judge = await (entry.judge ??= Judge.of(entry.chart));
+      const judge = await (entry.judge ??= Judge.of(entry.chart, 'all', (name) => process.send!({ playing: name })));
       const verdict = await judge.judge(mutant);
       outcome = { ...job, ...verdict, ms: Date.now() - started };
     } catch (error) {

@@ -47,6 +47,9 @@ const GATED = [
 
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** More microsteps than this for one event is an endless loop of eventless transitions (the real chart takes a few). */
+const MICROSTEPS_PER_EVENT = 1000;
+
 export type Run = ReturnType<typeof startRun>;
 
 /** What one run's fake actors record; found through the run's actor system, so one provided chart serves every run. */
@@ -115,12 +118,16 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
   const clock = new SimulatedClock();
   const dueAt = new WeakMap<object, number>();
   const machine = withFakes(chart);
+  let microsteps = 0;
 
   const actor = createActor(machine, {
     input,
     clock,
     inspect: (event: InspectionEvent) => {
-      if (event.type === '@xstate.microstep' && event.actorRef.sessionId === event.rootId) transitions.push(...event._transitions);
+      if (event.type !== '@xstate.microstep' || event.actorRef.sessionId !== event.rootId) return;
+      transitions.push(...event._transitions);
+      // Thrown inside the interpreter's step, this stops the actor with an error the test sees.
+      if (++microsteps > MICROSTEPS_PER_EVENT) throw new Error(`more than ${MICROSTEPS_PER_EVENT} microsteps for one event: an endless loop`);
     },
   });
   records.set(actor.system, record);
@@ -174,28 +181,33 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
     /** Lets promise settlements reach the machine. */
     settle,
     async resolve(id: string, value?: unknown) {
+      microsteps = 0;
       pending(id).resolve(value);
       await settle();
       noteTimers();
     },
     async reject(id: string, error: unknown) {
+      microsteps = 0;
       if (id === 'kvp') (actor.getSnapshot().children as Record<string, { send(e: unknown): void }>).kvp!.send({ type: 'test.kvp.fail', error });
       else pending(id).reject(error);
       await settle();
       noteTimers();
     },
     async fire(type: string) {
+      microsteps = 0;
       fire(type);
       await settle();
       noteTimers();
     },
     /** Moves the clock by `ms`, firing whatever falls due. */
     async advance(ms: number) {
+      microsteps = 0;
       clock.increment(ms);
       await settle();
       noteTimers();
     },
     async send(event: { type: 'TERMINATE' }) {
+      microsteps = 0;
       actor.send(event);
       await settle();
       noteTimers();

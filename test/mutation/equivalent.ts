@@ -8,11 +8,17 @@ import type { Mutant } from './mutants.js';
 const inert = (n: AnyStateNode | undefined) =>
   !!n && n.type === 'final' && !n.entry.length && !n.exit.length && !n.tags.length && !(n.config as { output?: unknown }).output;
 
+/** A compound state that does nothing on its own when (re-)entered. */
+const bare = (n: AnyStateNode) => !n.entry.length && !n.exit.length && !n.invoke.length && !n.after.length && !n.tags.length;
+
 /** The argument that `mutant` is equivalent, or null. */
 export function equivalence(chart: string, mutant: Mutant): string | null {
   const r = mutant.retarget;
   if (r && inert(r.from) && inert(r.to) && r.from!.parent === r.to.parent && r.to.parent?.parent) {
     return `${r.from!.key} and ${r.to.key} are both final states of ${r.to.parent!.id} with no actions, tags or output: the parent only waits for its regions to be final, so which one is entered changes nothing.`;
+  }
+  if (r && r.from && r.to === r.from.parent && bare(r.to) && r.to.initial?.target?.[0] === r.from && mutant.edge.startsWith(`${r.to.id}.`)) {
+    return `${r.to.id} has no entry, exit, actor or timer of its own and starts in ${r.from.key}: a transition from inside it that targets it instead of ${r.from.key} lands in the same state with the same effects.`;
   }
   for (const rule of RULES[chart] ?? []) if (rule.match.test(mutant.id)) return rule.argument;
   return null;
