@@ -14,7 +14,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { CHARTS } from '../test/mutation/charts.js';
 import { equivalence } from '../test/mutation/equivalent.js';
@@ -168,7 +168,8 @@ function writeDoc(summary: string[], seconds: number, jobs: number, played: numb
     '',
     '# Reliability: mutation check of the charts',
     '',
-    `Generated ${new Date().toISOString()} by \`npm run mutate\`: ${jobs} workers on ${cpus().length} cores, ${seconds} s, ${played} paths played.`,
+    `Generated ${new Date().toISOString()} by \`npm run mutate\`: ${jobs} workers on ${cpus().length} cores shared with other work (load`,
+    `average ${loadavg()[0]!.toFixed(1)} at the end), ${seconds} s, ${played} paths played.`,
     '',
     'Each mutant changes exactly one transition of a chart (retarget to a sibling of its target or of its source,',
     'guard negated or dropped, one action dropped) and is played on that chart\'s paths: the oracle\'s own paths, the',
