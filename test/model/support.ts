@@ -60,6 +60,12 @@ export const MEDIA_WITH_USERNAME: MediaMetadata = {
 
 export const MEDIA_WITHOUT_USERNAME: MediaMetadata = { ...MEDIA_WITH_USERNAME, username: null, hostname: null };
 
+/** IMDS with password logins off that says custom data was given: only the media carries it, so the read is awaited. */
+export const METADATA_CUSTOM_DATA: InstanceMetadata = { ...METADATA, hasCustomData: true };
+
+/** A pool type this agent has never heard of: refused like Savable, the report naming it as given. */
+export const METADATA_POOL_UNKNOWN: InstanceMetadata = { ...METADATA, ppsType: 'Hibernated' };
+
 /** IMDS of a pool VM of the type this agent serves, and of one it cannot serve. */
 export const METADATA_POOL_RUNNING: InstanceMetadata = { ...METADATA, adminUsername: 'placeholder', computerName: 'pool-vm', ppsType: 'Running' };
 export const METADATA_POOL_SAVABLE: InstanceMetadata = { ...METADATA_POOL_RUNNING, ppsType: 'Savable' };
@@ -384,7 +390,11 @@ export function shortEvent(event: ModelEvent): string {
     const id = type.slice(18);
     const output = event.output;
     if (id === 'validate') return 'done validate';
-    if (id === 'imds') return `done imds (password logins ${(output as InstanceMetadata).disablePasswordAuthentication ? 'off' : 'on'})`;
+    if (id === 'imds') {
+      const m = output as InstanceMetadata;
+      const extra = `${m.ppsType !== 'None' ? `, pps ${m.ppsType}` : ''}${m.hasCustomData ? ', custom data' : ''}`;
+      return `done imds (password logins ${m.disablePasswordAuthentication ? 'off' : 'on'}${extra})`;
+    }
     const tag =
       output === null ? ' null' : typeof output === 'string' ? ` ${output === VM_ID ? 'vm-id' : output}` : output && typeof output === 'object' && 'username' in output ? ` ${(output as MediaMetadata).username ? 'media+user' : 'media-user'}` : '';
     return `done ${id}${tag}`;
