@@ -5,8 +5,11 @@
  * forgets a config failure never offers "VM id read" from a failed config).
  *
  * The parallel parts are bounded as in the chart's model (`mayMove` in support.ts): the InProgress report moves
- * only at the start of the work, media before IMDS, the OS lanes one after the other, nothing while InProgress
- * backs off; of the clock, only the next deadline or retry is offered; SIGTERM once per phase of the work.
+ * only at the start of the work, media before IMDS (except IMDS's first answer, which may come first: with
+ * password logins off it ends the media read), the OS lanes one after the other, nothing while InProgress backs
+ * off; of the clock, only the next deadline or retry is offered; SIGTERM once per phase of the work. A config that
+ * leaves steps out is played straight (first payloads, no failures): it changes only which OS steps start. Pool
+ * VMs' paths come from IMDS or media naming a pool type and from the waiting-for-reuse marker.
  */
 import type { ModelEvent } from './support.js';
 import {

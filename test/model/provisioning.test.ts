@@ -165,7 +165,8 @@ describe('the provisioning statechart, path by path', () => {
 
 // The expected effects come from oracle.ts, written from the protocol: a wrong transition cannot agree with it by
 // generating its own paths. Every model path above, and every path the oracle chooses itself, is compared step by
-// step on what the world saw (reports, KVP records, actors started and in flight, output, journal's final state).
+// step on what the world saw (reports and KVP records with their pps_type, actors started and in flight, output,
+// journal's final state), pool VMs and steps left out included.
 describe('the provisioning statechart against the oracle, on its own paths', () => {
   paths.forEach((path) => {
     const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
