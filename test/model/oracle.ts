@@ -43,8 +43,16 @@ type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; re
 const OS_LANES: Lane[] = [['hostname'], ['user', 'password'], ['sshd'], ['customData']];
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
-/** The name `--only`/`--skip` give each OS step. */
-const STEP_OF: Record<string, string> = { hostname: 'hostname', user: 'user', password: 'password', sshKeys: 'ssh-keys', sshd: 'sshd', customData: 'custom-data' };
+/** The name `--only`/`--skip` give each OS step; publishing the hostname goes with the hostname. */
+const STEP_OF: Record<string, string> = {
+  hostname: 'hostname',
+  hostnamePublish: 'hostname',
+  user: 'user',
+  password: 'password',
+  sshKeys: 'ssh-keys',
+  sshd: 'sshd',
+  customData: 'custom-data',
+};
 
 export class ProvisioningOracle {
   now = 0;
@@ -278,14 +286,8 @@ export class ProvisioningOracle {
         return this.end(this.failedOutput('failed', this.failure, true));
       case 'provisionedMarker':
         return this.end({ state: 'provisioned', result: 'provisioned', exitCode: 0, reported: true });
-      default: {
-        const at = this.lanes.findIndex((l) => l[0] === id);
-        const lane = this.lanes[at]!;
-        lane.shift();
-        if (lane.length) this.start(lane[0]!);
-        if (id === 'user') this.addKeysLane(at + 1);
-        return this.osDone();
-      }
+      default:
+        return this.laneStepDone(id);
     }
   }
 
@@ -464,6 +466,16 @@ export class ProvisioningOracle {
     if (this.skipped('sshKeys')) return;
     this.lanes.splice(at, 0, [...KEYS_LANE]);
     this.start(KEYS_LANE[0]!);
+  }
+
+  /** An OS step finished: the next of its lane starts; when every lane is through, the report-pending marker. */
+  private laneStepDone(id: string) {
+    const at = this.lanes.findIndex((l) => l[0] === id);
+    const lane = this.lanes[at]!;
+    lane.shift();
+    if (lane.length) this.start(lane[0]!);
+    if (id === 'user') this.addKeysLane(at + 1);
+    return this.osDone();
   }
 
   private osDone() {
