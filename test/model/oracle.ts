@@ -13,6 +13,8 @@
  *   cannot change the plan and a read still running is abandoned.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ sshd,
  *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
+ * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
+ *   deadline (`[hostname_publishing] timeout_secs`) is a warning "hostname not published: …" and the run goes on.
  * - any failing step → ProvisioningFailed naming that step (its code), no marker, its exit code.
  * - a final report: KVP record first, then HTTP attempts (retry while retryable) until its total deadline.
  * - Ready not accepted → failed, exit 1, nothing more; the provisioned marker failing after Ready → failed, reported.
@@ -40,7 +42,7 @@ export { describeFailure, describePlan, expectedPlan, type SeenFailure, type See
 
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
-const OS_LANES: Lane[] = [['hostname'], ['user', 'password'], ['sshd'], ['customData']];
+const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
 /** The name `--only`/`--skip` give each OS step; publishing the hostname goes with the hostname. */
@@ -84,6 +86,7 @@ export class ProvisioningOracle {
   private stage: 'gathering' | 'validating' | 'os' = 'gathering';
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
+  private publishDeadline = 0;
   private lanes: Lane[] = [];
   private report: Report | null = null;
   // a pool VM
@@ -345,6 +348,9 @@ export class ProvisioningOracle {
       }
       case 'provisionedMarker':
         return this.end(this.failedOutput('markerNotWritten', seen(error), true));
+      case 'hostnamePublish':
+        this.warnings.push(`hostname not published: ${reasonOf(error)}`);
+        return this.laneStepDone(id);
       case 'poolReadyReport':
         if (retryable) {
           this.pool = 'readyBackoff';
@@ -414,6 +420,15 @@ export class ProvisioningOracle {
           },
         });
         if (this.imds === 'backoff') timers.push({ at: this.imdsRetryAt, fire: () => ((this.imds = 'requesting'), this.start('imds')) });
+      }
+      if (this.stage === 'os' && this.lanes.some((l) => l[0] === 'hostnamePublish')) {
+        timers.push({
+          at: this.publishDeadline,
+          fire: () => {
+            this.warnings.push(`hostname not published: no answer within ${this.config.hostname_publishing.timeout_secs} s`);
+            this.laneStepDone('hostnamePublish');
+          },
+        });
       }
       if (this.stage !== 'gathering') {
         const phase = this.stage === 'validating' ? 'validation' : 'OS configuration';
@@ -570,6 +585,7 @@ export class ProvisioningOracle {
   }
 
   private start(id: string, detail?: string) {
+    if (id === 'hostnamePublish') this.publishDeadline = this.now + this.config.hostname_publishing.timeout_secs * 1000;
     const describedDetail =
       detail ??
       (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)

@@ -20,8 +20,10 @@ const allNodes = (node: AnyStateNode): AnyStateNode[] => [node, ...Object.values
 describe('mutation check', () => {
   it('kills a mutant caught in an endless loop of eventless transitions instead of hanging with it', async () => {
     const chart = CHARTS.find((c) => c.name === 'provisioning')!;
-    const looping = mutantsOf(chart.machine).find((m) => m.id.endsWith('hostname.setting always[0] retarget → provisioning.provisioning.work.configuringOs.hostname'))!;
-    const verdict = await (await judgeOf(chart)).judge(looping);
+    // With sshd left out, its region entered again and again: never final, never a step to wait for.
+    const looping = mutantsOf(chart.machine).find((m) => m.id.endsWith('sshd.configuring always[0] retarget → provisioning.provisioning.work.configuringOs.sshd'));
+    expect(looping, 'the looping mutant').toBeDefined();
+    const verdict = await (await judgeOf(chart)).judge(looping!);
     expect(verdict.killed).toBe(true);
     expect(verdict.by).toContain('microsteps for one event: an endless loop');
   }, 120_000);
