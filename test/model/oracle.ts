@@ -87,6 +87,7 @@ export class ProvisioningOracle {
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
   private publishDeadline = 0;
+  private warningsBeforeOs: number | null = null;
   private lanes: Lane[] = [];
   private report: Report | null = null;
   // a pool VM
@@ -196,6 +197,8 @@ export class ProvisioningOracle {
       terminating: this.terminating,
       configLoaded: this.config !== DEFAULT_CONFIG,
       skip: this.config.steps.skip.join(),
+      // Warnings show only in the output at the end: runs whose OS steps warned are followed there.
+      osWarnings: this.warningsBeforeOs === null ? 0 : this.warnings.length - this.warningsBeforeOs,
       pps: this.ppsType,
       // Until validation, whether the placeholder's media was unusable: nothing of it may reach the customer's run.
       claimed: this.claim && (this.phase !== 'work' || this.stage === 'gathering') ? `placeholder media failed: ${this.placeholderMediaFailure}` : this.claim !== null,
@@ -261,6 +264,7 @@ export class ProvisioningOracle {
         this.plan = { source, username, hostname, sshKeys, passwordAuthentication, passwordProvided };
         this.stage = 'os';
         this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
+        this.warningsBeforeOs = this.warnings.length;
         this.lanes = OS_LANES.map((lane) => lane.filter((id) => !this.skipped(id)));
         if (this.skipped('user')) this.addKeysLane(2);
         for (const lane of this.lanes) if (lane.length) this.start(lane[0]!);
