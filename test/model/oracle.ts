@@ -198,7 +198,7 @@ export class ProvisioningOracle {
       configLoaded: this.config !== DEFAULT_CONFIG,
       skip: this.config.steps.skip.join(),
       // Warnings show only in the output at the end: runs whose OS steps warned are followed there.
-      osWarnings: this.warningsBeforeOs === null ? 0 : this.warnings.length - this.warningsBeforeOs,
+      osWarnings: this.warningsBeforeOs === null ? [] : this.warnings.slice(this.warningsBeforeOs),
       pps: this.ppsType,
       // Until validation, whether the placeholder's media was unusable: nothing of it may reach the customer's run.
       claimed: this.claim && (this.phase !== 'work' || this.stage === 'gathering') ? `placeholder media failed: ${this.placeholderMediaFailure}` : this.claim !== null,
