@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { run, type RunResult } from '../../src/os/exec.js';
-import { reportKindsOf, startFabric, stopProcess } from '../e2e/boot.js';
+import { readRecordedRequests, reportKindsOf, startFabric, stopProcess } from '../e2e/boot.js';
 import { createNetns, type Netns } from '../e2e/ns.js';
 
 export interface MachineOptions {
@@ -113,11 +113,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
   const ns = netns;
   const running = new Set<Boot>();
 
-  const requests = async () =>
-    (await readFile(record, 'utf8'))
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as RecordedRequest);
+  const requests = () => readRecordedRequests(record);
 
   return {
     name: options.name,

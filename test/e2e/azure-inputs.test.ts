@@ -7,7 +7,7 @@ import { readdir, readFile, stat, mkdir, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { USERNAME_32_BYTES } from '../../src/fabric/scenarios.js';
 import { decodeRecords } from '../../src/kvp/codec.js';
-import { createVm, type BootResult, type Vm, lastFailure } from './boot.js';
+import { createVm, vmFile, type BootResult, type Vm, lastFailure } from './boot.js';
 import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
 
 const PREFIX = `bs-e2e-in-${process.pid}`;
@@ -50,7 +50,7 @@ function bootVm(name: string, scenario: string, prepare?: (vm: Vm) => Promise<vo
   return slot();
 }
 
-const file = (vm: Vm, p: string) => readFile(vm.sandbox.hostPath(p), 'utf8');
+const file = vmFile;
 
 async function passwdEntry(vm: Vm, user: string) {
   const line = (await file(vm, '/etc/passwd')).split('\n').find((l) => l.startsWith(`${user}:`));

@@ -95,11 +95,7 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
   const ns = netns;
   const server = fabric;
 
-  const requests = async () =>
-    (await readFile(record, 'utf8'))
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as RecordedRequest);
+  const requests = () => readRecordedRequests(record);
 
   return {
     name,
@@ -211,6 +207,31 @@ export async function cryptMatches(password: string, hash: string): Promise<bool
     stdin: Buffer.from(`${password}\n`),
   });
   return result.stdout === 'match';
+}
+
+/**
+ * Creates a VM (added to `keep`, the suite's list for its cleanup), lets `use` boot it, and always stops its fabric
+ * and namespace; the sandbox stays for the tests.
+ */
+export async function withVm<T>(keep: Vm[], name: string, options: VmOptions, use: (vm: Vm) => Promise<T>): Promise<T> {
+  const vm = await createVm(name, options);
+  keep.push(vm);
+  try {
+    return await use(vm);
+  } finally {
+    await vm.shutdown();
+  }
+}
+
+/** A file of the VM's root, as text. */
+export const vmFile = (vm: Vm, p: string): Promise<string> => readFile(vm.sandbox.hostPath(p), 'utf8');
+
+/** The requests a fake fabric started by `startFabric` recorded, one JSON line each, in arrival order. */
+export async function readRecordedRequests(record: string): Promise<RecordedRequest[]> {
+  return (await readFile(record, 'utf8'))
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as RecordedRequest);
 }
 
 /** The health reports among `requests`, as `Ready` or `NotReady/<subStatus>`, in the order the fabric got them. */

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeReport } from '../../src/azure/report.js';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { decodeRecords } from '../../src/kvp/codec.js';
-import { attachLoop, createVm, cryptMatches, loopDevices, mountPoints, netnsNames, type BootResult, type Vm, type VmOptions, lastFailure } from './boot.js';
+import { attachLoop, cryptMatches, vmFile, withVm as withVmIn, loopDevices, mountPoints, netnsNames, type BootResult, type Vm, type VmOptions, lastFailure } from './boot.js';
 import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
 
@@ -81,18 +81,8 @@ function limiter(n: number) {
   };
 }
 
-/** Creates a VM, lets `use` boot it, and always stops its fabric and namespace; the sandbox stays for the tests. */
-async function withVm<T>(name: string, options: VmOptions, use: (vm: Vm) => Promise<T>): Promise<T> {
-  const vm = await createVm(`${PREFIX}-${name}`, options);
-  vms.push(vm);
-  try {
-    return await use(vm);
-  } finally {
-    await vm.shutdown();
-  }
-}
-
-const file = (vm: Vm, p: string) => readFile(vm.sandbox.hostPath(p), 'utf8');
+const withVm = <T>(name: string, options: VmOptions, use: (vm: Vm) => Promise<T>) => withVmIn(vms, `${PREFIX}-${name}`, options, use);
+const file = vmFile;
 const mode = async (vm: Vm, p: string) => (await stat(vm.sandbox.hostPath(p))).mode & 0o7777;
 
 async function passwdEntry(vm: Vm, user: string): Promise<{ uid: number; gid: number; home: string; shell: string } | null> {

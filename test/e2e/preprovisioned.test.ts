@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeReport } from '../../src/azure/report.js';
 import { CUSTOMER_CUSTOM_DATA, CUSTOMER_USER_DATA } from '../../src/fabric/scenarios.js';
 import { decodeRecords } from '../../src/kvp/codec.js';
-import { createVm, type BootResult, type Vm } from './boot.js';
+import { vmFile, withVm as withVmIn, type BootResult, type Vm } from './boot.js';
 import { assertNamespaces, canSandbox } from './ns.js';
 
 const PREFIX = `bs-pps-${process.pid}`;
@@ -22,17 +22,9 @@ let claimed: Promise<Claimed>;
 let rebooted: Promise<Rebooted>;
 let savable: Promise<Claimed>;
 
-async function withVm<T>(name: string, scenario: string, use: (vm: Vm) => Promise<T>): Promise<T> {
-  const vm = await createVm(`${PREFIX}-${name}`, { generation: 2, scenario });
-  vms.push(vm);
-  try {
-    return await use(vm);
-  } finally {
-    await vm.shutdown();
-  }
-}
-
-const file = (vm: Vm, p: string) => readFile(vm.sandbox.hostPath(p), 'utf8');
+const withVm = <T>(name: string, scenario: string, use: (vm: Vm) => Promise<T>) =>
+  withVmIn(vms, `${PREFIX}-${name}`, { generation: 2, scenario }, use);
+const file = vmFile;
 const markers = async (vm: Vm) => (await readdir(vm.sandbox.hostPath(DATA_DIR)).catch(() => [])).filter((n) => /\.(provisioned|report-pending|waiting-for-reuse)$/.test(n)).sort();
 const users = async (vm: Vm) => (await file(vm, '/etc/passwd')).split('\n').map((l) => l.split(':')[0]);
 const reprovisionPolls = async (vm: Vm) => (await vm.requests()).filter((r) => r.route === 'reprovision');
