@@ -7,10 +7,11 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 
-/** A running process: its pid and its argument vector as /proc/PID/cmdline holds it. */
+/** A running process: its pid, its argument vector as /proc/PID/cmdline holds it, and its real uid (null: unknown). */
 export interface ClientProcess {
   pid: number;
   argv: string[];
+  uid: number | null;
 }
 
 /**
@@ -83,7 +84,8 @@ export async function processesNamed(names: string[], root = '/'): Promise<Clien
     if (!/^\d+$/.test(pid) || !comms.includes(read(`${pid}/comm`).trim())) continue;
     if (ownNet !== null && link(`${pid}/ns/net`) !== ownNet) continue;
     const argv = read(`${pid}/cmdline`).split('\0').filter((a, i, all) => a !== '' || i < all.length - 1);
-    if (argv.length > 0) found.push({ pid: Number(pid), argv });
+    const uid = /^Uid:\s+(\d+)/m.exec(read(`${pid}/status`))?.[1];
+    if (argv.length > 0) found.push({ pid: Number(pid), argv, uid: uid === undefined ? null : Number(uid) });
   }
   return found.sort((a, b) => a.pid - b.pid);
 }

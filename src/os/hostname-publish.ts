@@ -74,7 +74,9 @@ export const PUBLISHERS: Record<string, Publisher> = {
   },
 
   dhclient: async ({ iface, hostname }, context, options, signal) => {
-    const client = (await processesNamed(['dhclient'], options.probeRoot)).find(({ argv }) => {
+    // Its command line is run again as root: only a client root started may name what runs.
+    const client = (await processesNamed(['dhclient'], options.probeRoot)).find(({ argv, uid }) => {
+      if (uid !== 0) return false;
       const args = parseDhclientArgs(argv);
       return !args.stopping && !args.ipv6 && !args.networkManager && (args.interfaces.length === 0 || args.interfaces.includes(iface));
     });

@@ -30,12 +30,12 @@ async function put(p: string, text: string) {
 }
 
 /** A process of this network namespace (or another one) in the fake /proc. */
-async function processInTree(pid: number, name: string, argv: string[], net = 'net:[4026531840]') {
+async function processInTree(pid: number, name: string, argv: string[], net = 'net:[4026531840]', uid = 0) {
   // As the kernel shows it: at most 15 bytes.
   const comm = name.slice(0, 15);
   await put(`proc/${pid}/comm`, `${comm}\n`);
   await put(`proc/${pid}/cmdline`, `${argv.join('\0')}\0`);
-  await put(`proc/${pid}/status`, `Name:\t${comm}\nState:\tS (sleeping)\n`);
+  await put(`proc/${pid}/status`, `Name:\t${comm}\nState:\tS (sleeping)\nUid:\t${uid}\t${uid}\t${uid}\t${uid}\n`);
   await mkdir(at(`proc/${pid}/ns`), { recursive: true });
   await symlink(net, at(`proc/${pid}/ns/net`));
 }
@@ -120,11 +120,13 @@ describe('publishHostname', () => {
     expect(result.warnings).toEqual([]);
   });
 
-  it('a dhclient in another network namespace, for another interface, releasing, or NetworkManager\'s is not ours', async () => {
+  it('a dhclient in another network namespace, for another interface, releasing, NetworkManager\'s or not root\'s is not ours', async () => {
     await processInTree(600, 'dhclient', DHCLIENT, 'net:[4026532999]');
     await processInTree(601, 'dhclient', ['dhclient', '-4', 'eth1']);
     await processInTree(602, 'dhclient', ['dhclient', '-r', 'eth0']);
     await processInTree(603, 'dhclient', ['/sbin/dhclient', '-d', '-sf', '/usr/lib/NetworkManager/nm-dhcp-helper', 'eth0']);
+    // Started by a user: its command line names what would run again as root.
+    await processInTree(604, 'dhclient', ['/tmp/not-dhclient', 'eth0'], 'net:[4026531840]', 1000);
     await put('etc/dhcp/dhclient.conf', 'send host-name = gethostname();\n');
     const result = await publishHostname('web-01', BACKENDS, context, options(), signal);
     expect(result.backend).toBe('none');
