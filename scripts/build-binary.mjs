@@ -8,6 +8,7 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'postject';
+import { dropFromPageCache } from './page-cache.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
@@ -38,6 +39,8 @@ chmodSync(binary, 0o755);
 stripDebugSymbols(binary);
 await quietly(() => inject(binary, 'NODE_SEA_BLOB', readFileSync(blob), { sentinelFuse: FUSE }));
 
+// Last: the binary is left as an image holds it, on disk only, not in the page cache the build wrote it through.
+dropFromPageCache(binary);
 const version = execFileSync(binary, ['--version'], { env: { PATH: '/nonexistent' }, encoding: 'utf8' }).trim();
 process.stdout.write(`dist/bootstate: ${version}\n`);
 
