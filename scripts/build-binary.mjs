@@ -8,6 +8,7 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'postject';
+import { assets as bundledAssets, scriptFile, VIZ_FILE } from './bundle.mjs';
 import { dropFromPageCache } from './page-cache.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -20,12 +21,12 @@ const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 mkdirSync(dist, { recursive: true });
 execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { env: { ...process.env, BOOTSTATE_DIST: dist }, stdio: 'inherit' });
 
+// Every script, the caches the build's provisioning run wrote, the files the scripts read as bytes, Graphviz.
 const assets = {};
-for (const name of ['bootstate.bundle.js', 'bootstate-commands.bundle.js']) {
-  assets[name] = join(dist, name);
-  assets[`${name}.cache`] = join(dist, `${name}.cache`);
-}
-assets['bootstate-viz.cjs'] = join(dist, 'bootstate-viz.cjs');
+// The executable runs on its build's architecture only: one flock addon.
+const ownAddon = (name) => !name.startsWith('flock-') || name === `flock-${process.arch}.node`;
+for (const name of [...['cli', 'provision', 'commands'].map(scriptFile), ...Object.keys(bundledAssets()).filter(ownAddon), VIZ_FILE]) assets[name] = join(dist, name);
+for (const script of ['cli', 'provision', 'commands']) assets[`${scriptFile(script)}.cache`] = join(dist, `${scriptFile(script)}.cache`);
 // The main script is a few lines: V8's code cache for it would save nothing.
 writeFileSync(
   seaConfig,

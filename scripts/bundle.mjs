@@ -1,9 +1,11 @@
-// The esbuild options of the program's two scripts (scripts/build.mjs; the SEA carries the same). The stubs
-// replace modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it
-// loads node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
-// sonic-boom only call assert(value).
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+// The esbuild options of the program's scripts (scripts/build.mjs; the SEA carries the same). The stubs replace
+// modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it loads
+// node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
+// sonic-boom only call assert(value); two more hand undici its HTTP parser as the bytes of a file beside the scripts
+// instead of base64 in their source.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -16,6 +18,8 @@ const STUBS = [
   ['node_modules/undici/lib/dispatcher/client.js', './client-h2.js', 'undici-client-h2.cjs'],
   ['node_modules/undici/lib/dispatcher/client.js', 'node:http', 'undici-http.cjs'],
   ['node_modules/undici/lib/core/util.js', 'node:http', 'undici-http.cjs'],
+  ['node_modules/undici/lib/dispatcher/client-h1.js', '../llhttp/llhttp_simd-wasm.js', 'llhttp-simd-wasm.cjs'],
+  ['node_modules/undici/lib/dispatcher/client-h1.js', '../llhttp/llhttp-wasm.js', 'llhttp-wasm.cjs'],
   ['node_modules/pino/lib/tools.js', './transport', 'pino-transport.cjs'],
   ['node_modules/pino/pino.js', './lib/transport', 'pino-transport.cjs'],
   ['node_modules/pino/lib/tools.js', 'worker_threads', 'main-thread.cjs'],
@@ -24,7 +28,7 @@ const STUBS = [
 const stubPlugin = {
   name: 'bootstate-stubs',
   setup(build) {
-    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
+    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\.\/llhttp\/llhttp(_simd)?-wasm\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
       const from = (importer) => (importer.endsWith('/') ? args.importer.includes(importer) : args.importer.endsWith(importer));
       const stub = STUBS.find(([importer, specifier]) => from(importer) && args.path === specifier);
       return stub ? { path: join(stubs, stub[2]) } : undefined;
@@ -32,16 +36,38 @@ const stubPlugin = {
   },
 };
 
-/** build/native/flock-<arch>.node (scripts/build-native.mjs) as base64 per architecture, for src/native/flock-addon.ts. */
-function embeddedAddons() {
-  const dir = join(root, 'build/native');
-  const addons = {};
-  for (const name of existsSync(dir) ? readdirSync(dir) : []) {
-    const arch = /^flock-(\w+)\.node$/.exec(name)?.[1];
-    if (arch) addons[arch] = readFileSync(join(dir, name)).toString('base64');
+/*
+ * Files the scripts read as bytes, beside them in dist/ (the SEA: its assets): `require('bootstate-asset:<name>')`,
+ * answered by the loaders (scripts/loader.cjs, scripts/sea-main.cjs). Kept out of the scripts' source because as
+ * base64 there (254 KB of 881 KB) every start read them, copied them into V8's heap twice (the source string and the
+ * code cache's constants) and decoded them, before the first request.
+ */
+const ASSET_PREFIX = 'bootstate-asset:';
+const require = createRequire(import.meta.url);
+
+/** The assets: name → bytes. The flock addons are what scripts/build-native.mjs compiled, per architecture. */
+export function assets() {
+  const llhttp = join(root, 'node_modules/undici/lib/llhttp');
+  const files = {
+    'llhttp_simd.wasm': require(join(llhttp, 'llhttp_simd-wasm.js')),
+    'llhttp.wasm': require(join(llhttp, 'llhttp-wasm.js')),
+  };
+  for (const arch of ['x64', 'arm64']) {
+    try {
+      files[`flock-${arch}.node`] = readFileSync(join(root, `build/native/flock-${arch}.node`));
+    } catch (error) {
+      if (error.code !== 'ENOENT') throw error;
+    }
   }
-  return addons;
+  return files;
 }
+
+const assetsApart = {
+  name: 'bootstate-assets-apart',
+  setup(build) {
+    build.onResolve({ filter: /^bootstate-asset:/ }, (args) => ({ path: args.path, external: true }));
+  },
+};
 
 /** Graphviz (1.5 MB, two thirds of everything) is only ever needed by `graph` and `trace`. */
 export const VIZ_FILE = 'bootstate-viz.cjs';
@@ -57,55 +83,78 @@ export function nodeBundle(outfile) {
   return { outfile, bundle: true, platform: 'node', target: 'node20', format: 'cjs', minify: true, legalComments: 'none', logLevel: 'warning' };
 }
 
-/** The options every bundle of the CLI shares: the addons embedded, the stubs, no dynamic import(). */
-function cliBundle(outfile, plugins) {
+/*
+ * The program is three scripts, each V8 deserializes whole from its code cache, so each run reads only the code
+ * of what it does:
+ *   cli        src/cli.ts with the subcommand table and src/cli/argv.ts: `--version`, `--help`, usage errors;
+ *   provision  `bootstate provision`, what a first boot runs;
+ *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
+ * Each `import()` of a module another script holds becomes require('bootstate-script:<script>/<path>'), and
+ * imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one UsageError.
+ * The loaders (scripts/loader.cjs, scripts/sea-main.cjs) answer those names: the script's exports hold a function
+ * per module that evaluates it on first call.
+ */
+const SCRIPT_PREFIX = 'bootstate-script:';
+const CLI_MODULE = 'bootstate-cli';
+const subcommandTable = join(root, 'src/cli/subcommands.ts');
+const argvModule = join(root, 'src/cli/argv.ts');
+const PROVISION = 'src/cli/provision-command.ts';
+
+/** `import('./x.js')` in `dir` → the TypeScript file's path from the repository root. */
+const sourceOf = (dir, specifier) => relative(root, join(dir, specifier).replace(/\.js$/, '.ts'));
+
+/** Script name → the modules it holds that others load on demand (paths from the repository root). */
+export function scriptModules() {
+  const subcommands = [...new Set([...readFileSync(subcommandTable, 'utf8').matchAll(/\bimport\('([^']+)'\)/g)].map((m) => sourceOf(dirname(subcommandTable), m[1])))];
+  if (!subcommands.includes(PROVISION)) throw new Error(`${subcommandTable} no longer imports ${PROVISION}`);
+  return {
+    provision: [PROVISION],
+    commands: [...subcommands.filter((path) => path !== PROVISION), 'src/inspect/live.ts'],
+  };
+}
+
+/** The file name of a script in dist/ and among the SEA's assets. */
+export const scriptFile = (script) => (script === 'cli' ? 'bootstate.bundle.js' : `bootstate-${script}.bundle.js`);
+
+/** Dynamic imports of modules another script holds stay out of `script` and load through the loader. */
+function otherScriptsApart(script) {
+  const owners = new Map(Object.entries(scriptModules()).flatMap(([owner, paths]) => paths.map((path) => [path, owner])));
+  return {
+    name: 'bootstate-other-scripts-apart',
+    setup(build) {
+      build.onResolve({ filter: /^\./ }, (args) => {
+        if (args.kind !== 'dynamic-import') return undefined;
+        const path = sourceOf(args.resolveDir, args.path);
+        const owner = owners.get(path);
+        return owner && owner !== script ? { path: `${SCRIPT_PREFIX}${owner}/${path}`, external: true } : undefined;
+      });
+    },
+  };
+}
+
+/** The options every script shares: the stubs, the assets apart, no dynamic import(). */
+function scriptOptions(script, outfile, plugins) {
   return {
     ...nodeBundle(outfile),
-    define: { __BOOTSTATE_FLOCK_ADDONS__: JSON.stringify(embeddedAddons()) },
+    define: { __BOOTSTATE_BUNDLED__: 'true' },
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
-    plugins: [stubPlugin, ...plugins],
+    plugins: [stubPlugin, assetsApart, otherScriptsApart(script), ...plugins],
     // A vm.Script has no ESM loader behind it: dynamic imports of files beside the bundle become require().
     supported: { 'dynamic-import': false },
   };
 }
 
-/*
- * The program is two scripts, so `--version`, `--help` and usage errors never read the subcommands' code:
- *   the CLI   src/cli.ts with the subcommand table and src/cli/argv.ts; each `import()` in
- *             src/cli/subcommands.ts becomes require('bootstate-commands:<specifier>');
- *   the rest  a function per module those imports name, keyed by the specifier, that evaluates it on first call;
- *             its imports of src/cli/argv.ts become require('bootstate-cli'), so both scripts share one UsageError.
- * The loaders (scripts/loader.mjs, scripts/sea-main.cjs) answer those two require() names with the other script.
- */
-const COMMANDS_PREFIX = 'bootstate-commands:';
-const CLI_MODULE = 'bootstate-cli';
-const subcommandTable = join(root, 'src/cli/subcommands.ts');
-const argvModule = join(root, 'src/cli/argv.ts');
-
-/** The specifiers src/cli/subcommands.ts imports on demand, e.g. `./provision-command.js`. */
-function subcommandModules() {
-  return [...new Set([...readFileSync(subcommandTable, 'utf8').matchAll(/\bimport\('([^']+)'\)/g)].map((m) => m[1]))];
-}
-
 /** esbuild options for the CLI script. */
 export function cliScriptOptions(outfile) {
-  const commandsApart = {
-    name: 'bootstate-commands-apart',
-    setup(build) {
-      build.onResolve({ filter: /.*/ }, (args) =>
-        args.kind === 'dynamic-import' && args.importer === subcommandTable ? { path: `${COMMANDS_PREFIX}${args.path}`, external: true } : undefined,
-      );
-    },
-  };
   return {
-    ...cliBundle(outfile, [commandsApart]),
+    ...scriptOptions('cli', outfile, []),
     stdin: { contents: "export * from './cli.ts';\nexport * from './cli/argv.ts';\n", resolveDir: join(root, 'src'), loader: 'ts' },
   };
 }
 
-/** esbuild options for the subcommands' script; Graphviz stays in its own file beside it. */
-export function commandsScriptOptions(outfile) {
+/** esbuild options for one of the scripts loaded on demand (`provision`, `commands`); Graphviz stays in its own file. */
+export function onDemandScriptOptions(script, outfile) {
   const argvFromCli = {
     name: 'bootstate-argv-from-cli',
     setup(build) {
@@ -115,7 +164,7 @@ export function commandsScriptOptions(outfile) {
     },
   };
   // require() of an ES module makes esbuild evaluate it (and what it imports) on the first call only.
-  const entries = subcommandModules().map((specifier) => `${JSON.stringify(specifier)}: () => require(${JSON.stringify(specifier)})`);
+  const entries = scriptModules()[script].map((path) => `${JSON.stringify(path)}: () => require(${JSON.stringify(`./${path}`)})`);
   const contents = `module.exports = {\n${entries.join(',\n')}\n};\n`;
-  return { ...cliBundle(outfile, [vizApart, argvFromCli]), stdin: { contents, resolveDir: dirname(subcommandTable), loader: 'js' } };
+  return { ...scriptOptions(script, outfile, [vizApart, argvFromCli]), stdin: { contents, resolveDir: root, loader: 'js' } };
 }

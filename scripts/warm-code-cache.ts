@@ -1,7 +1,8 @@
 /**
  * Writes the plain program's code caches (scripts/build.mjs): runs `provision --scratch` of the built program once
  * against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
- * boot compiles, and fails the build unless that run reached Ready and exited 0.
+ * boot compiles, then one `report` for the other subcommands' script, and fails the build unless the first reached
+ * Ready and exited 0 and the second sent its report.
  *
  *   node --import tsx scripts/warm-code-cache.ts dist/bootstate.mjs
  */
@@ -27,6 +28,13 @@ try {
     env: { ...process.env, BOOTSTATE_CODE_CACHE: 'write', BOOTSTATE_LOG: 'error' },
   });
   if (!fabric.requestsTo('health').some((r) => r.body.includes('"Ready"'))) throw new Error('the code cache run reported no Ready');
+  // The other subcommands' script: one `report`, whose config, logging and HTTP code they share. Without
+  // BOOTSTATE_CODE_CACHE=write, so the CLI's cache, which the provisioning run wrote, stays as it is.
+  const before = fabric.requestsTo('health').length;
+  await promisify(execFile)(process.execPath, [entry, 'report', 'in-progress', '--vm-id', '00000000-0000-4000-8000-000000000001', '--config', config], {
+    env: { ...process.env, BOOTSTATE_LOG: 'error' },
+  });
+  if (fabric.requestsTo('health').length === before) throw new Error('the code cache run of `report` sent no report');
 } finally {
   await fabric.close();
   rmSync(dir, { recursive: true, force: true });

@@ -1,5 +1,6 @@
 /**
- * The flock(2) addon (src/native/flock.c), embedded in the bundle and loaded once per process. The shared object
+ * The flock(2) addon (src/native/flock.c), shipped beside the built program's scripts (or in the SEA's assets) and
+ * loaded once per process. The shared object
  * is written into a fresh directory that mkdtemp creates 0700 for us alone, checked to be ours, dlopen'ed and
  * unlinked at once with its directory, so no path to it outlives the load and no other user can swap it in
  * between. When it cannot load (no build for this architecture, every candidate directory noexec, an old
@@ -9,9 +10,7 @@ import { closeSync, constants, lstatSync, mkdtempSync, openSync, readFileSync, r
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-
-/** Base64 of build/native/flock-<arch>.node per architecture, set by the bundler (scripts/bundle.mjs). */
-declare const __BOOTSTATE_FLOCK_ADDONS__: Record<string, string> | undefined;
+import { bundled, bundledAsset } from '../bundled-asset.js';
 
 export interface FlockAddon {
   /** flock(2) on `fd`; op 1 shared, 2 exclusive, 8 unlock; waits up to `timeoutMs`. Returns 0 or an errno. */
@@ -37,10 +36,7 @@ export function flockAddonStatus(): string {
 }
 
 function addonBytes(): Buffer | null {
-  if (typeof __BOOTSTATE_FLOCK_ADDONS__ !== 'undefined') {
-    const base64 = __BOOTSTATE_FLOCK_ADDONS__[process.arch];
-    return base64 ? Buffer.from(base64, 'base64') : null;
-  }
+  if (bundled) return bundledAsset(`flock-${process.arch}.node`);
   // Unbundled (tsx, vitest): what `npm run build` compiled.
   try {
     return readFileSync(fileURLToPath(new URL(`../../build/native/flock-${process.arch}.node`, import.meta.url)));

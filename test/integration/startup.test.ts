@@ -90,16 +90,37 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(programs.filter((p) => p!.endsWith('/flock'))).toEqual([]);
   });
 
-  it('answers --version from the CLI script alone, never reading the subcommands\' script', async () => {
+  it('answers --version from the CLI script alone, never reading a subcommand\'s script', async () => {
     const trace = join(work, 'open.trace');
     execFileSync('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, '--version'], { stdio: 'pipe' });
     const opened = readFileSync(trace, 'utf8');
     expect(opened).toContain('bootstate.bundle.js');
+    expect(opened).not.toContain('bootstate-provision.bundle.js');
     expect(opened).not.toContain('bootstate-commands.bundle.js');
   });
 
-  it('provisions from the subcommands\' code cache, leaving an accepted one as it is', async () => {
-    const cache = join(dirname(AGENT), 'bootstate-commands.bundle.js.cache');
+  it('provisions from its own script alone, never reading the other subcommands\' script', async () => {
+    const root = mkdtempSync(join(work, 'alone-'));
+    const trace = join(work, 'provision-open.trace');
+    const config = join(root, 'bootstate.toml');
+    writeFileSync(
+      config,
+      `[imds]\nendpoint = ${JSON.stringify(fabric.imdsUrl)}\n[wireserver]\nhealth_endpoint = ${JSON.stringify(fabric.healthUrl)}\n[telemetry]\nkvp_dir = ${JSON.stringify(join(root, 'kvp'))}\n[data_dir]\npath = ${JSON.stringify(join(root, 'data'))}\n[log_path]\npath = ${JSON.stringify(join(root, 'log'))}\n`,
+    );
+    await promisify(execFile)('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, 'provision', '--scratch', join(root, 'sys'), '--config', config], {
+      env: { ...process.env, BOOTSTATE_LOG: 'error' },
+    });
+    const opened = readFileSync(trace, 'utf8');
+    expect(opened).toContain('bootstate-provision.bundle.js');
+    // undici's HTTP parser and the flock addon come as files beside the scripts, not as base64 inside them.
+    expect(opened).toContain('llhttp_simd.wasm');
+    expect(opened).toContain(`flock-${process.arch}.node`);
+    expect(opened).not.toContain('bootstate-commands.bundle.js');
+    expect(opened).not.toMatch(/"[^"]*llhttp\.wasm"/);
+  });
+
+  it('provisions from its script\'s code cache, leaving an accepted one as it is', async () => {
+    const cache = join(dirname(AGENT), 'bootstate-provision.bundle.js.cache');
     // A run with other flags (the preload above) rewrote it for those flags; a run with none makes it ours again.
     expect((await runAgent(fabric)).code).toBe(0);
     const before = statSync(cache).ino;

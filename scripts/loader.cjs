@@ -1,17 +1,19 @@
 #!/usr/bin/env node
-// dist/bootstate.mjs: runs the CommonJS scripts next to it through vm.Script with V8's code cache (<script>.cache),
-// so a start deserializes compiled code instead of parsing it. bootstate.bundle.js is the CLI (argument parsing,
-// help, --version); bootstate-commands.bundle.js, every subcommand's code, is read only when the CLI requires
-// `bootstate-commands:<module>` to run one (scripts/bundle.mjs). A cache is used only when its key matches: this
-// node binary, its version, arch and flags (NODE_OPTIONS too), and the script's size and mtime; V8 then checks its
-// own version and flag hashes and may still reject it. A missing, stale or rejected cache costs one ordinary compile,
-// after which the run rewrites it if the directory is writable.
-import { readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { setFlagsFromString } from 'node:v8';
-import { Script } from 'node:vm';
+// dist/bootstate.cjs (and dist/bootstate.mjs, a symlink to it): runs the CommonJS scripts beside it through
+// vm.Script with V8's code cache (<script>.cache), so a start deserializes compiled code instead of parsing it.
+// bootstate.bundle.js is the CLI (argument parsing, help, --version); bootstate-provision.bundle.js and
+// bootstate-commands.bundle.js are read only when the CLI requires `bootstate-script:<script>/<module>` to run a
+// subcommand (scripts/bundle.mjs); `bootstate-asset:<file>` is a file beside them, as bytes. A cache is used only
+// when its key matches: this node binary, its version, arch and flags (NODE_OPTIONS too), and the script's size
+// and mtime; V8 then checks its own version and flag hashes and may still reject it. A missing, stale or rejected
+// cache costs one ordinary compile, after which the run rewrites it if the directory is writable.
+// CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (~5 ms of a 100 ms start) and resolves
+// the symlink before it looks at the extension.
+'use strict';
+const { readFileSync, renameSync, statSync, unlinkSync, writeFileSync } = require('node:fs');
+const { setFlagsFromString } = require('node:v8');
+const { Script } = require('node:vm');
 
-const dir = import.meta.dirname;
 // V8 flags for a short run that must stay small, set before compiling so the flag hash in the code caches always
 // matches (scripts/sea-main.cjs sets the same): undici's WebAssembly HTTP parser stays on its baseline tier
 // (optimizing it ran on a background thread exit waited for, and cost ~36 MiB); no optimizing or baseline JIT
@@ -19,6 +21,7 @@ const dir = import.meta.dirname;
 // (−2 MiB). Each one is safe to set at run time; --single-threaded-gc is not (a full GC then aborts).
 setFlagsFromString('--liftoff-only --no-opt --no-sparkplug --semi-space-growth-factor=1');
 
+const dir = __dirname;
 const mode = process.env.BOOTSTATE_CODE_CACHE; // 'off' ignores the caches, 'write' always rewrites them
 const nodeStat = statSync(process.execPath);
 const runtimeKey = [process.version, process.arch, process.execPath, nodeStat.size, nodeStat.mtimeMs, process.execArgv, process.env.NODE_OPTIONS ?? ''];
@@ -27,13 +30,23 @@ process.once('exit', () => {
   for (const loaded of toWrite) writeCache(loaded);
 });
 
-let commands;
-const cli = load('bootstate.bundle.js', (id) => {
-  if (!id.startsWith('bootstate-commands:')) return undefined;
-  commands ??= load('bootstate-commands.bundle.js', (name) => (name === 'bootstate-cli' ? cli : undefined));
-  return commands[id.slice('bootstate-commands:'.length)]?.();
-});
+const SCRIPT = /^bootstate-script:([a-z]+)\/(.+)$/;
+const scripts = new Map();
+const cli = load('bootstate.bundle.js', answer);
 cli.runAsProgram();
+
+/** The loader's own require() names: another script's module, the CLI's exports, a file's bytes. */
+function answer(id) {
+  const script = SCRIPT.exec(id);
+  if (script) {
+    const [, name, path] = script;
+    if (!scripts.has(name)) scripts.set(name, load(`bootstate-${name}.bundle.js`, answer));
+    return scripts.get(name)[path]?.();
+  }
+  if (id === 'bootstate-cli') return cli;
+  if (id.startsWith('bootstate-asset:')) return readFileSync(`${dir}/${id.slice('bootstate-asset:'.length)}`);
+  return undefined;
+}
 
 /** Evaluates one script as a CommonJS module whose require() first asks `own` (undefined: Node's require). */
 function load(name, own) {
@@ -54,10 +67,9 @@ function load(name, own) {
   const script = new Script(readFileSync(file, 'latin1'), { filename: file, cachedData, importModuleDynamically: undefined });
   // Written when the run ends, so the functions this run compiled are in it too.
   if (mode !== 'off' && (cachedData === undefined || script.cachedDataRejected)) toWrite.push({ file, key, script });
-  const nodeRequire = createRequire(file);
-  const require = Object.assign((id) => own(id) ?? nodeRequire(id), nodeRequire);
   const module = { exports: {} };
-  script.runInThisContext()(module.exports, require, module, file, dir);
+  const requireHere = (id) => own(id) ?? require(id);
+  script.runInThisContext()(module.exports, Object.assign(requireHere, require), module, file, dir);
   return module.exports;
 }
 
