@@ -4,8 +4,7 @@
  * validated on its own, so an error names the file and key that caused it. Unknown sections and keys are warnings
  * (unknown-keys.ts), and the file each value came from is kept for `bootstate config check`.
  */
-import { constants } from 'node:fs';
-import { open, readdir, stat } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as v from 'valibot';
 import { parse as parseToml } from 'smol-toml';
@@ -49,16 +48,18 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   const override = options.override ?? (options.env ?? process.env).BOOTSTATE_CONFIG;
 
   const files: string[] = [];
-  if (await isFile(systemFile)) files.push(systemFile);
-  files.push(...(await tomlFilesIn(dropinDir, false)));
-  if (override !== undefined && override !== '') files.push(...(await overrideFiles(override)));
+  // Synchronous reads: a few small local files, each read as a thread-pool round trip would cost more than the read
+  // itself on a booting machine, and nothing else runs before the configuration is known.
+  if (isFile(systemFile)) files.push(systemFile);
+  files.push(...tomlFilesIn(dropinDir, false));
+  if (override !== undefined && override !== '') files.push(...overrideFiles(override));
 
   let config: Config = structuredClone(DEFAULT_CONFIG);
   const warnings: string[] = [];
   const unknown: string[] = [];
   const origins: Record<string, string> = {};
   for (const file of files) {
-    const layer = await readLayer(file, warnings, unknown);
+    const layer = readLayer(file, warnings, unknown);
     config = mergeLayer(config, layer);
     for (const [section, values] of Object.entries(layer)) {
       for (const [key, value] of Object.entries(values ?? {})) if (value !== undefined) origins[`${section}.${key}`] = file;
@@ -108,10 +109,10 @@ export function mergeLayer(config: Config, layer: Layer): Config {
 }
 
 /** Reads, parses and validates one file; warnings about ignored azure-init keys and unknown keys are appended. */
-async function readLayer(file: string, warnings: string[], unknown: string[]): Promise<Layer> {
+function readLayer(file: string, warnings: string[], unknown: string[]): Layer {
   let text: string;
   try {
-    text = await readRegularFile(file);
+    text = readRegularFile(file);
   } catch (error) {
     throw configError(file, `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
@@ -141,21 +142,21 @@ async function readLayer(file: string, warnings: string[], unknown: string[]): P
  * Reads a regular file as UTF-8. Opened non-blocking and checked before reading, so a FIFO or device in place of a
  * configuration file is an error at once instead of a first boot that never ends.
  */
-async function readRegularFile(file: string): Promise<string> {
-  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+function readRegularFile(file: string): string {
+  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
-    if (!(await handle.stat()).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
-    return await handle.readFile('utf8');
+    if (!fstatSync(fd).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
+    return readFileSync(fd, 'utf8');
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 
 /** The files a `--config` value stands for: the file itself, or a directory's sorted `*.toml`. */
-async function overrideFiles(path: string): Promise<string[]> {
+function overrideFiles(path: string): string[] {
   let info;
   try {
-    info = await stat(path);
+    info = statSync(path);
   } catch (error) {
     throw configError(path, `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
@@ -163,10 +164,10 @@ async function overrideFiles(path: string): Promise<string[]> {
 }
 
 /** Sorted `*.toml` regular files (or links to them) in a directory; a missing directory is empty unless required. */
-async function tomlFilesIn(dir: string, required: boolean): Promise<string[]> {
+function tomlFilesIn(dir: string, required: boolean): string[] {
   let names: string[];
   try {
-    names = await readdir(dir);
+    names = readdirSync(dir);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (!required && (code === 'ENOENT' || code === 'ENOTDIR')) return [];
@@ -174,15 +175,15 @@ async function tomlFilesIn(dir: string, required: boolean): Promise<string[]> {
   }
   const files: string[] = [];
   for (const name of names.filter((n) => n.endsWith('.toml')).sort()) {
-    if (await isFile(join(dir, name))) files.push(join(dir, name));
+    if (isFile(join(dir, name))) files.push(join(dir, name));
   }
   return files;
 }
 
 /** True when the path is (or links to) a regular file; absent is false, unreadable is an error. */
-async function isFile(path: string): Promise<boolean> {
+function isFile(path: string): boolean {
   try {
-    return (await stat(path)).isFile();
+    return statSync(path).isFile();
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return false;

@@ -2,9 +2,9 @@
  * The VM id as Azure knows it (spec §6): `product_uuid`, lower-cased, with the first three groups
  * byte-swapped on Generation 1 (BIOS) VMs, where SMBIOS 2.3 stores them little-endian.
  */
-import { readFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
 import { ZERO_VM_ID } from '../azure/health.js';
-import { exists, under } from './paths.js';
+import { under } from './paths.js';
 
 export { ZERO_VM_ID };
 
@@ -19,10 +19,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Reads the VM id under `sysRoot` (default `/`): e.g. Gen1 `550e8400-e29b-…` → `00840e55-9be2-d441-…`. */
 export async function readVmId(options: { sysRoot?: string } = {}): Promise<VmId> {
   const root = options.sysRoot ?? '/';
-  const generation = (await exists(under(root, '/sys/firmware/efi'))) || (await exists(under(root, '/dev/efi'))) ? 2 : 1;
+  // Synchronous: sysfs and devfs answer from memory, faster than the thread-pool round trip of an async read.
+  const generation = existsSync(under(root, '/sys/firmware/efi')) || existsSync(under(root, '/dev/efi')) ? 2 : 1;
   let raw: string;
   try {
-    raw = (await readFile(under(root, '/sys/class/dmi/id/product_uuid'), 'utf8')).trim().toLowerCase();
+    raw = readFileSync(under(root, '/sys/class/dmi/id/product_uuid'), 'utf8').trim().toLowerCase();
   } catch {
     raw = '';
   }
