@@ -1,9 +1,10 @@
 // The esbuild options of the program's scripts (scripts/build.mjs; the SEA carries the same). The stubs replace
 // modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it loads
 // node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
-// sonic-boom only call assert(value); two more hand undici its HTTP parser as the bytes of a file beside the scripts
-// instead of base64 in their source.
+// sonic-boom only call assert(value); another hands undici its fallback HTTP parser as the bytes of a file beside
+// the scripts instead of base64 in their source, and undici's main parser comes compiled from the loader.
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +19,6 @@ const STUBS = [
   ['node_modules/undici/lib/dispatcher/client.js', './client-h2.js', 'undici-client-h2.cjs'],
   ['node_modules/undici/lib/dispatcher/client.js', 'node:http', 'undici-http.cjs'],
   ['node_modules/undici/lib/core/util.js', 'node:http', 'undici-http.cjs'],
-  ['node_modules/undici/lib/dispatcher/client-h1.js', '../llhttp/llhttp_simd-wasm.js', 'llhttp-simd-wasm.cjs'],
   ['node_modules/undici/lib/dispatcher/client-h1.js', '../llhttp/llhttp-wasm.js', 'llhttp-wasm.cjs'],
   ['node_modules/pino/lib/tools.js', './transport', 'pino-transport.cjs'],
   ['node_modules/pino/pino.js', './lib/transport', 'pino-transport.cjs'],
@@ -28,7 +28,7 @@ const STUBS = [
 const stubPlugin = {
   name: 'bootstate-stubs',
   setup(build) {
-    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\.\/llhttp\/llhttp(_simd)?-wasm\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
+    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\.\/llhttp\/llhttp-wasm\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
       const from = (importer) => (importer.endsWith('/') ? args.importer.includes(importer) : args.importer.endsWith(importer));
       const stub = STUBS.find(([importer, specifier]) => from(importer) && args.path === specifier);
       return stub ? { path: join(stubs, stub[2]) } : undefined;
@@ -65,7 +65,26 @@ export function assets() {
 const assetsApart = {
   name: 'bootstate-assets-apart',
   setup(build) {
-    build.onResolve({ filter: /^bootstate-asset:/ }, (args) => ({ path: args.path, external: true }));
+    build.onResolve({ filter: /^bootstate-(asset|wasm):/ }, (args) => ({ path: args.path, external: true }));
+  },
+};
+
+/*
+ * undici compiles its HTTP parser (llhttp, WebAssembly with SIMD) on the main thread at its first connection:
+ * ~4 ms just before the first request. The loader starts compiling it on V8's background threads as it loads the
+ * provision script, and `require('bootstate-wasm:<file>')` hands undici the compiled module (compiling it then if
+ * the background compile has not finished). The one line changed is checked, so an undici that no longer has it
+ * fails the build instead of silently compiling on the main thread again.
+ */
+const LLHTTP_COMPILE = "new WebAssembly.Module(require('../llhttp/llhttp_simd-wasm.js'))";
+const llhttpFromLoader = {
+  name: 'bootstate-llhttp-from-loader',
+  setup(build) {
+    build.onLoad({ filter: /node_modules\/undici\/lib\/dispatcher\/client-h1\.js$/ }, async (args) => {
+      const source = await readFile(args.path, 'utf8');
+      if (source.split(LLHTTP_COMPILE).length !== 2) throw new Error(`${args.path}: expected exactly one ${LLHTTP_COMPILE}`);
+      return { contents: source.replace(LLHTTP_COMPILE, "require('bootstate-wasm:llhttp_simd.wasm')"), loader: 'js' };
+    });
   },
 };
 
@@ -139,7 +158,7 @@ function scriptOptions(script, outfile, plugins) {
     define: { __BOOTSTATE_BUNDLED__: 'true' },
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
-    plugins: [stubPlugin, assetsApart, otherScriptsApart(script), ...plugins],
+    plugins: [stubPlugin, assetsApart, llhttpFromLoader, otherScriptsApart(script), ...plugins],
     // A vm.Script has no ESM loader behind it: dynamic imports of files beside the bundle become require().
     supported: { 'dynamic-import': false },
   };

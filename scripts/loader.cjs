@@ -3,7 +3,9 @@
 // vm.Script with V8's code cache (<script>.cache), so a start deserializes compiled code instead of parsing it.
 // bootstate.bundle.js is the CLI (argument parsing, help, --version); bootstate-provision.bundle.js and
 // bootstate-commands.bundle.js are read only when the CLI requires `bootstate-script:<script>/<module>` to run a
-// subcommand (scripts/bundle.mjs); `bootstate-asset:<file>` is a file beside them, as bytes. A cache is used only
+// subcommand (scripts/bundle.mjs); `bootstate-asset:<file>` is a file beside them, as bytes, and
+// `bootstate-wasm:<file>` one compiled as WebAssembly, in the background from the moment the script that needs it
+// starts to load (undici's HTTP parser for provision: ~4 ms off the main thread). A cache is used only
 // when its key matches: this node binary, its version, arch and flags (NODE_OPTIONS too), and the script's size
 // and mtime; V8 then checks its own version and flag hashes and may still reject it. A missing, stale or rejected
 // cache costs one ordinary compile, after which the run rewrites it if the directory is writable.
@@ -32,6 +34,9 @@ process.once('exit', () => {
 
 const SCRIPT = /^bootstate-script:([a-z]+)\/(.+)$/;
 const scripts = new Map();
+/** WebAssembly each script needs, compiled while the script loads and starts. */
+const WASM_OF = { provision: ['llhttp_simd.wasm'] };
+const wasm = new Map();
 const cli = load('bootstate.bundle.js', answer);
 cli.runAsProgram();
 
@@ -40,12 +45,32 @@ function answer(id) {
   const script = SCRIPT.exec(id);
   if (script) {
     const [, name, path] = script;
-    if (!scripts.has(name)) scripts.set(name, load(`bootstate-${name}.bundle.js`, answer));
+    if (!scripts.has(name)) {
+      for (const file of WASM_OF[name] ?? []) compileInBackground(file);
+      scripts.set(name, load(`bootstate-${name}.bundle.js`, answer));
+    }
     return scripts.get(name)[path]?.();
   }
   if (id === 'bootstate-cli') return cli;
   if (id.startsWith('bootstate-asset:')) return readFileSync(`${dir}/${id.slice('bootstate-asset:'.length)}`);
+  if (id.startsWith('bootstate-wasm:')) return compiled(id.slice('bootstate-wasm:'.length));
   return undefined;
+}
+
+function compileInBackground(file) {
+  if (wasm.has(file)) return;
+  const entry = { module: null };
+  wasm.set(file, entry);
+  try {
+    WebAssembly.compile(readFileSync(`${dir}/${file}`)).then((module) => (entry.module = module), () => {});
+  } catch {
+    // compiled() tries again, on the main thread, and reports what fails
+  }
+}
+
+/** The compiled module: the background compile's when it has finished, else compiled now (throwing if it cannot be). */
+function compiled(file) {
+  return wasm.get(file)?.module ?? new WebAssembly.Module(readFileSync(`${dir}/${file}`));
 }
 
 /** Evaluates one script as a CommonJS module whose require() first asks `own` (undefined: Node's require). */

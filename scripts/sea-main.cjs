@@ -13,6 +13,9 @@ setFlagsFromString('--liftoff-only --no-opt --no-sparkplug --semi-space-growth-f
 
 const SCRIPT = /^bootstate-script:([a-z]+)\/(.+)$/;
 const scripts = new Map();
+/** WebAssembly each script needs, compiled in the background while the script loads and starts (as the loader). */
+const WASM_OF = { provision: ['llhttp_simd.wasm'] };
+const wasm = new Map();
 const cli = load('bootstate.bundle.js');
 cli.runAsProgram();
 
@@ -21,15 +24,33 @@ function answer(id) {
   const script = SCRIPT.exec(id);
   if (script) {
     const [, name, path] = script;
-    if (!scripts.has(name)) scripts.set(name, load(`bootstate-${name}.bundle.js`));
+    if (!scripts.has(name)) {
+      for (const file of WASM_OF[name] ?? []) compileInBackground(file);
+      scripts.set(name, load(`bootstate-${name}.bundle.js`));
+    }
     return scripts.get(name)[path]?.();
   }
   if (id === 'bootstate-cli') return cli;
   // A view of the executable's own mapped bytes, not a copy.
   if (id.startsWith('bootstate-asset:')) return Buffer.from(getRawAsset(id.slice('bootstate-asset:'.length)));
+  if (id.startsWith('bootstate-wasm:')) {
+    const file = id.slice('bootstate-wasm:'.length);
+    return wasm.get(file)?.module ?? new WebAssembly.Module(getRawAsset(file));
+  }
   // Graphviz is an ordinary CommonJS file, required by `graph` and `trace` only.
   if (id === './bootstate-viz.cjs') return load('bootstate-viz.cjs', true);
   return undefined;
+}
+
+function compileInBackground(file) {
+  if (wasm.has(file)) return;
+  const entry = { module: null };
+  wasm.set(file, entry);
+  try {
+    WebAssembly.compile(getRawAsset(file)).then((module) => (entry.module = module), () => {});
+  } catch {
+    // compiled again on the main thread when asked for, which reports what fails
+  }
 }
 
 /** Evaluates one asset as a CommonJS module whose require() first asks `answer`, then Node's (built-ins only here). */
