@@ -20,7 +20,6 @@ import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure, type Failure } from '../errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
-import { parseOvfEnv } from '../os/ovf.js';
 import type { MarkerState, MarkerStore, Provisioner } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
@@ -228,6 +227,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
       }
       // Whatever the placeholder's media held (password, custom data) belongs to nobody now.
       deps.secrets.clear();
+      const { parseOvfEnv } = await import('../os/ovf.js');
       const media = parseOvfEnv(text, { secrets: deps.secrets, device: 'reprovisiondata' });
       warnVerbatimCustomData(media, log);
       log.info({ step: 'pps', polls: input.attempt }, `claimed after ${input.attempt} poll(s): provisioning with the customer's ovf-env.xml`);

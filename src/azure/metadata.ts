@@ -1,3 +1,6 @@
+/** The largest ovf-env.xml read from a provisioning media or `reprovisiondata`. */
+export const MAX_OVF_BYTES = 1024 * 1024;
+
 /** What provisioning needs from instance metadata, after validation. Plain data, no secrets. */
 export interface InstanceMetadata {
   vmId: string | null;

@@ -7,12 +7,11 @@
 import { constants } from 'node:fs';
 import { mkdir, mkdtemp, open, readFile, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { MediaMetadata } from '../azure/metadata.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../azure/metadata.js';
 import { BootstateError } from '../errors.js';
 import type { SecretStore } from '../secrets.js';
 import { run as defaultRun, type Runner } from './exec.js';
 import { IsoError, readFileFromIso } from './iso9660.js';
-import { MAX_OVF_BYTES, parseOvfEnv } from './ovf.js';
 import { probeMediaDevices } from './volume-probe.js';
 import { exists, under } from './paths.js';
 
@@ -88,6 +87,8 @@ export async function readProvisioningMedia(options: MediaOptions): Promise<Medi
       options.onNote?.(`${candidate.device}: no ovf-env.xml`);
       continue;
     }
+    // The XML parser loads only when there is a document to parse: most boots read no media before their first request.
+    const { parseOvfEnv } = await import('./ovf.js');
     // The chart stops waiting for the media once IMDS has answered with password logins off; a read that
     // finishes after that must not put a password into the store.
     options.signal?.throwIfAborted();

@@ -5,7 +5,7 @@
  * (billion laughs, external entities) can reach the parser. The password and the decoded CustomData go into the SecretStore only.
  */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import type { MediaMetadata } from '../azure/metadata.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../azure/metadata.js';
 import { BootstateError, escapeValue } from '../errors.js';
 import type { SecretStore } from '../secrets.js';
 import { decodeBase64Data } from './custom-data.js';
@@ -13,7 +13,7 @@ import { validatePassword } from './validate.js';
 
 export const OVF_NS = 'http://schemas.dmtf.org/ovf/environment/1';
 export const WA_NS = 'http://schemas.microsoft.com/windowsazure';
-export const MAX_OVF_BYTES = 1024 * 1024;
+export { MAX_OVF_BYTES };
 
 interface Element {
   ns: string;
