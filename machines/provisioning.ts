@@ -5,7 +5,7 @@
  * and from anywhere: → ProvisioningFailed. A pre-provisioned pool VM leaves the metadata stage for `preprovisioned`
  * (Ready to the pool → marker → poll `reprovisiondata`) and comes back to `provisioning` with the customer's data. Health is a tag of the state that reports it. Retries, backoff and total
  * deadlines are states and `after` delays: leaving a state aborts its actor, so a deadline holds whatever a server
- * does. Nothing here performs I/O; every actor is a named placeholder that `cli.ts` replaces with `provide`.
+ * does. Nothing here performs I/O; every actor is a named placeholder that `src/provision.ts` replaces with the real ones.
  */
 import { assign, enqueueActions, fromCallback, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health } from '../src/azure/health.js';
@@ -118,7 +118,7 @@ export interface ValidateInput extends PlanInput {
   mediaFailure: Failure | null;
 }
 
-/** A named actor that `cli.ts` replaces with `provide`: the chart itself performs no I/O. */
+/** A named actor that `src/provision.ts` replaces with the real one: the chart itself performs no I/O. */
 const placeholder = <Out, In = void>(name: string) =>
   fromPromise<Out, In>(async () => {
     throw new Error(`actor ${name} was not provided`);
@@ -187,7 +187,36 @@ function outputOf(context: ProvisioningContext): ProvisioningOutput {
   return { result, exitCode: f.exitCode, reason: f.reason, code: f.code, reported };
 }
 
-export const provisioningMachine = setup({
+/** Every actor the chart invokes, as a named placeholder; `src/actors/provisioning.ts` has the real ones. */
+const PLACEHOLDER_ACTORS = {
+  kvpWriter: fromCallback<KvpEvent>(() => undefined),
+  loadConfig: placeholder<Config>('loadConfig'),
+  readVmId: placeholder<string>('readVmId'),
+  checkMarker: placeholder<MarkerState, MarkerInput>('checkMarker'),
+  reportHealth: placeholder<void, ReportInput>('reportHealth'),
+  fetchMetadata: placeholder<InstanceMetadata, ConfigInput>('fetchMetadata'),
+  readMedia: placeholder<MediaMetadata | null, MediaInput>('readMedia'),
+  validatePlan: placeholder<ProvisioningPlan, ValidateInput>('validatePlan'),
+  setHostname: placeholder<void, PlanInput>('setHostname'),
+  publishHostname: placeholder<void, PlanInput>('publishHostname'),
+  createUser: placeholder<void, PlanInput>('createUser'),
+  setPassword: placeholder<void, PlanInput>('setPassword'),
+  writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
+  configureSshd: placeholder<void, PlanInput>('configureSshd'),
+  markReportPending: placeholder<void, MarkerInput>('markReportPending'),
+  markProvisioned: placeholder<void, MarkerInput>('markProvisioned'),
+  saveCustomData: placeholder<void, PlanInput>('saveCustomData'),
+  markWaitingForReuse: placeholder<void, MarkerInput>('markWaitingForReuse'),
+  pollReprovisionData: placeholder<MediaMetadata, PollInput>('pollReprovisionData'),
+};
+
+export type ProvisioningActors = typeof PLACEHOLDER_ACTORS;
+
+/**
+ * Builds the chart, StateNode tree included, on each call. `actors` replace the placeholders of the same names as
+ * `provide` would, so a run builds the tree once with its real actors instead of a second time in `provide`.
+ */
+export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = {}) => setup({
   types: {
     context: {} as ProvisioningContext,
     events: {} as ProvisioningEvent,
@@ -195,27 +224,7 @@ export const provisioningMachine = setup({
     output: {} as ProvisioningOutput,
     tags: {} as Health,
   },
-  actors: {
-    kvpWriter: fromCallback<KvpEvent>(() => undefined),
-    loadConfig: placeholder<Config>('loadConfig'),
-    readVmId: placeholder<string>('readVmId'),
-    checkMarker: placeholder<MarkerState, MarkerInput>('checkMarker'),
-    reportHealth: placeholder<void, ReportInput>('reportHealth'),
-    fetchMetadata: placeholder<InstanceMetadata, ConfigInput>('fetchMetadata'),
-    readMedia: placeholder<MediaMetadata | null, MediaInput>('readMedia'),
-    validatePlan: placeholder<ProvisioningPlan, ValidateInput>('validatePlan'),
-    setHostname: placeholder<void, PlanInput>('setHostname'),
-    publishHostname: placeholder<void, PlanInput>('publishHostname'),
-    createUser: placeholder<void, PlanInput>('createUser'),
-    setPassword: placeholder<void, PlanInput>('setPassword'),
-    writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
-    configureSshd: placeholder<void, PlanInput>('configureSshd'),
-    markReportPending: placeholder<void, MarkerInput>('markReportPending'),
-    markProvisioned: placeholder<void, MarkerInput>('markProvisioned'),
-    saveCustomData: placeholder<void, PlanInput>('saveCustomData'),
-    markWaitingForReuse: placeholder<void, MarkerInput>('markWaitingForReuse'),
-    pollReprovisionData: placeholder<MediaMetadata, PollInput>('pollReprovisionData'),
-  },
+  actors: { ...PLACEHOLDER_ACTORS, ...actors },
   guards: {
     configFailed: ({ context }) => context.failure !== null,
     terminating: ({ context }) => context.terminating,
@@ -809,5 +818,5 @@ function finalReportStates(
   };
 }
 
-export type ProvisioningMachine = typeof provisioningMachine;
+export type ProvisioningMachine = ReturnType<typeof createProvisioningMachine>;
 export type { DoneActorEvent };

@@ -1,10 +1,10 @@
 /**
- * Runs one provisioning: loads the config, sets up logging, KVP and the journal, provides the real actors to
- * the chart, runs it to its final state and returns its output. `cli.ts` maps the output to the exit code.
+ * Runs one provisioning: loads the config, sets up logging, KVP and the journal, builds the chart with the real
+ * actors, runs it to its final state and returns its output. `cli.ts` maps the output to the exit code.
  */
 import { join } from 'node:path';
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
-import { HEALTH_FAILED, provisioningMachine, ZERO_VM_ID, type ProvisioningOutput } from '../machines/provisioning.js';
+import { createProvisioningMachine, HEALTH_FAILED, ZERO_VM_ID, type ProvisioningOutput } from '../machines/provisioning.js';
 import { provisioningActors } from './actors/provisioning.js';
 import { ReportBook } from './actors/report-book.js';
 import { TransitionTelemetry } from './actors/transition-telemetry.js';
@@ -202,7 +202,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   const observeTransitions = transitions ? sinks.observer('kvp telemetry', (event: InspectionEvent) => transitions.inspect(event)) : null;
   const observeLive = live ? sinks.observer('live inspector', (event: InspectionEvent) => live!.inspect(event)) : null;
   const observeCaller = options.inspect ? sinks.observer('inspect', options.inspect) : null;
-  const actor = createActor(provisioningMachine.provide({ actors: actors as never }), {
+  const actor = createActor(createProvisioningMachine(actors), {
     input: { config, groups: options.groups },
     inspect: (event) => {
       observeJournal(event);

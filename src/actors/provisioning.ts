@@ -47,7 +47,7 @@ export interface ProvisioningDeps {
 
 type PlanInput = { config: Config; plan: ProvisioningPlan };
 
-/** Builds the `actors` map handed to `provisioningMachine.provide`. */
+/** Builds the `actors` map handed to `createProvisioningMachine`. */
 export function provisioningActors(deps: ProvisioningDeps) {
   const { log } = deps;
   const step = (name: string, run: (input: PlanInput, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string }>) =>

@@ -20,7 +20,7 @@ export type ChartFormat = (typeof CHART_FORMATS)[number];
 /** One of the agent's machines by name, with the context its delays take under the default config. */
 export async function loadMachine(name: string): Promise<{ machine: AnyStateMachine; options: GraphOptions }> {
   if (name === 'provisioning') {
-    const { provisioningMachine } = await import('../../machines/provisioning.js');
+    const { provisioningMachine } = await import('../../machines/provisioning-machine.js');
     return { machine: provisioningMachine, options: { delayContext: { config: DEFAULT_CONFIG, terminating: false } } };
   }
   if (name === 'monitor') {

@@ -7,7 +7,7 @@ import { readdirSync, readFileSync, statSync, lstatSync, existsSync } from 'node
 import type { ChildProcess } from 'node:child_process';
 import { join, relative } from 'node:path';
 import type { StateValue } from 'xstate';
-import { provisioningMachine } from '../../machines/provisioning.js';
+import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import type { FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { latestJournal, readJournal, type JournalLine } from '../../src/inspect/journal.js';
 import { RECORD_BYTES, decodeRecords } from '../../src/kvp/codec.js';

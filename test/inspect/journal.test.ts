@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
 import { createJournal, edgeKey, latestJournal, readJournal, type JournalLine } from '../../src/inspect/journal.js';
 import { createActor, fromPromise, toPromise } from 'xstate';
-import { provisioningMachine } from '../../machines/provisioning.js';
+import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { BootstateError } from '../../src/errors.js';
 import { SECRET, fixtureMachine, runMachine } from './fixtures.js';

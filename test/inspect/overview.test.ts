@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { provisioningMachine } from '../../machines/provisioning.js';
+import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { buildGraph, toDot } from '../../src/inspect/graph.js';
 import { overviewOf, spokenDelay } from '../../src/inspect/overview.js';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createActor, fromPromise, toPromise, type AnyStateMachine, type AnyStateNode } from 'xstate';
 import { monitorMachine, monitorInput } from '../../machines/monitor.js';
-import { provisioningMachine } from '../../machines/provisioning.js';
+import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { renderChartHtml } from '../../src/inspect/chart-html.js';
 import { buildGraph, renderSvg, toDot, toMermaid } from '../../src/inspect/graph.js';

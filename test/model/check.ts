@@ -5,7 +5,8 @@
  */
 import { TestModel } from 'xstate/graph';
 import type { AnyStateMachine } from 'xstate';
-import { provisioningMachine, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
+import { provisioningMachine } from '../../machines/provisioning-machine.js';
+import type { ProvisioningContext, ProvisioningOutput } from '../../machines/provisioning.js';
 import { toFailure, type Failure } from '../../src/errors.js';
 import { startRun, type Gate, type Run } from './harness.js';
 import { describeFailure, describePlan, ProvisioningOracle, type SeenFailure, type SeenOutput } from './oracle.js';

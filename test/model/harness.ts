@@ -4,7 +4,8 @@
  * what it receives; every transition the interpreter takes is recorded through `inspect`.
  */
 import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyStateMachine, type AnyTransitionDefinition, type InspectionEvent } from 'xstate';
-import { provisioningMachine, type KvpEvent, type ProvisioningInput } from '../../machines/provisioning.js';
+import { provisioningMachine } from '../../machines/provisioning-machine.js';
+import type { KvpEvent, ProvisioningInput } from '../../machines/provisioning.js';
 import type { ModelEvent } from './support.js';
 
 /** One start of one invoked actor: what it was given, and the switch that finishes it. */

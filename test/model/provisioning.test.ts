@@ -20,7 +20,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestModel } from 'xstate/graph';
 import type { AnyMachineSnapshot, AnyStateNode } from 'xstate';
-import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, provisioningMachine, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
+import { provisioningMachine } from '../../machines/provisioning-machine.js';
+import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 import { KINDS } from '../../src/errors.js';
 import { ORACLE_PATHS, playAgainstOracle } from './check.js';
 import { startRun, type Run } from './harness.js';

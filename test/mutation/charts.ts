@@ -5,7 +5,7 @@
  */
 import type { AnyStateMachine } from 'xstate';
 import { monitorMachine } from '../../machines/monitor.js';
-import { provisioningMachine } from '../../machines/provisioning.js';
+import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { reportMachine } from '../../machines/report.js';
 import * as provisioning from '../model/check.js';
 import * as monitor from '../monitor/check.js';
