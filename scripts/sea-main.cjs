@@ -9,7 +9,7 @@ const { setFlagsFromString } = require('node:v8');
 const { Script } = require('node:vm');
 
 // The flags scripts/loader.cjs sets, and why; the same, so its code caches match.
-setFlagsFromString('--liftoff-only --no-opt --no-sparkplug --semi-space-growth-factor=1');
+setFlagsFromString('--liftoff-only --no-opt --no-sparkplug');
 
 const SCRIPT = /^bootstate-script:([a-z]+)\/(.+)$/;
 const scripts = new Map();
