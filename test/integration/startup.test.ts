@@ -1,16 +1,17 @@
 /**
  * What a provisioning run of the built agent loads and leaves behind (issue 16): none of Node's HTTP/1 or HTTP/2,
- * worker thread or inspector modules, nor crypto, child_process or assert before its first IMDS request, no flock(1)
- * fork, no addon file, and the plain program's code caches accepted.
+ * worker thread or inspector modules, nor crypto, child_process or assert before its first IMDS request, no ES module
+ * loader, no other subcommand's script, no flock(1) fork, no addon file, and the plain program's code caches
+ * accepted; without the SIMD HTTP parser beside the scripts it falls back to the other one.
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
-import { AGENT, runAgent } from './agent.js';
+import { AGENT, runAgent, writeConfig } from './agent.js';
 
 let fabric: FakeFabric;
 const work = mkdtempSync(join(tmpdir(), 'bootstate-startup-'));
@@ -117,6 +118,31 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(opened).toContain(`flock-${process.arch}.node`);
     expect(opened).not.toContain('bootstate-commands.bundle.js');
     expect(opened).not.toMatch(/"[^"]*llhttp\.wasm"/);
+  });
+
+  it('starts through a CommonJS loader: dist/bootstate.mjs is a symlink to it, and Node starts no ES module loader', () => {
+    expect(lstatSync(AGENT).isSymbolicLink()).toBe(true);
+    const hookFile = join(work, 'esm-hook.cjs');
+    writeFileSync(hookFile, `process.on('exit', () => require('fs').writeSync(2, 'ESM ' + JSON.stringify(process.moduleLoadList.filter((m) => m.includes('modules/esm/'))) + '\\n'));\n`);
+    const run = spawnSync(process.execPath, ['--require', hookFile, AGENT, '--version'], { encoding: 'utf8' });
+    expect(run.stdout).toMatch(/^bootstate /);
+    const esm: string[] = JSON.parse(/ESM (.*)/.exec(run.stderr)?.[1] ?? 'null');
+    expect(esm).not.toContain('NativeModule internal/modules/esm/loader');
+  });
+
+  it('provisions with undici\'s fallback HTTP parser when the SIMD one is missing beside the scripts', async () => {
+    const copy = mkdtempSync(join(work, 'dist-'));
+    cpSync(dirname(AGENT), copy, { recursive: true, verbatimSymlinks: true, filter: (source) => !/\/(bootstate|bootstate\.blob|deb-root|[^/]+\.deb)$/.test(source) });
+    rmSync(join(copy, 'llhttp_simd.wasm'));
+    const root = mkdtempSync(join(work, 'fallback-'));
+    const config = writeConfig(fabric, root, {});
+    const trace = join(work, 'fallback.trace');
+    const before = fabric.requestsTo('health').filter((r) => r.body.includes('"Ready"')).length;
+    await promisify(execFile)('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, join(copy, 'bootstate.mjs'), 'provision', '--scratch', root, '--config', config], {
+      env: { ...process.env, BOOTSTATE_LOG: 'error' },
+    });
+    expect(fabric.requestsTo('health').filter((r) => r.body.includes('"Ready"')).length).toBe(before + 1);
+    expect(readFileSync(trace, 'utf8')).toMatch(/"[^"]*\/llhttp\.wasm"/);
   });
 
   it('provisions from its script\'s code cache, leaving an accepted one as it is', async () => {
