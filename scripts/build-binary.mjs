@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Builds dist/bootstate: a Node single executable application (the running node binary with the CLI injected),
 // so an image needs no Node.js. It carries the plain program's scripts (scripts/build.mjs, built here first into
-// the same directory) with their code caches and Graphviz as assets, and scripts/sea-main.cjs as its main script,
-// which loads them as the plain program's loader does: `--version` compiles only the small CLI script.
+// the same directory) with their code caches and Graphviz as assets, and the plain program's loader
+// (scripts/loader.cjs) as its main script, which reads them from the assets when it runs inside the executable.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -30,7 +30,7 @@ for (const script of ['cli', 'provision', 'commands']) assets[`${scriptFile(scri
 // The main script is a few lines: V8's code cache for it would save nothing.
 writeFileSync(
   seaConfig,
-  `${JSON.stringify({ main: join(root, 'scripts/sea-main.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,
+  `${JSON.stringify({ main: join(root, 'scripts/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,
 );
 execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'pipe' });
 

@@ -38,7 +38,7 @@ const stubPlugin = {
 
 /*
  * Files the scripts read as bytes, beside them in dist/ (the SEA: its assets): `require('bootstate-asset:<name>')`,
- * answered by the loaders (scripts/loader.cjs, scripts/sea-main.cjs). Kept out of the scripts' source because as
+ * answered by the loader (scripts/loader.cjs). Kept out of the scripts' source because as
  * base64 there (254 KB of 881 KB) every start read them, copied them into V8's heap twice (the source string and the
  * code cache's constants) and decoded them, before the first request.
  */
@@ -110,7 +110,7 @@ export function nodeBundle(outfile) {
  *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
  * Each `import()` of a module another script holds becomes require('bootstate-script:<script>/<path>'), and
  * imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one UsageError.
- * The loaders (scripts/loader.cjs, scripts/sea-main.cjs) answer those names: the script's exports hold a function
+ * The loader (scripts/loader.cjs) answers those names: the script's exports hold a function
  * per module that evaluates it on first call.
  */
 const SCRIPT_PREFIX = 'bootstate-script:';

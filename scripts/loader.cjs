@@ -1,34 +1,40 @@
 #!/usr/bin/env node
-// dist/bootstate.cjs (and dist/bootstate.mjs, a symlink to it): runs the CommonJS scripts beside it through
-// vm.Script with V8's code cache (<script>.cache), so a start deserializes compiled code instead of parsing it.
-// bootstate.bundle.js is the CLI (argument parsing, help, --version); bootstate-provision.bundle.js and
-// bootstate-commands.bundle.js are read only when the CLI requires `bootstate-script:<script>/<module>` to run a
-// subcommand (scripts/bundle.mjs); `bootstate-asset:<file>` is a file beside them, as bytes, and
-// `bootstate-wasm:<file>` one compiled as WebAssembly, in the background from the moment the script that needs it
-// starts to load (undici's HTTP parser for provision: ~4 ms off the main thread). A cache is used only
-// when its key matches: this node binary, its version, arch and flags (NODE_OPTIONS too), and the script's size
-// and mtime; V8 then checks its own version and flag hashes and may still reject it. A missing, stale or rejected
-// cache costs one ordinary compile, after which the run rewrites it if the directory is writable.
+// The program's entry: dist/bootstate.cjs (dist/bootstate.mjs is a symlink to it), and the single executable's main
+// script (scripts/build-binary.mjs), where the same files are the executable's assets instead of files beside it.
+// It runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes
+// compiled code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, --version);
+// bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI requires
+// `bootstate-script:<script>/<module>` to run a subcommand (scripts/bundle.mjs). `bootstate-asset:<file>` is a file's
+// bytes, and `bootstate-wasm:<file>` one compiled as WebAssembly, in the background from the moment the script that
+// needs it starts to load (undici's HTTP parser for provision: ~4 ms off the main thread).
+// A cache file is used only when its key line matches: this node binary, its version, arch and flags (NODE_OPTIONS
+// too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still reject it. A
+// missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
+// writable. The executable's caches are the ones the build's runs wrote for the plain program (same node, same
+// flags), read as they are: V8's own checks decide.
 // CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (~5 ms of a 100 ms start) and resolves
 // the symlink before it looks at the extension.
 'use strict';
 const { readFileSync, renameSync, statSync, unlinkSync, writeFileSync } = require('node:fs');
+const sea = require('node:sea');
 const { setFlagsFromString } = require('node:v8');
 const { Script } = require('node:vm');
 
 // V8 flags for a short run that must stay small, set before compiling so the flag hash in the code caches always
-// matches (scripts/sea-main.cjs sets the same): undici's WebAssembly HTTP parser stays on its baseline tier
-// (optimizing it ran on a background thread exit waited for, and cost ~36 MiB); no optimizing or baseline JIT
-// (a first boot runs each function a few times; together −4 MiB). Each one is safe to set at run time;
-// --single-threaded-gc is not (a full GC then aborts). The young generation grows as V8 likes: keeping it at its
-// initial size (--semi-space-growth-factor=1) saved 1.2 MiB of peak RSS but cost ~9 ms of scavenges before the first
-// request, since nearly everything a start allocates survives.
+// matches: undici's WebAssembly HTTP parser stays on its baseline tier (optimizing it ran on a background thread
+// exit waited for, and cost ~36 MiB); no optimizing or baseline JIT (a first boot runs each function a few times;
+// together −4 MiB). Each one is safe to set at run time; --single-threaded-gc is not (a full GC then aborts). The
+// young generation grows as V8 likes: keeping it at its initial size (--semi-space-growth-factor=1) saved 1.2 MiB of
+// peak RSS but cost ~9 ms of scavenges before the first request, since nearly everything a start allocates survives.
 setFlagsFromString('--liftoff-only --no-opt --no-sparkplug');
 
+const inExecutable = sea.isSea();
 const dir = __dirname;
-const mode = process.env.BOOTSTATE_CODE_CACHE; // 'off' ignores the caches, 'write' always rewrites them
-const nodeStat = statSync(process.execPath);
-const runtimeKey = [process.version, process.arch, process.execPath, nodeStat.size, nodeStat.mtimeMs, process.execArgv, process.env.NODE_OPTIONS ?? ''];
+/** A file's bytes: beside the loader, or the executable's asset (a view of its own mapped bytes, not a copy). */
+const bytes = inExecutable ? (name) => Buffer.from(sea.getRawAsset(name)) : (name) => readFileSync(`${dir}/${name}`);
+
+const mode = inExecutable ? 'read-only' : process.env.BOOTSTATE_CODE_CACHE; // 'off' ignores the caches, 'write' always rewrites them
+const runtimeKey = inExecutable ? null : keyOfRuntime();
 const toWrite = [];
 process.once('exit', () => {
   for (const loaded of toWrite) writeCache(loaded);
@@ -39,23 +45,25 @@ const scripts = new Map();
 /** WebAssembly each script needs, compiled while the script loads and starts. */
 const WASM_OF = { provision: ['llhttp_simd.wasm'] };
 const wasm = new Map();
-const cli = load('bootstate.bundle.js', answer);
+const cli = load('bootstate.bundle.js');
 cli.runAsProgram();
 
-/** The loader's own require() names: another script's module, the CLI's exports, a file's bytes. */
+/** The loader's own require() names: another script's module, the CLI's exports, a file's bytes, Graphviz. */
 function answer(id) {
   const script = SCRIPT.exec(id);
   if (script) {
     const [, name, path] = script;
     if (!scripts.has(name)) {
       for (const file of WASM_OF[name] ?? []) compileInBackground(file);
-      scripts.set(name, load(`bootstate-${name}.bundle.js`, answer));
+      scripts.set(name, load(`bootstate-${name}.bundle.js`));
     }
     return scripts.get(name)[path]?.();
   }
   if (id === 'bootstate-cli') return cli;
-  if (id.startsWith('bootstate-asset:')) return readFileSync(`${dir}/${id.slice('bootstate-asset:'.length)}`);
+  if (id.startsWith('bootstate-asset:')) return bytes(id.slice('bootstate-asset:'.length));
   if (id.startsWith('bootstate-wasm:')) return compiled(id.slice('bootstate-wasm:'.length));
+  // Graphviz, required by `graph` and `trace` only: an ordinary CommonJS file, which Node's require finds in dist/.
+  if (id === './bootstate-viz.cjs' && inExecutable) return load('bootstate-viz.cjs', true);
   return undefined;
 }
 
@@ -64,7 +72,7 @@ function compileInBackground(file) {
   const entry = { module: null };
   wasm.set(file, entry);
   try {
-    WebAssembly.compile(readFileSync(`${dir}/${file}`)).then((module) => (entry.module = module), () => {});
+    WebAssembly.compile(bytes(file)).then((module) => (entry.module = module), () => {});
   } catch {
     // compiled() tries again, on the main thread, and reports what fails
   }
@@ -72,32 +80,43 @@ function compileInBackground(file) {
 
 /** The compiled module: the background compile's when it has finished, else compiled now (throwing if it cannot be). */
 function compiled(file) {
-  return wasm.get(file)?.module ?? new WebAssembly.Module(readFileSync(`${dir}/${file}`));
+  return wasm.get(file)?.module ?? new WebAssembly.Module(bytes(file));
 }
 
-/** Evaluates one script as a CommonJS module whose require() first asks `own` (undefined: Node's require). */
-function load(name, own) {
-  const file = `${dir}/${name}`;
-  const stat = statSync(file);
-  const key = JSON.stringify([...runtimeKey, stat.size, stat.mtimeMs]);
+/** Evaluates one script as a CommonJS module whose require() first asks `answer`, then Node's. */
+function load(name, unwrapped = false) {
+  const file = inExecutable ? name : `${dir}/${name}`;
+  const key = runtimeKey && keyOf(file);
   let cachedData;
   if (mode !== 'off' && mode !== 'write') {
     try {
-      const raw = readFileSync(`${file}.cache`);
+      const raw = bytes(`${name}.cache`);
       const newline = raw.indexOf(10);
-      if (newline > 0 && raw.toString('latin1', 0, newline) === key) cachedData = raw.subarray(newline + 1);
+      if (newline > 0 && (key === null || raw.toString('latin1', 0, newline) === key)) cachedData = raw.subarray(newline + 1);
     } catch {
       // no cache yet
     }
   }
   // The scripts are ASCII (esbuild escapes the rest), so latin1 makes the same string without UTF-8 decoding.
-  const script = new Script(readFileSync(file, 'latin1'), { filename: file, cachedData, importModuleDynamically: undefined });
+  const text = bytes(name).toString('latin1');
+  const source = unwrapped ? `(function (exports, require, module, __filename, __dirname) {${text}\n})` : text;
+  const script = new Script(source, { filename: file, cachedData, importModuleDynamically: undefined });
   // Written when the run ends, so the functions this run compiled are in it too.
-  if (mode !== 'off' && (cachedData === undefined || script.cachedDataRejected)) toWrite.push({ file, key, script });
+  if (key !== null && mode !== 'off' && (cachedData === undefined || script.cachedDataRejected)) toWrite.push({ file, key, script });
   const module = { exports: {} };
-  const requireHere = (id) => own(id) ?? require(id);
-  script.runInThisContext()(module.exports, Object.assign(requireHere, require), module, file, dir);
+  const requireHere = (id) => answer(id) ?? require(id);
+  script.runInThisContext()(module.exports, Object.assign(requireHere, require), module, file, inExecutable ? '.' : dir);
   return module.exports;
+}
+
+function keyOfRuntime() {
+  const node = statSync(process.execPath);
+  return [process.version, process.arch, process.execPath, node.size, node.mtimeMs, process.execArgv, process.env.NODE_OPTIONS ?? ''];
+}
+
+function keyOf(file) {
+  const stat = statSync(file);
+  return JSON.stringify([...runtimeKey, stat.size, stat.mtimeMs]);
 }
 
 function writeCache({ file, key, script }) {
