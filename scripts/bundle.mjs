@@ -1,8 +1,10 @@
 // The esbuild options of the program's scripts (scripts/build.mjs; the SEA carries the same). The stubs replace
 // modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it loads
 // node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
-// sonic-boom only call assert(value); another hands undici its fallback HTTP parser as the bytes of a file beside
-// the scripts instead of base64 in their source, and undici's main parser comes compiled from the loader.
+// sonic-boom only call assert(value). One keeps out code that would only be carried: undici's fetch body code
+// (~45 KB), which its HTTP/1 client needs for FormData bodies alone. Another hands undici its fallback HTTP parser as
+// the bytes of a file beside the scripts instead of base64 in their source; its main parser comes compiled from the
+// loader.
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -20,6 +22,7 @@ const STUBS = [
   ['node_modules/undici/lib/dispatcher/client.js', 'node:http', 'undici-http.cjs'],
   ['node_modules/undici/lib/core/util.js', 'node:http', 'undici-http.cjs'],
   ['node_modules/undici/lib/dispatcher/client-h1.js', '../llhttp/llhttp-wasm.js', 'llhttp-wasm.cjs'],
+  ['node_modules/undici/lib/dispatcher/client-h1.js', '../web/fetch/body.js', 'undici-fetch-body.cjs'],
   ['node_modules/pino/lib/tools.js', './transport', 'pino-transport.cjs'],
   ['node_modules/pino/pino.js', './lib/transport', 'pino-transport.cjs'],
   ['node_modules/pino/lib/tools.js', 'worker_threads', 'main-thread.cjs'],
@@ -28,7 +31,7 @@ const STUBS = [
 const stubPlugin = {
   name: 'bootstate-stubs',
   setup(build) {
-    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\.\/llhttp\/llhttp-wasm\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
+    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\.\/llhttp\/llhttp-wasm\.js|\.\.\/web\/fetch\/body\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
       const from = (importer) => (importer.endsWith('/') ? args.importer.includes(importer) : args.importer.endsWith(importer));
       const stub = STUBS.find(([importer, specifier]) => from(importer) && args.path === specifier);
       return stub ? { path: join(stubs, stub[2]) } : undefined;
