@@ -445,27 +445,9 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     provisioning: {
       type: 'parallel',
       tags: [HEALTH_IN_PROGRESS],
+      // `work` before `inProgress`: regions start their actors in document order, so the IMDS request, which Ready
+      // waits on, leaves before the in-progress report, which nothing waits on.
       states: {
-        inProgress: {
-          initial: 'sending',
-          states: {
-            sending: {
-              invoke: {
-                id: 'inProgressReport',
-                src: 'reportHealth',
-                input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_IN_PROGRESS, failure: null, ppsType: context.ppsType }),
-                onDone: 'sent',
-                onError: [
-                  { guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) }, target: 'backoff' },
-                  { target: 'abandoned' },
-                ],
-              },
-            },
-            backoff: { after: { wireserverRetryInterval: 'sending' } },
-            sent: { type: 'final' },
-            abandoned: { type: 'final' },
-          },
-        },
         work: {
           initial: 'gathering',
           states: {
@@ -634,6 +616,26 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                 },
               },
             },
+          },
+        },
+        inProgress: {
+          initial: 'sending',
+          states: {
+            sending: {
+              invoke: {
+                id: 'inProgressReport',
+                src: 'reportHealth',
+                input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_IN_PROGRESS, failure: null, ppsType: context.ppsType }),
+                onDone: 'sent',
+                onError: [
+                  { guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) }, target: 'backoff' },
+                  { target: 'abandoned' },
+                ],
+              },
+            },
+            backoff: { after: { wireserverRetryInterval: 'sending' } },
+            sent: { type: 'final' },
+            abandoned: { type: 'final' },
           },
         },
       },

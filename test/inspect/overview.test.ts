@@ -22,7 +22,7 @@ describe('overview of the provisioning chart', () => {
   });
 
   it('keeps the parallel regions side by side, each simple region one box listing its steps', () => {
-    expect(graph.nodes.get(P)?.children).toEqual([`${P}.inProgress`, `${P}.work`]);
+    expect(graph.nodes.get(P)?.children).toEqual([`${P}.work`, `${P}.inProgress`]);
     expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
     expect(graph.nodes.get(`${P}.work.configuringOs`)?.children).toEqual(
       ['hostname', 'account', 'sshd', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
