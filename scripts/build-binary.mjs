@@ -8,7 +8,7 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'postject';
-import { assets as bundledAssets, scriptFile, VIZ_FILE } from './bundle.mjs';
+import { assets as bundledAssets, SCRIPTS, scriptFile, VIZ_FILE } from './bundle.mjs';
 import { dropFromPageCache } from './page-cache.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -25,8 +25,8 @@ execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { env: { ...pr
 const assets = {};
 // The executable runs on its build's architecture only: one flock addon.
 const ownAddon = (name) => !name.startsWith('flock-') || name === `flock-${process.arch}.node`;
-for (const name of [...['cli', 'provision', 'commands'].map(scriptFile), ...Object.keys(bundledAssets()).filter(ownAddon), VIZ_FILE]) assets[name] = join(dist, name);
-for (const script of ['cli', 'provision', 'commands']) assets[`${scriptFile(script)}.cache`] = join(dist, `${scriptFile(script)}.cache`);
+for (const name of [...SCRIPTS.map(scriptFile), ...Object.keys(bundledAssets()).filter(ownAddon), VIZ_FILE]) assets[name] = join(dist, name);
+for (const script of SCRIPTS) assets[`${scriptFile(script)}.cache`] = join(dist, `${scriptFile(script)}.cache`);
 // The main script is a few lines: V8's code cache for it would save nothing.
 writeFileSync(
   seaConfig,

@@ -15,7 +15,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { assets, cliScriptOptions, nodeBundle, onDemandScriptOptions, root, scriptFile, VIZ_FILE } from './bundle.mjs';
+import { assets, nodeBundle, root, SCRIPTS, scriptBuildOptions, VIZ_FILE } from './bundle.mjs';
 import { buildNativeAddons } from './build-native.mjs';
 
 // BOOTSTATE_DIST: another output directory (scripts/build-binary.mjs passes its own).
@@ -24,11 +24,7 @@ mkdirSync(dist, { recursive: true });
 buildNativeAddons();
 // Wrapped as a function for vm.Script, like Node wraps a CommonJS module.
 const wrapper = { banner: { js: '(function (exports, require, module, __filename, __dirname) {' }, footer: { js: '})' } };
-const scripts = [
-  cliScriptOptions(join(dist, scriptFile('cli'))),
-  onDemandScriptOptions('provision', join(dist, scriptFile('provision'))),
-  onDemandScriptOptions('commands', join(dist, scriptFile('commands'))),
-];
+const scripts = SCRIPTS.map((script) => scriptBuildOptions(script, dist));
 for (const options of scripts) await build({ ...options, ...wrapper });
 // Graphviz for `graph` and `trace`, required from the commands script only when one of them renders SVG.
 await build({ ...nodeBundle(join(dist, VIZ_FILE)), entryPoints: ['@viz-js/viz'] });

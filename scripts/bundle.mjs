@@ -45,7 +45,6 @@ const stubPlugin = {
  * base64 there (254 KB of 881 KB) every start read them, copied them into V8's heap twice (the source string and the
  * code cache's constants) and decoded them, before the first request.
  */
-const ASSET_PREFIX = 'bootstate-asset:';
 const require = createRequire(import.meta.url);
 
 /** The assets: name → bytes. The flock addons are what scripts/build-native.mjs compiled, per architecture. */
@@ -135,8 +134,15 @@ export function scriptModules() {
   };
 }
 
+/** The program's scripts, by name. */
+export const SCRIPTS = ['cli', 'provision', 'commands'];
+
 /** The file name of a script in dist/ and among the SEA's assets. */
 export const scriptFile = (script) => (script === 'cli' ? 'bootstate.bundle.js' : `bootstate-${script}.bundle.js`);
+
+/** esbuild options for script `script`, written to `dir`. */
+export const scriptBuildOptions = (script, dir) =>
+  script === 'cli' ? cliScriptOptions(join(dir, scriptFile(script))) : onDemandScriptOptions(script, join(dir, scriptFile(script)));
 
 /** Dynamic imports of modules another script holds stay out of `script` and load through the loader. */
 function otherScriptsApart(script) {

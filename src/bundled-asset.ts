@@ -5,15 +5,15 @@
  */
 declare const __BOOTSTATE_BUNDLED__: boolean | undefined;
 
+/** Whether this code runs from the build (scripts/bundle.mjs) rather than from source. */
+export const bundled = typeof __BOOTSTATE_BUNDLED__ !== 'undefined';
+
 /** The asset's bytes; null when not running from the build, or when the build has no such file. */
 export function bundledAsset(name: string): Buffer | null {
-  if (typeof __BOOTSTATE_BUNDLED__ === 'undefined') return null;
+  if (!bundled) return null;
   try {
     return require(`bootstate-asset:${name}`) as Buffer;
   } catch {
     return null;
   }
 }
-
-/** Whether this code runs from the build (scripts/bundle.mjs) rather than from source. */
-export const bundled = typeof __BOOTSTATE_BUNDLED__ !== 'undefined';

@@ -1,10 +1,9 @@
 /**
  * The flock(2) addon (src/native/flock.c), shipped beside the built program's scripts (or in the SEA's assets) and
- * loaded once per process. The shared object
- * is written into a fresh directory that mkdtemp creates 0700 for us alone, checked to be ours, dlopen'ed and
- * unlinked at once with its directory, so no path to it outlives the load and no other user can swap it in
- * between. When it cannot load (no build for this architecture, every candidate directory noexec, an old
- * kernel), the caller falls back to flock(1); `flockAddonStatus()` says why.
+ * loaded once per process. The shared object is written into a fresh directory that mkdtemp creates 0700 for us
+ * alone, checked to be ours, dlopen'ed and unlinked at once with its directory, so no path to it outlives the load
+ * and no other user can swap it in between. When it cannot load (no build for this architecture, every candidate
+ * directory noexec, an old kernel), the caller falls back to flock(1); `flockAddonStatus()` says why.
  */
 import { closeSync, constants, lstatSync, mkdtempSync, openSync, readFileSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -87,7 +87,7 @@ export async function readProvisioningMedia(options: MediaOptions): Promise<Medi
       options.onNote?.(`${candidate.device}: no ovf-env.xml`);
       continue;
     }
-    // The XML parser loads only when there is a document to parse: most boots read no media before their first request.
+    // The XML parser loads only when there is a document to parse, not with the rest of the program at start-up.
     const { parseOvfEnv } = await import('./ovf.js');
     // The chart stops waiting for the media once IMDS has answered with password logins off; a read that
     // finishes after that must not put a password into the store.

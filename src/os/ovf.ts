@@ -13,7 +13,6 @@ import { validatePassword } from './validate.js';
 
 export const OVF_NS = 'http://schemas.dmtf.org/ovf/environment/1';
 export const WA_NS = 'http://schemas.microsoft.com/windowsazure';
-export { MAX_OVF_BYTES };
 
 interface Element {
   ns: string;

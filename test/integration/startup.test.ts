@@ -77,11 +77,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
   it('runs no flock(1): the locks are taken in-process', async () => {
     const root = mkdtempSync(join(work, 'root-'));
     const trace = join(work, 'execve.trace');
-    const config = join(root, 'bootstate.toml');
-    writeFileSync(
-      config,
-      `[imds]\nendpoint = ${JSON.stringify(fabric.imdsUrl)}\n[wireserver]\nhealth_endpoint = ${JSON.stringify(fabric.healthUrl)}\n[provisioning_media]\nenable = false\n[ssh]\nquery_sshd_config = false\n[telemetry]\nkvp_dir = ${JSON.stringify(join(root, 'kvp'))}\n[data_dir]\npath = ${JSON.stringify(join(root, 'data'))}\n[log_path]\npath = ${JSON.stringify(join(root, 'log'))}\n`,
-    );
+    const config = writeConfig(fabric, root, {});
     // Asynchronously: the fake fabric answering the agent runs in this process.
     await promisify(execFile)('strace', ['-f', '-qq', '-e', 'trace=execve', '-o', trace, process.execPath, AGENT, 'provision', '--dry-run', join(root, 'sys'), '--config', config], {
       env: { ...process.env, BOOTSTATE_LOG: 'error' },
@@ -103,11 +99,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
   it('provisions from its own script alone, never reading the other subcommands\' script', async () => {
     const root = mkdtempSync(join(work, 'alone-'));
     const trace = join(work, 'provision-open.trace');
-    const config = join(root, 'bootstate.toml');
-    writeFileSync(
-      config,
-      `[imds]\nendpoint = ${JSON.stringify(fabric.imdsUrl)}\n[wireserver]\nhealth_endpoint = ${JSON.stringify(fabric.healthUrl)}\n[telemetry]\nkvp_dir = ${JSON.stringify(join(root, 'kvp'))}\n[data_dir]\npath = ${JSON.stringify(join(root, 'data'))}\n[log_path]\npath = ${JSON.stringify(join(root, 'log'))}\n`,
-    );
+    const config = writeConfig(fabric, root, {});
     await promisify(execFile)('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, 'provision', '--scratch', join(root, 'sys'), '--config', config], {
       env: { ...process.env, BOOTSTATE_LOG: 'error' },
     });
