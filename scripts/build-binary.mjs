@@ -4,7 +4,8 @@
 // the same directory) with their code caches and Graphviz as assets, and the plain program's loader
 // (scripts/loader.cjs) as its main script, which reads them from the assets when it runs inside the executable.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'postject';
@@ -26,19 +27,61 @@ const assets = {};
 // The executable runs on its build's architecture only: one flock addon.
 const ownAddon = (name) => !name.startsWith('flock-') || name === `flock-${process.arch}.node`;
 for (const name of [...SCRIPTS.map(scriptFile), ...Object.keys(bundledAssets()).filter(ownAddon), VIZ_FILE]) assets[name] = join(dist, name);
-for (const script of SCRIPTS) assets[`${scriptFile(script)}.cache`] = join(dist, `${scriptFile(script)}.cache`);
-// The main script is a few lines: V8's code cache for it would save nothing.
-writeFileSync(
-  seaConfig,
-  `${JSON.stringify({ main: join(root, 'scripts/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,
-);
-execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'pipe' });
+// The caches go in as copies whose key lines the loop below pads (scripts/loader.cjs reads them up to the newline).
+const caches = mkdtempSync(join(tmpdir(), 'bootstate-sea-caches-'));
+try {
+  for (const script of SCRIPTS) {
+    const name = `${scriptFile(script)}.cache`;
+    assets[name] = join(caches, name);
+    copyFileSync(join(dist, name), assets[name]);
+  }
+  // V8 reads a code cache where it lies only when it starts at a pointer-aligned address, and copies it otherwise
+  // (scripts/loader.cjs). The executable's assets lie where the blob puts them, in a segment mapped at an address
+  // congruent to its file offset modulo the page size: so each cache's key line is padded until the cache starts at
+  // a multiple of 8 bytes into the binary, in file order, counting what the padding before it moved it by.
+  for (let round = 1; ; round++) {
+    await buildExecutable();
+    const image = readFileSync(binary);
+    const placed = Object.entries(assets)
+      .filter(([name]) => name.endsWith('.cache'))
+      .map(([name, file]) => ({ name, file, ...placement(image, readFileSync(file)) }))
+      .sort((a, b) => a.at - b.at);
+    let moved = 0;
+    for (const { file, at, header } of placed) {
+      const shift = (at + moved + header) % 8;
+      if (shift === 0) continue;
+      const cache = readFileSync(file);
+      writeFileSync(file, Buffer.concat([cache.subarray(0, header - 1), Buffer.alloc(8 - shift, ' '), cache.subarray(header - 1)]));
+      moved += 8 - shift;
+    }
+    if (moved === 0) break;
+    if (round === 3) throw new Error(`code caches still misaligned in ${binary}: ${placed.map(({ name }) => name).join(', ')}`);
+  }
+} finally {
+  rmSync(caches, { recursive: true, force: true });
+}
 
-rmSync(binary, { force: true });
-copyFileSync(process.execPath, binary);
-chmodSync(binary, 0o755);
-stripDebugSymbols(binary);
-await quietly(() => inject(binary, 'NODE_SEA_BLOB', readFileSync(blob), { sentinelFuse: FUSE }));
+/** Where a cache file's bytes start in `image`, and the length of its key line with the newline; throws if absent. */
+function placement(image, cache) {
+  const at = image.indexOf(cache.subarray(0, Math.min(cache.length, 4096)));
+  if (at < 0 || !image.subarray(at, at + cache.length).equals(cache)) throw new Error(`a code cache is missing from ${binary}`);
+  return { at, header: cache.indexOf(10) + 1 };
+}
+
+/** The blob from the assets, injected into a copy of this node binary. */
+async function buildExecutable() {
+  // The main script is a few lines: V8's code cache for it would save nothing.
+  writeFileSync(
+    seaConfig,
+    `${JSON.stringify({ main: join(root, 'scripts/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,
+  );
+  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'pipe' });
+  rmSync(binary, { force: true });
+  copyFileSync(process.execPath, binary);
+  chmodSync(binary, 0o755);
+  stripDebugSymbols(binary);
+  await quietly(() => inject(binary, 'NODE_SEA_BLOB', readFileSync(blob), { sentinelFuse: FUSE }));
+}
 
 // Last: the binary is left as an image holds it, on disk only, not in the page cache the build wrote it through.
 dropFromPageCache(binary);

@@ -2,7 +2,8 @@
  * What a provisioning run of the built agent loads and leaves behind (issue 16): none of Node's HTTP/1 or HTTP/2,
  * worker thread or inspector modules, nor crypto, child_process or assert before its first IMDS request, no ES module
  * loader, no other subcommand's script, no flock(1) fork, no addon file, and the plain program's code caches
- * accepted; without the SIMD HTTP parser beside the scripts it falls back to the other one.
+ * accepted and stored where V8 can read them in place; without the SIMD HTTP parser beside the scripts it falls back
+ * to the other one.
  */
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -144,6 +145,17 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     const before = statSync(cache).ino;
     expect((await runAgent(fabric)).code).toBe(0);
     expect(statSync(cache).ino).toBe(before);
+  });
+
+  it('stores each code cache at a 16-byte boundary after its key line, where V8 reads it without copying it', () => {
+    const caches = readdirSync(dirname(AGENT)).filter((name) => name.endsWith('.bundle.js.cache'));
+    expect(caches.length).toBe(3);
+    for (const name of caches) {
+      const bytes = readFileSync(join(dirname(AGENT), name));
+      const header = bytes.indexOf(10) + 1;
+      expect(header % 16, name).toBe(0);
+      expect(bytes.toString('latin1', 0, header - 1).trimEnd()).toMatch(/^\["v20\./);
+    }
   });
 
   it('reads its code cache instead of compiling the bundle', () => {
