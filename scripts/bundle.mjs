@@ -40,6 +40,27 @@ const stubPlugin = {
 };
 
 /*
+ * node:fs/promises, loaded on first use: with it Node loads readline, the fs watchers and directory streams (~1.5 ms
+ * of a start), and many modules import it at their top, while a provisioning run's first asynchronous file call
+ * comes after its first IMDS request. The exported names are those of the Node that runs the build, the one the
+ * program's tests and caches are made with.
+ */
+const LAZY_FS_PROMISES = `'use strict';
+let promises;
+const load = () => (promises ??= require('node:fs').promises);
+for (const name of ${JSON.stringify(Object.keys((await import('node:fs')).promises))}) {
+  Object.defineProperty(exports, name, { enumerable: true, get: () => load()[name] });
+}
+`;
+const lazyFsPromises = {
+  name: 'bootstate-lazy-fs-promises',
+  setup(build) {
+    build.onResolve({ filter: /^(node:)?fs\/promises$/ }, () => ({ path: 'fs-promises', namespace: 'bootstate-lazy' }));
+    build.onLoad({ filter: /.*/, namespace: 'bootstate-lazy' }, () => ({ contents: LAZY_FS_PROMISES, loader: 'js' }));
+  },
+};
+
+/*
  * Files the scripts read as bytes, beside them in dist/ (the SEA: its assets): `require('bootstate-asset:<name>')`,
  * answered by the loader (scripts/loader.cjs). Kept out of the scripts' source because as
  * base64 there (254 KB of 881 KB) every start read them, copied them into V8's heap twice (the source string and the
@@ -167,7 +188,7 @@ function scriptOptions(script, outfile, plugins) {
     define: { __BOOTSTATE_BUNDLED__: 'true' },
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
-    plugins: [stubPlugin, assetsApart, llhttpFromLoader, otherScriptsApart(script), ...plugins],
+    plugins: [lazyFsPromises, stubPlugin, assetsApart, llhttpFromLoader, otherScriptsApart(script), ...plugins],
     // A vm.Script has no ESM loader behind it: dynamic imports of files beside the bundle become require().
     supported: { 'dynamic-import': false },
   };

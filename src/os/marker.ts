@@ -7,8 +7,8 @@
  * fsync); provisioned needs only its directory entry durable before report-pending is removed, and that removal
  * needs none, because `provisioned` wins when both are found.
  */
-import { constants } from 'node:fs';
-import { chmod, lstat, mkdir, open, readdir, rm } from 'node:fs/promises';
+import { constants, lstatSync, readdirSync, rmSync } from 'node:fs';
+import { chmod, mkdir, open, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
 import type { MarkerState, MarkerStore } from './provisioner.js';
@@ -30,24 +30,35 @@ export class FileMarkerStore implements MarkerStore {
   /** `peerDirs`: other agents' data directories whose `<vm_id>.provisioned` also counts (read only, never cleaned). */
   constructor(readonly dataDir: string, readonly peerDirs: readonly string[] = []) {}
 
-  /** `provisioned` (ours or a peer's) wins over `report-pending`, then `waiting-for-reuse`; names match case-insensitively. Our own `provisioned` also removes stale pending and waiting markers of the same VM id. */
+  /**
+   * `provisioned` (ours or a peer's) wins over `report-pending`, then `waiting-for-reuse`; names match
+   * case-insensitively. Our own `provisioned` also removes stale pending and waiting markers of the same VM id.
+   * Read with synchronous calls: this runs before the first IMDS request, when the instance lock in the same
+   * directory has just been taken synchronously, and the first asynchronous file call of a run starts libuv's
+   * thread pool and Node's fs/promises module (~3 ms on a small VM), which the media read can pay for later.
+   */
   async state(vmId: string): Promise<MarkerState> {
     const want = vmId.toLowerCase();
-    const names = (await this.#names()) ?? [];
+    const names = this.#namesNow() ?? [];
     const found = (suffix: string) => names.filter((n) => n.toLowerCase() === want + suffix);
     const provisioned = found(PROVISIONED);
     const pending = found(PENDING);
     const waiting = found(WAITING);
-    for (const name of [...provisioned, ...pending, ...waiting]) await this.#checkRegular(name);
+    for (const name of [...provisioned, ...pending, ...waiting]) this.#checkRegular(name);
     if (provisioned.length > 0) {
       // A crash between writing `provisioned` and removing the others leaves them behind: provisioned wins, so they
       // are stale, and are tidied here (best effort: a read-only data dir still reads as provisioned).
-      for (const name of [...pending, ...waiting]) await rm(path.join(this.dataDir, name), { force: true }).catch(() => {});
+      for (const name of [...pending, ...waiting]) {
+        try {
+          rmSync(path.join(this.dataDir, name), { force: true });
+        } catch {
+          // left for the next boot
+        }
+      }
       return 'provisioned';
     }
     for (const dir of this.peerDirs) {
-      const peer = await readdir(dir).catch(() => [] as string[]);
-      if (peer.some((n) => n.toLowerCase() === want + PROVISIONED)) return 'provisioned';
+      if (namesIn(dir).some((n) => n.toLowerCase() === want + PROVISIONED)) return 'provisioned';
     }
     if (pending.length > 0) return 'report-pending';
     if (waiting.length > 0) return 'waiting-for-reuse';
@@ -55,10 +66,10 @@ export class FileMarkerStore implements MarkerStore {
   }
 
   /** A marker is an empty regular file we wrote: anything else under its name was planted, and is refused. */
-  async #checkRegular(name: string): Promise<void> {
+  #checkRegular(name: string): void {
     const file = path.join(this.dataDir, name);
     try {
-      const stat = await lstat(file);
+      const stat = lstatSync(file);
       if (stat.isSymbolicLink()) throw new UnexpectedFileError(file, 'symlink');
       if (!stat.isFile()) throw new UnexpectedFileError(file, `not a regular file (${kindOf(stat)})`);
       checkRegular(file, stat);
@@ -81,7 +92,7 @@ export class FileMarkerStore implements MarkerStore {
   async markProvisioned(vmId: string): Promise<void> {
     // Ready was accepted: losing this marker in a crash only means Ready is sent once more on the next boot.
     await this.#create(vmId.toLowerCase() + PROVISIONED, { syncFile: false });
-    const names = (await this.#names()) ?? [];
+    const names = this.#namesNow() ?? [];
     const done = [vmId.toLowerCase() + PENDING, vmId.toLowerCase() + WAITING];
     const pending = names.filter((n) => done.includes(n.toLowerCase()));
     try {
@@ -120,9 +131,10 @@ export class FileMarkerStore implements MarkerStore {
     return removed;
   }
 
-  async #names(): Promise<string[] | null> {
+  /** The data directory's entries, or null when it does not exist yet. */
+  #namesNow(): string[] | null {
     try {
-      return await readdir(this.dataDir);
+      return readdirSync(this.dataDir);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw markerError(`cannot read data directory ${this.dataDir}: ${(error as Error).message}`, error);
@@ -155,4 +167,13 @@ export class FileMarkerStore implements MarkerStore {
 
 function markerError(message: string, cause: unknown): BootstateError {
   return new BootstateError('MARKER_FAILED', message, { data: [['error', message]], cause });
+}
+
+/** A peer's directory entries; none when it cannot be read (a peer that never ran has no directory). */
+function namesIn(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
 }

@@ -1,9 +1,9 @@
 /**
  * What a provisioning run of the built agent loads and leaves behind (issue 16): none of Node's HTTP/1 or HTTP/2,
- * worker thread or inspector modules, nor crypto, child_process or assert before its first IMDS request, no ES module
- * loader, no other subcommand's script, no flock(1) fork, no addon file, and the plain program's code caches
- * accepted and stored where V8 can read them in place; without the SIMD HTTP parser beside the scripts it falls back
- * to the other one.
+ * worker thread or inspector modules, nor crypto, child_process, assert or fs/promises before its first IMDS
+ * request, no ES module loader, no other subcommand's script, no flock(1) fork, no addon file, and the plain
+ * program's code caches accepted and stored where V8 can read them in place; without the SIMD HTTP parser beside
+ * the scripts it falls back to the other one.
  */
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -64,7 +64,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(readdirSync('/run').filter((name) => name.startsWith('bootstate-native-'))).toEqual([]);
   });
 
-  it('sends its first IMDS request before loading node:crypto, node:child_process or node:assert', async () => {
+  it('sends its first IMDS request before loading node:crypto, node:child_process, node:assert or node:fs/promises', async () => {
     const run = await runAgent(fabric, { env: { NODE_OPTIONS: `--require ${connectHook()}` } });
     expect(run.code).toBe(0);
     const imdsPort = new URL(fabric.imdsUrl).port;
@@ -72,7 +72,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(atImds, run.stderr.slice(-2000)).toBeDefined();
     const loaded: string[] = JSON.parse(atImds![2]);
     expect(loaded).toContain('net');
-    expect(loaded.filter((m) => /^(crypto|child_process|assert|internal\/crypto\/.*)$/.test(m))).toEqual([]);
+    expect(loaded.filter((m) => /^(crypto|child_process|assert|fs\/promises|internal\/fs\/promises|internal\/crypto\/.*)$/.test(m))).toEqual([]);
   });
 
   it('runs no flock(1): the locks are taken in-process', async () => {
