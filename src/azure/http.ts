@@ -6,6 +6,7 @@
  */
 // undici's index evaluates all of undici (fetch, WebSocket, mocks, caches) and Node's own bundled copy with it;
 // one Agent and the request API are all a fabric client needs.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import Agent from 'undici/lib/dispatcher/agent.js';
 import dispatchRequest from 'undici/lib/api/api-request.js';
 import { BootstateError } from '../errors.js';
@@ -25,6 +26,16 @@ export interface HttpRequestOptions {
    */
   readBody?: boolean;
   signal?: AbortSignal;
+  /** Called once, as the request is written to its socket; never if it is not (no connection, aborted first). */
+  onSent?: () => void;
+}
+
+/** undici's diagnostics channel for a request about to be written to its socket, in the same tick as the write. */
+const SEND_HEADERS = 'undici:client:sendHeaders';
+
+/** What undici publishes on SEND_HEADERS: the request's fields this module matches on. */
+interface SendHeadersMessage {
+  request: { origin: unknown; path: string; method: string };
 }
 
 export interface HttpResponse {
@@ -145,13 +156,27 @@ export async function request(url: string, options: HttpRequestOptions): Promise
   });
   aborted.catch(() => undefined);
 
+  let sent: ((message: unknown) => void) | null = null;
   const attempt = async (): Promise<HttpResponse> => {
     const target = new URL(url);
+    const path = target.pathname + target.search;
+    const method = options.method ?? 'GET';
+    if (options.onSent) {
+      const onSent = options.onSent;
+      sent = (message) => {
+        const { request: written } = message as SendHeadersMessage;
+        if (written.method !== method || written.path !== path || String(written.origin) !== target.origin) return;
+        unsubscribe(SEND_HEADERS, sent!);
+        sent = null;
+        onSent();
+      };
+      subscribe(SEND_HEADERS, sent);
+    }
     const dispatcher = dispatcherFor(options.connectTimeoutMs, options.requestTimeoutMs);
     const res = await dispatchRequest.call(dispatcher, {
       origin: target.origin,
-      path: target.pathname + target.search,
-      method: options.method ?? 'GET',
+      path,
+      method,
       headers: options.headers,
       body: options.body,
       signal,
@@ -190,6 +215,7 @@ export async function request(url: string, options: HttpRequestOptions): Promise
   } finally {
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
+    if (sent) unsubscribe(SEND_HEADERS, sent);
   }
 }
 

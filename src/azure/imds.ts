@@ -110,6 +110,8 @@ export interface FetchInstanceMetadataOptions {
   secrets?: SecretStore;
   /** Overrides the fresh UUIDv4 sent as `x-ms-client-request-id` (tests, correlation). */
   requestId?: string;
+  /** Called as the request is written to its socket. */
+  onSent?: () => void;
 }
 
 /**
@@ -131,6 +133,7 @@ export async function fetchInstanceMetadataOnce(options: FetchInstanceMetadataOp
     requestTimeoutMs: config.request_timeout_secs * 1000,
     maxBodyBytes: config.max_body_bytes,
     signal: options.signal,
+    onSent: options.onSent,
   });
   if (res.status < 200 || res.status > 299) {
     const retryable = IMDS_RETRYABLE_STATUSES.has(res.status);

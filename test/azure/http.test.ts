@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll, request } from '../../src/azure/http.js';
 import { BootstateError } from '../../src/errors.js';
 import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
+import { backlogFullListener } from '../support/listeners.js';
 
 let fabric: FakeFabric;
 const TIMEOUT_MS = 200;
@@ -167,6 +167,45 @@ describe('request', () => {
     }
   });
 
+  it('calls onSent once, as the request is written to its socket, before any answer', async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const arrived: string[] = [];
+    const server: Server = createServer((req, res) => {
+      arrived.push(req.url ?? '');
+      void held.then(() => res.end('ok'));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      let sent = 0;
+      const pending = request(`${url}/held?n=1`, { connectTimeoutMs: 2000, requestTimeoutMs: 5000, onSent: () => (sent += 1) });
+      // A second request to the same server, written at about the same time, is not this one.
+      const other = request(`${url}/other`, { connectTimeoutMs: 2000, requestTimeoutMs: 5000 });
+      while (arrived.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(sent).toBe(1);
+      release();
+      expect((await pending).status).toBe(200);
+      await other;
+      expect(sent).toBe(1);
+    } finally {
+      release();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('never calls onSent for a request that is never written, whatever else is written meanwhile', async () => {
+    const refused = createServer();
+    await new Promise<void>((resolve) => refused.listen(0, '127.0.0.1', resolve));
+    const port = (refused.address() as { port: number }).port;
+    await new Promise((resolve) => refused.close(resolve));
+    let sent = 0;
+    const failing = failureOf(request(`http://127.0.0.1:${port}/`, { ...base, onSent: () => (sent += 1) }));
+    await request(fabric.imdsUrl, { ...base, headers: imdsHeaders });
+    expect((await failing).error.data).toContainEqual(['error', 'connection refused']);
+    expect(sent).toBe(0);
+  });
+
   it('opens fresh connections after closeAll', async () => {
     await request(fabric.imdsUrl, { ...base, headers: imdsHeaders });
     await closeAll();
@@ -201,25 +240,3 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-/**
- * A listener whose accept queue is full, so new SYNs go unanswered. Node always accepts, so a tiny Python
- * process holds the socket; without python3 the test is a no-op.
- */
-async function backlogFullListener(): Promise<{ port: number; close(): void } | null> {
-  const script = 'import socket,time\ns=socket.socket()\ns.bind(("127.0.0.1",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(30)';
-  const child = spawn('python3', ['-c', script], { stdio: ['ignore', 'pipe', 'ignore'] });
-  const port = await new Promise<number | null>((resolve) => {
-    child.once('error', () => resolve(null));
-    child.stdout.once('data', (data) => resolve(Number(String(data).trim())));
-  });
-  if (port === null) return null;
-  const fillers = Array.from({ length: 4 }, () => connect(port, '127.0.0.1').on('error', () => undefined));
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  return {
-    port,
-    close: () => {
-      for (const socket of fillers) socket.destroy();
-      child.kill();
-    },
-  };
-}
