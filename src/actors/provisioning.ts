@@ -48,7 +48,7 @@ export interface ProvisioningDeps {
 
 type PlanInput = { config: Config; plan: ProvisioningPlan };
 
-/** How long the media read and the in-progress report wait at most for the IMDS request to leave. */
+/** How long the media read waits at most for the IMDS request to leave. */
 export const IMDS_HEAD_START_MS = 50;
 
 /** Builds the `actors` map handed to `createProvisioningMachine`. */
@@ -65,10 +65,11 @@ export function provisioningActors(deps: ProvisioningDeps) {
       log.info({ step: name, backend: result.backend, ms: Date.now() - started }, result.detail ?? `${name} done`);
     });
 
-  // The IMDS request is the one Ready waits on. The media read and the in-progress report start in the same step
-  // but wait until it has been written to its socket or its attempt has ended (IMDS_HEAD_START_MS at most, for a
-  // connect that hangs): run first, their work held the CPU while the IMDS connection waited for its turn (~5 ms of a
-  // 2-core VM's first boot), and the in-progress report's connection was made before it.
+  // The IMDS request is the one Ready waits on. The media read starts in the same step but waits until it has been
+  // written to its socket or its attempt has ended (IMDS_HEAD_START_MS at most, for a connect that hangs): run first,
+  // its first asynchronous file call started libuv's thread pool and loaded fs/promises (~3 ms) while the IMDS
+  // connection waited for the CPU. The in-progress report does not wait: a run that fails as soon as IMDS answers
+  // would then leave before it was sent, and the fabric would never hear that provisioning started.
   const imdsHeadStart = headStart(IMDS_HEAD_START_MS);
 
   // Attempts per retried request (IMDS, each health), counted from the first so a failure says how many and how much
@@ -126,7 +127,6 @@ export function provisioningActors(deps: ProvisioningDeps) {
 
     reportHealth: fromPromise<void, ReportInput>(async ({ input, signal }) => {
       if (input.health === HEALTH_IN_PROGRESS && !input.config.wireserver.report_in_progress) return;
-      if (input.health === HEALTH_IN_PROGRESS) await imdsHeadStart.wait(signal);
       const description =
         input.health === HEALTH_FAILED && input.failure ? deps.reports.failure(input.failure, input.vmId, input.ppsType) : undefined;
       const attempt = nextAttempt(`report ${input.health}`);

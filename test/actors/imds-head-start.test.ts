@@ -1,7 +1,8 @@
 /**
- * The IMDS request's head start (src/actors/head-start.ts): the media read and the in-progress report, which the
- * chart starts in the same step as the IMDS request, begin only once that request has been written to its socket,
- * its attempt has ended, or IMDS_HEAD_START_MS have passed for a connection that never completes.
+ * The IMDS request's head start (src/actors/head-start.ts): the media read, which the chart starts in the same step
+ * as the IMDS request, begins only once that request has been written to its socket, its attempt has ended, or
+ * IMDS_HEAD_START_MS have passed for a connection that never completes. The in-progress report does not wait, so a
+ * run that fails as soon as IMDS answers has still told the fabric it started.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
@@ -86,8 +87,8 @@ function configFor(imdsUrl: string): Config {
   return { ...DEFAULT_CONFIG, imds: { ...DEFAULT_CONFIG.imds, endpoint: `${imdsUrl}/metadata/instance`, connection_timeout_secs: 5 } };
 }
 
-describe('the IMDS request before the media read and the in-progress report', () => {
-  it('starts the media read and the in-progress report only after the IMDS request was written', async () => {
+describe('the IMDS request before the media read', () => {
+  it('starts the media read only after the IMDS request was written, and the in-progress report at once', async () => {
     const imds = await server(200, METADATA);
     const events: string[] = [];
     const written = () => events.push('IMDS request written');
@@ -99,7 +100,7 @@ describe('the IMDS request before the media read and the in-progress report', ()
       const media = createActor(actors.readMedia, { input: { config, claimed: false } }).start();
       const report = createActor(actors.reportHealth, { input: { config, vmId: 'x', health: HEALTH_IN_PROGRESS, failure: null, ppsType: 'None' } }).start();
       await Promise.all([toPromise(media), toPromise(report)]);
-      expect(events).toEqual(['IMDS request written', 'media read', 'in-progress report']);
+      expect(events).toEqual(['in-progress report', 'IMDS request written', 'media read']);
       // Neither waited for IMDS to answer: it is still holding its answer.
       expect(fetching.getSnapshot().status).toBe('active');
       await toPromise(fetching);
@@ -109,7 +110,7 @@ describe('the IMDS request before the media read and the in-progress report', ()
     }
   });
 
-  it(`starts them after ${IMDS_HEAD_START_MS} ms when the IMDS connection never completes`, async () => {
+  it(`starts the media read after ${IMDS_HEAD_START_MS} ms when the IMDS connection never completes`, async () => {
     const listener = await backlogFullListener();
     if (!listener) throw new Error('python3 is needed to hold a listener with a full accept queue');
     const events: string[] = [];
