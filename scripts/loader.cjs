@@ -11,7 +11,7 @@
 // too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still reject it. A
 // missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
 // writable. The executable's caches are the ones the build's runs wrote for the plain program (same node, same
-// flags), read as they are: V8's own checks decide.
+// flags), their key lines padded for where the blob puts them (scripts/build-binary.mjs): V8's own checks decide.
 // CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (~5 ms of a 100 ms start) and resolves
 // the symlink before it looks at the extension.
 'use strict';
@@ -78,7 +78,11 @@ function compileInBackground(file) {
   }
 }
 
-/** The compiled module: the background compile's when it has finished, else compiled now (throwing if it cannot be). */
+/**
+ * The compiled module: the background compile's once its promise has settled, else compiled now (throwing if it
+ * cannot be). V8 finishes a background compile only in tasks run on the main thread, so its promise often has not
+ * settled at the first connection; compiling the same bytes then takes V8's module from that compile if it is done.
+ */
 function compiled(file) {
   return wasm.get(file)?.module ?? new WebAssembly.Module(bytes(file));
 }

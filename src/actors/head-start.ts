@@ -9,10 +9,11 @@
  *   await imds.wait(signal); // then read the media
  */
 export function headStart(ms: number): { open(): void; wait(signal: AbortSignal): Promise<void> } {
-  let open: () => void = () => undefined;
+  let open!: () => void;
+  // The executor runs at once, so `open` is set before it is handed out.
   const opened = new Promise<void>((resolve) => (open = resolve));
   return {
-    open: () => open(),
+    open,
     wait: (signal) =>
       new Promise<void>((resolve) => {
         const done = () => {

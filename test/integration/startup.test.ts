@@ -51,6 +51,20 @@ function connectHook(): string {
   return file;
 }
 
+/**
+ * Runs `provision` of `agent` into a fresh root against the fake fabric under strace, tracing `syscalls`, and returns
+ * the trace. Asynchronously: the fake fabric answering the agent runs in this process.
+ */
+async function provisionTraced(syscalls: string, mode: '--dry-run' | '--scratch', agent = AGENT): Promise<string> {
+  const root = mkdtempSync(join(work, 'traced-'));
+  const trace = join(root, 'strace.out');
+  const config = writeConfig(fabric, root, {});
+  await promisify(execFile)('strace', ['-f', '-qq', '-e', `trace=${syscalls}`, '-o', trace, process.execPath, agent, 'provision', mode, join(root, 'sys'), '--config', config], {
+    env: { ...process.env, BOOTSTATE_LOG: 'error' },
+  });
+  return readFileSync(trace, 'utf8');
+}
+
 describe('a provisioning run of dist/bootstate.mjs', () => {
   it('loads neither HTTP/2, worker threads nor the inspector, and leaves no addon file', async () => {
     if (!existsSync(AGENT)) throw new Error('run npm run build first');
@@ -76,14 +90,8 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
   });
 
   it('runs no flock(1): the locks are taken in-process', async () => {
-    const root = mkdtempSync(join(work, 'root-'));
-    const trace = join(work, 'execve.trace');
-    const config = writeConfig(fabric, root, {});
-    // Asynchronously: the fake fabric answering the agent runs in this process.
-    await promisify(execFile)('strace', ['-f', '-qq', '-e', 'trace=execve', '-o', trace, process.execPath, AGENT, 'provision', '--dry-run', join(root, 'sys'), '--config', config], {
-      env: { ...process.env, BOOTSTATE_LOG: 'error' },
-    });
-    const programs = readFileSync(trace, 'utf8').split('\n').map((line) => /execve\("([^"]+)"/.exec(line)?.[1]).filter(Boolean);
+    const trace = await provisionTraced('execve', '--dry-run');
+    const programs = trace.split('\n').map((line) => /execve\("([^"]+)"/.exec(line)?.[1]).filter(Boolean);
     expect(programs.length).toBeGreaterThan(0);
     expect(programs.filter((p) => p!.endsWith('/flock'))).toEqual([]);
   });
@@ -98,13 +106,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
   });
 
   it('provisions from its own script alone, never reading the other subcommands\' script', async () => {
-    const root = mkdtempSync(join(work, 'alone-'));
-    const trace = join(work, 'provision-open.trace');
-    const config = writeConfig(fabric, root, {});
-    await promisify(execFile)('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, 'provision', '--scratch', join(root, 'sys'), '--config', config], {
-      env: { ...process.env, BOOTSTATE_LOG: 'error' },
-    });
-    const opened = readFileSync(trace, 'utf8');
+    const opened = await provisionTraced('openat', '--scratch');
     expect(opened).toContain('bootstate-provision.bundle.js');
     // undici's HTTP parser and the flock addon come as files beside the scripts, not as base64 inside them.
     expect(opened).toContain('llhttp_simd.wasm');
@@ -127,15 +129,10 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     const copy = mkdtempSync(join(work, 'dist-'));
     cpSync(dirname(AGENT), copy, { recursive: true, verbatimSymlinks: true, filter: (source) => !/\/(bootstate|bootstate\.blob|deb-root|[^/]+\.deb)$/.test(source) });
     rmSync(join(copy, 'llhttp_simd.wasm'));
-    const root = mkdtempSync(join(work, 'fallback-'));
-    const config = writeConfig(fabric, root, {});
-    const trace = join(work, 'fallback.trace');
     const before = fabric.requestsTo('health').filter((r) => r.body.includes('"Ready"')).length;
-    await promisify(execFile)('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, join(copy, 'bootstate.mjs'), 'provision', '--scratch', root, '--config', config], {
-      env: { ...process.env, BOOTSTATE_LOG: 'error' },
-    });
+    const opened = await provisionTraced('openat', '--scratch', join(copy, 'bootstate.mjs'));
     expect(fabric.requestsTo('health').filter((r) => r.body.includes('"Ready"')).length).toBe(before + 1);
-    expect(readFileSync(trace, 'utf8')).toMatch(/"[^"]*\/llhttp\.wasm"/);
+    expect(opened).toMatch(/"[^"]*\/llhttp\.wasm"/);
   });
 
   it('provisions from its script\'s code cache, leaving an accepted one as it is', async () => {
