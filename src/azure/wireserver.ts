@@ -27,6 +27,8 @@ export interface PostHealthOptions {
   description?: string;
   signal?: AbortSignal;
   log?: DebugLogger;
+  /** Called as the report is written to its socket; never if it is not. */
+  onSent?: () => void;
 }
 
 export interface HealthPostResult {
@@ -75,6 +77,7 @@ export async function postHealthOnce(options: PostHealthOptions): Promise<Health
     // The status is the wireserver's verdict; its body carries nothing we use.
     readBody: false,
     signal: options.signal,
+    onSent: options.onSent,
   });
   options.log?.debug({ endpoint, health: options.health, status: res.status, headers: res.headers }, 'wireserver response');
   if (res.status >= 200 && res.status <= 299) return { sent: true, status: res.status };
@@ -87,10 +90,49 @@ export async function postHealthOnce(options: PostHealthOptions): Promise<Health
   });
 }
 
+/** How long an in-progress report whose owner gave up on it may still take to get onto its socket. */
+export const IN_PROGRESS_LINGER_MS = 50;
+
+/**
+ * An in-progress report's signal and write hook, such that aborting the owner's signal before the report has been
+ * written takes effect only once it has been (or after IN_PROGRESS_LINGER_MS). A run that fails a moment after
+ * provisioning began (an IMDS answer already in when the chart started, then MissingCustomData) leaves the state
+ * that sent the report before its connection is even open; without this the fabric would hear ProvisioningFailed
+ * without ever hearing that provisioning started. Its answer is never waited for, and the final report, which
+ * waits for it to settle, follows it on the wire.
+ */
+function lingerUntilWritten(options: PostHealthOptions): Pick<PostHealthOptions, 'signal' | 'onSent'> {
+  const owner = options.signal;
+  if (!owner) return {};
+  const own = new AbortController();
+  let written = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const abort = () => {
+    clearTimeout(timer);
+    own.abort(owner.reason);
+  };
+  const onOwnerAbort = () => {
+    if (written) abort();
+    else timer = setTimeout(abort, IN_PROGRESS_LINGER_MS).unref();
+  };
+  if (owner.aborted) onOwnerAbort();
+  else owner.addEventListener('abort', onOwnerAbort, { once: true });
+  return {
+    signal: own.signal,
+    onSent: () => {
+      written = true;
+      options.onSent?.();
+      // Called just before undici writes the request: the abort waits for the write, which the same tick does.
+      if (owner.aborted) setImmediate(abort);
+    },
+  };
+}
+
 /**
  * Orders health reports within one run: once a final report (Ready or ProvisioningFailed) is being posted, no
  * in-progress report may reach the wireserver after it. A final post first waits for every in-flight
- * in-progress attempt to settle (their owner aborts them), and later in-progress posts are skipped.
+ * in-progress attempt to settle (their owner aborts them, and an abort before the write waits for the write:
+ * lingerUntilWritten), and later in-progress posts are skipped.
  */
 export class HealthReporter {
   readonly #inFlight = new Set<Promise<unknown>>();
@@ -100,7 +142,7 @@ export class HealthReporter {
   async post(options: PostHealthOptions): Promise<HealthPostResult> {
     if (options.health === 'NotReady/Provisioning') {
       if (this.#final) return { sent: false, status: null };
-      const attempt = postHealthOnce(options);
+      const attempt = postHealthOnce({ ...options, ...lingerUntilWritten(options) });
       const settled = attempt.then(
         () => undefined,
         () => undefined,

@@ -1,12 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll } from '../../src/azure/http.js';
 import { encodeFailureReport } from '../../src/azure/report.js';
-import { HealthReporter, healthBody, postHealthOnce } from '../../src/azure/wireserver.js';
+import { HealthReporter, IN_PROGRESS_LINGER_MS, healthBody, postHealthOnce } from '../../src/azure/wireserver.js';
 import { DEFAULT_CONFIG, type WireserverConfig } from '../../src/config/defaults.js';
 import { failure } from '../../src/errors.js';
 import { AGENT } from '../../src/version.js';
 import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
 import { errorOf } from '../support/errors.js';
+import { backlogFullListener } from '../support/listeners.js';
 
 const vmId = 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8';
 let fabric: FakeFabric;
@@ -156,6 +157,42 @@ describe('HealthReporter', () => {
     release();
     const states = fabric.requestsTo('health').slice(before).map((r) => JSON.parse(r.body).state);
     expect(states).toEqual(['NotReady', 'Ready']);
+  });
+
+  it('still sends an in-progress report its owner aborted before it was written, and the final report after it', async () => {
+    const before = fabric.requestsTo('health').length;
+    const reporter = new HealthReporter();
+    const owner = new AbortController();
+    const progress = reporter.post({ config, health: 'NotReady/Provisioning', vmId, signal: owner.signal });
+    // Aborted in the same tick: its connection is not even open yet (a run that fails as soon as it starts).
+    owner.abort();
+    await expect(progress).rejects.toMatchObject({ code: 'HTTP_TRANSPORT' });
+    await expect(reporter.post({ config, health: 'NotReady/ProvisioningFailed', vmId, description: 'result=error' })).resolves.toEqual({ sent: true, status: 200 });
+    const subStatuses = fabric.requestsTo('health').slice(before).map((r) => JSON.parse(r.body).details?.subStatus);
+    expect(subStatuses).toEqual(['Provisioning', 'ProvisioningFailed']);
+  });
+
+  it('gives up an aborted in-progress report whose connection never completes after the linger bound', async () => {
+    const listener = await backlogFullListener();
+    if (!listener) throw new Error('python3 is needed to hold a listener with a full accept queue');
+    try {
+      const reporter = new HealthReporter();
+      const owner = new AbortController();
+      const started = performance.now();
+      const progress = reporter.post({
+        config: { ...config, health_endpoint: `http://127.0.0.1:${listener.port}/provisioning/health`, connection_timeout_secs: 30 },
+        health: 'NotReady/Provisioning',
+        vmId,
+        signal: owner.signal,
+      });
+      owner.abort();
+      await expect(progress).rejects.toMatchObject({ code: 'HTTP_TRANSPORT' });
+      const took = performance.now() - started;
+      expect(took).toBeGreaterThanOrEqual(IN_PROGRESS_LINGER_MS - 5);
+      expect(took).toBeLessThan(IN_PROGRESS_LINGER_MS + 2000);
+    } finally {
+      listener.close();
+    }
   });
 
   it('never sends an in-progress report once a final one has started', async () => {
