@@ -7,7 +7,7 @@ import * as v from 'valibot';
 import type { ImdsConfig } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import type { InstanceMetadata } from './metadata.js';
-import { request } from './http.js';
+import { request, type HttpResponse } from './http.js';
 import { decodeBase64Data } from '../os/custom-data.js';
 import type { SecretStore } from '../secrets.js';
 import { AGENT } from '../version.js';
@@ -121,8 +121,13 @@ export interface FetchInstanceMetadataOptions {
  *   not, redirects included), IMDS_PARSE or IMDS_INVALID (retryable: IMDS may still be filling the document).
  */
 export async function fetchInstanceMetadataOnce(options: FetchInstanceMetadataOptions): Promise<InstanceMetadata> {
+  return instanceMetadataFrom(await requestInstanceMetadata(options), options.config, options.secrets);
+}
+
+/** The HTTP half of `fetchInstanceMetadataOnce`: one GET of the instance document, its answer unread. */
+export function requestInstanceMetadata(options: Omit<FetchInstanceMetadataOptions, 'secrets'>): Promise<HttpResponse> {
   const { config } = options;
-  const res = await request(config.endpoint, {
+  return request(config.endpoint, {
     method: 'GET',
     headers: {
       Metadata: 'true',
@@ -135,6 +140,10 @@ export async function fetchInstanceMetadataOnce(options: FetchInstanceMetadataOp
     signal: options.signal,
     onSent: options.onSent,
   });
+}
+
+/** The other half: the metadata in IMDS's answer, or the error that answer is (same errors as above). */
+export function instanceMetadataFrom(res: HttpResponse, config: ImdsConfig, secrets?: SecretStore): InstanceMetadata {
   if (res.status < 200 || res.status > 299) {
     const retryable = IMDS_RETRYABLE_STATUSES.has(res.status);
     throw new BootstateError('HTTP_STATUS', `IMDS answered HTTP ${res.status}`, {
@@ -154,5 +163,5 @@ export async function fetchInstanceMetadataOnce(options: FetchInstanceMetadataOp
       retryable: true,
     });
   }
-  return parseInstanceMetadata(text, options.secrets);
+  return parseInstanceMetadata(text, secrets);
 }
