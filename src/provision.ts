@@ -1,32 +1,23 @@
 /**
- * Runs one provisioning: loads the config, sets up logging, KVP and the journal, builds the chart with the real
- * actors, runs it to its final state and returns its output. `cli.ts` maps the output to the exit code.
+ * Runs one provisioning. This module loads the config, takes the instance lock and, on a first boot, sends the
+ * first IMDS request (src/azure/first-imds-request.ts); only then does it load the rest (src/provision-run.ts:
+ * logging, KVP, the journal, the chart with its real actors, the OS steps), whose modules are most of what a start
+ * evaluates. That request is the IMDS actor's first attempt, so it travels while they load. `cli.ts` maps the
+ * output to the exit code.
  */
 import { join } from 'node:path';
-import { createActor, toPromise, type InspectionEvent } from 'xstate';
-import { createProvisioningMachine, HEALTH_FAILED, ZERO_VM_ID, type ProvisioningOutput } from '../machines/provisioning.js';
-import { provisioningActors } from './actors/provisioning.js';
-import { ReportBook } from './actors/report-book.js';
-import { TransitionTelemetry } from './actors/transition-telemetry.js';
-import { closeAll } from './azure/http.js';
-import { DryRunReporter } from './azure/dry-run-reporter.js';
-import { HealthReporter } from './azure/wireserver.js';
+import type { InspectionEvent } from 'xstate';
+import type { ProvisioningOutput } from '../machines/provisioning.js';
+import { FirstImdsRequest } from './azure/first-imds-request.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
 import { loadConfig } from './config/load.js';
 import type { StepSelection } from './config/steps.js';
-import { EXIT_FAILURE, toFailure, type Failure } from './errors.js';
+import { toFailure } from './errors.js';
 import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
-import { createJournal } from './inspect/journal.js';
-import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
-import { createLogger, type Logger } from './log.js';
 import type { LogFormat } from './log-text.js';
-import { readProvisioningMedia } from './os/media.js';
 import { AZURE_INIT_DATA_DIR, FileMarkerStore } from './os/marker.js';
-import type { Provisioner } from './os/provisioner.js';
-import { RealProvisioner } from './os/real.js';
-import { ScratchProvisioner } from './os/scratch.js';
-import { SecretStore } from './secrets.js';
-import { Sinks, type SinkFailure } from './sinks.js';
+import { readVmId } from './os/vmid.js';
+import type { SinkFailure } from './sinks.js';
 
 /** Signals that end a run the same way: the failure report within the short budget, unless Ready is pending. */
 export const TERMINATING_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
@@ -76,6 +67,25 @@ export interface ProvisionResult extends ProvisioningOutput {
   /** The KVP copy of the report: `written`, `off` (disabled or never attempted), or `failed: <reason>`. */
   kvpReport: string;
 }
+/**
+ * How long loading the rest waits at most for the first IMDS request to be written. On a VM that takes well under a
+ * millisecond; the bound is for a connection that hangs, whose attempt then goes on beside the rest.
+ */
+export const FIRST_REQUEST_HEAD_START_MS = 50;
+
+/** The loaded configuration, as the run uses it. */
+export type LoadedConfig =
+  | { ok: true; config: Config; warnings: string[] }
+  | { ok: false; error: unknown; config: Config; warnings: string[] };
+
+/** What the instance lock came to: held (or not, and why), or refused because another agent holds it. */
+export interface LockOutcome {
+  instance: InstanceLock | null;
+  /** Lines for the log once it exists: why the lock moved, or why the run goes on without it. */
+  warnings: Array<{ code: string; reason?: string; message: string }>;
+  /** Another agent holds it: this run reports nothing. */
+  refused?: { error: unknown };
+}
 
 /** Provisions this VM (or a dry-run directory) once and returns the chart's output. */
 export async function runProvision(options: ProvisionOptions = {}): Promise<ProvisionResult> {
@@ -92,7 +102,7 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     (result) => ({ ok: true as const, config: adjust(result.config), warnings: result.warnings }),
     (error: unknown) => ({ ok: false as const, error, config: adjust(DEFAULT_CONFIG), warnings: [] }),
   );
-  const config = withSkippedSteps(loaded.config, options.steps);
+  const config: Config = withSkippedSteps(loaded.config, options.steps);
   if (!loaded.ok && options.scratchDir) {
     // A dry run must not fall back to the defaults: they point at this machine's /var and the real fabric.
     const failure = toFailure(loaded.error);
@@ -100,182 +110,86 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [], sinksOff: [], kvpReport: 'off' };
   }
 
-  const sinks = new Sinks();
-  const kvp = config.telemetry.kvp
-    ? new KvpTelemetry({
-        dir: config.telemetry.kvp_dir,
-        pool: config.telemetry.kvp_pool,
-        level: config.telemetry.kvp_level,
-        // Telemetry goes quiet after its first failure; the report is still attempted (writeReport is not a sink).
-        onFirstFailure: (message) => sinks.fail('kvp telemetry', new Error(message)),
-      })
-    : null;
-  const { log, close: closeLog } = createLogger({
-    logPath: config.log_path.path,
-    stderr: options.stderr as never,
-    format: options.logFormat,
-    extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp), sink: 'kvp telemetry' }] : [],
-    sinks,
-  });
-  for (const warning of loaded.warnings) log.warn({ step: 'config' }, warning);
-  for (const step of config.steps.skip) {
-    log.info({ step, skipped: true }, `step ${step} skipped (${options.steps?.why[step] ?? '[steps] skip in the configuration'})`);
+  const signals = options.handleSignals ? catchSignals() : null;
+  const lock = takeInstanceLock(config, options.scratchDir);
+  const first = loaded.ok && !lock.refused ? await firstBootRequest(config, options.sysRoot ?? '/') : null;
+  try {
+    await first?.written(FIRST_REQUEST_HEAD_START_MS);
+    const { provisionLoaded } = await import('./provision-run.js');
+    return await provisionLoaded(options, { loaded, config, lock, first, signals });
+  } finally {
+    signals?.stop();
+    first?.drop();
   }
-  if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
+}
 
-  let instance: InstanceLock | null = null;
-  // An unusable data directory still gets one agent at a time: the lock moves to the runtime directory (under
-  // the scratch root for dry and scratch runs); only when neither can hold it does the run go on unlocked.
-  const lockDirs = [config.data_dir.path, options.scratchDir ? join(options.scratchDir, RUNTIME_LOCK_DIR) : RUNTIME_LOCK_DIR];
+/** Terminating signals caught for a run, from before its chart exists until it has ended. */
+export interface CaughtSignals {
+  /** From now on each signal calls `terminate`; one caught before this calls it at once. */
+  deliverTo(terminate: () => void): void;
+  /** Restores the default handling (idempotent). */
+  stop(): void;
+}
+
+/**
+ * Catches TERMINATING_SIGNALS from the start of a run, so that a signal while the agent is still loading (systemd
+ * stopping the unit in its first tenth of a second) ends it with a failure report like one a moment later would,
+ * instead of killing it silently.
+ */
+function catchSignals(): CaughtSignals {
+  let caught = false;
+  let terminate: (() => void) | null = null;
+  const onSignal = () => (terminate ? terminate() : (caught = true));
+  for (const signal of TERMINATING_SIGNALS) process.on(signal, onSignal);
+  return {
+    deliverTo(fn) {
+      terminate = fn;
+      if (caught) fn();
+    },
+    stop() {
+      for (const signal of TERMINATING_SIGNALS) process.off(signal, onSignal);
+    },
+  };
+}
+
+/**
+ * The first IMDS attempt, sent now when this boot will want it: this VM id has no marker, ours or azure-init's. A
+ * provisioned VM's boots, a pending Ready and a pool VM waiting to be claimed send no request; any doubt (an
+ * unreadable id or data directory) sends none either, and the chart, which reads both again and decides, reports it.
+ */
+async function firstBootRequest(config: Config, sysRoot: string): Promise<FirstImdsRequest | null> {
+  try {
+    const { vmId } = await readVmId({ sysRoot });
+    if ((await markerStore(config).state(vmId)) !== 'none') return null;
+  } catch {
+    return null;
+  }
+  return new FirstImdsRequest(config.imds);
+}
+
+/** The marker store of a run: our data directory, and azure-init's provisioned markers. */
+export const markerStore = (config: Config): FileMarkerStore => new FileMarkerStore(config.data_dir.path, [AZURE_INIT_DATA_DIR]);
+
+/**
+ * One agent at a time. An unusable data directory still gets one: the lock moves to the runtime directory (under
+ * the scratch root for dry and scratch runs); only when neither can hold it does the run go on unlocked.
+ */
+function takeInstanceLock(config: Config, scratchDir: string | undefined): LockOutcome {
+  const outcome: LockOutcome = { instance: null, warnings: [] };
+  const lockDirs = [config.data_dir.path, scratchDir ? join(scratchDir, RUNTIME_LOCK_DIR) : RUNTIME_LOCK_DIR];
   for (const [index, dir] of lockDirs.entries()) {
     try {
-      instance = acquireInstanceLock(dir);
-      if (index > 0) log.warn({ step: 'lock', code: 'IO' }, `instance lock taken in ${dir} because ${config.data_dir.path} cannot hold it`);
-      break;
+      outcome.instance = acquireInstanceLock(dir);
+      if (index > 0) outcome.warnings.push({ code: 'IO', message: `instance lock taken in ${dir} because ${config.data_dir.path} cannot hold it` });
+      return outcome;
     } catch (error) {
       const failure = toFailure(error);
-      if (failure.code === 'ALREADY_RUNNING') {
-        // The instance holding the lock reports; a second report from here could only contradict it.
-        log.error({ code: failure.code, reason: failure.reason }, (error as Error).message);
-        closeLog();
-        return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [], sinksOff: sinks.off, kvpReport: 'off' };
-      }
+      if (failure.code === 'ALREADY_RUNNING') return { ...outcome, refused: { error } };
       const last = index === lockDirs.length - 1;
-      log.warn({ step: 'lock', code: failure.code, reason: failure.reason }, `${last ? 'running without the instance lock' : 'instance lock not taken'}: ${(error as Error).message}`);
+      outcome.warnings.push({ code: failure.code, reason: failure.reason, message: `${last ? 'running without the instance lock' : 'instance lock not taken'}: ${(error as Error).message}` });
     }
   }
-
-  const secrets = new SecretStore();
-  const provisioner: Provisioner = options.scratchDir
-    ? new ScratchProvisioner(options.scratchDir, config)
-    : new RealProvisioner({ config });
-  const reporter = options.dryRun ? new DryRunReporter(options.onNote ?? ((line) => log.info({ step: 'report' }, line))) : new HealthReporter();
-  const transitions = kvp ? new TransitionTelemetry(kvp) : null;
-
-  let journal: ReturnType<typeof createJournal> | null = null;
-  const early: Array<[InspectionEvent, Date]> = [];
-  let live: { inspect(event: InspectionEvent): void; stop(): Promise<void> } | null = null;
-  if (options.inspectUrl) {
-    const { startLiveInspector } = await import('./inspect/live.js');
-    live = startLiveInspector(options.inspectUrl, { onProblem: (message) => log.warn({ step: 'inspect' }, message) });
-  }
-
-  const reports = new ReportBook();
-  // A media read the chart stopped waiting for may still be unmounting; exiting under it would leave a mount.
-  const mediaReads: Promise<unknown>[] = [];
-  let kvpReport = 'off';
-  const actors = provisioningActors({
-    log,
-    loadConfig: () => (loaded.ok ? Promise.resolve(config) : Promise.reject(loaded.error)),
-    sysRoot: options.sysRoot ?? '/',
-    provisioner,
-    markers: (c) => new FileMarkerStore(c.data_dir.path, [AZURE_INIT_DATA_DIR]),
-    readMedia: (_config, store, signal) => {
-      const read = readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) });
-      mediaReads.push(read.catch(() => undefined));
-      return read;
-    },
-    secrets,
-    reporter,
-    reports,
-    kvp,
-    onKvpReport: ({ written, error }) => (kvpReport = written ? 'written' : `failed: ${error}`),
-    onVmId: (vmId) => {
-      kvp?.setVmId(vmId);
-      if (config.journal.enable && !journal && sinks.isOn('journal')) {
-        try {
-          journal = createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep });
-        } catch (error) {
-          sinks.fail('journal', error);
-          early.length = 0;
-          return;
-        }
-        for (const [event, at] of early.splice(0)) observeJournal(event, at);
-      }
-    },
-  });
-
-  const observeJournal = sinks.observer('journal', (event: InspectionEvent, at?: Date) => {
-    if (journal) journal.inspect(event, at);
-    else if (config.journal.enable && early.length < 1000) early.push([event, at ?? new Date()]);
-  });
-  const observeTransitions = transitions ? sinks.observer('kvp telemetry', (event: InspectionEvent) => transitions.inspect(event)) : null;
-  const observeLive = live ? sinks.observer('live inspector', (event: InspectionEvent) => live!.inspect(event)) : null;
-  const observeCaller = options.inspect ? sinks.observer('inspect', options.inspect) : null;
-  const actor = createActor(createProvisioningMachine(actors), {
-    input: { config, groups: options.groups },
-    inspect: (event) => {
-      observeJournal(event);
-      observeTransitions?.(event);
-      observeLive?.(event);
-      observeCaller?.(event);
-    },
-  });
-
-  const terminate = () => actor.send({ type: 'TERMINATE' });
-  if (options.handleSignals) for (const signal of TERMINATING_SIGNALS) process.on(signal, terminate);
-
-  let output: ProvisioningOutput;
-  try {
-    actor.start();
-    output = await toPromise(actor);
-  } catch (error) {
-    // The chart handles every actor error itself; reaching here is a bug. The fabric must still hear of it.
-    const failure = toFailure(error);
-    log.fatal({ reason: failure.reason }, `unhandled error: ${(error as Error)?.message ?? String(error)}`);
-    const vmId = (actor.getSnapshot().context as { vmId?: string } | undefined)?.vmId ?? ZERO_VM_ID;
-    const reported = await reportLastResort(reporter, reports, config, vmId, failure, kvp, log);
-    output = { result: 'failed', exitCode: EXIT_FAILURE, reason: failure.reason, code: failure.code, reported };
-  } finally {
-    if (options.handleSignals) for (const signal of TERMINATING_SIGNALS) process.off(signal, terminate);
-  }
-
-  // What the chart noted but did not fail on (an unreadable provisioning media, a KVP writer that stopped).
-  const noted = (actor.getSnapshot().context as { warnings?: string[] } | undefined)?.warnings ?? [];
-  for (const warning of noted) log.warn({ step: 'provision' }, warning);
-  const summary = {
-    result: output.result, reason: output.reason, code: output.code, exitCode: output.exitCode, reported: output.reported,
-    kvpReport, sinksOff: sinks.off.map((s) => s.sink), sinkWritesLost: sinks.lost,
-  };
-  const context = actor.getSnapshot().context as OutcomeContext | undefined;
-  if (output.result === 'failed') {
-    const cause = context?.failure ?? context?.reportFailure;
-    const detail = cause ? Object.fromEntries(factsOf(cause)) : undefined;
-    // The journal's one line about a failed boot: what failed, while doing what, and the facts behind it.
-    const during = !context?.failure && context?.reportFailure ? ' while reporting Ready' : '';
-    log.error({ ...summary, detail }, `provisioning failed: ${output.reason}${during}${cause ? inParentheses(factsOf(cause)) : ''}`);
-  } else {
-    if (context?.plan?.source === 'media' && context.imdsFailure) {
-      const device = context.media?.device ?? 'the provisioning media';
-      log.warn(
-        { step: 'imds', reason: context.imdsFailure.reason, device },
-        `IMDS failed: ${context.imdsFailure.reason}${inParentheses(factsOf(context.imdsFailure))}; provisioned from the provisioning media on ${device} instead`,
-      );
-    }
-    log.info(summary, `provisioning finished: ${output.result}`);
-  }
-  sinks.observer('kvp telemetry', () => transitions?.flush())();
-  sinks.observer('kvp telemetry', () => kvp?.flush())();
-  await Promise.all(mediaReads);
-  secrets.clear();
-  const journalPath = sinks.isOn('journal') ? ((journal as ReturnType<typeof createJournal> | null)?.path ?? null) : null;
-  sinks.observer('journal', () => (journal as ReturnType<typeof createJournal> | null)?.close())();
-  try {
-    await live?.stop();
-  } catch (error) {
-    sinks.fail('live inspector', error);
-  }
-  await closeAll();
-  instance?.release();
-  closeLog();
-  return {
-    ...output,
-    journalPath,
-    config,
-    commands: provisioner instanceof ScratchProvisioner ? provisioner.commands : [],
-    sinksOff: sinks.off,
-    kvpReport,
-  };
+  return outcome;
 }
 
 /**
@@ -295,48 +209,8 @@ export function keepUnder(dir: string, config: Config): Config {
     },
   };
 }
-
-/** What the end-of-run lines read from the chart's final context. */
-interface OutcomeContext {
-  failure?: Failure | null;
-  reportFailure?: Failure | null;
-  imdsFailure?: Failure | null;
-  plan?: { source: 'imds' | 'media' } | null;
-  media?: { device: string } | null;
-}
-
-/** A failure's supporting data without the stack, as key/value pairs. */
-function factsOf(failure: Failure): Array<[string, string]> {
-  return failure.data.filter(([key]) => key !== 'stack_base64');
-}
-
-/** ` (key=value, …)`, or nothing when there are no facts. */
-function inParentheses(facts: Array<[string, string]>): string {
-  return facts.length > 0 ? ` (${facts.map(([key, value]) => `${key}=${value}`).join(', ')})` : '';
-}
-
 /** The config with the steps `--only`/`--skip` leave out added to `[steps] skip`. */
 function withSkippedSteps(config: Config, steps: StepSelection | undefined): Config {
   if (!steps || steps.skip.length === 0) return config;
   return { ...config, steps: { skip: [...new Set([...config.steps.skip, ...steps.skip])] } };
-}
-
-/** One failure report outside the chart (KVP, then one HTTP attempt bounded by 10 s); whether it was accepted. */
-async function reportLastResort(
-  reporter: HealthReporter,
-  reports: ReportBook,
-  config: Config,
-  vmId: string,
-  failure: Failure,
-  kvp: KvpTelemetry | null,
-  log: Logger,
-): Promise<boolean> {
-  const description = reports.failure(failure, vmId);
-  if (kvp && !kvp.writeReport(description)) log.error({ step: 'kvp', reason: 'kvp report not written' }, `KVP report not written: ${kvp.lastError}`);
-  try {
-    await reporter.post({ config: config.wireserver, health: HEALTH_FAILED, vmId, description, signal: AbortSignal.timeout(10_000), log });
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -12,7 +12,8 @@ import {
   type ProvisioningPlan,
   type ReportInput,
 } from '../../machines/provisioning.js';
-import { fetchInstanceMetadataOnce } from '../azure/imds.js';
+import type { FirstImdsRequest } from '../azure/first-imds-request.js';
+import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../azure/imds.js';
 import { pollErrorKind, shouldLogPoll } from '../azure/pps.js';
 import { fetchReprovisionDataOnce } from '../azure/reprovision.js';
 import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
@@ -35,6 +36,11 @@ export interface ProvisioningDeps {
   sysRoot: string;
   provisioner: Provisioner;
   markers(config: Config): MarkerStore;
+  /**
+   * The IMDS request src/provision.ts sent before the chart was loaded: the first IMDS attempt takes it instead of
+   * sending one; a marker that makes IMDS unnecessary drops it.
+   */
+  firstImds?: FirstImdsRequest | null;
   readMedia(config: Config, secrets: SecretStore, signal: AbortSignal): Promise<MediaMetadata | null>;
   secrets: SecretStore;
   reporter: HealthReporter;
@@ -119,6 +125,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
 
     checkMarker: fromPromise<MarkerState, { config: Config; vmId: string }>(async ({ input }) => {
       const state = await deps.markers(input.config).state(input.vmId);
+      if (state !== 'none') deps.firstImds?.drop();
       if (state === 'provisioned') log.info({ vmId: input.vmId }, 'already provisioned; nothing to do');
       if (state === 'report-pending') log.info({ vmId: input.vmId }, 'provisioned earlier but Ready not accepted; reporting Ready');
       if (state === 'waiting-for-reuse') log.info({ vmId: input.vmId }, 'pool VM: Ready reached the pool in an earlier boot; waiting again to be claimed');
@@ -146,7 +153,12 @@ export function provisioningActors(deps: ProvisioningDeps) {
     fetchMetadata: fromPromise<InstanceMetadata, { config: Config }>(async ({ input, signal }) => {
       const attempt = nextAttempt('imds');
       try {
-        const metadata = await fetchInstanceMetadataOnce({ config: input.config.imds, signal, secrets: deps.secrets, onSent: imdsHeadStart.open }).finally(imdsHeadStart.open);
+        const first = deps.firstImds?.take(input.config.imds, signal);
+        void first?.sent.then(imdsHeadStart.open);
+        const metadata = await (first
+          ? first.response.then((res) => instanceMetadataFrom(res, input.config.imds, deps.secrets))
+          : fetchInstanceMetadataOnce({ config: input.config.imds, signal, secrets: deps.secrets, onSent: imdsHeadStart.open })
+        ).finally(imdsHeadStart.open);
         if (metadata.userData === 'invalid') log.warn({ step: 'imds' }, 'IMDS compute.userData is not base64; it is not saved');
         return metadata;
       } catch (error) {

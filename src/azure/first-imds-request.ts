@@ -1,0 +1,74 @@
+/**
+ * A first boot's first IMDS request, sent by src/provision.ts as soon as the config is loaded, the instance lock is
+ * held and no marker says this VM is provisioned: before the logger, the chart and the OS code are even loaded
+ * (~20 ms of a start on a small VM). The chart's IMDS actor takes it as its first attempt, and from then on it is an
+ * attempt like any other: the actor's signal aborts it, the chart's deadline and retries apply, its failure is the
+ * actor's error. It is only ever the first attempt of the first IMDS state, with exactly the settings that state
+ * asks for; anything else, and it is dropped (aborted if still in flight) and the actor sends its own.
+ */
+import type { ImdsConfig } from '../config/defaults.js';
+import type { HttpResponse } from './http.js';
+import { requestInstanceMetadata } from './imds.js';
+
+/** The request as its taker sees it. */
+export interface TakenRequest {
+  /** IMDS's answer, unread; rejects as `request()` does (transport errors, aborts). */
+  response: Promise<HttpResponse>;
+  /** Settles once the request has been written to its socket; never if it was not. */
+  sent: Promise<void>;
+}
+
+export class FirstImdsRequest {
+  readonly #config: ImdsConfig;
+  readonly #controller = new AbortController();
+  readonly #response: Promise<HttpResponse>;
+  readonly #sent: Promise<void>;
+  #open = true;
+
+  constructor(config: ImdsConfig) {
+    this.#config = config;
+    let markSent!: () => void;
+    this.#sent = new Promise((resolve) => (markSent = resolve));
+    this.#response = requestInstanceMetadata({ config, signal: this.#controller.signal, onSent: () => markSent() });
+    // Nobody awaits it until it is taken: its failure is the taker's to report, not an unhandled rejection.
+    this.#response.catch(() => undefined);
+  }
+
+  /**
+   * The request, for the IMDS actor whose signal is `signal` and whose settings are `config` (the same object the
+   * request was sent with). Once only; null after that, after `drop`, or for other settings (then dropped).
+   */
+  take(config: ImdsConfig, signal: AbortSignal): TakenRequest | null {
+    if (!this.#open) return null;
+    this.#open = false;
+    if (config !== this.#config) {
+      this.#controller.abort();
+      return null;
+    }
+    if (signal.aborted) this.#controller.abort(signal.reason);
+    else signal.addEventListener('abort', () => this.#controller.abort(signal.reason), { once: true });
+    return { response: this.#response, sent: this.#sent };
+  }
+
+  /**
+   * Settles once the request is on its socket or its attempt has ended, or after `ms` at most (a connection that
+   * hangs). The connection and the write each need a turn of the event loop, which the synchronous loading of the
+   * rest of the agent would otherwise hold up until it is done.
+   */
+  written(ms: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+    const ended = this.#response.then(
+      () => undefined,
+      () => undefined,
+    );
+    return Promise.race([this.#sent, ended, late]).finally(() => clearTimeout(timer));
+  }
+
+  /** Nobody is to take it (the chart went another way, or the run ended): aborts it if still in flight. */
+  drop(): void {
+    if (!this.#open) return;
+    this.#open = false;
+    this.#controller.abort();
+  }
+}
