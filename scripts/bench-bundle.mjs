@@ -1,14 +1,14 @@
 #!/usr/bin/env node
-// Shows what the program's three scripts are made of (scripts/bundle.mjs): bytes per package (or source folder),
+// Shows what the program's four scripts are made of (scripts/bundle.mjs): bytes per package (or source folder),
 // largest first, because every byte of a script is read and held in memory whenever that script runs.
 // Usage: node scripts/bench-bundle.mjs [--top 20]
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
-import { SCRIPTS, scriptBuildOptions } from './bundle.mjs';
+import { SCRIPTS, scriptBuildOptionsFor } from './bundle.mjs';
 
 const { values } = parseArgs({ options: { top: { type: 'string', default: '20' } } });
 
-for (const options of SCRIPTS.map((script) => scriptBuildOptions(script, 'dist'))) {
+for (const options of await Promise.all(SCRIPTS.map((script) => scriptBuildOptionsFor(script, 'dist')))) {
   const result = await build({ ...options, write: false, metafile: true });
   const output = Object.values(result.metafile.outputs)[0];
   const groups = new Map();

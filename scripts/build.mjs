@@ -2,7 +2,8 @@
 //   bootstate.cjs                  the entry: a small loader, scripts/loader.cjs
 //   bootstate.mjs                  a symlink to it, the entry's documented name and `bin`
 //   bootstate.bundle.js            the CLI: argument parsing, help, --version (scripts/bundle.mjs)
-//   bootstate-provision.bundle.js  `bootstate provision`, read only when it runs
+//   bootstate-provision.bundle.js  `bootstate provision` up to its first IMDS request, read only when it runs
+//   bootstate-run.bundle.js        the rest of `bootstate provision`, read once that request is on its way
 //   bootstate-commands.bundle.js   every other subcommand, read only when one of them runs
 //   *.bundle.js.cache              V8's code cache for each script, written by runs of the built program
 //                                  (scripts/warm-code-cache.ts): one provisioning, one `report`
@@ -15,7 +16,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { assets, nodeBundle, root, SCRIPTS, scriptBuildOptions, VIZ_FILE } from './bundle.mjs';
+import { assets, nodeBundle, root, SCRIPTS, scriptBuildOptionsFor, VIZ_FILE } from './bundle.mjs';
 import { buildNativeAddons } from './build-native.mjs';
 
 // BOOTSTATE_DIST: another output directory (scripts/build-binary.mjs passes its own).
@@ -24,8 +25,16 @@ mkdirSync(dist, { recursive: true });
 buildNativeAddons();
 // Wrapped as a function for vm.Script, like Node wraps a CommonJS module.
 const wrapper = { banner: { js: '(function (exports, require, module, __filename, __dirname) {' }, footer: { js: '})' } };
-const scripts = SCRIPTS.map((script) => scriptBuildOptions(script, dist));
-for (const options of scripts) await build({ ...options, ...wrapper });
+const scripts = await Promise.all(SCRIPTS.map((script) => scriptBuildOptionsFor(script, dist)));
+const inputs = {};
+for (const [index, options] of scripts.entries()) {
+  const result = await build({ ...options, ...wrapper, metafile: true });
+  inputs[SCRIPTS[index]] = Object.keys(Object.values(result.metafile.outputs)[0].inputs).filter((path) => !path.includes(':') && path !== '<stdin>');
+}
+// The run script must use the provision script's modules, never copies: a second http.ts would be a second set of
+// connections that closeAll() does not close, a second marker store, a second of each.
+const copied = inputs.run.filter((path) => inputs.provision.includes(path));
+if (copied.length > 0) throw new Error(`modules in both the provision and the run script: ${copied.join(', ')}`);
 // Graphviz for `graph` and `trace`, required from the commands script only when one of them renders SVG.
 await build({ ...nodeBundle(join(dist, VIZ_FILE)), entryPoints: ['@viz-js/viz'] });
 for (const [name, bytes] of Object.entries(assets())) writeFileSync(join(dist, name), bytes, { mode: 0o644 });

@@ -7,6 +7,7 @@
 // loader.
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { build as esbuildBuild } from 'esbuild';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -126,10 +127,14 @@ export function nodeBundle(outfile) {
 }
 
 /*
- * The program is three scripts, each V8 deserializes whole from its code cache, so each run reads only the code
- * of what it does:
+ * The program is four scripts, each V8 deserializes whole from its code cache, so each run reads only the code
+ * of what it does, and only when it needs it:
  *   cli        src/cli.ts with the subcommand table and src/cli/argv.ts: `--version`, `--help`, usage errors;
- *   provision  `bootstate provision`, what a first boot runs;
+ *   provision  `bootstate provision` up to its first IMDS request: the config, the instance lock, the markers and
+ *              the HTTP client (src/provision.ts);
+ *   run        the rest of `provision`, read once that request is on its way: the chart, its actors, logging, KVP,
+ *              the OS steps (src/provision-run.ts). It holds none of the provision script's modules: its imports
+ *              of them are that script's modules, so both share one HTTP client, one marker store, one of each;
  *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
  * Each `import()` of a module another script holds becomes require('bootstate-script:<script>/<path>'), and
  * imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one UsageError.
@@ -151,12 +156,17 @@ export function scriptModules() {
   if (!subcommands.includes(PROVISION)) throw new Error(`${subcommandTable} no longer imports ${PROVISION}`);
   return {
     provision: [PROVISION],
+    run: [PROVISION_RUN],
     commands: [...subcommands.filter((path) => path !== PROVISION), 'src/inspect/live.ts'],
   };
 }
 
 /** The program's scripts, by name. */
-export const SCRIPTS = ['cli', 'provision', 'commands'];
+export const SCRIPTS = ['cli', 'provision', 'run', 'commands'];
+
+/** Scripts that are the second part of another one: only that one loads them; any other holds their modules itself. */
+const PART_OF = { run: 'provision' };
+const PROVISION_RUN = 'src/provision-run.ts';
 
 /** The file name of a script in dist/ and among the SEA's assets. */
 export const scriptFile = (script) => (script === 'cli' ? 'bootstate.bundle.js' : `bootstate-${script}.bundle.js`);
@@ -175,7 +185,8 @@ function otherScriptsApart(script) {
         if (args.kind !== 'dynamic-import') return undefined;
         const path = sourceOf(args.resolveDir, args.path);
         const owner = owners.get(path);
-        return owner && owner !== script ? { path: `${SCRIPT_PREFIX}${owner}/${path}`, external: true } : undefined;
+        const apart = owner && owner !== script && (PART_OF[owner] ?? script) === script;
+        return apart ? { path: `${SCRIPT_PREFIX}${owner}/${path}`, external: true } : undefined;
       });
     },
   };
@@ -185,6 +196,8 @@ function otherScriptsApart(script) {
 function scriptOptions(script, outfile, plugins) {
   return {
     ...nodeBundle(outfile),
+    // Input paths in metafiles relative to the repository root, as sharedModules() and the loader's names are.
+    absWorkingDir: root,
     define: { __BOOTSTATE_BUNDLED__: 'true' },
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
@@ -202,8 +215,60 @@ export function cliScriptOptions(outfile) {
   };
 }
 
+/**
+ * The modules of script `whole` (paths from the repository root): the modules of its own build, its part left out.
+ * Its part's imports of these are the whole script's modules (sharedWithWhole), which it exports one function each.
+ */
+async function modulesOf(whole) {
+  const part = Object.keys(PART_OF).find((name) => PART_OF[name] === whole);
+  const options = onDemandScriptOptions(whole, join(root, 'dist', scriptFile(whole)), []);
+  const result = await esbuildBuild({ ...options, write: false, metafile: true });
+  const inputs = Object.keys(Object.values(result.metafile.outputs)[0].inputs);
+  return inputs.filter((path) => !path.includes(':') && path !== '<stdin>' && !scriptModules()[part].includes(path));
+}
+
+/** In a part's build: an import of a module the whole script holds is that script's module, not a copy. */
+function sharedWithWhole(whole, modules, used = null) {
+  const shared = new Set(modules);
+  return {
+    name: 'bootstate-shared-with-whole',
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, async (args) => {
+        if (args.pluginData?.sharing || args.kind === 'entry-point' || args.path.startsWith('bootstate-')) return undefined;
+        const resolved = await build.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, namespace: args.namespace, pluginData: { sharing: true } });
+        if (resolved.errors.length > 0 || resolved.external || resolved.namespace !== 'file') return undefined;
+        const path = relative(root, resolved.path);
+        if (!shared.has(path)) return undefined;
+        used?.add(path);
+        return { path: `${SCRIPT_PREFIX}${whole}/${path}`, external: true };
+      });
+    },
+  };
+}
+
+/**
+ * The whole script's modules that its part imports: the whole script exports exactly these. Exporting all of them
+ * would keep whole every module they are in (a package's index included), where the bundle now keeps only what is used.
+ */
+async function sharedBy(part) {
+  const used = new Set();
+  const whole = PART_OF[part];
+  const options = onDemandScriptOptions(part, join(root, 'dist', scriptFile(part)), [], [sharedWithWhole(whole, await modulesOf(whole), used)]);
+  await esbuildBuild({ ...options, write: false });
+  return [...used].sort();
+}
+
+/** esbuild options for script `script`, for a build that has to know another script's modules first (a part's). */
+export async function scriptBuildOptionsFor(script, dir) {
+  const whole = PART_OF[script];
+  const wholeOf = Object.keys(PART_OF).find((part) => PART_OF[part] === script);
+  if (whole) return onDemandScriptOptions(script, join(dir, scriptFile(script)), [], [sharedWithWhole(whole, await modulesOf(whole))]);
+  if (wholeOf) return onDemandScriptOptions(script, join(dir, scriptFile(script)), await sharedBy(wholeOf));
+  return scriptBuildOptions(script, dir);
+}
+
 /** esbuild options for one of the scripts loaded on demand (`provision`, `commands`); Graphviz stays in its own file. */
-export function onDemandScriptOptions(script, outfile) {
+export function onDemandScriptOptions(script, outfile, exported = [], extraPlugins = []) {
   const argvFromCli = {
     name: 'bootstate-argv-from-cli',
     setup(build) {
@@ -213,7 +278,9 @@ export function onDemandScriptOptions(script, outfile) {
     },
   };
   // require() of an ES module makes esbuild evaluate it (and what it imports) on the first call only.
-  const entries = scriptModules()[script].map((path) => `${JSON.stringify(path)}: () => require(${JSON.stringify(`./${path}`)})`);
+  const entries = [...new Set([...scriptModules()[script], ...exported])].map((path) => `${JSON.stringify(path)}: () => require(${JSON.stringify(`./${path}`)})`);
   const contents = `module.exports = {\n${entries.join(',\n')}\n};\n`;
-  return { ...scriptOptions(script, outfile, [vizApart, argvFromCli]), stdin: { contents, resolveDir: root, loader: 'js' } };
+  const options = scriptOptions(script, outfile, [vizApart, argvFromCli]);
+  // First, so that what the other plugins would resolve (stubs included) is shared too.
+  return { ...options, plugins: [...extraPlugins, ...options.plugins], stdin: { contents, resolveDir: root, loader: 'js' } };
 }

@@ -4,7 +4,9 @@
 // It runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes
 // compiled code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, --version);
 // bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI requires
-// `bootstate-script:<script>/<module>` to run a subcommand (scripts/bundle.mjs). `bootstate-asset:<file>` is a file's
+// `bootstate-script:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision
+// script requires it once its first IMDS request is written; the run script's imports of the provision script's
+// modules are `bootstate-script:provision/<module>` too, so both use the same instances (scripts/bundle.mjs). `bootstate-asset:<file>` is a file's
 // bytes, and `bootstate-wasm:<file>` one compiled as WebAssembly, in the background from the moment the script that
 // needs it starts to load (undici's HTTP parser for provision: ~4 ms off the main thread).
 // A cache file is used only when its key line matches: this node binary, its version, arch and flags (NODE_OPTIONS

@@ -102,17 +102,31 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     const opened = readFileSync(trace, 'utf8');
     expect(opened).toContain('bootstate.bundle.js');
     expect(opened).not.toContain('bootstate-provision.bundle.js');
+    expect(opened).not.toContain('bootstate-run.bundle.js');
     expect(opened).not.toContain('bootstate-commands.bundle.js');
   });
 
-  it('provisions from its own script alone, never reading the other subcommands\' script', async () => {
+  it('provisions from its own two scripts, never reading the other subcommands\' script', async () => {
     const opened = await provisionTraced('openat', '--scratch');
     expect(opened).toContain('bootstate-provision.bundle.js');
+    expect(opened).toContain('bootstate-run.bundle.js');
     // undici's HTTP parser and the flock addon come as files beside the scripts, not as base64 inside them.
     expect(opened).toContain('llhttp_simd.wasm');
     expect(opened).toContain(`flock-${process.arch}.node`);
     expect(opened).not.toContain('bootstate-commands.bundle.js');
     expect(opened).not.toMatch(/"[^"]*llhttp\.wasm"/);
+  });
+
+  it('writes its first IMDS request before it reads the run script (chart, logger, OS steps), then provisions from that request', async () => {
+    const before = fabric.requestsTo('imds').length;
+    const trace = await provisionTraced('openat,write,writev', '--scratch');
+    const lines = trace.split('\n');
+    const request = lines.findIndex((line) => line.includes('"GET /metadata/instance'));
+    const runScript = lines.findIndex((line) => line.includes('bootstate-run.bundle.js"'));
+    expect(request).toBeGreaterThan(0);
+    expect(runScript).toBeGreaterThan(request);
+    // The chart's first IMDS attempt was that request: no second one.
+    expect(fabric.requestsTo('imds')).toHaveLength(before + 1);
   });
 
   it('starts through a CommonJS loader: dist/bootstate.mjs is a symlink to it, and Node starts no ES module loader', () => {
@@ -146,7 +160,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
 
   it('stores each code cache at a 16-byte boundary after its key line, where V8 reads it without copying it', () => {
     const caches = readdirSync(dirname(AGENT)).filter((name) => name.endsWith('.bundle.js.cache'));
-    expect(caches.length).toBe(3);
+    expect(caches.length).toBe(4);
     for (const name of caches) {
       const bytes = readFileSync(join(dirname(AGENT), name));
       const header = bytes.indexOf(10) + 1;
