@@ -26,7 +26,7 @@ import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
 import { readVmId } from '../os/vmid.js';
 import type { SecretStore } from '../secrets.js';
-import { headStart } from './head-start.js';
+import { headStart } from '../head-start.js';
 import type { ReportBook } from './report-book.js';
 
 export interface ProvisioningDeps {

@@ -7,6 +7,7 @@
  * asks for; anything else, and it is dropped (aborted if still in flight) and the actor sends its own.
  */
 import type { ImdsConfig } from '../config/defaults.js';
+import { headStart } from '../head-start.js';
 import type { HttpResponse } from './http.js';
 import { requestInstanceMetadata } from './imds.js';
 
@@ -56,13 +57,10 @@ export class FirstImdsRequest {
    * rest of the agent would otherwise hold up until it is done.
    */
   written(ms: number): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
-    const ended = this.#response.then(
-      () => undefined,
-      () => undefined,
-    );
-    return Promise.race([this.#sent, ended, late]).finally(() => clearTimeout(timer));
+    const gate = headStart(ms);
+    void this.#sent.then(gate.open);
+    void this.#response.then(gate.open, gate.open);
+    return gate.wait(this.#controller.signal);
   }
 
   /** Nobody is to take it (the chart went another way, or the run ended): aborts it if still in flight. */
