@@ -18,7 +18,8 @@ import { createJournal } from './inspect/journal.js';
 import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
 import { createLogger, type Logger } from './log.js';
 import { readProvisioningMedia } from './os/media.js';
-import type { Provisioner } from './os/provisioner.js';
+import type { MarkerState, Provisioner } from './os/provisioner.js';
+import type { VmId } from './os/vmid.js';
 import { RealProvisioner } from './os/real.js';
 import { ScratchProvisioner } from './os/scratch.js';
 import { SecretStore } from './secrets.js';
@@ -30,13 +31,15 @@ export interface Prepared {
   loaded: LoadedConfig;
   config: Config;
   lock: LockOutcome;
+  /** This VM id and its marker state, read after the lock was taken; null when either could not be read. */
+  beforeChart: { vmId: VmId; marker: MarkerState } | null;
   first: FirstImdsRequest | null;
   /** With `handleSignals`: the terminating signals, caught since the run began. */
   signals: CaughtSignals | null;
 }
 
 /** Runs the chart over what `runProvision` prepared. */
-export async function provisionLoaded(options: ProvisionOptions, { loaded, config, lock, first, signals }: Prepared): Promise<ProvisionResult> {
+export async function provisionLoaded(options: ProvisionOptions, { loaded, config, lock, beforeChart, first, signals }: Prepared): Promise<ProvisionResult> {
   const sinks = new Sinks();
   const kvp = config.telemetry.kvp
     ? new KvpTelemetry({
@@ -95,6 +98,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
     sysRoot: options.sysRoot ?? '/',
     provisioner,
     markers: markerStore,
+    beforeChart,
     firstImds: first,
     readMedia: (_config, store, signal) => {
       const read = readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) });

@@ -16,7 +16,8 @@ import { toFailure } from './errors.js';
 import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
 import type { LogFormat } from './log-text.js';
 import { AZURE_INIT_DATA_DIR, FileMarkerStore } from './os/marker.js';
-import { readVmId } from './os/vmid.js';
+import type { MarkerState } from './os/provisioner.js';
+import { readVmId, type VmId } from './os/vmid.js';
 import type { SinkFailure } from './sinks.js';
 
 /** Signals that end a run the same way: the failure report within the short budget, unless Ready is pending. */
@@ -112,11 +113,14 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
 
   const signals = options.handleSignals ? catchSignals() : null;
   const lock = takeInstanceLock(config, options.scratchDir);
-  const first = loaded.ok && !lock.refused ? await firstBootRequest(config, options.sysRoot ?? '/') : null;
+  const beforeChart = loaded.ok && !lock.refused ? await readBeforeChart(config, options.sysRoot ?? '/') : null;
+  // The first IMDS attempt, sent now when this boot will want it: this VM id has no marker, ours or azure-init's.
+  // A provisioned VM's boots, a pending Ready and a pool VM waiting to be claimed send no request.
+  const first = beforeChart?.marker === 'none' ? new FirstImdsRequest(config.imds) : null;
   try {
     await first?.written(FIRST_REQUEST_HEAD_START_MS);
     const { provisionLoaded } = await import('./provision-run.js');
-    return await provisionLoaded(options, { loaded, config, lock, first, signals });
+    return await provisionLoaded(options, { loaded, config, lock, beforeChart, first, signals });
   } finally {
     signals?.stop();
     first?.drop();
@@ -153,18 +157,17 @@ function catchSignals(): CaughtSignals {
 }
 
 /**
- * The first IMDS attempt, sent now when this boot will want it: this VM id has no marker, ours or azure-init's. A
- * provisioned VM's boots, a pending Ready and a pool VM waiting to be claimed send no request; any doubt (an
- * unreadable id or data directory) sends none either, and the chart, which reads both again and decides, reports it.
+ * This VM id and its marker state, read as the chart would read them, once the lock is held; the chart takes them
+ * from here. Null when either cannot be read (a planted marker, an unreadable data directory): the chart then reads
+ * them itself and reports why, and no IMDS request goes out before it.
  */
-async function firstBootRequest(config: Config, sysRoot: string): Promise<FirstImdsRequest | null> {
+async function readBeforeChart(config: Config, sysRoot: string): Promise<{ vmId: VmId; marker: MarkerState } | null> {
   try {
-    const { vmId } = await readVmId({ sysRoot });
-    if ((await markerStore(config).state(vmId)) !== 'none') return null;
+    const vmId = await readVmId({ sysRoot });
+    return { vmId, marker: await markerStore(config).state(vmId.vmId) };
   } catch {
     return null;
   }
-  return new FirstImdsRequest(config.imds);
 }
 
 /** The marker store of a run: our data directory, and azure-init's provisioned markers. */

@@ -24,7 +24,7 @@ import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { MarkerState, MarkerStore, Provisioner } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
-import { readVmId } from '../os/vmid.js';
+import { readVmId, type VmId } from '../os/vmid.js';
 import type { SecretStore } from '../secrets.js';
 import { headStart } from '../head-start.js';
 import type { ReportBook } from './report-book.js';
@@ -41,6 +41,12 @@ export interface ProvisioningDeps {
    * sending one; a marker that makes IMDS unnecessary drops it.
    */
   firstImds?: FirstImdsRequest | null;
+  /**
+   * This VM id and its marker state as src/provision.ts read them, with the instance lock already held: the chart's
+   * VM id and marker steps take them instead of reading both again. Absent when either could not be read; the
+   * steps then read them, and fail with the reason.
+   */
+  beforeChart?: { vmId: VmId; marker: MarkerState } | null;
   readMedia(config: Config, secrets: SecretStore, signal: AbortSignal): Promise<MediaMetadata | null>;
   secrets: SecretStore;
   reporter: HealthReporter;
@@ -116,7 +122,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
     loadConfig: fromPromise<Config, void>(() => deps.loadConfig()),
 
     readVmId: fromPromise<string, void>(async () => {
-      const id = await readVmId({ sysRoot: deps.sysRoot });
+      const id = deps.beforeChart?.vmId ?? (await readVmId({ sysRoot: deps.sysRoot }));
       if (id.source === 'unreadable') log.warn({ step: 'vmId' }, 'product_uuid unreadable; using the zero VM id');
       log.info({ step: 'vmId', vmId: id.vmId, generation: id.generation }, 'VM id read');
       deps.onVmId?.(id.vmId);
@@ -124,7 +130,8 @@ export function provisioningActors(deps: ProvisioningDeps) {
     }),
 
     checkMarker: fromPromise<MarkerState, { config: Config; vmId: string }>(async ({ input }) => {
-      const state = await deps.markers(input.config).state(input.vmId);
+      const known = deps.beforeChart;
+      const state = known && known.vmId.vmId === input.vmId ? known.marker : await deps.markers(input.config).state(input.vmId);
       if (state !== 'none') deps.firstImds?.drop();
       if (state === 'provisioned') log.info({ vmId: input.vmId }, 'already provisioned; nothing to do');
       if (state === 'report-pending') log.info({ vmId: input.vmId }, 'provisioned earlier but Ready not accepted; reporting Ready');

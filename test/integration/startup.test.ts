@@ -117,7 +117,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(opened).not.toMatch(/"[^"]*llhttp\.wasm"/);
   });
 
-  it('writes its first IMDS request before it reads the run script (chart, logger, OS steps), then provisions from that request', async () => {
+  it('writes its first IMDS request before it reads the run script (chart, logger, OS steps), then provisions from that request and the VM id and markers read for it', async () => {
     const before = fabric.requestsTo('imds').length;
     const trace = await provisionTraced('openat,write,writev', '--scratch');
     const lines = trace.split('\n');
@@ -127,6 +127,9 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(runScript).toBeGreaterThan(request);
     // The chart's first IMDS attempt was that request: no second one.
     expect(fabric.requestsTo('imds')).toHaveLength(before + 1);
+    // The VM id and the markers (azure-init's among them) are read once, before that request; the chart takes them.
+    expect(lines.filter((line) => line.includes('/product_uuid"'))).toHaveLength(1);
+    expect(lines.filter((line) => line.includes('"/var/lib/azure-init"'))).toHaveLength(1);
   });
 
   it('starts through a CommonJS loader: dist/bootstate.mjs is a symlink to it, and Node starts no ES module loader', () => {
