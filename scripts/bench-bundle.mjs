@@ -4,11 +4,11 @@
 // Usage: node scripts/bench-bundle.mjs [--top 20]
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
-import { SCRIPTS, scriptBuildOptionsFor } from './bundle.mjs';
+import { scriptsBuildOptions } from './bundle.mjs';
 
 const { values } = parseArgs({ options: { top: { type: 'string', default: '20' } } });
 
-for (const options of await Promise.all(SCRIPTS.map((script) => scriptBuildOptionsFor(script, 'dist')))) {
+for (const options of await scriptsBuildOptions('dist')) {
   const result = await build({ ...options, write: false, metafile: true });
   const output = Object.values(result.metafile.outputs)[0];
   const groups = new Map();

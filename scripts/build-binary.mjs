@@ -70,7 +70,7 @@ function placement(image, cache) {
 
 /** The blob from the assets, injected into a copy of this node binary. */
 async function buildExecutable() {
-  // The main script is a few lines: V8's code cache for it would save nothing.
+  // The main script is the loader, a few hundred lines run once: V8's code cache for it would save next to nothing.
   writeFileSync(
     seaConfig,
     `${JSON.stringify({ main: join(root, 'scripts/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,

@@ -16,7 +16,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { assets, nodeBundle, root, SCRIPTS, scriptBuildOptionsFor, VIZ_FILE } from './bundle.mjs';
+import { assets, moduleInputs, nodeBundle, root, SCRIPTS, scriptsBuildOptions, VIZ_FILE } from './bundle.mjs';
 import { buildNativeAddons } from './build-native.mjs';
 
 // BOOTSTATE_DIST: another output directory (scripts/build-binary.mjs passes its own).
@@ -25,12 +25,9 @@ mkdirSync(dist, { recursive: true });
 buildNativeAddons();
 // Wrapped as a function for vm.Script, like Node wraps a CommonJS module.
 const wrapper = { banner: { js: '(function (exports, require, module, __filename, __dirname) {' }, footer: { js: '})' } };
-const scripts = await Promise.all(SCRIPTS.map((script) => scriptBuildOptionsFor(script, dist)));
+const scripts = await scriptsBuildOptions(dist);
 const inputs = {};
-for (const [index, options] of scripts.entries()) {
-  const result = await build({ ...options, ...wrapper, metafile: true });
-  inputs[SCRIPTS[index]] = Object.keys(Object.values(result.metafile.outputs)[0].inputs).filter((path) => !path.includes(':') && path !== '<stdin>');
-}
+for (const [index, options] of scripts.entries()) inputs[SCRIPTS[index]] = moduleInputs((await build({ ...options, ...wrapper, metafile: true })).metafile);
 // The run script must use the provision script's modules, never copies: a second http.ts would be a second set of
 // connections that closeAll() does not close, a second marker store, a second of each.
 const copied = inputs.run.filter((path) => inputs.provision.includes(path));

@@ -171,10 +171,6 @@ const PROVISION_RUN = 'src/provision-run.ts';
 /** The file name of a script in dist/ and among the SEA's assets. */
 export const scriptFile = (script) => (script === 'cli' ? 'bootstate.bundle.js' : `bootstate-${script}.bundle.js`);
 
-/** esbuild options for script `script`, written to `dir`. */
-export const scriptBuildOptions = (script, dir) =>
-  script === 'cli' ? cliScriptOptions(join(dir, scriptFile(script))) : onDemandScriptOptions(script, join(dir, scriptFile(script)));
-
 /** Dynamic imports of modules another script holds stay out of `script` and load through the loader. */
 function otherScriptsApart(script) {
   const owners = new Map(Object.entries(scriptModules()).flatMap(([owner, paths]) => paths.map((path) => [path, owner])));
@@ -196,7 +192,7 @@ function otherScriptsApart(script) {
 function scriptOptions(script, outfile, plugins) {
   return {
     ...nodeBundle(outfile),
-    // Input paths in metafiles relative to the repository root, as sharedModules() and the loader's names are.
+    // Input paths in metafiles relative to the repository root, as the loader's names of modules are.
     absWorkingDir: root,
     define: { __BOOTSTATE_BUNDLED__: 'true' },
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
@@ -215,20 +211,13 @@ export function cliScriptOptions(outfile) {
   };
 }
 
-/**
- * The modules of script `whole` (paths from the repository root): the modules of its own build, its part left out.
- * Its part's imports of these are the whole script's modules (sharedWithWhole), which it exports one function each.
- */
-async function modulesOf(whole) {
-  const part = Object.keys(PART_OF).find((name) => PART_OF[name] === whole);
-  const options = onDemandScriptOptions(whole, join(root, 'dist', scriptFile(whole)), []);
-  const result = await esbuildBuild({ ...options, write: false, metafile: true });
-  const inputs = Object.keys(Object.values(result.metafile.outputs)[0].inputs);
-  return inputs.filter((path) => !path.includes(':') && path !== '<stdin>' && !scriptModules()[part].includes(path));
+/** The modules a build's metafile says its one output holds (paths from the repository root; virtual ones left out). */
+export function moduleInputs(metafile) {
+  return Object.keys(Object.values(metafile.outputs)[0].inputs).filter((path) => !path.includes(':') && path !== '<stdin>');
 }
 
 /** In a part's build: an import of a module the whole script holds is that script's module, not a copy. */
-function sharedWithWhole(whole, modules, used = null) {
+function sharedWithWhole(whole, modules, used) {
   const shared = new Set(modules);
   return {
     name: 'bootstate-shared-with-whole',
@@ -239,7 +228,7 @@ function sharedWithWhole(whole, modules, used = null) {
         if (resolved.errors.length > 0 || resolved.external || resolved.namespace !== 'file') return undefined;
         const path = relative(root, resolved.path);
         if (!shared.has(path)) return undefined;
-        used?.add(path);
+        used.add(path);
         return { path: `${SCRIPT_PREFIX}${whole}/${path}`, external: true };
       });
     },
@@ -247,24 +236,22 @@ function sharedWithWhole(whole, modules, used = null) {
 }
 
 /**
- * The whole script's modules that its part imports: the whole script exports exactly these. Exporting all of them
- * would keep whole every module they are in (a package's index included), where the bundle now keeps only what is used.
+ * esbuild options for every script of SCRIPTS, in that order, written to `dir`. The part (run) imports the modules
+ * its whole script (provision) holds from it, and the whole script exports exactly those: exporting all of its
+ * modules would keep whole every module they are in (a package's index included), where the bundle keeps only what
+ * is used. Finding them takes one build of each without output.
  */
-async function sharedBy(part) {
+export async function scriptsBuildOptions(dir) {
+  const [part, whole] = Object.entries(PART_OF)[0];
+  const wholeAlone = await esbuildBuild({ ...onDemandScriptOptions(whole, join(dir, scriptFile(whole))), write: false, metafile: true });
   const used = new Set();
-  const whole = PART_OF[part];
-  const options = onDemandScriptOptions(part, join(root, 'dist', scriptFile(part)), [], [sharedWithWhole(whole, await modulesOf(whole), used)]);
-  await esbuildBuild({ ...options, write: false });
-  return [...used].sort();
-}
-
-/** esbuild options for script `script`, for a build that has to know another script's modules first (a part's). */
-export async function scriptBuildOptionsFor(script, dir) {
-  const whole = PART_OF[script];
-  const wholeOf = Object.keys(PART_OF).find((part) => PART_OF[part] === script);
-  if (whole) return onDemandScriptOptions(script, join(dir, scriptFile(script)), [], [sharedWithWhole(whole, await modulesOf(whole))]);
-  if (wholeOf) return onDemandScriptOptions(script, join(dir, scriptFile(script)), await sharedBy(wholeOf));
-  return scriptBuildOptions(script, dir);
+  const partOptions = onDemandScriptOptions(part, join(dir, scriptFile(part)), [], [sharedWithWhole(whole, moduleInputs(wholeAlone.metafile), used)]);
+  await esbuildBuild({ ...partOptions, write: false });
+  return SCRIPTS.map((script) => {
+    if (script === part) return partOptions;
+    if (script === whole) return onDemandScriptOptions(script, join(dir, scriptFile(script)), [...used].sort());
+    return script === 'cli' ? cliScriptOptions(join(dir, scriptFile(script))) : onDemandScriptOptions(script, join(dir, scriptFile(script)));
+  });
 }
 
 /** esbuild options for one of the scripts loaded on demand (`provision`, `commands`); Graphviz stays in its own file. */
