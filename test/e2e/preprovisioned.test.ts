@@ -56,7 +56,9 @@ describe.skipIf(!canSandbox)('a pre-provisioned VM in namespaces, with the defau
     assertNamespaces();
     claimed = withVm('claimed', 'pps-running', async (vm) => ({ vm, boot: await vm.boot() }));
     rebooted = withVm('reboot', 'pps-running-late', async (vm) => {
-      const first = await vm.boot([], { terminateWhen: `ls ${DATA_DIR}/*.waiting-for-reuse >/dev/null 2>&1` });
+      // SIGTERM once the chart is in `waiting`, which the run journal records as the macrostep happens: the marker
+      // file alone appears before it is durable, while the chart is still in `markingWaiting`.
+      const first = await vm.boot([], { terminateWhen: `grep -qs '"waiting":' ${DATA_DIR}/runs/*.jsonl` });
       const afterFirst = { kinds: await vm.reportKinds(), markers: await markers(vm), passwd: await file(vm, '/etc/passwd') };
       const second = await vm.boot();
       return { vm, first, second, afterFirst };
