@@ -243,21 +243,13 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
-    /**
-     * The media cannot change the plan: password logins off (so no password), IMDS names neither a pool type nor
-     * custom data (which only the media would carry), and media already read names no pool type.
-     */
-    passwordLoginsOff: ({ context }, params: { metadata: InstanceMetadata }) =>
-      params.metadata.disablePasswordAuthentication &&
-      normalizePpsType(params.metadata.ppsType) === 'None' &&
-      !params.metadata.hasCustomData &&
-      normalizePpsType(context.media?.ppsType) === 'None',
   },
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
     imdsTotalTimeout: ({ context }) => seconds(context.config.imds.total_retry_timeout_secs),
     /** Local work has a deadline too: a hung file system or command must not hold the first boot forever. */
     osTimeout: ({ context }) => seconds(context.config.os.timeout_secs),
+    mediaTimeout: ({ context }) => seconds(context.config.provisioning_media.timeout_secs),
     hostnamePublishTimeout: ({ context }) => seconds(context.config.hostname_publishing.timeout_secs),
     /** Once terminating, retries come quickly so one more attempt fits the short budget. */
     wireserverRetryInterval: ({ context }) =>
@@ -301,6 +293,13 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       warnings: ({ context }) => [
         ...context.warnings,
         `hostname not published: no answer within ${context.config.hostname_publishing.timeout_secs} s`,
+      ],
+    }),
+    /** Read no further: the plan is made without the media, and the warning says so. */
+    recordMediaAbandoned: assign({
+      warnings: ({ context }) => [
+        ...context.warnings,
+        `provisioning media: not read within ${context.config.provisioning_media.timeout_secs} s; provisioning goes on without it`,
       ],
     }),
     recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
@@ -473,22 +472,10 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                             id: 'imds',
                             src: 'fetchMetadata',
                             input: ({ context }) => ({ config: context.config }),
-                            onDone: [
-                              {
-                                // With password logins off Azure sends no password, and IMDS answered everything
-                                // else: the media cannot change the plan, so its read is not waited for.
-                                guard: { type: 'passwordLoginsOff', params: ({ event }) => ({ metadata: event.output }) },
-                                target: '#provisioning.provisioning.work.validating',
-                                actions: [
-                                  assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
-                                  assign({ plan: ({ context }) => planFrom(context) }),
-                                ],
-                              },
-                              {
-                                target: '#provisioning.provisioning.work.gathering.imds.fetched',
-                                actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
-                              },
-                            ],
+                            onDone: {
+                              target: '#provisioning.provisioning.work.gathering.imds.fetched',
+                              actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }),
+                            },
                             onError: [
                               {
                                 guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
@@ -510,10 +497,14 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                     timedOut: { type: 'final' },
                   },
                 },
+                // The media is always waited for: besides the password it carries pool flags and CustomData, which
+                // IMDS may not mention, so an answer that arrives second must change the plan as one that arrives
+                // first would. Its own short deadline keeps a wedged device from holding the run.
                 media: {
                   initial: 'reading',
                   states: {
                     reading: {
+                      after: { mediaTimeout: { target: 'abandoned', actions: 'recordMediaAbandoned' } },
                       invoke: {
                         id: 'media',
                         src: 'readMedia',
@@ -530,6 +521,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                     },
                     read: { type: 'final' },
                     unreadable: { type: 'final' },
+                    abandoned: { type: 'final' },
                   },
                 },
               },

@@ -45,6 +45,7 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'password_provisioners.backends': 'Ways to set or lock the admin password, tried in order until one works.',
   'os.timeout_secs': 'Longest the metadata checks, and then the OS changes, may each take before the run fails (operation timed out).',
   'provisioning_media.enable': 'Read ovf-env.xml from the provisioning media (the CD-ROM Azure attaches) if present.',
+  'provisioning_media.timeout_secs': 'Longest the media read may take; the run always waits for it (it can carry pool flags and custom data), and past this it goes on without it, with a warning.',
   'telemetry.kvp': 'Write telemetry and the health report to Hyper-V KVP so the host can read them.',
   'telemetry.kvp_dir': 'Directory of the KVP pool files.',
   'telemetry.kvp_pool': 'KVP pool number written to (1 = guest to host, what the host reads).',

@@ -60,6 +60,8 @@ export interface OsConfig {
 
 export interface ProvisioningMediaConfig {
   enable: boolean;
+  /** Longest the media read may take; past it the plan is made without the media, with a warning. */
+  timeout_secs: number;
 }
 
 export interface TelemetryConfig {
@@ -172,7 +174,7 @@ export const DEFAULT_CONFIG: Config = {
   },
   password_provisioners: { backends: ['passwd'] },
   os: { timeout_secs: 300 },
-  provisioning_media: { enable: true },
+  provisioning_media: { enable: true, timeout_secs: 30 },
   telemetry: { kvp: true, kvp_dir: '/var/lib/hyperv', kvp_pool: 1, kvp_level: 'info' },
   monitor: {
     health_service_port: 80,

@@ -70,7 +70,7 @@ const sections = {
   }),
   password_provisioners: backends,
   os: v.strictObject({ timeout_secs: positiveSecs }),
-  provisioning_media: v.strictObject({ enable: v.boolean() }),
+  provisioning_media: v.strictObject({ enable: v.boolean(), timeout_secs: positiveSecs }),
   telemetry: v.strictObject({
     kvp: v.boolean(),
     kvp_dir: absolutePath,

@@ -21,7 +21,6 @@ export const GUARD_WORDS: Record<string, string> = {
   poolRunning: 'pool VM',
   poolAfterClaim: 'pool VM after claim',
   havePlan: 'plan made',
-  passwordLoginsOff: 'media not needed',
 };
 
 /** A guard's name in words. */

@@ -89,7 +89,7 @@ export async function readProvisioningMedia(options: MediaOptions): Promise<Medi
     }
     // The XML parser loads only when there is a document to parse, not with the rest of the program at start-up.
     const { parseOvfEnv } = await import('./ovf.js');
-    // The chart stops waiting for the media once IMDS has answered with password logins off; a read that
+    // The chart stops waiting for the media at its deadline or when the run is terminated; a read that
     // finishes after that must not put a password into the store.
     options.signal?.throwIfAborted();
     try {

@@ -167,8 +167,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     setup: (ctx) => ctx.fabric.setImds({ status: 503 }),
   },
   'provisioning.work.gathering.imds.fetched': {
-    transient:
-      'entered only when IMDS allows password logins; the crash runs\' IMDS document disables them, so its answer goes straight on to validating',
+    transient: 'final region state: the media region is already final, so IMDS\'s answer leaves gathering in the same macrostep',
   },
   'provisioning.work.gathering.imds.failed': {
     transient: 'final region state: the media region is already final, so a non-retryable IMDS error leaves gathering in the same macrostep',
@@ -181,6 +180,9 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'provisioning.work.gathering.media.read': imdsGate,
   'provisioning.work.gathering.media.unreadable': {
     transient: 'only entered when the media reader throws; with media disabled (dry run) it returns null and never throws',
+  },
+  'provisioning.work.gathering.media.abandoned': {
+    transient: 'only entered when the media read outlasts provisioning_media.timeout_secs; with media disabled (dry run) it returns at once',
   },
   'provisioning.work.validating': poller,
   'provisioning.work.configuringOs': poller,

@@ -56,7 +56,7 @@ it('provisions with one build of the chart, the one it runs, and none at import'
       imds: { ...config.imds, endpoint: imdsUrl, retry_interval_secs: 0.1, total_retry_timeout_secs: 10 },
       wireserver: { ...config.wireserver, health_endpoint: healthUrl, retry_interval_secs: 0.1, total_retry_timeout_secs: 10 },
       ssh: { ...config.ssh, query_sshd_config: false },
-      provisioning_media: { enable: false },
+      provisioning_media: { ...config.provisioning_media, enable: false },
       telemetry: { ...config.telemetry, kvp_dir: join(dir, 'var/lib/hyperv') },
       data_dir: { path: join(dir, 'var/lib/bootstate') },
       log_path: { path: join(dir, 'var/log/bootstate.log') },

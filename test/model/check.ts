@@ -36,7 +36,8 @@ export function describeGate(gate: Gate): string {
   if (PLAN_IDS.has(gate.id)) {
     const plan = input?.plan;
     const described = `${gate.id} ${describePlan(plan && { ...plan, sshKeys: plan.sshKeys?.length })}`;
-    return gate.id === 'validate' ? `${described} media-failure=${describeFailure(seenFailure(input?.mediaFailure))}` : described;
+    const customData = `custom-data=${plan?.hasCustomData ?? false}/${plan?.customDataFound ?? false}`;
+    return gate.id === 'validate' ? `${described} media-failure=${describeFailure(seenFailure(input?.mediaFailure))} ${customData}` : described;
   }
   if (MARKER_IDS.has(gate.id)) return `${gate.id} vm=${input?.vmId}`;
   if (gate.id === 'media') return input?.claimed ? 'media claimed' : 'media';

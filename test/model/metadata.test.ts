@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
 import { pastMarker, startRun, throughOs } from './harness.js';
-import { METADATA, METADATA_PASSWORD_LOGINS, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, TEST_CONFIG, VM_ID } from './support.js';
+import { MEDIA_CUSTOM_DATA, MEDIA_POOL_RUNNING, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, METADATA, METADATA_PASSWORD_LOGINS, TEST_CONFIG, VM_ID } from './support.js';
 
 const IMDS_TOTAL_MS = TEST_CONFIG.imds.total_retry_timeout_secs * 1000;
 const IMDS_RETRY_MS = TEST_CONFIG.imds.retry_interval_secs * 1000;
@@ -18,9 +18,8 @@ describe('instance metadata', () => {
     expect(inFlight.signal.aborted).toBe(false);
     await run.advance(1);
     expect(inFlight.signal.aborted).toBe(true);
-    expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'timedOut' } } } })).toBe(true);
 
-    await run.resolve('media', null);
+    // The media read gave up first, at its own deadline: the IMDS failure is the reason.
     const { failure } = run.pending('failureReport').input;
     expect(failure).toMatchObject({ code: 'TIMEOUT', reason: 'operation timed out' });
     expect(failure.data).toContainEqual(['last_error', 'http status error']);
@@ -89,14 +88,41 @@ describe('instance metadata', () => {
     expect(run.pending('failureReport').input.failure).toMatchObject({ code: 'USERNAME_UNKNOWN', reason: 'failed to determine username' });
   });
 
-  it('IMDS with password logins off goes on to validation without waiting for the media, whose read is aborted', async () => {
+  it('IMDS with password logins off still waits for the media: a pool flag there makes it a pool VM', async () => {
     const run = startRun();
     await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
     const media = run.pending('media');
     await run.resolve('imds', METADATA);
 
+    expect(media.signal.aborted).toBe(false);
+    expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'fetched', media: 'reading' } } } })).toBe(true);
+    expect(run.gates.some((g) => g.id === 'validate')).toBe(false);
+    await run.resolve('media', MEDIA_POOL_RUNNING);
+    expect(run.gates.some((g) => g.id === 'validate')).toBe(false);
+    expect(run.pending('poolReadyReport').input).toMatchObject({ health: 'Ready', ppsType: 'Running' });
+  });
+
+  it('CustomData on the media reaches the plan though IMDS does not say hasCustomData', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.resolve('imds', METADATA);
+    await run.resolve('media', MEDIA_CUSTOM_DATA);
+    expect(run.pending('validate').input.plan).toMatchObject({ source: 'imds', username: 'azureuser', hasCustomData: false, customDataFound: true });
+  });
+
+  it('the media read has its own deadline: then a warning, and the plan is made from IMDS alone', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const media = run.pending('media');
+    await run.resolve('imds', METADATA);
+    await run.advance(TEST_CONFIG.provisioning_media.timeout_secs * 1000 - 1);
+    expect(media.signal.aborted).toBe(false);
+    await run.advance(1);
     expect(media.signal.aborted).toBe(true);
-    expect(run.pending('validate').input.plan).toMatchObject({ source: 'imds', username: 'azureuser', passwordAuthentication: false, passwordProvided: false });
+    expect(run.pending('validate').input.plan).toMatchObject({ source: 'imds', username: 'azureuser', passwordProvided: false, customDataFound: false });
+    expect(run.actor.getSnapshot().context.warnings).toContain(
+      `provisioning media: not read within ${TEST_CONFIG.provisioning_media.timeout_secs} s; provisioning goes on without it`,
+    );
   });
 
   it('IMDS with password logins on waits for the media, which may carry the password', async () => {

@@ -5,8 +5,8 @@
  * forgets a config failure never offers "VM id read" from a failed config).
  *
  * The parallel parts are bounded as in the chart's model (`mayMove` in support.ts): the InProgress report moves
- * only at the start of the work, media before IMDS (except IMDS's first answer, which may come first: with
- * password logins off it ends the media read), the OS lanes one after the other, nothing while InProgress backs
+ * only at the start of the work, media before IMDS (except IMDS's first answer, which may come first, so both
+ * orders of arrival are walked), the OS lanes one after the other, nothing while InProgress backs
  * off; of the clock, only the next deadline or retry is offered; SIGTERM once per phase of the work. A config that
  * leaves steps out is played straight (first payloads, no failures): it changes only which OS steps start. Pool
  * VMs' paths come from IMDS or media naming a pool type and from the waiting-for-reuse marker.
@@ -14,6 +14,7 @@
 import type { ModelEvent } from './support.js';
 import {
   errorFor,
+  MEDIA_CUSTOM_DATA,
   MEDIA_CUSTOMER,
   MEDIA_POOL_OS_DISK,
   MEDIA_POOL_RUNNING,
@@ -47,7 +48,7 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
     case 'imds':
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_CUSTOM_DATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, METADATA_POOL_UNKNOWN];
     case 'media':
-      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_POOL_RUNNING, MEDIA_POOL_OS_DISK];
+      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_CUSTOM_DATA, MEDIA_POOL_RUNNING, MEDIA_POOL_OS_DISK];
     case 'reprovision':
       return [MEDIA_CUSTOMER];
     case 'validate': {

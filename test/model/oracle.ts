@@ -9,8 +9,10 @@
  * - config, VM id, marker run one after the other; a config failure is reported once the VM id is known.
  * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision.
  * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media.
- * - an IMDS answer with password logins off ends gathering at once: Azure sends no password then, so the media
- *   cannot change the plan and a read still running is abandoned.
+ * - gathering ends when both IMDS and the media are over, in whichever order they answer: the media's pool flags,
+ *   CustomData and password are inputs of the plan even when IMDS names none of them. The media read has its own
+ *   deadline (`[provisioning_media] timeout_secs`): then a warning "provisioning media: not read within N s; …"
+ *   and the plan is made without it.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ sshd,
  *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
  * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
@@ -81,6 +83,7 @@ export class ProvisioningOracle {
   private lastImdsError: string | undefined;
   private metadata: InstanceMetadata | null = null;
   private mediaReading = false;
+  private mediaDeadline = 0;
   private mediaFailure: SeenFailure | null = null;
   private media: MediaMetadata | null = null;
   private stage: 'gathering' | 'validating' | 'os' = 'gathering';
@@ -169,7 +172,8 @@ export class ProvisioningOracle {
     if (this.inProgress === 'backoff') return [];
     return live.filter((id) => {
       if (id === 'inProgressReport') return atStart;
-      // IMDS may answer before the media only on its first attempt: enough to tell the shortcut past the media.
+      // IMDS may answer before the media only on its first attempt: both orders of arrival on every path's first
+      // answers, without multiplying the retries' interleavings (arrival-order.test.ts plays every pair both ways).
       if (id === 'imds') return !this.mediaReading || this.lastImdsError === undefined;
       if (this.stage === 'os') {
         const lane = this.lanes.findIndex((l) => l[0] === id);
@@ -252,7 +256,6 @@ export class ProvisioningOracle {
         this.metadata = output as InstanceMetadata;
         this.imdsFailure = null;
         this.imds = 'over';
-        if (this.mediaCannotMatter()) this.mediaReading = false;
         return this.gathered();
       case 'media':
         this.media = output as MediaMetadata | null;
@@ -331,9 +334,8 @@ export class ProvisioningOracle {
       case 'media': {
         this.warnings.push(`provisioning media: ${reasonOf(error)}`);
         this.mediaReading = false;
-        const failure = seen(error);
-        // Media that is there but unusable is the reason of a run that needed it (IMDS gave nothing).
-        if (failure.code === 'OVF_INVALID' || failure.code === 'PASSWORD_TOO_LONG') this.mediaFailure = failure;
+        // Validation is told why the media failed; only media that is there but unusable fails a run that needed it.
+        this.mediaFailure = seen(error);
         return this.gathered();
       }
       case 'readyReport':
@@ -425,6 +427,16 @@ export class ProvisioningOracle {
         });
         if (this.imds === 'backoff') timers.push({ at: this.imdsRetryAt, fire: () => ((this.imds = 'requesting'), this.start('imds')) });
       }
+      if (this.stage === 'gathering' && this.mediaReading) {
+        timers.push({
+          at: this.mediaDeadline,
+          fire: () => {
+            this.warnings.push(`provisioning media: not read within ${this.config.provisioning_media.timeout_secs} s; provisioning goes on without it`);
+            this.mediaReading = false;
+            this.gathered();
+          },
+        });
+      }
       if (this.stage === 'os' && this.lanes.some((l) => l[0] === 'hostnamePublish')) {
         timers.push({
           at: this.publishDeadline,
@@ -467,13 +479,8 @@ export class ProvisioningOracle {
     this.imdsDeadline = this.now + this.config.imds.total_retry_timeout_secs * 1000;
     this.start('imds');
     this.mediaReading = true;
+    this.mediaDeadline = this.now + this.config.provisioning_media.timeout_secs * 1000;
     this.start('media', this.claim ? 'claimed' : '');
-  }
-
-  /** IMDS answered with password logins off and names neither a pool type nor custom data, nor did media read so far. */
-  private mediaCannotMatter(): boolean {
-    const m = this.metadata!;
-    return m.disablePasswordAuthentication && canonicalPpsType(m.ppsType) === 'None' && !m.hasCustomData && canonicalPpsType(this.media?.ppsType) === 'None';
   }
 
   private skipped(id: string): boolean {
@@ -548,14 +555,17 @@ export class ProvisioningOracle {
     if (!plan) {
       const imds = this.imdsFailure ?? { code: 'IMDS_FAILED' as const };
       // The chart appends the IMDS failure's data to the media's, so its phase and last error carry over.
-      if (this.mediaFailure) this.failure = { ...imds, code: this.mediaFailure.code };
+      const unusable = this.mediaFailure?.code === 'OVF_INVALID' || this.mediaFailure?.code === 'PASSWORD_TOO_LONG';
+      // Media that is there but unusable is the reason of a run that needed it (IMDS gave nothing).
+      if (unusable) this.failure = { ...imds, code: this.mediaFailure!.code };
       else this.failure = this.media && !this.media.username ? { ...imds, code: 'USERNAME_UNKNOWN' } : imds;
       return this.reportFailure();
     }
     this.stage = 'validating';
     this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
     // Validation is told why the media was unusable: it decides whether that fails the run.
-    this.start('validate', `${describePlan(plan)} media-failure=${describeFailure(this.mediaFailure)}`);
+    const customData = `custom-data=${this.metadata?.hasCustomData ?? false}/${(this.claim ?? this.media)?.customDataPresent ?? false}`;
+    this.start('validate', `${describePlan(plan)} media-failure=${describeFailure(this.mediaFailure)} ${customData}`);
   }
 
   private reportReady() {

@@ -7,6 +7,7 @@ async function toUserCreated() {
   const run = startRun();
   await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
   await run.resolve('imds', METADATA);
+  await run.resolve('media', null);
   await run.resolve('validate', run.pending('validate').input.plan);
   await run.resolve('user');
   return run;

@@ -12,11 +12,12 @@ import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health, type Prov
 export type ModelEvent = EventObject & { output?: unknown; error?: unknown; to?: number };
 
 /**
- * A config whose delays are all distinct (imds retry 2 s, imds total 30 s, wireserver retry 1 s, wireserver
- * total 60 s, failure report on SIGTERM 1.5 s), so no two timers of one path are ever due at the same instant.
+ * A config whose delays are all distinct (imds retry 2 s, imds total 30 s, media 25.5 s, wireserver retry 1 s,
+ * wireserver total 60 s, failure report on SIGTERM 1.5 s), so no two timers of one path are ever due at the same instant.
  */
 export const TEST_CONFIG: Config = {
   ...DEFAULT_CONFIG,
+  provisioning_media: { ...DEFAULT_CONFIG.provisioning_media, timeout_secs: 25.5 },
   imds: { ...DEFAULT_CONFIG.imds, retry_interval_secs: 2, total_retry_timeout_secs: 30 },
   wireserver: { ...DEFAULT_CONFIG.wireserver, retry_interval_secs: 1, total_retry_timeout_secs: 60 },
 };
@@ -60,7 +61,7 @@ export const MEDIA_WITH_USERNAME: MediaMetadata = {
 
 export const MEDIA_WITHOUT_USERNAME: MediaMetadata = { ...MEDIA_WITH_USERNAME, username: null, hostname: null };
 
-/** IMDS with password logins off that says custom data was given: only the media carries it, so the read is awaited. */
+/** IMDS with password logins off that says custom data was given: only the media carries it. */
 export const METADATA_CUSTOM_DATA: InstanceMetadata = { ...METADATA, hasCustomData: true };
 
 /** A pool type this agent has never heard of: refused like Savable, the report naming it as given. */
@@ -73,6 +74,9 @@ export const METADATA_POOL_SAVABLE: InstanceMetadata = { ...METADATA_POOL_RUNNIN
 /** Media naming a pool type: Running (as `PreprovisionedVm=true` does), and one this agent cannot serve. */
 export const MEDIA_POOL_RUNNING: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, ppsType: 'Running' };
 export const MEDIA_POOL_OS_DISK: MediaMetadata = { ...MEDIA_WITH_USERNAME, ppsType: 'PreprovisionedOSDisk' };
+
+/** Media carrying CustomData (IMDS need not say `hasCustomData`) but no identity: IMDS's plan, the media's user data. */
+export const MEDIA_CUSTOM_DATA: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, passwordProvided: false, customDataPresent: true };
 
 /** The customer's ovf-env.xml, as `reprovisiondata` delivers it once the pool VM is claimed. */
 export const MEDIA_CUSTOMER: MediaMetadata = {
@@ -250,8 +254,8 @@ const under = (node: AnyStateNode, path: string) => node.path.join('.') === path
 
 /** Regions of a parallel state that move one after the other: each waits for the previous ones to be final. */
 const SEQUENTIAL_REGIONS: Record<string, string[]> = {
-  // IMDS first, so an answer with password logins off leaves gathering while the media read is still running.
-  'provisioning.work.gathering': ['imds', 'media'],
+  // The media before IMDS on the chart's own paths; the oracle's paths and arrival-order.test.ts take both orders.
+  'provisioning.work.gathering': ['media', 'imds'],
   'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'customData'],
   'provisioning.work.configuringOs.account.credentials': ['password', 'sshKeys'],
 };
