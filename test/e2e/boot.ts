@@ -6,8 +6,8 @@
  * the agent exits, in the same namespace.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { existsSync, realpathSync } from 'node:fs';
+import { chmod, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { run } from '../../src/os/exec.js';
@@ -29,6 +29,8 @@ const SHIM = `#!/bin/sh
 me=$(basename "$0"); dir=$(dirname "$0")
 format='%s'; for a in "$@"; do format="$format\\\\0%s"; done
 printf "$format\\\\n" "$me" "$@" >> "$dir/../argv.log"
+# A test makes the media read slow (so IMDS answers first) by writing the seconds to wait into mount-delay.
+if [ "$me" = mount ] && [ -e "$dir/../mount-delay" ]; then sleep "$(cat "$dir/../mount-delay")"; fi
 IFS=:; for p in $PATH; do
   [ "$p" = "$dir" ] && continue
   if [ -x "$p/$me" ]; then unset IFS; exec "$p/$me" "$@"; fi
@@ -48,6 +50,8 @@ export interface BootResult {
 export interface VmOptions extends SandboxOptions {
   /** Fabric scenario from src/fabric/scenarios.ts. */
   scenario?: string;
+  /** Every IMDS answer waits this long first (so the provisioning media is read before IMDS answers). */
+  imdsDelayMs?: number;
 }
 
 export interface Vm {
@@ -85,7 +89,7 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
       await chmod(path.join(shims, command), 0o755);
     }
     netns = await createNetns(name);
-    fabric = await startFabric(netns.name, options.scenario ?? 'happy', record);
+    fabric = await startFabric(netns.name, options.scenario ?? 'happy', record, undefined, options.imdsDelayMs);
   } catch (error) {
     fabric?.kill('SIGKILL');
     await netns?.delete();
@@ -138,11 +142,12 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
  * Starts serve.ts inside `netns` on 169.254.169.254:80 and 168.63.129.16:80/32526; resolves once it listens.
  * `imdsDoc` is a file with the IMDS document to serve instead of the scenario's.
  */
-export async function startFabric(netns: string, scenario: string, record: string, imdsDoc?: string): Promise<ChildProcess> {
+export async function startFabric(netns: string, scenario: string, record: string, imdsDoc?: string, imdsDelayMs?: number): Promise<ChildProcess> {
   const argv = [
     'ip', 'netns', 'exec', netns, process.execPath, '--import', 'tsx', SERVE,
     '--imds', '169.254.169.254:80', '--wireserver', '168.63.129.16:80', '--host-plugin', '168.63.129.16:32526',
     '--record', record, '--scenario', scenario, ...(imdsDoc ? ['--imds-doc', imdsDoc] : []),
+    ...(imdsDelayMs ? ['--imds-delay-ms', String(imdsDelayMs)] : []),
   ];
   const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
@@ -177,11 +182,22 @@ export async function stopProcess(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-/** Attaches `image` read-only to a free loop device; returns its path and a detach function. */
-export async function attachLoop(image: string): Promise<{ device: string; detach(): Promise<void> }> {
+/**
+ * Attaches `image` read-only to a free loop device and shows it to `sandbox` alone (an entry in its
+ * /sys/class/block, see ns.ts); returns its path and a detach function.
+ */
+export async function attachLoop(image: string, sandbox: Sandbox): Promise<{ device: string; detach(): Promise<void> }> {
   const result = await run(['losetup', '--find', '--show', '--read-only', image]);
   const device = result.stdout.trim();
-  return { device, detach: async () => void (await run(['losetup', '-d', device], { allowFailure: true })) };
+  const entry = sandbox.hostPath(`/sys/class/block/${path.basename(device)}`);
+  await symlink(realpathSync(`/sys/class/block/${path.basename(device)}`), entry);
+  return {
+    device,
+    detach: async () => {
+      await rm(entry, { force: true });
+      await run(['losetup', '-d', device], { allowFailure: true });
+    },
+  };
 }
 
 /** Loop devices and their backing files, e.g. `['/dev/loop0 /tmp/x/ovf.iso']`. */

@@ -259,7 +259,7 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
         await writeFile(path.join(content, 'ovf-env.xml'), ovfEnv({ username: 'mediauser', hostname: 'from-media', password: MEDIA_PASSWORD, key }));
         const iso = path.join(vm.sandbox.root, `${PREFIX}-ovf.iso`);
         execFileSync('xorriso', ['-as', 'mkisofs', '-quiet', '-V', 'rd_rdfe_stable', '-o', iso, content], { stdio: 'pipe' });
-        const loop = await attachLoop(iso);
+        const loop = await attachLoop(iso, vm.sandbox);
         loops.push(loop.detach);
         try {
           return { vm, boot: await vm.boot(), device: loop.device, key };

@@ -62,7 +62,8 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   assertNamespaces();
   const root = await mkdtemp(path.join(tmpdir(), 'bootstate-sandbox-'));
   const at = (p: string) => path.join(root, p);
-  for (const dir of ['etc/ssh/sshd_config.d', 'etc/sudoers.d', 'home', 'var/lib', 'var/log', 'run', 'sys/class/dmi/id', 'sys/firmware']) {
+  // sys/class/block lists only this VM's own block devices (none until a test attaches one: attachLoop).
+  for (const dir of ['etc/ssh/sshd_config.d', 'etc/sudoers.d', 'home', 'var/lib', 'var/log', 'run', 'sys/class/dmi/id', 'sys/class/block', 'sys/firmware']) {
     await mkdir(at(dir), { recursive: true });
   }
   for (const item of FROM_HOST) {
@@ -98,11 +99,12 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
 const ENTER = `set -eu
 r=$1; shift
 for d in etc home var/lib var/log run; do mount --bind "$r/$d" "/$d"; done
+# The media probe lists /sys/class/block: a VM sees its own devices there, never the host's disks or drive (on an
+# Azure machine that is the host's own provisioning media) nor another VM's media attached at the same time.
 if [ -e /sys/class/dmi/id/product_uuid ]; then
   mount --bind "$r/sys/class/dmi/id/product_uuid" /sys/class/dmi/id/product_uuid
+  mount --bind "$r/sys/class/block" /sys/class/block
 else
-  # A VM's block devices stay visible under the sandbox's /sys/class (the media probe lists them there).
-  if [ -d /sys/class/block ]; then mkdir -p "$r/sys/class/block" && mount --bind /sys/class/block "$r/sys/class/block"; fi
   mount --rbind "$r/sys/class" /sys/class
 fi
 mount --bind "$r/sys/firmware" /sys/firmware
