@@ -79,6 +79,8 @@ export interface FakeFabric {
   setPreprovisioned(pool: PoolVm): void;
   /** Claims the pool VM now. */
   claim(): void;
+  /** Every IMDS request waits `ms` before its scripted behaviour plays (0: no wait). */
+  delayImds(ms: number): void;
   /** Requests that reached one route, in arrival order. */
   requestsTo(route: RouteName): RecordedRequest[];
   /** Resolves once `count` requests have reached `route`. */
@@ -98,6 +100,7 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
   let document: unknown = options.imdsDocument ?? exampleImdsDocument();
   let pool: { customerDocument: Record<string, any>; customerOvf: string; claimAtPoll?: number } | null = null;
   let claimedOvf: string | null = null;
+  let imdsDelayMs = 0;
   const claim = () => {
     if (!pool) throw new Error('fake fabric: no pool VM to claim (setPreprovisioned first)');
     document = pool.customerDocument;
@@ -142,6 +145,7 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
     if ((recorded.route === 'imds' || recorded.route === 'reprovision') && String(req.headers.metadata).toLowerCase() !== 'true') {
       return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer('imds'), recorded);
     }
+    if (recorded.route === 'imds' && imdsDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, imdsDelayMs));
     await play(res, scripts.get(recorded.route)!.next(), okAnswer(recorded.route), recorded);
   };
 
@@ -188,6 +192,9 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
       };
     },
     claim,
+    delayImds: (ms) => {
+      imdsDelayMs = ms;
+    },
     requestsTo,
     waitForRequests: (route, count, timeoutMs = 10_000) =>
       new Promise((resolve, reject) => {

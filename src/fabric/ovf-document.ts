@@ -14,6 +14,8 @@ export interface OvfDocumentOptions {
   disableSshPasswordAuthentication?: boolean;
   /** `PreprovisionedVMType` value; omitted means nil. */
   ppsType?: string;
+  /** The legacy `PreprovisionedVm` flag; default false. */
+  preprovisionedVm?: boolean;
 }
 
 const escapeXml = (text: string) =>
@@ -49,7 +51,7 @@ ${customData}    </LinuxProvisioningConfigurationSet>
     <wa:Version>1.0</wa:Version>
     <wa:PlatformSettings>
       <wa:ProvisionGuestAgent>true</wa:ProvisionGuestAgent>
-      <wa:PreprovisionedVm>false</wa:PreprovisionedVm>
+      <wa:PreprovisionedVm>${options.preprovisionedVm ?? false}</wa:PreprovisionedVm>
       ${pps}
     </wa:PlatformSettings>
   </wa:PlatformSettingsSection>

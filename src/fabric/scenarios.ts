@@ -25,13 +25,16 @@ function withKeys(keyData: string[]): Record<string, any> {
 export const CUSTOMER_CUSTOM_DATA = Buffer.from('#!/bin/sh\n# custom data of the customer: customdata-e2e-9f3c\necho hello\n');
 export const CUSTOMER_USER_DATA = Buffer.from('#cloud-config\n# user data of the customer: userdata-e2e-4b7d\n');
 
-/** A pool VM claimed at poll `claimAtPoll` by a customer who gave custom data and user data. */
-function claimedPool(fabric: FakeFabric, claimAtPoll: number): void {
+/**
+ * A pool VM claimed at poll `claimAtPoll` by a customer who gave custom data and user data. IMDS names the pool
+ * type `type`; `None` leaves the provisioning media alone to say that this is a pool VM.
+ */
+function claimedPool(fabric: FakeFabric, claimAtPoll: number, type = 'Running'): void {
   const document = customerImdsDocument();
   document.compute.userData = CUSTOMER_USER_DATA.toString('base64');
   document.extended.compute.hasCustomData = true;
   fabric.setPreprovisioned({
-    type: 'Running',
+    type,
     claimAtPoll,
     customerDocument: document,
     customerOvf: ovfDocument({
@@ -69,6 +72,8 @@ export const SCENARIOS = {
   'pps-running': (fabric: FakeFabric) => claimedPool(fabric, 3),
   /** The same pool VM, claimed only at the sixth poll (room for a reboot while it waits). */
   'pps-running-late': (fabric: FakeFabric) => claimedPool(fabric, 6),
+  /** A pool VM that only its provisioning media marks as one (IMDS says ppsType None), claimed at the second poll. */
+  'pps-media-only': (fabric: FakeFabric) => claimedPool(fabric, 2, 'None'),
   /** A pool VM that is never claimed (the agent waits until stopped). */
   'pps-unclaimed': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Running' }),
   /** A pool VM of a type this agent cannot serve. */

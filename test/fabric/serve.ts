@@ -2,7 +2,8 @@
  * Runs the fake fabric as a process, for tests that need it inside a network namespace on the real addresses:
  *
  *   npx tsx test/fabric/serve.ts --imds 169.254.169.254:80 --wireserver 168.63.129.16:80 \
- *     --host-plugin 168.63.129.16:32526 --record /tmp/requests.jsonl [--scenario happy] [--imds-doc FILE]
+ *     --host-plugin 168.63.129.16:32526 --record /tmp/requests.jsonl [--scenario happy] [--imds-doc FILE] \
+ *     [--imds-delay-ms N]
  *
  * Prints one JSON line `{"ready":true,...}` once every service listens, appends each request to the record file
  * as a JSON line, and exits on SIGTERM/SIGINT. `FAKE_FABRIC_SCENARIO` and `FAKE_FABRIC_IMDS_DOC` stand in for
@@ -29,6 +30,8 @@ const { values } = parseArgs({
     record: { type: 'string' },
     scenario: { type: 'string' },
     'imds-doc': { type: 'string' },
+    /** Every IMDS answer waits N ms first, whatever the scenario answers then. */
+    'imds-delay-ms': { type: 'string' },
   },
 });
 
@@ -44,6 +47,7 @@ const fabric = await startFakeFabric({
 });
 applyScenario(fabric, scenario);
 if (docFile) fabric.setImdsDocument(JSON.parse(readFileSync(docFile, 'utf8')));
+if (values['imds-delay-ms']) fabric.delayImds(Number(values['imds-delay-ms']));
 
 process.stdout.write(
   `${JSON.stringify({
