@@ -203,6 +203,7 @@ const PLACEHOLDER_ACTORS = {
   setPassword: placeholder<void, PlanInput>('setPassword'),
   writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
   configureSshd: placeholder<void, PlanInput>('configureSshd'),
+  regenerateHostKeys: placeholder<void, PlanInput>('regenerateHostKeys'),
   markReportPending: placeholder<void, MarkerInput>('markReportPending'),
   markProvisioned: placeholder<void, MarkerInput>('markProvisioned'),
   saveCustomData: placeholder<void, PlanInput>('saveCustomData'),
@@ -599,6 +600,14 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                     done: { type: 'final' },
                   },
                 },
+                // The image's host keys are the captured machine's: this VM gets its own before sshd starts.
+                hostKeys: {
+                  initial: 'regenerating',
+                  states: {
+                    regenerating: osStep('hostKeys', 'regenerateHostKeys', 'done', 'host-keys'),
+                    done: { type: 'final' },
+                  },
+                },
                 customData: {
                   initial: 'saving',
                   states: {
@@ -758,7 +767,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
  */
 function osStep(
   id: string,
-  src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'saveCustomData',
+  src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'regenerateHostKeys' | 'saveCustomData',
   next: string,
   step: StepName,
   skipTo = next,

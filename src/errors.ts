@@ -37,6 +37,7 @@ export const KINDS = {
   SSH_KEYS_FAILED: { reason: 'failed to provision ssh keys', exitCode: EXIT_FAILURE },
   SSHD_CONFIG_FAILED: { reason: 'failed to update sshd config', exitCode: EXIT_FAILURE },
   SUDOERS_FAILED: { reason: 'failed to provision sudoers', exitCode: EXIT_FAILURE },
+  HOST_KEYS_FAILED: { reason: 'failed to regenerate ssh host keys', exitCode: EXIT_FAILURE },
   MARKER_FAILED: { reason: 'failed to write provisioned marker', exitCode: EXIT_FAILURE },
   KVP_FAILED: { reason: 'kvp error', exitCode: EXIT_FAILURE },
   IO: { reason: 'I/O error', exitCode: EXIT_FAILURE },

@@ -106,6 +106,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
       return read;
     },
     secrets,
+    console: (text) => void (options.stdout ?? process.stdout).write(text),
     reporter,
     reports,
     kvp,

@@ -54,6 +54,8 @@ export interface ProvisionOptions {
   steps?: StepSelection;
   /** Where stderr log lines go; default fd 2. */
   stderr?: { write(line: string): unknown };
+  /** Where console text goes (the new host keys' fingerprint block); default fd 1, which the unit copies to the console. */
+  stdout?: { write(text: string): unknown };
   /** `--log-format`: stderr as JSON or text lines (default: text under systemd). */
   logFormat?: LogFormat;
 }

@@ -49,6 +49,8 @@ export interface ProvisioningDeps {
   beforeChart?: { vmId: VmId; marker: MarkerState } | null;
   readMedia(config: Config, secrets: SecretStore, signal: AbortSignal): Promise<MediaMetadata | null>;
   secrets: SecretStore;
+  /** Where text for the console goes (the host keys' fingerprints): the unit's stdout, which systemd copies there. */
+  console(text: string): void;
   reporter: HealthReporter;
   reports: ReportBook;
   kvp: KvpTelemetry | null;
@@ -66,7 +68,7 @@ export const IMDS_HEAD_START_MS = 50;
 /** Builds the `actors` map handed to `createProvisioningMachine`. */
 export function provisioningActors(deps: ProvisioningDeps) {
   const { log } = deps;
-  const step = (name: string, run: (input: PlanInput, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string }>) =>
+  const step = (name: string, run: (input: PlanInput, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string; console?: string }>) =>
     fromPromise<void, PlanInput>(async ({ input, signal }) => {
       const started = Date.now();
       const result = await run(input, signal).catch((error: unknown) => {
@@ -75,6 +77,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
       });
       for (const warning of result.warnings ?? []) log.warn({ step: name, backend: result.backend }, warning);
       log.info({ step: name, backend: result.backend, ms: Date.now() - started }, result.detail ?? `${name} done`);
+      if ('console' in result && result.console) deps.console(result.console);
     });
 
   // The IMDS request is the one Ready waits on. The media read starts in the same step but waits until it has been
@@ -237,6 +240,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
         : Promise.resolve({ backend: 'none', detail: 'sshd configuration disabled by config' }),
     ),
 
+    regenerateHostKeys: step('hostKeys', ({ plan }, signal) => deps.provisioner.regenerateHostKeys(plan.hostname, signal)),
     saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
 
     markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {

@@ -32,7 +32,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       },
       inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
       'log-format': LOG_FORMAT_OPTION,
-      only: { value: 'STEP,…', multiple: true, help: 'run only these OS steps (hostname, user, password, ssh-keys, sshd, custom-data); the run still reports' },
+      only: { value: 'STEP,…', multiple: true, help: 'run only these OS steps (hostname, user, password, ssh-keys, sshd, host-keys, custom-data); the run still reports' },
       skip: { value: 'STEP,…', multiple: true, help: 'leave out these OS steps; the run still reports' },
     },
     run: async ({ values }) => (await import('./provision-command.js')).provisionCommand(values),

@@ -31,6 +31,16 @@ export interface SshConfig {
   reload_sshd: boolean;
 }
 
+/** The VM's own SSH host keys, made on the first boot of a new VM id (src/os/host-keys.ts). */
+export interface HostKeysConfig {
+  /** Replace the image's host keys by new ones. */
+  regenerate: boolean;
+  /** Key types generated. */
+  types: Array<'rsa' | 'ecdsa' | 'ed25519'>;
+  /** Where sshd's host keys live (`ssh_host_<type>_key` and `.pub`). */
+  dir: string;
+}
+
 export interface BackendsConfig {
   backends: string[];
 }
@@ -101,7 +111,7 @@ export interface CustomDataConfig {
 }
 
 /** Names of the OS steps `--only` and `--skip` choose from. */
-export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'custom-data'] as const;
+export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data'] as const;
 export type StepName = (typeof STEP_NAMES)[number];
 
 export interface StepsConfig {
@@ -118,6 +128,7 @@ export interface Config {
   imds: ImdsConfig;
   wireserver: WireserverConfig;
   ssh: SshConfig;
+  host_keys: HostKeysConfig;
   hostname_provisioners: BackendsConfig;
   hostname_publishing: HostnamePublishingConfig;
   user_provisioners: UserProvisionersConfig;
@@ -162,6 +173,7 @@ export const DEFAULT_CONFIG: Config = {
     sshd_config_path: '/etc/ssh/sshd_config',
     reload_sshd: true,
   },
+  host_keys: { regenerate: true, types: ['rsa', 'ecdsa', 'ed25519'], dir: '/etc/ssh' },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
   hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30 },
   user_provisioners: {

@@ -58,6 +58,11 @@ const sections = {
     sshd_config_path: absolutePath,
     reload_sshd: v.boolean(),
   }),
+  host_keys: v.strictObject({
+    regenerate: v.boolean(),
+    types: v.pipe(v.array(v.picklist(['rsa', 'ecdsa', 'ed25519'])), v.minLength(1, 'must name at least one key type')),
+    dir: absolutePath,
+  }),
   hostname_provisioners: backends,
   hostname_publishing: v.strictObject({ enable: v.boolean(), backends: v.array(nonEmpty), timeout_secs: positiveSecs }),
   user_provisioners: v.strictObject({

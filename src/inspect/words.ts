@@ -42,6 +42,7 @@ export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
   password: { done: 'password set', error: 'password failed' },
   sshKeys: { done: 'SSH keys written', error: 'SSH keys failed' },
   sshd: { done: 'sshd configured', error: 'sshd configuration failed' },
+  hostKeys: { done: 'SSH host keys replaced', error: 'SSH host keys failed' },
   pendingMarker: { done: 'report-pending marker written', error: 'report-pending marker failed' },
   readyReport: { done: 'Ready report accepted', error: 'Ready report failed' },
   provisionedMarker: { done: 'provisioned marker written', error: 'provisioned marker failed' },

@@ -19,6 +19,7 @@ import { under } from './paths.js';
 import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
 import { keepKeysSshdAccepts } from './key-policy.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
+import { regenerateHostKeys } from './host-keys.js';
 import { configureSshd, ensureSshdRuntimeDir } from './sshd.js';
 import { writeSudoers } from './sudoers.js';
 import { USER_BACKENDS } from './user.js';
@@ -138,6 +139,12 @@ export class RealProvisioner implements Provisioner {
   /** Writes the sshd drop-in for PasswordAuthentication and checks the effective value. */
   async configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult> {
     return configureSshd(passwordAuthentication, this.config.ssh, this.context, signal);
+  }
+
+  async regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult> {
+    const cfg = this.config.host_keys;
+    if (!cfg.regenerate) return { backend: 'none', detail: 'host key regeneration disabled by config' };
+    return regenerateHostKeys({ dir: cfg.dir, types: cfg.types, hostname: machineHostname(validateHostname(hostname)) }, this.context, signal);
   }
 
   /** The user's passwd entry, or USER_MISSING. */

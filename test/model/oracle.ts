@@ -44,7 +44,7 @@ export { describeFailure, describePlan, expectedPlan, type SeenFailure, type See
 
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
-const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
+const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['hostKeys'], ['customData']];
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
 /** The name `--only`/`--skip` give each OS step; publishing the hostname goes with the hostname. */
@@ -55,6 +55,7 @@ const STEP_OF: Record<string, string> = {
   password: 'password',
   sshKeys: 'ssh-keys',
   sshd: 'sshd',
+  hostKeys: 'host-keys',
   customData: 'custom-data',
 };
 
@@ -602,7 +603,7 @@ export class ProvisioningOracle {
     if (id === 'hostnamePublish') this.publishDeadline = this.now + this.config.hostname_publishing.timeout_secs * 1000;
     const describedDetail =
       detail ??
-      (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)
+      (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys'].includes(id)
         ? describePlan(this.plan)
         : ['marker', 'pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
           ? `vm=${this.vmId}`

@@ -9,7 +9,7 @@ import { BootstateError } from '../../src/errors.js';
 import { pastMarker, startRun, throughOs, type Run } from './harness.js';
 import { MEDIA_CUSTOMER, MEDIA_WITH_USERNAME, METADATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, TEST_CONFIG, VM_ID } from './support.js';
 
-const OS_STEPS = ['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'];
+const OS_STEPS = ['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData'];
 const POLL_MS = TEST_CONFIG.preprovisioning.poll_interval_secs * 1000;
 const notYet = () => new BootstateError('HTTP_STATUS', 'reprovisiondata answered HTTP 404', { data: [['status', '404']], retryable: true });
 const started = (run: Run, ids: string[]) => run.gates.filter((g) => ids.includes(g.id));
@@ -78,7 +78,7 @@ describe('a pre-provisioned VM of type Running', () => {
     const plan = run.pending('validate').input.plan;
     expect(plan).toMatchObject({ username: 'customer', hostname: 'vm-customer', hasCustomData: true, customDataFound: true });
     await throughOs(run);
-    for (const gate of started(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'])) {
+    for (const gate of started(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData'])) {
       expect(gate.input.plan.username).toBe('customer');
     }
     await run.resolve('pendingMarker');
@@ -196,11 +196,12 @@ describe('steps left out with --only / --skip', () => {
     await run.resolve('media', null);
     await run.resolve('imds', METADATA);
     await run.resolve('validate', run.pending('validate').input.plan);
-    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostname', 'sshd']);
+    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname', 'sshd']);
     await run.resolve('hostname');
     await run.resolve('hostnamePublish');
     await run.resolve('sshd');
-    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostname', 'sshd']);
+    await run.resolve('hostKeys');
+    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname', 'sshd']);
     await run.resolve('pendingMarker');
     expect(run.pending('readyReport').input.health).toBe(HEALTH_READY);
     expect(run.gates.filter((g) => g.id === 'inProgressReport')[0]!.input.health).toBe(HEALTH_IN_PROGRESS);

@@ -25,7 +25,7 @@ export const TEST_CONFIG: Config = {
 /** The same config with every OS step left out (`--only` with nothing, or `--skip` of them all). */
 export const TEST_CONFIG_SKIP_ALL: Config = {
   ...TEST_CONFIG,
-  steps: { skip: ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'custom-data'] },
+  steps: { skip: ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data'] },
 };
 
 /** Steps left out on either side of each dependency: the hostname and password run without a user, … */
@@ -116,6 +116,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'sshd':
     case 'pendingMarker':
     case 'provisionedMarker':
+    case 'hostKeys':
     case 'customData':
     case 'poolReadyReport':
     case 'waitingMarker':
@@ -145,6 +146,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   provisionedMarker: 'MARKER_FAILED',
   failureReport: 'HTTP_STATUS',
   kvp: 'KVP_FAILED',
+  hostKeys: 'HOST_KEYS_FAILED',
   customData: 'CUSTOM_DATA_FAILED',
   poolReadyReport: 'HTTP_STATUS',
   waitingMarker: 'MARKER_FAILED',
@@ -256,7 +258,7 @@ const under = (node: AnyStateNode, path: string) => node.path.join('.') === path
 const SEQUENTIAL_REGIONS: Record<string, string[]> = {
   // The media before IMDS on the chart's own paths; the oracle's paths and arrival-order.test.ts take both orders.
   'provisioning.work.gathering': ['media', 'imds'],
-  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'customData'],
+  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'hostKeys', 'customData'],
   'provisioning.work.configuringOs.account.credentials': ['password', 'sshKeys'],
 };
 
