@@ -14,6 +14,7 @@ import { poolType, normalizePpsType, pollErrorKind } from '../src/azure/pps.js';
 import { DEFAULT_CONFIG, type Config, type StepName } from '../src/config/defaults.js';
 import { failure, toFailure, type Failure } from '../src/errors.js';
 import type { MarkerState } from '../src/os/provisioner.js';
+import type { PlatformCheck } from '../src/os/platform.js';
 
 export { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health };
 
@@ -34,7 +35,8 @@ export interface ProvisioningPlan {
 
 export interface ProvisioningOutput {
   /** `waiting-for-reuse`: a pool VM stopped (SIGTERM) while waiting; its next boot resumes the wait. */
-  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'failed';
+  /** `not-on-azure`: the machine is not an Azure VM (src/os/platform.ts); nothing was provisioned or sent. */
+  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'not-on-azure' | 'failed';
   exitCode: number;
   reason?: string;
   code?: string;
@@ -191,6 +193,7 @@ function outputOf(context: ProvisioningContext): ProvisioningOutput {
 const PLACEHOLDER_ACTORS = {
   kvpWriter: fromCallback<KvpEvent>(() => undefined),
   loadConfig: placeholder<Config>('loadConfig'),
+  checkPlatform: placeholder<PlatformCheck, ConfigInput>('checkPlatform'),
   readVmId: placeholder<string>('readVmId'),
   checkMarker: placeholder<MarkerState, MarkerInput>('checkMarker'),
   reportHealth: placeholder<void, ReportInput>('reportHealth'),
@@ -244,6 +247,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
+    notOnAzure: (_, params: { check: PlatformCheck }) => !params.check.onAzure,
   },
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
@@ -295,6 +299,9 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
         ...context.warnings,
         `hostname not published: no answer within ${context.config.hostname_publishing.timeout_secs} s`,
       ],
+    }),
+    recordPlatformUnknown: assign({
+      warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `platform check failed: ${toFailure(params.error).reason}; provisioning goes on`],
     }),
     /** Read no further: the plan is made without the media, and the warning says so. */
     recordMediaAbandoned: assign({
@@ -408,8 +415,22 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       invoke: {
         id: 'config',
         src: 'loadConfig',
-        onDone: { target: 'readingVmId', actions: assign({ config: ({ event }) => event.output }) },
-        onError: { target: 'readingVmId', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+        onDone: { target: 'checkingPlatform', actions: assign({ config: ({ event }) => event.output }) },
+        onError: { target: 'checkingPlatform', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    // Off Azure there is no fabric to provision from or report to: the run ends before the first request.
+    checkingPlatform: {
+      invoke: {
+        id: 'platform',
+        src: 'checkPlatform',
+        input: ({ context }) => ({ config: context.config }),
+        onDone: [
+          { guard: { type: 'notOnAzure', params: ({ event }) => ({ check: event.output }) }, target: 'notOnAzure' },
+          { target: 'readingVmId' },
+        ],
+        // A check that cannot decide must not keep an Azure VM from being provisioned.
+        onError: { target: 'readingVmId', actions: { type: 'recordPlatformUnknown', params: ({ event }) => ({ error: event.error }) } },
       },
     },
     readingVmId: {
@@ -752,6 +773,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     },
     provisioned: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'provisioned', reported: true } } },
     alreadyProvisioned: { type: 'final', entry: { type: 'recordEnd', params: { result: 'already-provisioned', reported: false } } },
+    notOnAzure: { type: 'final', entry: { type: 'recordEnd', params: { result: 'not-on-azure', reported: false } } },
     waitingInterrupted: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'waiting-for-reuse', reported: true } } },
     readyNotAccepted: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'failed', reported: false } } },
     markerNotWritten: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'failed', reported: true } } },

@@ -47,6 +47,7 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'host_keys.regenerate': 'On the first boot of a new VM id, replace the image\'s SSH host keys by new ones and print their fingerprints to the console.',
   'host_keys.types': 'Host key types generated: rsa, ecdsa, ed25519.',
   'host_keys.dir': 'Where sshd\'s host keys live (ssh_host_<type>_key and .pub).',
+  'platform.check': 'Do nothing off Azure: without Azure\'s DMI chassis asset tag or a possible provisioning media, exit 0 at once, sending nothing (skipped when IMDS or the wireserver is configured elsewhere).',
   'provisioning_media.enable': 'Read ovf-env.xml from the provisioning media (the CD-ROM Azure attaches) if present.',
   'provisioning_media.timeout_secs': 'Longest the media read may take; the run always waits for it (it can carry pool flags and custom data), and past this it goes on without it, with a warning.',
   'telemetry.kvp': 'Write telemetry and the health report to Hyper-V KVP so the host can read them.',

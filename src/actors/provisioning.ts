@@ -24,6 +24,7 @@ import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { MarkerState, MarkerStore, Provisioner } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
+import { checkPlatform, type PlatformCheck } from '../os/platform.js';
 import { readVmId, type VmId } from '../os/vmid.js';
 import type { SecretStore } from '../secrets.js';
 import { headStart } from '../head-start.js';
@@ -47,6 +48,8 @@ export interface ProvisioningDeps {
    * steps then read them, and fail with the reason.
    */
   beforeChart?: { vmId: VmId; marker: MarkerState } | null;
+  /** Whether this is an Azure VM, as src/provision.ts found before the first request; absent: the step checks. */
+  platform?: PlatformCheck;
   readMedia(config: Config, secrets: SecretStore, signal: AbortSignal): Promise<MediaMetadata | null>;
   secrets: SecretStore;
   /** Where text for the console goes (the host keys' fingerprints): the unit's stdout, which systemd copies there. */
@@ -123,6 +126,13 @@ export function provisioningActors(deps: ProvisioningDeps) {
     }),
 
     loadConfig: fromPromise<Config, void>(() => deps.loadConfig()),
+
+    checkPlatform: fromPromise<PlatformCheck, { config: Config }>(async ({ input }) => {
+      const check = deps.platform ?? (await checkPlatform(input.config, deps.sysRoot));
+      if (!check.onAzure) log.warn({ step: 'platform' }, `not an Azure VM: ${check.why}; nothing is provisioned or reported`);
+      else log.debug({ step: 'platform' }, `on Azure: ${check.why}`);
+      return check;
+    }),
 
     readVmId: fromPromise<string, void>(async () => {
       const id = deps.beforeChart?.vmId ?? (await readVmId({ sysRoot: deps.sysRoot }));

@@ -41,6 +41,11 @@ export interface HostKeysConfig {
   dir: string;
 }
 
+/** Whether the machine is checked to be an Azure VM before anything is sent (src/os/platform.ts). */
+export interface PlatformConfig {
+  check: boolean;
+}
+
 export interface BackendsConfig {
   backends: string[];
 }
@@ -129,6 +134,7 @@ export interface Config {
   wireserver: WireserverConfig;
   ssh: SshConfig;
   host_keys: HostKeysConfig;
+  platform: PlatformConfig;
   hostname_provisioners: BackendsConfig;
   hostname_publishing: HostnamePublishingConfig;
   user_provisioners: UserProvisionersConfig;
@@ -174,6 +180,7 @@ export const DEFAULT_CONFIG: Config = {
     reload_sshd: true,
   },
   host_keys: { regenerate: true, types: ['rsa', 'ecdsa', 'ed25519'], dir: '/etc/ssh' },
+  platform: { check: true },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
   hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30 },
   user_provisioners: {

@@ -63,6 +63,7 @@ const sections = {
     types: v.pipe(v.array(v.picklist(['rsa', 'ecdsa', 'ed25519'])), v.minLength(1, 'must name at least one key type')),
     dir: absolutePath,
   }),
+  platform: v.strictObject({ check: v.boolean() }),
   hostname_provisioners: backends,
   hostname_publishing: v.strictObject({ enable: v.boolean(), backends: v.array(nonEmpty), timeout_secs: positiveSecs }),
   user_provisioners: v.strictObject({

@@ -21,6 +21,7 @@ export const GUARD_WORDS: Record<string, string> = {
   poolRunning: 'pool VM',
   poolAfterClaim: 'pool VM after claim',
   havePlan: 'plan made',
+  notOnAzure: 'not on Azure',
 };
 
 /** A guard's name in words. */
@@ -31,6 +32,7 @@ export function guardWords(guard: string): string {
 /** What the completion or failure of each of the agent's invoked actors means, by invoke id. */
 export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
   config: { done: 'configuration loaded', error: 'configuration invalid' },
+  platform: { done: 'platform checked', error: 'platform check failed' },
   vmId: { done: 'VM id read', error: 'VM id unreadable' },
   marker: { done: 'marker checked', error: 'marker check failed' },
   imds: { done: 'IMDS answered', error: 'IMDS request failed' },

@@ -121,6 +121,9 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     how: 'killed as soon as it runs, before the chart journals its first state: nothing is written yet',
     atStart: true,
   },
+  checkingPlatform: {
+    transient: 'the platform was checked before the chart started (src/provision.ts); its actor answers at once',
+  },
   readingVmId: poller,
   checkingMarker: poller,
   provisioning: imdsGate,
@@ -266,6 +269,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     },
   },
   provisioned: { how: 'journal poller on the final state (before the agent exits)' },
+  notOnAzure: { transient: 'entered only off Azure; the crash runs name their endpoints, which counts as on Azure' },
   alreadyProvisioned: { how: 'an uninterrupted boot first, then the journal poller on the second boot\'s final state', preProvision: true },
   readyNotAccepted: {
     how: 'Ready answered 403, journal poller on the final state',

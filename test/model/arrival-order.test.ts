@@ -26,6 +26,7 @@ import {
   METADATA_POOL_RUNNING,
   METADATA_POOL_SAVABLE,
   METADATA_POOL_UNKNOWN,
+  ON_AZURE,
   TEST_CONFIG,
   VM_ID,
   type ModelEvent,
@@ -76,7 +77,7 @@ function straight(oracle: ProvisioningOracle, id: string): ModelEvent {
 
 /** The events of one run: past the marker, the two answers in the given order, then straight to the end. */
 function run(first: ModelEvent, second: ModelEvent) {
-  const events: ModelEvent[] = [done('config', TEST_CONFIG), done('vmId', VM_ID), done('marker', 'none'), first, second];
+  const events: ModelEvent[] = [done('config', TEST_CONFIG), done('platform', ON_AZURE), done('vmId', VM_ID), done('marker', 'none'), first, second];
   const oracle = new ProvisioningOracle();
   for (const event of events) apply(oracle, event);
   while (!oracle.done) {

@@ -26,6 +26,8 @@ import {
   METADATA_POOL_RUNNING,
   METADATA_POOL_SAVABLE,
   METADATA_POOL_UNKNOWN,
+  NOT_ON_AZURE,
+  ON_AZURE,
   TEST_CONFIG,
   TEST_CONFIG_SKIP_ACCOUNT,
   TEST_CONFIG_SKIP_ALL,
@@ -41,6 +43,8 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
   switch (id) {
     case 'config':
       return [TEST_CONFIG, TEST_CONFIG_SKIP_ALL, TEST_CONFIG_SKIP_SOME, TEST_CONFIG_SKIP_ACCOUNT];
+    case 'platform':
+      return [ON_AZURE, NOT_ON_AZURE];
     case 'vmId':
       return [VM_ID];
     case 'marker':

@@ -6,7 +6,9 @@
  * and, once the run is over, its output (result, exit code, failure code, whether the fabric accepted it).
  *
  * The rules, one line each:
- * - config, VM id, marker run one after the other; a config failure is reported once the VM id is known.
+ * - config, platform check, VM id, marker run one after the other; a config failure is reported once the VM id is
+ *   known. Not an Azure VM → nothing more is read or sent, exit 0 (`not-on-azure`), the config failure or not; a
+ *   platform check that fails → a warning "platform check failed: …; provisioning goes on", and the run goes on.
  * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision.
  * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media.
  * - gathering ends when both IMDS and the media are over, in whichever order they answer: the media's pool flags,
@@ -67,7 +69,7 @@ export class ProvisioningOracle {
   output: SeenOutput | null = null;
   private warnings: string[] = [];
 
-  private phase: 'config' | 'vmId' | 'marker' | 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
+  private phase: 'config' | 'platform' | 'vmId' | 'marker' | 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
   private config: Config = DEFAULT_CONFIG;
   private vmId = '00000000-0000-0000-0000-000000000000';
   private failure: SeenFailure | null = null;
@@ -115,6 +117,7 @@ export class ProvisioningOracle {
     const ids: string[] = [];
     switch (this.phase) {
       case 'config':
+      case 'platform':
       case 'vmId':
       case 'pendingMarker':
       case 'provisionedMarker':
@@ -238,6 +241,9 @@ export class ProvisioningOracle {
     switch (id) {
       case 'config':
         this.config = output as Config;
+        return this.enter('platform');
+      case 'platform':
+        if (!(output as { onAzure: boolean }).onAzure) return this.end({ state: 'notOnAzure', result: 'not-on-azure', exitCode: 0, reported: false });
         return this.enter('vmId');
       case 'vmId':
         this.vmId = output as string;
@@ -314,6 +320,9 @@ export class ProvisioningOracle {
     switch (id) {
       case 'config':
         this.failure = seen(error);
+        return this.enter('platform');
+      case 'platform':
+        this.warnings.push(`platform check failed: ${reasonOf(error)}; provisioning goes on`);
         return this.enter('vmId');
       case 'inProgressReport':
         if (retryable) {
@@ -594,7 +603,7 @@ export class ProvisioningOracle {
     if (this.kvpAlive) this.kvp.push(`${what} vm=${this.vmId} pps=${this.ppsType}`);
   }
 
-  private enter(phase: 'vmId' | 'marker' | 'pendingMarker' | 'provisionedMarker') {
+  private enter(phase: 'platform' | 'vmId' | 'marker' | 'pendingMarker' | 'provisionedMarker') {
     this.phase = phase;
     this.start(phase);
   }

@@ -127,7 +127,7 @@ describe('a pre-provisioned VM of type Running', () => {
     const run = startRun();
     await pastMarker(run, TEST_CONFIG, VM_ID, 'waiting-for-reuse');
     expect(run.pending('reprovision').input).toMatchObject({ attempt: 1 });
-    expect(run.gates.map((g) => g.id)).toEqual(['config', 'vmId', 'marker', 'reprovision']);
+    expect(run.gates.map((g) => g.id)).toEqual(['config', 'platform', 'vmId', 'marker', 'reprovision']);
     expect(run.kvp).toEqual([]);
     await run.resolve('reprovision', MEDIA_CUSTOMER);
     await run.resolve('media', null);

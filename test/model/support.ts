@@ -35,6 +35,10 @@ export const TEST_CONFIG_SKIP_SOME: Config = { ...TEST_CONFIG, steps: { skip: ['
 
 export const VM_ID = '6f0c2a5e-0000-4000-8000-00000000c0de';
 
+/** What the platform check finds: an Azure VM, or a machine without Azure's asset tag or provisioning media. */
+export const ON_AZURE = { onAzure: true, why: "the DMI chassis asset tag is Azure's" };
+export const NOT_ON_AZURE = { onAzure: false, why: 'no DMI chassis asset tag' };
+
 export const METADATA: InstanceMetadata = {
   vmId: VM_ID,
   adminUsername: 'azureuser',
@@ -92,6 +96,8 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
   switch (invokeId) {
     case 'config':
       return [TEST_CONFIG, TEST_CONFIG_SKIP_ALL];
+    case 'platform':
+      return [ON_AZURE, NOT_ON_AZURE];
     case 'vmId':
       return [VM_ID];
     case 'marker':
@@ -129,6 +135,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
 /** The error each actor fails with when its failure is not a retry question. */
 const FATAL_CODE: Record<string, ErrorCode> = {
   config: 'CONFIG_INVALID',
+  platform: 'IO',
   vmId: 'VM_ID_UNREADABLE',
   marker: 'IO',
   inProgressReport: 'HTTP_STATUS',
@@ -381,6 +388,7 @@ export function expectedHealth(snapshot: AnyMachineSnapshot): Health | null {
 export const FINAL_OUTPUT: Record<string, Pick<ProvisioningOutput, 'result' | 'reported'>> = {
   provisioned: { result: 'provisioned', reported: true },
   alreadyProvisioned: { result: 'already-provisioned', reported: false },
+  notOnAzure: { result: 'not-on-azure', reported: false },
   waitingInterrupted: { result: 'waiting-for-reuse', reported: true },
   readyNotAccepted: { result: 'failed', reported: false },
   markerNotWritten: { result: 'failed', reported: true },
