@@ -101,6 +101,17 @@ describe('bootstate config check', () => {
     expect(await check(['check'])).toMatchObject({ code: 0, stderr: '' });
   });
 
+  it('exits 78 on a configuration path that is not a regular file (a FIFO is never opened), naming it, while a first boot only warns', async () => {
+    const { execFileSync } = await import('node:child_process');
+    execFileSync('mkfifo', [systemFile]);
+    const { code, stdout, stderr } = await check(['check']);
+    expect(code).toBe(78);
+    expect(stdout).toMatch(/^# layers: defaults\n/);
+    expect(stderr).toBe(
+      `warning: ${systemFile}: not a regular file (fifo), ignored\nerror: 1 configuration path(s) that are not regular files; a first boot would ignore them\n`,
+    );
+  });
+
   it('exits 78 on a TOML syntax error with its line and column', async () => {
     await writeFile(join(dropinDir, '50.toml'), '[imds]\nretry_interval_secs = 2\nendpoint = "http://x\n');
     const { code, stderr } = await check(['check']);
