@@ -99,7 +99,7 @@ interface Place {
   real(p: string): string;
   /** The path to lstat (its last component not followed). */
   link(p: string): string;
-  /** Records a path that exists but is not what a layer must be, with why (`not a regular file (fifo)`). */
+  /** Records a path (as shown) that exists but is not what a layer must be, with why (`not a regular file (fifo)`). */
   refuse(p: string, why: string): void;
 }
 
