@@ -115,6 +115,20 @@ export interface CustomDataConfig {
   require: boolean;
 }
 
+/**
+ * The backends each `backends` list may name, in the order of their tables in src/os/ (which are typed against these
+ * lists, so a backend added there without its name here does not compile). Kept here, not imported from src/os/, so
+ * validating a configuration loads no OS code.
+ */
+export const HOSTNAME_BACKEND_NAMES = ['hostnamectl', 'hostname'] as const;
+export const HOSTNAME_PUBLISHING_BACKEND_NAMES = ['networkd', 'networkmanager', 'dhclient'] as const;
+export const USER_BACKEND_NAMES = ['useradd'] as const;
+export const PASSWORD_BACKEND_NAMES = ['passwd', 'usermod'] as const;
+export type HostnameBackendName = (typeof HOSTNAME_BACKEND_NAMES)[number];
+export type HostnamePublishingBackendName = (typeof HOSTNAME_PUBLISHING_BACKEND_NAMES)[number];
+export type UserBackendName = (typeof USER_BACKEND_NAMES)[number];
+export type PasswordBackendName = (typeof PASSWORD_BACKEND_NAMES)[number];
+
 /** Names of the OS steps `--only` and `--skip` choose from. */
 export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data'] as const;
 export type StepName = (typeof STEP_NAMES)[number];

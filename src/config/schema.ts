@@ -4,7 +4,13 @@
  * are accepted so an azure-init file carries over unchanged.
  */
 import * as v from 'valibot';
-import { STEP_NAMES } from './defaults.js';
+import {
+  HOSTNAME_BACKEND_NAMES,
+  HOSTNAME_PUBLISHING_BACKEND_NAMES,
+  PASSWORD_BACKEND_NAMES,
+  STEP_NAMES,
+  USER_BACKEND_NAMES,
+} from './defaults.js';
 
 /** The longest delay a Node timer honours (2^31−1 ms); a longer one fires after 1 ms instead. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -30,7 +36,12 @@ const nonEmpty = v.pipe(v.string(), v.check((s) => s.length > 0, 'must not be em
 const absolutePath = v.pipe(v.string(), v.check((s) => s.startsWith('/'), 'must be an absolute path'));
 /** Empty means "the default place", derived from another key. */
 const absoluteOrEmpty = v.pipe(v.string(), v.check((s) => s === '' || s.startsWith('/'), 'must be an absolute path or empty'));
-const backends = v.strictObject({ backends: v.array(nonEmpty) });
+/**
+ * A `backends` list: at least one name, each one of `names` (an unknown name would otherwise only be skipped with a
+ * warning at first boot, and an empty list would fail the step with no backend tried).
+ */
+const backendList = (names: readonly [string, ...string[]], emptyHint = '') =>
+  v.pipe(v.array(v.picklist(names)), v.minLength(1, `must name at least one backend (${names.join(', ')})${emptyHint}`));
 
 const sections = {
   imds: v.strictObject({
@@ -64,17 +75,21 @@ const sections = {
     dir: absolutePath,
   }),
   platform: v.strictObject({ check: v.boolean() }),
-  hostname_provisioners: backends,
-  hostname_publishing: v.strictObject({ enable: v.boolean(), backends: v.array(nonEmpty), timeout_secs: positiveSecs }),
+  hostname_provisioners: v.strictObject({ backends: backendList(HOSTNAME_BACKEND_NAMES) }),
+  hostname_publishing: v.strictObject({
+    enable: v.boolean(),
+    backends: backendList(HOSTNAME_PUBLISHING_BACKEND_NAMES, '; enable = false turns publishing off'),
+    timeout_secs: positiveSecs,
+  }),
   user_provisioners: v.strictObject({
-    backends: v.array(nonEmpty),
+    backends: backendList(USER_BACKEND_NAMES),
     shell: absolutePath,
     groups: v.array(nonEmpty),
     missing_groups: v.picklist(['create', 'skip']),
     passwordless_sudo: v.boolean(),
     sudoers_dir: absolutePath,
   }),
-  password_provisioners: backends,
+  password_provisioners: v.strictObject({ backends: backendList(PASSWORD_BACKEND_NAMES) }),
   os: v.strictObject({ timeout_secs: positiveSecs }),
   provisioning_media: v.strictObject({ enable: v.boolean(), timeout_secs: positiveSecs }),
   telemetry: v.strictObject({
