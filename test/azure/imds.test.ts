@@ -142,11 +142,21 @@ describe('fetchInstanceMetadataOnce', () => {
     expect(Date.now() - started).toBeLessThan(200 + 1000);
   });
 
-  it('refuses a body larger than max_body_bytes', async () => {
+  it('refuses a 200 larger than max_body_bytes at once, naming the limit', async () => {
     fabric.setImds({ bigBody: 4 * 1024 * 1024 });
     const error = await errorOf(fetchInstanceMetadataOnce({ config: { ...config, request_timeout_secs: 10, max_body_bytes: 65536 } }));
-    expect(error.code).toBe('HTTP_TRANSPORT');
-    expect(error.data).toContainEqual(['error', 'body too large']);
+    expect([error.code, error.retryable]).toEqual(['BODY_TOO_LARGE', false]);
+    expect(error.data).toEqual([
+      ['limit', '65536'],
+      ['path', '/metadata/instance'],
+    ]);
+  });
+
+  it('keeps a retryable status retryable when its error page is over max_body_bytes', async () => {
+    fabric.setImds({ status: 503, body: 'x'.repeat(4096) });
+    const error = await errorOf(fetchInstanceMetadataOnce({ config: { ...config, max_body_bytes: 1024 } }));
+    expect([error.code, error.retryable]).toEqual(['HTTP_STATUS', true]);
+    expect(error.data).toContainEqual(['status', '503']);
   });
 
   it('rejects promptly when its signal aborts', async () => {
