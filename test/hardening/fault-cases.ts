@@ -3,6 +3,7 @@
  * the outcome the agent must reach. Deadlines are short so the whole table runs in about a minute.
  */
 import type { Behaviour, FakeFabric } from '../../src/fabric/fake-fabric.js';
+import { withOsProfile } from '../../src/fabric/imds-document.js';
 import type { Endpoint } from './endpoints.js';
 
 export type Service = 'imds' | 'wireserver';
@@ -78,7 +79,7 @@ const refusedStatus = (status: number): Expected => ({
   attempts: 'one',
   maxMs: DEADLINE_MS,
 });
-/** A 2xx that can never be used: one attempt, then the failure naming what was wrong with it. */
+/** A 2xx that can never be used (spec §1.1: IMDS fails rather than answer partially): one attempt, then the failure naming what was wrong with it. */
 const refusedAnswer = (reason: string, exitCode: number, data: Record<string, string>): Expected => ({
   result: 'failed',
   reason,
@@ -122,15 +123,14 @@ export const IMDS_CASES: FaultCase[] = [
     ...timedOut('http status error'),
     attempts: 'several',
   }),
-  imds('invalid UTF-8', ({ fabric }) => fabric.setImds('invalid-utf8'), { ...timedOut('error parsing IMDS metadata'), attempts: 'several' }),
-  imds('valid JSON, wrong shape (array)', ({ fabric }) => fabric.setImds({ status: 200, body: [1, 2, 3] }), {
-    ...timedOut('invalid IMDS metadata'),
-    attempts: 'several',
-  }),
-  imds('valid JSON, wrong shape (wrong types)', ({ fabric }) => fabric.setImds({ status: 200, body: { compute: { osProfile: { adminUsername: 42 } } } }), {
-    ...timedOut('invalid IMDS metadata'),
-    attempts: 'several',
-  }),
+  imds('invalid UTF-8 (a 200)', ({ fabric }) => fabric.setImds('invalid-utf8'),
+    refusedAnswer('error parsing IMDS metadata', 78, { error: 'body is not valid UTF-8' })),
+  imds('valid JSON, wrong shape (array)', ({ fabric }) => fabric.setImds({ status: 200, body: [1, 2, 3] }),
+    refusedAnswer('invalid IMDS metadata', 78, { key: '(document)' })),
+  imds('valid JSON, wrong shape (wrong types)', ({ fabric }) => fabric.setImds({ status: 200, body: { compute: { osProfile: { adminUsername: 42 } } } }),
+    refusedAnswer('invalid IMDS metadata', 78, { key: 'compute.osProfile.adminUsername' })),
+  imds('the example document with computerName a number', ({ fabric }) => fabric.setImdsDocument(withOsProfile({ computerName: 42 })),
+    refusedAnswer('invalid IMDS metadata', 78, { key: 'compute.osProfile.computerName' })),
   ...IMDS_RETRYABLE.map((status) =>
     imds(`${status} forever`, ({ fabric }) => fabric.setImds({ status }), { ...timedOut('http status error'), attempts: 'several' }),
   ),
@@ -145,10 +145,8 @@ export const IMDS_CASES: FaultCase[] = [
       attempts: 'several',
     }),
   ),
-  imds('200 with an empty body', ({ fabric }) => fabric.setImds({ status: 200, body: '' }), {
-    ...timedOut('error parsing IMDS metadata'),
-    attempts: 'several',
-  }),
+  imds('200 with an empty body', ({ fabric }) => fabric.setImds({ status: 200, body: '' }),
+    refusedAnswer('error parsing IMDS metadata', 78, { error: 'body of 0 bytes is not valid JSON' })),
 ];
 
 export const WIRESERVER_CASES: FaultCase[] = [
