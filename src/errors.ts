@@ -20,6 +20,7 @@ export const KINDS = {
   TIMEOUT: { reason: 'operation timed out', exitCode: EXIT_FAILURE },
   HTTP_STATUS: { reason: 'http status error', exitCode: EXIT_FAILURE },
   HTTP_TRANSPORT: { reason: 'HTTP error', exitCode: EXIT_FAILURE },
+  BODY_TOO_LARGE: { reason: 'response body too large', exitCode: EXIT_FAILURE },
   IMDS_FAILED: { reason: 'failed to retrieve instance metadata', exitCode: EXIT_FAILURE },
   IMDS_INVALID: { reason: 'invalid IMDS metadata', exitCode: EXIT_CONFIG },
   IMDS_PARSE: { reason: 'error parsing IMDS metadata', exitCode: EXIT_CONFIG },

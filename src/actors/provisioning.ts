@@ -15,7 +15,7 @@ import {
 import type { FirstImdsRequest } from '../azure/first-imds-request.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../azure/imds.js';
 import { pollErrorKind, shouldLogPoll } from '../azure/pps.js';
-import { fetchReprovisionDataOnce } from '../azure/reprovision.js';
+import { fetchReprovisionDataOnce, parseReprovisionData } from '../azure/reprovision.js';
 import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
@@ -265,15 +265,23 @@ export function provisioningActors(deps: ProvisioningDeps) {
       } catch (error) {
         const failure = toFailure(error);
         const kind = pollErrorKind(failure);
-        if (!signal.aborted && shouldLogPoll(input.attempt, kind, input.previousError)) {
+        if (signal.aborted) throw error;
+        // A poll that ends the wait is always said; "not yet" only as often as shouldLogPoll allows.
+        if (!failure.retryable) logFailure(log, 'pps', error);
+        else if (shouldLogPoll(input.attempt, kind, input.previousError)) {
           log.info({ step: 'pps', attempt: input.attempt, code: failure.code, kind }, `reprovisiondata poll ${input.attempt} failed: ${(error as Error).message}`);
         }
         throw error;
       }
       // Whatever the placeholder's media held (password, custom data) belongs to nobody now.
       deps.secrets.clear();
-      const { parseOvfEnv } = await import('../os/ovf.js');
-      const media = parseOvfEnv(text, { secrets: deps.secrets, device: 'reprovisiondata' });
+      let media: MediaMetadata;
+      try {
+        media = await parseReprovisionData(text, { secrets: deps.secrets });
+      } catch (error) {
+        logFailure(log, 'pps', error);
+        throw error;
+      }
       warnVerbatimCustomData(media, log);
       log.info({ step: 'pps', polls: input.attempt }, `claimed after ${input.attempt} poll(s): provisioning with the customer's ovf-env.xml`);
       return media;

@@ -156,6 +156,20 @@ describe('a pre-provisioned VM of type Running', () => {
     expect(started(run, OS_STEPS)).toEqual([]);
   });
 
+  it('a claim over the body limit ends the wait at that poll: ProvisioningFailed naming the limit and path, no further poll', async () => {
+    const run = startRun();
+    await toWaiting(run);
+    await run.reject('reprovision', notYet());
+    await run.advance(POLL_MS);
+    const data: Array<[string, string]> = [['limit', '1048576'], ['path', '/metadata/reprovisiondata']];
+    await run.reject('reprovision', new BootstateError('BODY_TOO_LARGE', 'response body from /metadata/reprovisiondata is larger than 1048576 bytes', { data }));
+    const report = run.pending('failureReport').input;
+    expect(report).toMatchObject({ health: HEALTH_FAILED, ppsType: 'Running', failure: { code: 'BODY_TOO_LARGE', reason: 'response body too large', data, retryable: false } });
+    await run.advance(10 * POLL_MS);
+    expect(run.gates.filter((g) => g.id === 'reprovision')).toHaveLength(2);
+    expect(started(run, OS_STEPS)).toEqual([]);
+  });
+
   it('a pool Ready the wireserver refuses ends in ProvisioningFailed carrying that refusal, without the marker', async () => {
     const run = startRun();
     await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
