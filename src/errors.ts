@@ -39,6 +39,8 @@ export const KINDS = {
   SSHD_CONFIG_FAILED: { reason: 'failed to update sshd config', exitCode: EXIT_FAILURE },
   SUDOERS_FAILED: { reason: 'failed to provision sudoers', exitCode: EXIT_FAILURE },
   HOST_KEYS_FAILED: { reason: 'failed to regenerate ssh host keys', exitCode: EXIT_FAILURE },
+  PROXY_AGENT_NOT_FOUND: { reason: 'azure-proxy-agent not found', exitCode: EXIT_FAILURE },
+  PROXY_AGENT_STATUS_FAILURE: { reason: 'azure-proxy-agent status failure', exitCode: EXIT_FAILURE },
   MARKER_FAILED: { reason: 'failed to write provisioned marker', exitCode: EXIT_FAILURE },
   KVP_FAILED: { reason: 'kvp error', exitCode: EXIT_FAILURE },
   IO: { reason: 'I/O error', exitCode: EXIT_FAILURE },

@@ -250,6 +250,16 @@ export function provisioningActors(deps: ProvisioningDeps) {
         : Promise.resolve({ backend: 'none', detail: 'sshd configuration disabled by config' }),
     ),
 
+    checkProxyAgent: fromPromise<void, { config: Config }>(async ({ signal }) => {
+      const started = Date.now();
+      try {
+        const result = await deps.provisioner.checkProxyAgent(signal);
+        log.info({ step: 'proxyAgent', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'Guest Proxy Agent ready');
+      } catch (error) {
+        if (!signal.aborted) logFailure(log, 'proxyAgent', error);
+        throw error;
+      }
+    }),
     regenerateHostKeys: step('hostKeys', ({ plan }, signal) => deps.provisioner.regenerateHostKeys(plan.hostname, signal)),
     saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
 

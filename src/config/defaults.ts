@@ -41,6 +41,16 @@ export interface HostKeysConfig {
   dir: string;
 }
 
+/** Azure's Guest Proxy Agent, which guards IMDS and the wireserver on VMs that ask for it (src/os/proxy-agent.ts). */
+export interface AzureProxyAgentConfig {
+  /** Wait for it when the provisioning media's ProvisionGuestProxyAgent says so. */
+  enable: boolean;
+  /** Wait for it whatever the media says. */
+  require: boolean;
+  /** The `--wait` given to `azure-proxy-agent --status`; the step's own deadline is a little longer. */
+  wait_secs: number;
+}
+
 /** Whether the machine is checked to be an Azure VM before anything is sent (src/os/platform.ts). */
 export interface PlatformConfig {
   check: boolean;
@@ -149,6 +159,7 @@ export interface Config {
   ssh: SshConfig;
   host_keys: HostKeysConfig;
   platform: PlatformConfig;
+  azure_proxy_agent: AzureProxyAgentConfig;
   hostname_provisioners: BackendsConfig;
   hostname_publishing: HostnamePublishingConfig;
   user_provisioners: UserProvisionersConfig;
@@ -195,6 +206,7 @@ export const DEFAULT_CONFIG: Config = {
   },
   host_keys: { regenerate: true, types: ['rsa', 'ecdsa', 'ed25519'], dir: '/etc/ssh' },
   platform: { check: true },
+  azure_proxy_agent: { enable: true, require: false, wait_secs: 120 },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
   hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30 },
   user_provisioners: {

@@ -75,6 +75,7 @@ const sections = {
     dir: absolutePath,
   }),
   platform: v.strictObject({ check: v.boolean() }),
+  azure_proxy_agent: v.strictObject({ enable: v.boolean(), require: v.boolean(), wait_secs: positiveSecs }),
   hostname_provisioners: v.strictObject({ backends: backendList(HOSTNAME_BACKEND_NAMES) }),
   hostname_publishing: v.strictObject({
     enable: v.boolean(),
@@ -155,10 +156,6 @@ export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map
       names.set(ours, alias);
     }
     delete doc[alias];
-  }
-  if ('azure_proxy_agent' in doc) {
-    warnings.push('[azure_proxy_agent] is accepted for azure-init compatibility and ignored');
-    delete doc.azure_proxy_agent;
   }
   // azure-init's own documented examples set it, and azure-init does not read it either.
   const imds = doc.imds;

@@ -224,9 +224,9 @@ path = "/var/log/azure-init.log"
     expect(config.telemetry.kvp).toBe(false);
     expect(config.data_dir.path).toBe('/var/lib/azure-init/');
     expect(config.log_path.path).toBe('/var/log/azure-init.log');
-    expect(warnings).toEqual([
-      `${file}: [azure_proxy_agent] is accepted for azure-init compatibility and ignored`,
-    ]);
+    // azure-init's [azure_proxy_agent] enable means ours: wait for the agent when the media asks for it.
+    expect(warnings).toEqual([]);
+    expect(config.azure_proxy_agent).toEqual({ enable: true, require: false, wait_secs: 120 });
     expect(config.telemetry.kvp_level).toBe('info');
   });
 
