@@ -32,7 +32,7 @@ export const KINDS = {
   PASSWORD_TOO_LONG: { reason: 'unsupported password length', exitCode: EXIT_CONFIG },
   HOSTNAME_FAILED: { reason: 'failed to provision hostname', exitCode: EXIT_FAILURE },
   USER_FAILED: { reason: 'failed to provision user', exitCode: EXIT_FAILURE },
-  USER_MISSING: { reason: 'user not found', exitCode: EXIT_CONFIG },
+  USER_MISSING: { reason: 'user not found', exitCode: EXIT_FAILURE },
   PASSWORD_FAILED: { reason: 'failed to provision password', exitCode: EXIT_FAILURE },
   SSH_KEYS_FAILED: { reason: 'failed to provision ssh keys', exitCode: EXIT_FAILURE },
   SSHD_CONFIG_FAILED: { reason: 'failed to update sshd config', exitCode: EXIT_FAILURE },
