@@ -38,6 +38,7 @@ export const KINDS = {
   SSHD_CONFIG_FAILED: { reason: 'failed to update sshd config', exitCode: EXIT_FAILURE },
   SUDOERS_FAILED: { reason: 'failed to provision sudoers', exitCode: EXIT_FAILURE },
   MARKER_FAILED: { reason: 'failed to write provisioned marker', exitCode: EXIT_FAILURE },
+  MARKER_READ_FAILED: { reason: 'failed to read marker', exitCode: EXIT_FAILURE },
   KVP_FAILED: { reason: 'kvp error', exitCode: EXIT_FAILURE },
   IO: { reason: 'I/O error', exitCode: EXIT_FAILURE },
   SUBPROCESS_FAILED: { reason: 'subprocess failed', exitCode: EXIT_FAILURE },

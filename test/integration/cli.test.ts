@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { decodeReport } from '../../src/azure/report.js';
+import { readVmId } from '../../src/os/vmid.js';
 import { lastFailureDescription, markers, reportKinds, runAgent } from './agent.js';
 
 let fabric: FakeFabric;
@@ -45,6 +46,22 @@ describe('the agent against a healthy fabric', () => {
     const second = await runAgent(fabric, { root: first.root });
     expect(second.code).toBe(0);
     expect(fabric.requests).toEqual([]);
+  });
+});
+
+describe('the markers', () => {
+  // Issue 24: this was reported as "failed to write provisioned marker".
+  it('a waiting-for-reuse marker that cannot be read fails the run as a failure to read that marker, before any report but the failure', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'bootstate-it-'));
+    // A scratch run reads this machine's VM id.
+    const { vmId } = await readVmId();
+    const marker = join(root, 'var/lib/bootstate', `${vmId}.waiting-for-reuse`);
+    mkdirSync(marker, { recursive: true });
+    const run = await runAgent(fabric, { root });
+    expect(run.code, run.stderr).toBe(1);
+    expect(reportKinds(fabric)).toEqual(['NotReady/ProvisioningFailed']);
+    expect(field(lastFailureDescription(fabric), 'reason')).toBe('failed to read marker');
+    expect(field(lastFailureDescription(fabric), 'path')).toBe(marker);
   });
 });
 
