@@ -1,12 +1,13 @@
 /**
  * The built agent against a fake fabric on loopback: retries, deadlines, final reports and exit codes.
  */
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, watch } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { decodeReport } from '../../src/azure/report.js';
+import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { readVmId } from '../../src/os/vmid.js';
 import { lastFailureDescription, markers, reportKinds, runAgent } from './agent.js';
 
@@ -177,6 +178,38 @@ describe('signals', () => {
     expect(run.code).toBe(1);
     expect(field(lastFailureDescription(fabric), 'reason')).toBe('terminated');
     expect(performance.now() - killedAt).toBeLessThan(2000);
+  });
+});
+
+describe('a signal while user data is being saved', () => {
+  // Issue 24: a SIGTERM ~150 ms after start left the decoded user data in a temp file in the data directory.
+  it('leaves no temp file in the data directory: the run reports terminated and the half-written copy is gone', async () => {
+    const doc = exampleImdsDocument();
+    doc.compute.userData = Buffer.alloc(16 << 20, 0x61).toString('base64');
+    fabric.setImdsDocument(doc);
+    const root = mkdtempSync(join(tmpdir(), 'bootstate-it-'));
+    const data = join(root, 'var/lib/bootstate');
+    mkdirSync(data, { recursive: true });
+    let signalled = false;
+    const run = await runAgent(fabric, {
+      root,
+      imds: { max_body_bytes: 64 * 1024 * 1024 },
+      onSpawn: (child) => {
+        // SIGTERM the moment the temp copy of UserData appears, while its 16 MiB are being written.
+        const watcher = watch(data, (_event, name) => {
+          if (!signalled && name?.startsWith('.UserData.') && name.endsWith('.tmp')) {
+            signalled = true;
+            child.kill('SIGTERM');
+            watcher.close();
+          }
+        });
+        child.on('exit', () => watcher.close());
+      },
+    });
+    expect(signalled).toBe(true);
+    expect(run.code, run.stderr).toBe(1);
+    expect(field(lastFailureDescription(fabric), 'reason')).toBe('terminated');
+    expect(readdirSync(data).filter((name) => name.endsWith('.tmp'))).toEqual([]);
   });
 });
 
