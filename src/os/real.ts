@@ -87,8 +87,8 @@ export class RealProvisioner implements Provisioner {
     };
   }
 
-  async saveCustomData(secrets: SecretStore, _signal: AbortSignal): Promise<StepResult> {
-    return saveCustomData(this.config, secrets, this.context);
+  async saveCustomData(secrets: SecretStore, signal: AbortSignal): Promise<StepResult> {
+    return saveCustomData(this.config, secrets, this.context, signal);
   }
 
   /** Locks the password, or sets it from `secrets` through chpasswd's stdin. */
