@@ -4,7 +4,7 @@
  * are accepted so an azure-init file carries over unchanged.
  */
 import * as v from 'valibot';
-import { STEP_NAMES } from './defaults.js';
+import { STEP_NAMES, SUDO_POLICIES } from './defaults.js';
 
 /** The longest delay a Node timer honours (2^31−1 ms); a longer one fires after 1 ms instead. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -65,7 +65,7 @@ const sections = {
     shell: absolutePath,
     groups: v.array(nonEmpty),
     missing_groups: v.picklist(['create', 'skip']),
-    passwordless_sudo: v.boolean(),
+    sudo: v.picklist(SUDO_POLICIES),
     sudoers_dir: absolutePath,
   }),
   password_provisioners: backends,
@@ -119,6 +119,22 @@ const SECTION_ALIASES: Record<string, string> = {
   azure_init_data_dir: 'data_dir',
   azure_init_log_path: 'log_path',
 };
+
+/**
+ * Rewrites bootstate's own older names in a parsed file (in place): `[user_provisioners] passwordless_sudo`, which
+ * meant NOPASSWD sudo or none, becomes `sudo = "nopasswd"` or `sudo = "none"` unless the file also sets `sudo`.
+ * Returns warnings, and the problem with a value of the wrong type (the file is then invalid).
+ */
+export function normalizeOlderNames(doc: Record<string, unknown>): { warnings: string[]; problem: string | null } {
+  const users = doc.user_provisioners;
+  if (!isTable(users) || !('passwordless_sudo' in users)) return { warnings: [], problem: null };
+  const older = users.passwordless_sudo;
+  if (typeof older !== 'boolean') return { warnings: [], problem: `[user_provisioners] passwordless_sudo: expected boolean, got ${typeName(older)}` };
+  delete users.passwordless_sudo;
+  if ('sudo' in users) return { warnings: ['[user_provisioners] passwordless_sudo is ignored because sudo is also set'], problem: null };
+  users.sudo = older ? 'nopasswd' : 'none';
+  return { warnings: [], problem: null };
+}
 
 /**
  * Rewrites azure-init names to ours in a parsed file (in place) and returns warnings for what is accepted but
