@@ -126,6 +126,7 @@ function readLayer(file: string, warnings: string[], unknown: string[]): Layer {
   }
   if (!isTable(doc)) throw configError(file, 'not a TOML table');
   const names = new Map<string, string>();
+  // Older names first: a file's own passwordless_sudo is its say on sudo, which the azure-init default must not override.
   const older = normalizeOlderNames(doc);
   if (older.problem !== null) throw configError(file, older.problem);
   for (const warning of [...older.warnings, ...normalizeAzureInitNames(doc, names)]) warnings.push(`${file}: ${warning}`);

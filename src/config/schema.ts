@@ -136,12 +136,30 @@ export function normalizeOlderNames(doc: Record<string, unknown>): { warnings: s
   return { warnings: [], problem: null };
 }
 
+/** Sections and keys only azure-init's files have: a file using one was written for azure-init. */
+function usesAzureInitOnlyNames(doc: Record<string, unknown>): boolean {
+  const has = (section: string, key: string) => isTable(doc[section]) && key in (doc[section] as Record<string, unknown>);
+  return (
+    [...Object.keys(SECTION_ALIASES), 'azure_proxy_agent'].some((name) => name in doc) ||
+    has('imds', 'read_timeout_secs') ||
+    has('telemetry', 'kvp_diagnostics') ||
+    has('telemetry', 'kvp_filter')
+  );
+}
+
 /**
  * Rewrites azure-init names to ours in a parsed file (in place) and returns warnings for what is accepted but
- * ignored. `names` maps our section names back to the ones written, for error messages.
+ * ignored. `names` maps our section names back to the ones written, for error messages. A file written for
+ * azure-init (one of its own names is in it) that does not set `[user_provisioners] sudo` gets `sudo = "nopasswd"`,
+ * the rule azure-init always writes, so an image migrated from it keeps its admin's sudo.
  */
 export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map<string, string>): string[] {
   const warnings: string[] = [];
+  if (usesAzureInitOnlyNames(doc)) {
+    if (!('user_provisioners' in doc)) doc.user_provisioners = {};
+    const users = doc.user_provisioners;
+    if (isTable(users) && !('sudo' in users)) users.sudo = 'nopasswd';
+  }
   for (const [alias, ours] of Object.entries(SECTION_ALIASES)) {
     if (!(alias in doc)) continue;
     if (ours in doc) warnings.push(`[${alias}] is ignored because [${ours}] is also set`);

@@ -1,9 +1,9 @@
 /**
  * `[user_provisioners] sudo` as the files say it: the default gives what WALinuxAgent gives, the older
- * `passwordless_sudo` keeps meaning what it meant in the file that sets it. The mapping is per file: a later file's
- * `sudo` still wins.
+ * `passwordless_sudo` keeps meaning what it meant in the file that sets it, and a file written for azure-init keeps
+ * azure-init's NOPASSWD rule. Each mapping is per file: a later file's `sudo` still wins.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -82,5 +82,39 @@ describe('the older passwordless_sudo', () => {
     const error = await sudoOf('[user_provisioners]\npasswordless_sudo = "yes"\n').catch((e: unknown) => e);
     expect((error as BootstateError).code).toBe('CONFIG_INVALID');
     expect((error as BootstateError).message).toBe(`${systemFile}: [user_provisioners] passwordless_sudo: expected boolean, got string`);
+  });
+});
+
+describe('a file written for azure-init', () => {
+  const AZURE_INIT_ONLY = {
+    '[azure_init_data_dir]': '[azure_init_data_dir]\npath = "/var/lib/azure-init"\n',
+    '[azure_init_log_path]': '[azure_init_log_path]\npath = "/var/log/azure-init.log"\n',
+    '[azure_proxy_agent]': '[azure_proxy_agent]\nenable = true\n',
+    '[imds] read_timeout_secs': '[imds]\nread_timeout_secs = 30\n',
+    '[telemetry] kvp_diagnostics': '[telemetry]\nkvp_diagnostics = true\n',
+    '[telemetry] kvp_filter': '[telemetry]\nkvp_filter = "info"\n',
+  };
+
+  for (const [name, text] of Object.entries(AZURE_INIT_ONLY)) {
+    it(`(it has ${name}) keeps azure-init's NOPASSWD sudo unless it says otherwise`, async () => {
+      expect(await sudoOf(text)).toMatchObject({ sudo: 'nopasswd', origin: systemFile });
+      expect((await sudoOf(`${text}[user_provisioners]\nsudo = "password"\n`)).sudo).toBe('password');
+      expect((await sudoOf(`${text}[user_provisioners]\npasswordless_sudo = false\n`)).sudo).toBe('none');
+    });
+  }
+
+  it('is only one whose names are azure-init\'s own: names both agents share leave the default', async () => {
+    expect((await sudoOf('[ssh]\nquery_sshd_config = true\n[hostname_provisioners]\nbackends = ["hostnamectl"]\n')).sudo).toBe('auto');
+    expect((await sudoOf('[imds]\nconnection_timeout_secs = 5\n[telemetry]\nkvp = true\n')).sudo).toBe('auto');
+  });
+
+  it('counts per file: a later bootstate file with sudo still wins', async () => {
+    const merged = await sudoOf('[azure_init_data_dir]\npath = "/var/lib/azure-init"\n', '[user_provisioners]\nsudo = "auto"\n');
+    expect(merged).toMatchObject({ sudo: 'auto', origin: join(dropinDir, '10.toml') });
+  });
+
+  it("azure-init's complete documented example keeps NOPASSWD sudo", async () => {
+    await cp(join(import.meta.dirname, 'azure-init', 'complete.toml'), systemFile);
+    expect((await load()).config.user_provisioners.sudo).toBe('nopasswd');
   });
 });
