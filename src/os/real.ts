@@ -79,7 +79,9 @@ export class RealProvisioner implements Provisioner {
     const { rule, why } = sudoRuleFor(cfg.sudo, request.passwordProvided);
     const prefix = result.detail ? `${result.detail}; ` : '';
     if (rule === null) return { ...result, detail: `${prefix}no sudo rule written (${why})` };
-    const sudo = await writeSudoers(request.username, rule, cfg.sudoers_dir, this.context, signal);
+    const sudo = await writeSudoers(request.username, rule, cfg.sudoers_dir, this.context, signal, {
+      withoutVisudo: cfg.sudo === 'auto' ? 'note' : 'warn',
+    });
     const form = rule === 'nopasswd' ? 'ALL=(ALL) NOPASSWD: ALL' : 'ALL=(ALL) ALL';
     return {
       ...result,

@@ -54,11 +54,27 @@ export function sudoersRule(username: string, rule: SudoRule): string {
   return rule === 'nopasswd' ? `${user} ALL=(ALL) NOPASSWD: ALL\n` : `${user} ALL=(ALL) ALL\n`;
 }
 
+export interface WriteSudoersOptions {
+  /**
+   * An image without visudo has no sudo: the rule is still written (a later sudo install honours it), unvalidated.
+   * `warn` says so as a warning (the configuration asked for sudo); `note` only in the detail (`auto` did not).
+   */
+  withoutVisudo?: 'warn' | 'note';
+}
+
 /** Writes sudoersRule(user, rule) into `<sudoersDir>/<sudoersFileName(user)>`, validated with visudo first. */
-export async function writeSudoers(username: string, rule: SudoRule, sudoersDir: string, context: OsContext, signal: AbortSignal): Promise<StepResult> {
+export async function writeSudoers(
+  username: string,
+  rule: SudoRule,
+  sudoersDir: string,
+  context: OsContext,
+  signal: AbortSignal,
+  options: WriteSudoersOptions = {},
+): Promise<StepResult> {
   const dir = under(context.root, sudoersDir);
   const file = path.join(dir, sudoersFileName(username));
   const warnings: string[] = [];
+  let unvalidated = false;
   try {
     await mkdir(dir, { recursive: true, mode: 0o750 });
     await writeFileAtomic(file, `# Written by bootstate\n${sudoersRule(username, rule)}`, {
@@ -70,7 +86,7 @@ export async function writeSudoers(username: string, rule: SudoRule, sudoersDir:
           await context.run(['visudo', '-cf', temp], { signal, timeoutMs: 30_000 });
         } catch (error) {
           if (!isCommandMissing(error)) throw error;
-          warnings.push('visudo is not installed; sudoers drop-in not validated');
+          unvalidated = true;
         }
       },
     });
@@ -84,7 +100,10 @@ export async function writeSudoers(username: string, rule: SudoRule, sudoersDir:
   if (main !== null && !includesSudoersDir(main, sudoersDir)) {
     warnings.push(`/etc/sudoers has no @includedir ${sudoersDir}; the rule may be ignored`);
   }
-  return { backend: 'sudoers.d', detail: `wrote ${file}`, warnings };
+  const missing = 'visudo is not installed; sudoers drop-in not validated';
+  if (unvalidated && (options.withoutVisudo ?? 'warn') === 'warn') warnings.unshift(missing);
+  const note = unvalidated && options.withoutVisudo === 'note' ? ` (${missing})` : '';
+  return { backend: 'sudoers.d', detail: `wrote ${file}${note}`, warnings };
 }
 
 /** Whether sudoers text includes `dir` (`@includedir` or the older `#includedir` spelling). */

@@ -57,7 +57,7 @@ describe('ScratchProvisioner', () => {
   it('warns about a configured group that does not exist instead of dropping it silently', async () => {
     const p = await scratch();
     const result = await p.createUser({ username: 'azureuser', groups: ['wheel'], passwordProvided: false }, signal);
-    expect(result.warnings).toEqual([expect.stringMatching(/group wheel does not exist; skipped/), 'visudo is not installed; sudoers drop-in not validated']);
+    expect(result.warnings).toEqual([expect.stringMatching(/group wheel does not exist; skipped/)]);
   });
 
   it('records chpasswd without the password when one is stored', async () => {
@@ -85,5 +85,15 @@ describe('ScratchProvisioner', () => {
     expect(await readFile(file, 'utf8')).toMatch(/^"azureuser" ALL=\(ALL\) NOPASSWD: ALL$/m);
     expect((await stat(file)).mode & 0o777).toBe(0o440);
     expect(result.warnings).toContain('visudo is not installed; sudoers drop-in not validated');
+  });
+
+  it('with the default sudo = "auto" on an image without sudo, still writes the rule and says it is unvalidated in the detail, not as a warning', async () => {
+    const p = await scratch();
+    const result = await p.createUser({ username: 'azureuser', groups: [], passwordProvided: false }, signal);
+    expect(await readFile(path.join(p.dir, 'etc/sudoers.d/90-bootstate-azureuser'), 'utf8')).toMatch(/^"azureuser" ALL=\(ALL\) NOPASSWD: ALL$/m);
+    expect(result.warnings).toEqual([]);
+    expect(result.detail).toMatch(
+      /wrote .*\/etc\/sudoers\.d\/90-bootstate-azureuser \(visudo is not installed; sudoers drop-in not validated\): ALL=\(ALL\) NOPASSWD: ALL \(sudo = "auto", no password provisioned\)$/,
+    );
   });
 });
