@@ -19,6 +19,8 @@ import { under } from './paths.js';
 import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
 import { keepKeysSshdAccepts } from './key-policy.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
+import { regenerateHostKeys } from './host-keys.js';
+import { checkProxyAgent } from './proxy-agent.js';
 import { configureSshd, ensureSshdRuntimeDir } from './sshd.js';
 import { sudoRuleFor, writeSudoers } from './sudoers.js';
 import { USER_BACKENDS } from './user.js';
@@ -143,6 +145,17 @@ export class RealProvisioner implements Provisioner {
   /** Writes the sshd drop-in for PasswordAuthentication and checks the effective value. */
   async configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult> {
     return configureSshd(passwordAuthentication, this.config.ssh, this.context, signal);
+  }
+
+  async checkProxyAgent(signal: AbortSignal): Promise<StepResult> {
+    const { detail } = await checkProxyAgent(this.config.azure_proxy_agent.wait_secs, this.context.run, signal);
+    return { backend: 'azure-proxy-agent', detail };
+  }
+
+  async regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult> {
+    const cfg = this.config.host_keys;
+    if (!cfg.regenerate) return { backend: 'none', detail: 'host key regeneration disabled by config' };
+    return regenerateHostKeys({ dir: cfg.dir, types: cfg.types, hostname: machineHostname(validateHostname(hostname)) }, this.context, signal);
   }
 
   /** The user's passwd entry, or USER_MISSING. */

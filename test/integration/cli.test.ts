@@ -57,11 +57,12 @@ describe('IMDS faults', () => {
     expect(reportKinds(fabric).at(-1)).toBe('Ready');
   });
 
-  it('retries a malformed body and then provisions', async () => {
+  it('fails at once on a 200 whose body is not JSON, without asking again', async () => {
     fabric.setImds({ status: 200, body: '{"compute": {"osProfile": ' }, 'ok');
     const run = await runAgent(fabric);
-    expect(run.code).toBe(0);
-    expect(fabric.requestsTo('imds')).toHaveLength(2);
+    expect(run.code).toBe(78);
+    expect(fabric.requestsTo('imds')).toHaveLength(1);
+    expect(field(lastFailureDescription(fabric), 'reason')).toBe('error parsing IMDS metadata');
   });
 
   it('gives up on a stalled IMDS at the total deadline, within a second', async () => {

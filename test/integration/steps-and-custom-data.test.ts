@@ -42,6 +42,7 @@ describe('provision --only / --skip', () => {
       'step password skipped (--only hostname)',
       'step ssh-keys skipped (--only hostname)',
       'step sshd skipped (--only hostname)',
+      'step host-keys skipped (--only hostname)',
       'step custom-data skipped (--only hostname)',
     ]);
     // The journal shows the skip transitions themselves, with the guard that took them.
