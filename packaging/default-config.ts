@@ -40,7 +40,7 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'user_provisioners.shell': 'Login shell of the admin user.',
   'user_provisioners.groups': 'Supplementary groups the admin user joins (also --groups / BOOTSTATE_USER_GROUPS).',
   'user_provisioners.missing_groups': 'A listed group that does not exist: "create" it or "skip" it with a warning.',
-  'user_provisioners.passwordless_sudo': 'Give the admin user sudo without a password through a sudoers drop-in.',
+  'user_provisioners.sudo': 'The admin\'s sudo rule: "auto" (NOPASSWD without a provisioned password, asking for it with one), "nopasswd", "password" or "none"; passwordless_sudo = true/false is the older "nopasswd"/"none".',
   'user_provisioners.sudoers_dir': 'Where that sudoers drop-in is written.',
   'password_provisioners.backends': 'Ways to set or lock the admin password, tried in order until one works.',
   'os.timeout_secs': 'Longest the metadata checks, and then the OS changes, may each take before the run fails (operation timed out).',

@@ -238,7 +238,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
       log.info({ step: 'hostnamePublish', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'hostname published');
     }),
     createUser: step('user', ({ plan }, signal) =>
-      deps.provisioner.createUser({ username: plan.username, groups: plan.groups }, signal),
+      deps.provisioner.createUser({ username: plan.username, groups: plan.groups, passwordProvided: plan.passwordProvided }, signal),
     ),
     setPassword: step('password', ({ plan }, signal) => deps.provisioner.setPassword(plan.username, deps.secrets, signal)),
     writeSshKeys: step('sshKeys', ({ plan }, signal) =>

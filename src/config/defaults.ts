@@ -60,12 +60,20 @@ export interface BackendsConfig {
   backends: string[];
 }
 
+/** The values of `[user_provisioners] sudo`. */
+export const SUDO_POLICIES = ['auto', 'nopasswd', 'password', 'none'] as const;
+export type SudoPolicy = (typeof SUDO_POLICIES)[number];
+
 export interface UserProvisionersConfig extends BackendsConfig {
   shell: string;
   groups: string[];
   /** What to do with a configured group that does not exist: create it, or skip it with a warning. */
   missing_groups: 'create' | 'skip';
-  passwordless_sudo: boolean;
+  /**
+   * The admin's sudo rule: `auto` is `nopasswd` when no password was provisioned and `password` when one was;
+   * `none` writes no rule (and removes none). The older `passwordless_sudo` is read as `nopasswd` / `none`.
+   */
+  sudo: SudoPolicy;
   sudoers_dir: string;
 }
 
@@ -214,7 +222,7 @@ export const DEFAULT_CONFIG: Config = {
     shell: '/bin/bash',
     groups: [],
     missing_groups: 'skip',
-    passwordless_sudo: false,
+    sudo: 'auto',
     sudoers_dir: '/etc/sudoers.d',
   },
   password_provisioners: { backends: ['passwd'] },

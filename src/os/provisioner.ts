@@ -17,6 +17,8 @@ export interface StepResult {
 export interface UserRequest {
   username: string;
   groups: string[];
+  /** A password was provisioned (ovf-env.xml): `sudo = "auto"` then gives a rule that asks for it. */
+  passwordProvided: boolean;
 }
 
 export interface SshKeysRequest {
