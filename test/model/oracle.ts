@@ -214,6 +214,8 @@ export class ProvisioningOracle {
       // Warnings show only in the output at the end: runs whose OS steps warned are followed there.
       osWarnings: this.warningsBeforeOs === null ? [] : this.warnings.slice(this.warningsBeforeOs),
       pps: this.ppsType,
+      // The platform check's warning shows only in the output at the end: such runs are followed there.
+      platformUnknown: this.warnings.some((w) => w.startsWith('platform check failed')),
       // Until validation, whether the placeholder's media was unusable: nothing of it may reach the customer's run.
       claimed: this.claim && (this.phase !== 'work' || this.stage === 'gathering') ? `placeholder media failed: ${this.placeholderMediaFailure}` : this.claim !== null,
     };
