@@ -19,11 +19,13 @@ export const CHART_FONT_CSS = [TEXT_FACE, SYMBOLS_FACE]
   .join('\n');
 
 /**
- * Chart texts in the chart font, with plain advances: Graphviz adds widths up, without kerning or ligatures. A
- * style rule wins over Graphviz's `font-family="Helvetica,sans-Serif"` attributes, which stay for a renderer that
- * reads no CSS.
+ * Chart texts in the chart font, with plain advances: Graphviz adds widths up, without kerning or ligatures, and
+ * at geometric precision: otherwise the viewer's hinting settings (fontconfig's, on Linux) round each advance to
+ * whole pixels at the size the chart is drawn at, which for a chart fitted to a window is a few pixels, and a
+ * label comes out up to a fifth wider than its box. A style rule wins over Graphviz's
+ * `font-family="Helvetica,sans-Serif"` attributes, which stay for a renderer that reads no CSS.
  */
-export const CHART_TEXT_CSS = `text{font-family:${CHART_FONT_STACK};font-kerning:none;font-variant-ligatures:none}`;
+export const CHART_TEXT_CSS = `text{font-family:${CHART_FONT_STACK};font-kerning:none;font-variant-ligatures:none;text-rendering:geometricPrecision}`;
 
 /** A standalone SVG document (docs/*.svg, `bootstate graph --format svg`) that carries the chart font itself. */
 export function withEmbeddedFont(svg: string): string {
