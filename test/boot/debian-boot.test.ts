@@ -42,6 +42,8 @@ interface Seen {
   loginAttempts: string[];
   /** `journalctl -b -u ssh.service -o cat` after the logins: sshd's side of them. */
   sshLog: string;
+  /** What the test did to the container (not to the agent) before the logins, see letUsersIn(). */
+  rigRepairs: string[];
   passwordLogin: RunResult | null;
   requestsAfter: number;
   reportsAfter: string[];
@@ -79,6 +81,7 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
     const log = await boot.exec(['journalctl', '--no-pager', '-b', '-u', unit, '-o', 'cat']);
     process.stderr.write(`${machine.name}: ${unit} failed in this boot:\n${log.stdout}\n`);
   }
+  const rigRepairs = login ? await letUsersIn(machine, boot, failedUnits) : [];
   const seen: Seen = {
     system,
     failedUnits,
@@ -95,6 +98,7 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
       ? await boot.ssh(rig.key, login.user, 'true', 60_000, ['-o', 'PreferredAuthentications=password,keyboard-interactive', '-o', 'NumberOfPasswordPrompts=0'])
       : null,
     sshLog: await text(['-u', 'ssh.service', '-o', 'cat']),
+    rigRepairs,
     requestsAfter: 0,
     reportsAfter: [],
     passwd: (await boot.exec(['cat', '/etc/passwd'])).stdout,
@@ -103,6 +107,26 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
   seen.requestsAfter = (await machine.requests()).length;
   seen.reportsAfter = await machine.reportKinds();
   return seen;
+}
+
+/**
+ * Under load, systemd-user-sessions.service has been seen failing in this container with status=219/CGROUP
+ * (systemd could not put its process in its cgroup), which leaves /run/nologin in place: pam_nologin then refuses
+ * every user but root, and ssh exits 255 ("System is booting up…", issue 27). That unit is the container's, not
+ * the agent's, and bootstate.service ran before it; so the test starts it again (at most three times) before the
+ * logins, says so on stderr, and records it in the failure message.
+ */
+async function letUsersIn(machine: Machine, boot: Boot, failedUnits: string[]): Promise<string[]> {
+  const repairs: string[] = [];
+  if (!failedUnits.includes('systemd-user-sessions.service')) return repairs;
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const restart = await boot.exec(['systemctl', 'restart', 'systemd-user-sessions.service'], 60_000);
+    const nologin = (await boot.exec(['test', '-e', '/run/nologin'])).exitCode === 0;
+    repairs.push(`systemd-user-sessions.service had failed: restart ${attempt} exited ${restart.exitCode}${restart.stderr.trim() ? ` (${restart.stderr.trim()})` : ''}; /run/nologin ${nologin ? 'still there' : 'gone'}`);
+    if (!nologin) break;
+  }
+  process.stderr.write(`${machine.name}: ${repairs.join('\n')}\n`);
+  return repairs;
 }
 
 /**
@@ -133,6 +157,7 @@ function loginStory(seen: Seen): string {
     'ssh.service journal:', seen.sshLog.trim(),
     'bootstate.service journal:', seen.unitLog.trim(),
     `system: ${seen.system}; failed units: ${seen.failedUnits.join(', ') || 'none'}`,
+    ...(seen.rigRepairs.length ? ['done to the container before the logins:', ...seen.rigRepairs] : []),
   ].join('\n');
 }
 
