@@ -11,7 +11,8 @@
  *
  * Subsetting (HarfBuzz's hb-subset, the pinned harfbuzzjs) keeps only those characters, drops hinting and the
  * layout tables (kerning, ligatures: Graphviz adds plain advances, so the browser must too), and keeps the
- * copyright and licence records of the name table. The result is stored as WOFF 1.0 (zlib), which node can write
+ * copyright and licence records of the name table. Graphviz's table has exact widths for ASCII only and one width
+ * for any other character; the few glyphs wider than that (… × — → ✕ ⟳) get that width as their advance. The result is stored as WOFF 1.0 (zlib), which node can write
  * without another dependency. Run with `npm run chart-font` after changing the character lists; the build and the
  * pages use the committed file, never the machine's fonts.
  */
@@ -40,33 +41,32 @@ const tag = (text) => text.split('').reduce((value, char) => (value << 8) | char
 /** The subset of `sfnt` holding `chars`, without hinting, layout tables or name records other than 0–6, 13, 14. */
 async function subset(sfnt, chars) {
   const wasm = fs.readFileSync(path.join(modules, 'harfbuzzjs/dist/harfbuzz-subset.wasm'));
-  const { instance } = await WebAssembly.instantiate(wasm);
-  const hb = instance.exports;
-  const heap = () => new Uint8Array(hb.memory.buffer);
-  const input = hb.malloc(sfnt.length);
+  const { exports: hbs } = (await WebAssembly.instantiate(wasm)).instance;
+  const heap = () => new Uint8Array(hbs.memory.buffer);
+  const input = hbs.malloc(sfnt.length);
   heap().set(sfnt, input);
-  const blob = hb.hb_blob_create(input, sfnt.length, 2 /* HB_MEMORY_MODE_WRITABLE */, 0, 0);
-  const face = hb.hb_face_create(blob, 0);
-  hb.hb_blob_destroy(blob);
-  const request = hb.hb_subset_input_create_or_fail();
-  const unicodes = hb.hb_subset_input_unicode_set(request);
-  for (const char of chars) hb.hb_set_add(unicodes, char);
-  const drop = hb.hb_subset_input_set(request, 3 /* HB_SUBSET_SETS_DROP_TABLE_TAG */);
-  for (const name of ['GPOS', 'GSUB', 'GDEF', 'kern', 'hdmx', 'VDMX', 'LTSH', 'DSIG', 'gasp', 'FFTM', 'MATH', 'STAT']) hb.hb_set_add(drop, tag(name));
-  const names = hb.hb_subset_input_set(request, 4 /* HB_SUBSET_SETS_NAME_ID */);
-  hb.hb_set_clear(names);
-  for (const id of [0, 1, 2, 3, 4, 5, 6, 13, 14]) hb.hb_set_add(names, id);
-  hb.hb_subset_input_set_flags(request, 1 /* HB_SUBSET_FLAGS_NO_HINTING */);
-  const result = hb.hb_subset_or_fail(face, request);
+  const blob = hbs.hb_blob_create(input, sfnt.length, 2 /* HB_MEMORY_MODE_WRITABLE */, 0, 0);
+  const face = hbs.hb_face_create(blob, 0);
+  hbs.hb_blob_destroy(blob);
+  const request = hbs.hb_subset_input_create_or_fail();
+  const unicodes = hbs.hb_subset_input_unicode_set(request);
+  for (const char of chars) hbs.hb_set_add(unicodes, char);
+  const drop = hbs.hb_subset_input_set(request, 3 /* HB_SUBSET_SETS_DROP_TABLE_TAG */);
+  for (const name of ['GPOS', 'GSUB', 'GDEF', 'kern', 'hdmx', 'VDMX', 'LTSH', 'DSIG', 'gasp', 'FFTM', 'MATH', 'STAT']) hbs.hb_set_add(drop, tag(name));
+  const names = hbs.hb_subset_input_set(request, 4 /* HB_SUBSET_SETS_NAME_ID */);
+  hbs.hb_set_clear(names);
+  for (const id of [0, 1, 2, 3, 4, 5, 6, 13, 14]) hbs.hb_set_add(names, id);
+  hbs.hb_subset_input_set_flags(request, 1 /* HB_SUBSET_FLAGS_NO_HINTING */);
+  const result = hbs.hb_subset_or_fail(face, request);
   if (!result) throw new Error('hb_subset_or_fail failed');
-  const out = hb.hb_face_reference_blob(result);
-  const data = hb.hb_blob_get_data(out, 0);
-  const bytes = Buffer.from(heap().slice(data, data + hb.hb_blob_get_length(out)));
-  hb.hb_blob_destroy(out);
-  hb.hb_face_destroy(result);
-  hb.hb_subset_input_destroy(request);
-  hb.hb_face_destroy(face);
-  hb.free(input);
+  const out = hbs.hb_face_reference_blob(result);
+  const data = hbs.hb_blob_get_data(out, 0);
+  const bytes = Buffer.from(heap().slice(data, data + hbs.hb_blob_get_length(out)));
+  hbs.hb_blob_destroy(out);
+  hbs.hb_face_destroy(result);
+  hbs.hb_subset_input_destroy(request);
+  hbs.hb_face_destroy(face);
+  hbs.free(input);
   return bytes;
 }
 
