@@ -14,6 +14,7 @@ import { poolType, normalizePpsType, pollErrorKind } from '../src/azure/pps.js';
 import { DEFAULT_CONFIG, type Config, type StepName } from '../src/config/defaults.js';
 import { failure, toFailure, type Failure } from '../src/errors.js';
 import type { MarkerState } from '../src/os/provisioner.js';
+import type { PlatformCheck } from '../src/os/platform.js';
 
 export { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health };
 
@@ -34,7 +35,8 @@ export interface ProvisioningPlan {
 
 export interface ProvisioningOutput {
   /** `waiting-for-reuse`: a pool VM stopped (SIGTERM) while waiting; its next boot resumes the wait. */
-  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'failed';
+  /** `not-on-azure`: the machine is not an Azure VM (src/os/platform.ts); nothing was provisioned or sent. */
+  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'not-on-azure' | 'failed';
   exitCode: number;
   reason?: string;
   code?: string;
@@ -118,6 +120,18 @@ export interface ValidateInput extends PlanInput {
   mediaFailure: Failure | null;
 }
 
+/**
+ * What is done once everything that can change the plan has arrived (after gathering, or after the Guest Proxy
+ * Agent said it is ready): a pool VM waits, a refused one fails, the rest is validated.
+ */
+const DECISIONS = [
+  { guard: 'poolRunning', target: '#provisioning.preprovisioned', actions: 'recordPoolType' },
+  { guard: 'poolUnsupported', target: '#provisioning.reportingFailure', actions: 'recordPoolUnsupported' },
+  { guard: 'poolAfterClaim', target: '#provisioning.reportingFailure', actions: 'recordPoolAfterClaim' },
+  { guard: 'havePlan', target: '#provisioning.provisioning.work.validating', actions: 'recordPlan' },
+  { target: '#provisioning.reportingFailure', actions: 'recordNoMetadata' },
+] as const;
+
 /** A named actor that `src/provision.ts` replaces with the real one: the chart itself performs no I/O. */
 const placeholder = <Out, In = void>(name: string) =>
   fromPromise<Out, In>(async () => {
@@ -191,6 +205,7 @@ function outputOf(context: ProvisioningContext): ProvisioningOutput {
 const PLACEHOLDER_ACTORS = {
   kvpWriter: fromCallback<KvpEvent>(() => undefined),
   loadConfig: placeholder<Config>('loadConfig'),
+  checkPlatform: placeholder<PlatformCheck, ConfigInput>('checkPlatform'),
   readVmId: placeholder<string>('readVmId'),
   checkMarker: placeholder<MarkerState, MarkerInput>('checkMarker'),
   reportHealth: placeholder<void, ReportInput>('reportHealth'),
@@ -203,6 +218,8 @@ const PLACEHOLDER_ACTORS = {
   setPassword: placeholder<void, PlanInput>('setPassword'),
   writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
   configureSshd: placeholder<void, PlanInput>('configureSshd'),
+  regenerateHostKeys: placeholder<void, PlanInput>('regenerateHostKeys'),
+  checkProxyAgent: placeholder<void, ConfigInput>('checkProxyAgent'),
   markReportPending: placeholder<void, MarkerInput>('markReportPending'),
   markProvisioned: placeholder<void, MarkerInput>('markProvisioned'),
   saveCustomData: placeholder<void, PlanInput>('saveCustomData'),
@@ -243,6 +260,11 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
+    notOnAzure: (_, params: { check: PlatformCheck }) => !params.check.onAzure,
+    /** The configuration requires the Guest Proxy Agent, or the media of this run (the customer's, once claimed) asks for it. */
+    proxyAgentWanted: ({ context }) =>
+      context.config.azure_proxy_agent.require ||
+      (context.config.azure_proxy_agent.enable && (context.reprovision ?? context.media)?.provisionGuestProxyAgent === true),
   },
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
@@ -250,6 +272,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     /** Local work has a deadline too: a hung file system or command must not hold the first boot forever. */
     osTimeout: ({ context }) => seconds(context.config.os.timeout_secs),
     mediaTimeout: ({ context }) => seconds(context.config.provisioning_media.timeout_secs),
+    /** The agent's own --wait, and a little more for the command itself. */
+    proxyAgentTimeout: ({ context }) => seconds(context.config.azure_proxy_agent.wait_secs + 10),
     hostnamePublishTimeout: ({ context }) => seconds(context.config.hostname_publishing.timeout_secs),
     /** Once terminating, retries come quickly so one more attempt fits the short budget. */
     wireserverRetryInterval: ({ context }) =>
@@ -285,6 +309,10 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
           ['phase', params.phase],
         ]),
     }),
+    recordProxyAgentTimeout: assign({
+      failure: ({ context }) =>
+        failure('PROXY_AGENT_STATUS_FAILURE', [['error', `no answer within ${context.config.azure_proxy_agent.wait_secs + 10} s`]]),
+    }),
     /** Publishing the hostname is best effort: its failure is a warning, never the run's failure. */
     recordPublishFailure: assign({
       warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `hostname not published: ${toFailure(params.error).reason}`],
@@ -295,6 +323,9 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
         `hostname not published: no answer within ${context.config.hostname_publishing.timeout_secs} s`,
       ],
     }),
+    recordPlatformUnknown: assign({
+      warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `platform check failed: ${toFailure(params.error).reason}; provisioning goes on`],
+    }),
     /** Read no further: the plan is made without the media, and the warning says so. */
     recordMediaAbandoned: assign({
       warnings: ({ context }) => [
@@ -303,6 +334,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       ],
     }),
     recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
+    recordPlan: assign({ plan: ({ context }) => planFrom(context) }),
     recordPoolType: assign({ ppsType: ({ context }) => unclaimedPool(context)?.type ?? context.ppsType }),
     recordPoolUnsupported: assign(({ context }) => {
       const pool = unclaimedPool(context)!;
@@ -407,8 +439,22 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       invoke: {
         id: 'config',
         src: 'loadConfig',
-        onDone: { target: 'readingVmId', actions: assign({ config: ({ event }) => event.output }) },
-        onError: { target: 'readingVmId', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+        onDone: { target: 'checkingPlatform', actions: assign({ config: ({ event }) => event.output }) },
+        onError: { target: 'checkingPlatform', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    // Off Azure there is no fabric to provision from or report to: the run ends before the first request.
+    checkingPlatform: {
+      invoke: {
+        id: 'platform',
+        src: 'checkPlatform',
+        input: ({ context }) => ({ config: context.config }),
+        onDone: [
+          { guard: { type: 'notOnAzure', params: ({ event }) => ({ check: event.output }) }, target: 'notOnAzure' },
+          { target: 'readingVmId' },
+        ],
+        // A check that cannot decide must not keep an Azure VM from being provisioned.
+        onError: { target: 'readingVmId', actions: { type: 'recordPlatformUnknown', params: ({ event }) => ({ error: event.error }) } },
       },
     },
     readingVmId: {
@@ -452,13 +498,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
           states: {
             gathering: {
               type: 'parallel',
-              onDone: [
-                { guard: 'poolRunning', target: '#provisioning.preprovisioned', actions: 'recordPoolType' },
-                { guard: 'poolUnsupported', target: '#provisioning.reportingFailure', actions: 'recordPoolUnsupported' },
-                { guard: 'poolAfterClaim', target: '#provisioning.reportingFailure', actions: 'recordPoolAfterClaim' },
-                { guard: 'havePlan', target: 'validating', actions: assign({ plan: ({ context }) => planFrom(context) }) },
-                { target: '#provisioning.reportingFailure', actions: 'recordNoMetadata' },
-              ],
+              onDone: [{ guard: 'proxyAgentWanted', target: 'checkingProxyAgent' }, ...DECISIONS],
               states: {
                 imds: {
                   initial: 'fetching',
@@ -524,6 +564,17 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                     abandoned: { type: 'final' },
                   },
                 },
+              },
+            },
+            // The media (or the configuration) asks for Azure's Guest Proxy Agent: nothing goes on until it is ready.
+            checkingProxyAgent: {
+              after: { proxyAgentTimeout: { target: '#provisioning.reportingFailure', actions: 'recordProxyAgentTimeout' } },
+              invoke: {
+                id: 'proxyAgent',
+                src: 'checkProxyAgent',
+                input: ({ context }) => ({ config: context.config }),
+                onDone: [...DECISIONS],
+                onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
               },
             },
             validating: {
@@ -596,6 +647,14 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                   initial: 'configuring',
                   states: {
                     configuring: osStep('sshd', 'configureSshd', 'done', 'sshd'),
+                    done: { type: 'final' },
+                  },
+                },
+                // The image's host keys are the captured machine's: this VM gets its own before sshd starts.
+                hostKeys: {
+                  initial: 'regenerating',
+                  states: {
+                    regenerating: osStep('hostKeys', 'regenerateHostKeys', 'done', 'host-keys'),
                     done: { type: 'final' },
                   },
                 },
@@ -743,6 +802,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     },
     provisioned: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'provisioned', reported: true } } },
     alreadyProvisioned: { type: 'final', entry: { type: 'recordEnd', params: { result: 'already-provisioned', reported: false } } },
+    notOnAzure: { type: 'final', entry: { type: 'recordEnd', params: { result: 'not-on-azure', reported: false } } },
     waitingInterrupted: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'waiting-for-reuse', reported: true } } },
     readyNotAccepted: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'failed', reported: false } } },
     markerNotWritten: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'failed', reported: true } } },
@@ -758,7 +818,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
  */
 function osStep(
   id: string,
-  src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'saveCustomData',
+  src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'regenerateHostKeys' | 'saveCustomData',
   next: string,
   step: StepName,
   skipTo = next,

@@ -40,14 +40,16 @@ function expected(e: Expected): string {
   const parts = [outcome(e.result, e.reason), `exit ${e.exitCode}`];
   if (e.lastError) parts.push(`last_error ${e.lastError}`);
   if (e.status) parts.push(`status ${e.status}`);
+  for (const [key, value] of Object.entries(e.data ?? {})) parts.push(`${key}=${value}`);
   if (e.attempts) parts.push(e.attempts === 'one' ? '1 attempt' : '>1 attempts');
   return parts.join(', ');
 }
 
-function observed(o: Observed): string {
+function observed(o: Observed, e: Expected): string {
   const parts = [outcome(o.result, o.reason), `exit ${o.exitCode ?? o.signal}`];
   if (o.lastError) parts.push(`last_error ${o.lastError}`);
   if (o.status) parts.push(`status ${o.status}`);
+  for (const key of Object.keys(e.data ?? {})) parts.push(`${key}=${o.reportFields?.[key] ?? '—'}`);
   parts.push(`${o.attempts} attempt${o.attempts === 1 ? '' : 's'}`);
   if (o.leftovers.length) parts.push(`left behind: ${o.leftovers.join('; ')}`);
   if (o.crashLines.length) parts.push(`crash: ${o.crashLines[0]}`);
@@ -83,7 +85,7 @@ const lines = [
   '| endpoint | fault | expected | observed | time (bound) | |',
   '|---|---|---|---|---|---|',
   ...rows.map((r) =>
-    `| ${SERVICE[r.service] ?? r.service} | ${cell(r.fault)} | ${cell(expected(r.expected))} | ${cell(observed(r.observed))} | ${r.observed.ms === null ? '—' : Math.round(r.observed.ms)} ms (≤ ${r.expected.maxMs}) | ${r.pass ? 'pass' : '**FAIL**'} |`,
+    `| ${SERVICE[r.service] ?? r.service} | ${cell(r.fault)} | ${cell(expected(r.expected))} | ${cell(observed(r.observed, r.expected))} | ${r.observed.ms === null ? '—' : Math.round(r.observed.ms)} ms (≤ ${r.expected.maxMs}) | ${r.pass ? 'pass' : '**FAIL**'} |`,
   ),
   '',
   ...crashSection(process.argv[4] ?? 'test-output/crash.json'),

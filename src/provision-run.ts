@@ -19,6 +19,7 @@ import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
 import { createLogger, type Logger } from './log.js';
 import { readProvisioningMedia } from './os/media.js';
 import type { MarkerState, Provisioner } from './os/provisioner.js';
+import type { PlatformCheck } from './os/platform.js';
 import type { VmId } from './os/vmid.js';
 import { RealProvisioner } from './os/real.js';
 import { ScratchProvisioner } from './os/scratch.js';
@@ -33,15 +34,17 @@ export interface Prepared {
   lock: LockOutcome;
   /** This VM id and its marker state, read after the lock was taken; null when either could not be read. */
   beforeChart: { vmId: VmId; marker: MarkerState } | null;
+  /** Whether this is an Azure VM: off Azure nothing is read, sent or written to KVP. */
+  platform: PlatformCheck;
   first: FirstImdsRequest | null;
   /** With `handleSignals`: the terminating signals, caught since the run began. */
   signals: CaughtSignals | null;
 }
 
 /** Runs the chart over what `runProvision` prepared. */
-export async function provisionLoaded(options: ProvisionOptions, { loaded, config, lock, beforeChart, first, signals }: Prepared): Promise<ProvisionResult> {
+export async function provisionLoaded(options: ProvisionOptions, { loaded, config, lock, beforeChart, platform, first, signals }: Prepared): Promise<ProvisionResult> {
   const sinks = new Sinks();
-  const kvp = config.telemetry.kvp
+  const kvp = config.telemetry.kvp && platform.onAzure
     ? new KvpTelemetry({
         dir: config.telemetry.kvp_dir,
         pool: config.telemetry.kvp_pool,
@@ -99,6 +102,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
     provisioner,
     markers: markerStore,
     beforeChart,
+    platform,
     firstImds: first,
     readMedia: (_config, store, signal) => {
       const read = readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) });
@@ -106,6 +110,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
       return read;
     },
     secrets,
+    console: (text) => void (options.stdout ?? process.stdout).write(text),
     reporter,
     reports,
     kvp,

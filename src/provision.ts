@@ -17,6 +17,7 @@ import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
 import type { LogFormat } from './log-text.js';
 import { AZURE_INIT_DATA_DIR, FileMarkerStore } from './os/marker.js';
 import type { MarkerState } from './os/provisioner.js';
+import { checkPlatform } from './os/platform.js';
 import { readVmId, type VmId } from './os/vmid.js';
 import type { SinkFailure } from './sinks.js';
 
@@ -54,6 +55,8 @@ export interface ProvisionOptions {
   steps?: StepSelection;
   /** Where stderr log lines go; default fd 2. */
   stderr?: { write(line: string): unknown };
+  /** Where console text goes (the new host keys' fingerprint block); default fd 1, which the unit copies to the console. */
+  stdout?: { write(text: string): unknown };
   /** `--log-format`: stderr as JSON or text lines (default: text under systemd). */
   logFormat?: LogFormat;
 }
@@ -112,15 +115,17 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   }
 
   const signals = options.handleSignals ? catchSignals() : null;
+  // Off Azure (no asset tag, no media) nothing is read or sent: the chart ends in notOnAzure.
+  const platform = await checkPlatform(config, options.sysRoot ?? '/');
   const lock = takeInstanceLock(config, options.scratchDir);
-  const beforeChart = loaded.ok && !lock.refused ? await readBeforeChart(config, options.sysRoot ?? '/') : null;
+  const beforeChart = loaded.ok && !lock.refused && platform.onAzure ? await readBeforeChart(config, options.sysRoot ?? '/') : null;
   // The first IMDS attempt, sent now when this boot will want it: this VM id has no marker, ours or azure-init's.
   // A provisioned VM's boots, a pending Ready and a pool VM waiting to be claimed send no request.
   const first = beforeChart?.marker === 'none' ? new FirstImdsRequest(config.imds) : null;
   try {
     await first?.written(FIRST_REQUEST_HEAD_START_MS);
     const { provisionLoaded } = await import('./provision-run.js');
-    return await provisionLoaded(options, { loaded, config, lock, beforeChart, first, signals });
+    return await provisionLoaded(options, { loaded, config, lock, beforeChart, platform, first, signals });
   } finally {
     signals?.stop();
     first?.drop();

@@ -15,7 +15,7 @@ import {
 import type { FirstImdsRequest } from '../azure/first-imds-request.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../azure/imds.js';
 import { pollErrorKind, shouldLogPoll } from '../azure/pps.js';
-import { fetchReprovisionDataOnce } from '../azure/reprovision.js';
+import { fetchReprovisionDataOnce, parseReprovisionData } from '../azure/reprovision.js';
 import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
@@ -24,6 +24,7 @@ import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { MarkerState, MarkerStore, Provisioner } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
+import { checkPlatform, type PlatformCheck } from '../os/platform.js';
 import { readVmId, type VmId } from '../os/vmid.js';
 import type { SecretStore } from '../secrets.js';
 import { headStart } from '../head-start.js';
@@ -47,8 +48,12 @@ export interface ProvisioningDeps {
    * steps then read them, and fail with the reason.
    */
   beforeChart?: { vmId: VmId; marker: MarkerState } | null;
+  /** Whether this is an Azure VM, as src/provision.ts found before the first request; absent: the step checks. */
+  platform?: PlatformCheck;
   readMedia(config: Config, secrets: SecretStore, signal: AbortSignal): Promise<MediaMetadata | null>;
   secrets: SecretStore;
+  /** Where text for the console goes (the host keys' fingerprints): the unit's stdout, which systemd copies there. */
+  console(text: string): void;
   reporter: HealthReporter;
   reports: ReportBook;
   kvp: KvpTelemetry | null;
@@ -66,7 +71,7 @@ export const IMDS_HEAD_START_MS = 50;
 /** Builds the `actors` map handed to `createProvisioningMachine`. */
 export function provisioningActors(deps: ProvisioningDeps) {
   const { log } = deps;
-  const step = (name: string, run: (input: PlanInput, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string }>) =>
+  const step = (name: string, run: (input: PlanInput, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string; console?: string }>) =>
     fromPromise<void, PlanInput>(async ({ input, signal }) => {
       const started = Date.now();
       const result = await run(input, signal).catch((error: unknown) => {
@@ -75,6 +80,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
       });
       for (const warning of result.warnings ?? []) log.warn({ step: name, backend: result.backend }, warning);
       log.info({ step: name, backend: result.backend, ms: Date.now() - started }, result.detail ?? `${name} done`);
+      if ('console' in result && result.console) deps.console(result.console);
     });
 
   // The IMDS request is the one Ready waits on. The media read starts in the same step but waits until it has been
@@ -120,6 +126,13 @@ export function provisioningActors(deps: ProvisioningDeps) {
     }),
 
     loadConfig: fromPromise<Config, void>(() => deps.loadConfig()),
+
+    checkPlatform: fromPromise<PlatformCheck, { config: Config }>(async ({ input }) => {
+      const check = deps.platform ?? (await checkPlatform(input.config, deps.sysRoot));
+      if (!check.onAzure) log.warn({ step: 'platform' }, `not an Azure VM: ${check.why}; nothing is provisioned or reported`);
+      else log.debug({ step: 'platform' }, `on Azure: ${check.why}`);
+      return check;
+    }),
 
     readVmId: fromPromise<string, void>(async () => {
       const id = deps.beforeChart?.vmId ?? (await readVmId({ sysRoot: deps.sysRoot }));
@@ -225,7 +238,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
       log.info({ step: 'hostnamePublish', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'hostname published');
     }),
     createUser: step('user', ({ plan }, signal) =>
-      deps.provisioner.createUser({ username: plan.username, groups: plan.groups }, signal),
+      deps.provisioner.createUser({ username: plan.username, groups: plan.groups, passwordProvided: plan.passwordProvided }, signal),
     ),
     setPassword: step('password', ({ plan }, signal) => deps.provisioner.setPassword(plan.username, deps.secrets, signal)),
     writeSshKeys: step('sshKeys', ({ plan }, signal) =>
@@ -237,6 +250,17 @@ export function provisioningActors(deps: ProvisioningDeps) {
         : Promise.resolve({ backend: 'none', detail: 'sshd configuration disabled by config' }),
     ),
 
+    checkProxyAgent: fromPromise<void, { config: Config }>(async ({ signal }) => {
+      const started = Date.now();
+      try {
+        const result = await deps.provisioner.checkProxyAgent(signal);
+        log.info({ step: 'proxyAgent', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'Guest Proxy Agent ready');
+      } catch (error) {
+        if (!signal.aborted) logFailure(log, 'proxyAgent', error);
+        throw error;
+      }
+    }),
+    regenerateHostKeys: step('hostKeys', ({ plan }, signal) => deps.provisioner.regenerateHostKeys(plan.hostname, signal)),
     saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
 
     markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
@@ -251,15 +275,23 @@ export function provisioningActors(deps: ProvisioningDeps) {
       } catch (error) {
         const failure = toFailure(error);
         const kind = pollErrorKind(failure);
-        if (!signal.aborted && shouldLogPoll(input.attempt, kind, input.previousError)) {
+        if (signal.aborted) throw error;
+        // A poll that ends the wait is always said; "not yet" only as often as shouldLogPoll allows.
+        if (!failure.retryable) logFailure(log, 'pps', error);
+        else if (shouldLogPoll(input.attempt, kind, input.previousError)) {
           log.info({ step: 'pps', attempt: input.attempt, code: failure.code, kind }, `reprovisiondata poll ${input.attempt} failed: ${(error as Error).message}`);
         }
         throw error;
       }
       // Whatever the placeholder's media held (password, custom data) belongs to nobody now.
       deps.secrets.clear();
-      const { parseOvfEnv } = await import('../os/ovf.js');
-      const media = parseOvfEnv(text, { secrets: deps.secrets, device: 'reprovisiondata' });
+      let media: MediaMetadata;
+      try {
+        media = await parseReprovisionData(text, { secrets: deps.secrets });
+      } catch (error) {
+        logFailure(log, 'pps', error);
+        throw error;
+      }
       warnVerbatimCustomData(media, log);
       log.info({ step: 'pps', polls: input.attempt }, `claimed after ${input.attempt} poll(s): provisioning with the customer's ovf-env.xml`);
       return media;

@@ -18,7 +18,10 @@ export interface HttpRequestOptions {
   connectTimeoutMs: number;
   /** Budget for the whole attempt: connect, headers and body. */
   requestTimeoutMs: number;
-  /** Reading stops with an error once the body grows past this many bytes. */
+  /**
+   * Reading stops once the body grows past this many bytes (declared or received): a 2xx answer is then a
+   * BODY_TOO_LARGE error, any other answer is returned as its status with an empty body.
+   */
   maxBodyBytes?: number;
   /**
    * false: the answer is its status and headers; the body is dropped unread, so a slow, huge or broken body
@@ -42,6 +45,8 @@ export interface HttpResponse {
   status: number;
   headers: Record<string, string>;
   body: Buffer;
+  /** The body was over `maxBodyBytes` and dropped unread (only ever on an answer that is not 2xx). */
+  bodyDropped?: true;
 }
 
 /** Why a transport attempt failed; the value of the `error` supporting data item. */
@@ -50,7 +55,6 @@ export type TransportFailure =
   | 'request timeout'
   | 'connection reset'
   | 'connection refused'
-  | 'body too large'
   | 'aborted'
   | 'network unreachable'
   | 'transport error';
@@ -129,7 +133,21 @@ function classify(error: unknown): TransportFailure {
   }
 }
 
+/** A 2xx answer whose body is over the limit: the answer itself is unusable, so asking again cannot help. */
+function bodyTooLarge(url: string, limit: number): BootstateError {
+  const { pathname } = new URL(url);
+  return new BootstateError('BODY_TOO_LARGE', `response body from ${pathname} is larger than ${limit} bytes`, {
+    data: [
+      ['limit', String(limit)],
+      ['path', pathname],
+    ],
+  });
+}
+
+/** Thrown out of the body loop; `request` turns it into an error (2xx) or a status-only response. */
 class BodyTooLarge extends Error {}
+
+const isSuccess = (status: number) => status >= 200 && status <= 299;
 
 /**
  * Sends one request and reads the whole response body.
@@ -185,22 +203,23 @@ export async function request(url: string, options: HttpRequestOptions): Promise
       discard(res.body);
       return { status: res.statusCode, headers: flattenHeaders(res.headers), body: Buffer.alloc(0) };
     }
-    const declared = Number(res.headers['content-length']);
-    if (Number.isFinite(declared) && declared > maxBodyBytes) {
+    const headers = flattenHeaders(res.headers);
+    // Only a success's body is its answer; any other status is the answer, whatever page comes with it.
+    const tooLarge = (): HttpResponse => {
       discard(res.body);
-      throw new BodyTooLarge();
-    }
+      if (isSuccess(res.statusCode)) throw new BodyTooLarge();
+      return { status: res.statusCode, headers, body: Buffer.alloc(0), bodyDropped: true };
+    };
+    const declared = Number(res.headers['content-length']);
+    if (Number.isFinite(declared) && declared > maxBodyBytes) return tooLarge();
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of res.body) {
       size += (chunk as Buffer).length;
-      if (size > maxBodyBytes) {
-        discard(res.body);
-        throw new BodyTooLarge();
-      }
+      if (size > maxBodyBytes) return tooLarge();
       chunks.push(chunk as Buffer);
     }
-    return { status: res.statusCode, headers: flattenHeaders(res.headers), body: Buffer.concat(chunks) };
+    return { status: res.statusCode, headers, body: Buffer.concat(chunks) };
   };
 
   try {
@@ -208,7 +227,7 @@ export async function request(url: string, options: HttpRequestOptions): Promise
     pending.catch(() => undefined);
     return await Promise.race([pending, aborted]);
   } catch (error) {
-    if (error instanceof BodyTooLarge) throw transportError(url, 'body too large');
+    if (error instanceof BodyTooLarge) throw bodyTooLarge(url, maxBodyBytes);
     if (options.signal?.aborted) throw transportError(url, 'aborted', error);
     if (timeout.signal.aborted) throw transportError(url, 'request timeout', error);
     throw transportError(url, classify(error), error);

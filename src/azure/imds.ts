@@ -1,6 +1,11 @@
 /**
  * One IMDS attempt: fetch the instance metadata document and turn it into InstanceMetadata, classifying every
  * way it can go wrong as retryable or not. The statechart decides whether and when to try again.
+ *
+ * Only the transport and the statuses IMDS documents as transient are retryable. A 2xx is IMDS's answer: with
+ * `extended=true` IMDS fails the request rather than answer with partial data (spec §1.1), so a 2xx whose body is
+ * too large, not UTF-8, not JSON or of the wrong shape will not be different next time, and is a failure naming
+ * the limit or the key at once (cloud-init does not retry it either; azure-init retries it for its whole budget).
  */
 import { randomUUID } from '../random.js';
 import * as v from 'valibot';
@@ -20,38 +25,36 @@ const PasswordAuth = v.pipe(
   v.transform((value) => value === true || value === 'true'),
 );
 
+/** An object of `entries`; unlike `v.object` alone, an array is not one (`[1, 2]` names its own key, not a member). */
+const record = <T extends v.ObjectEntries>(entries: T) =>
+  v.pipe(
+    v.custom<Record<string, unknown>>((x) => typeof x === 'object' && x !== null && !Array.isArray(x), 'expected an object'),
+    v.object(entries, 'expected an object'),
+  );
+
 /** The part of the document provisioning reads; every other member is ignored. */
-const InstanceDocument = v.object({
-  compute: v.object({
+const InstanceDocument = record({
+  compute: record({
     vmId: v.optional(v.string('expected a string')),
     userData: v.optional(v.string('expected a string')),
-    osProfile: v.object(
-      {
-        adminUsername: v.string('expected a string'),
-        computerName: v.string('expected a string'),
-        disablePasswordAuthentication: PasswordAuth,
-      },
-      'expected an object',
-    ),
-    publicKeys: v.array(
-      v.object(
-        { keyData: v.string('expected a string'), path: v.optional(v.string('expected a string')) },
-        'expected an object',
-      ),
-      'expected an array',
-    ),
-  }, 'expected an object'),
+    osProfile: record({
+      adminUsername: v.string('expected a string'),
+      computerName: v.string('expected a string'),
+      disablePasswordAuthentication: PasswordAuth,
+    }),
+    publicKeys: v.array(record({ keyData: v.string('expected a string'), path: v.optional(v.string('expected a string')) }), 'expected an array'),
+  }),
   extended: v.optional(
-    v.object({
+    record({
       compute: v.optional(
-        v.object({
+        record({
           hasCustomData: v.optional(v.boolean('expected a boolean')),
           ppsType: v.optional(v.string('expected a string')),
-        }, 'expected an object'),
+        }),
       ),
-    }, 'expected an object'),
+    }),
   ),
-}, 'expected an object');
+});
 
 /**
  * Parses and validates an IMDS response body.
@@ -67,21 +70,21 @@ export function parseInstanceMetadata(text: string, secrets?: SecretStore): Inst
   } catch {
     // JSON.parse's message quotes the body around the fault, and the body may carry custom data: never echo it.
     const problem = `body of ${Buffer.byteLength(text, 'utf8')} bytes is not valid JSON`;
-    throw new BootstateError('IMDS_PARSE', `IMDS ${problem}`, { data: [['error', problem]], retryable: true });
+    throw new BootstateError('IMDS_PARSE', `IMDS ${problem}`, { data: [['error', problem]] });
   }
   const result = v.safeParse(InstanceDocument, json);
   if (!result.success) {
     const issue = result.issues[0];
     const key = v.getDotPath(issue) ?? '(document)';
     // Only the expected and received *types*: the received value itself is metadata and stays out of logs.
-    const received = issue.input === undefined ? 'nothing' : issue.input === null ? 'null' : Array.isArray(issue.input) ? 'array' : typeof issue.input;
-    const problem = `expected ${issue.expected ?? 'a valid value'}, received ${received}`;
+    const received = issue.input === null ? 'null' : Array.isArray(issue.input) ? 'array' : typeof issue.input;
+    // JSON has no undefined: an issue about one is a required member that is absent.
+    const problem = issue.input === undefined ? 'required member is missing' : `${issue.message}, received ${received}`;
     throw new BootstateError('IMDS_INVALID', `invalid IMDS metadata for key=${key}: ${problem}`, {
       data: [
         ['key', key],
         ['error', problem],
       ],
-      retryable: true,
     });
   }
   const { compute, extended } = result.output;
@@ -118,7 +121,8 @@ export interface FetchInstanceMetadataOptions {
  * Makes exactly one IMDS request and returns the validated metadata.
  *
  * @throws BootstateError HTTP_TRANSPORT (retryable), HTTP_STATUS (retryable for 400/404/410/429/500/503, otherwise
- *   not, redirects included), IMDS_PARSE or IMDS_INVALID (retryable: IMDS may still be filling the document).
+ *   not, redirects included); not retryable: BODY_TOO_LARGE (a 2xx over `max_body_bytes`), IMDS_PARSE (not UTF-8,
+ *   not JSON) and IMDS_INVALID (the wrong shape, `key=<path>`).
  */
 export async function fetchInstanceMetadataOnce(options: FetchInstanceMetadataOptions): Promise<InstanceMetadata> {
   return instanceMetadataFrom(await requestInstanceMetadata(options), options.config, options.secrets);
@@ -160,7 +164,6 @@ export function instanceMetadataFrom(res: HttpResponse, config: ImdsConfig, secr
   } catch {
     throw new BootstateError('IMDS_PARSE', 'IMDS body is not valid UTF-8', {
       data: [['error', 'body is not valid UTF-8']],
-      retryable: true,
     });
   }
   return parseInstanceMetadata(text, secrets);

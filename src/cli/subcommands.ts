@@ -32,7 +32,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       },
       inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
       'log-format': LOG_FORMAT_OPTION,
-      only: { value: 'STEP,…', multiple: true, help: 'run only these OS steps (hostname, user, password, ssh-keys, sshd, custom-data); the run still reports' },
+      only: { value: 'STEP,…', multiple: true, help: 'run only these OS steps (hostname, user, password, ssh-keys, sshd, host-keys, custom-data); the run still reports' },
       skip: { value: 'STEP,…', multiple: true, help: 'leave out these OS steps; the run still reports' },
     },
     run: async ({ values }) => (await import('./provision-command.js')).provisionCommand(values),
@@ -128,7 +128,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     run: async ({ values }) => (await import('../commands.js')).inspectServer(values),
   },
   config: {
-    summary: 'For image builders: print the merged configuration with the origin of each value; exit 78 on unknown keys, wrong types or TOML errors.',
+    summary: 'For image builders: print the merged configuration with the origin of each value; exit 78 on unknown keys or backends, wrong types, TOML errors or a configuration file that is not a regular file.',
     args: 'check',
     positionals: { min: 1, max: 1, choices: ['check'] },
     options: { config: CONFIG_OPTION },
@@ -136,7 +136,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
   },
   doctor: {
     summary: 'Check an image for what would make two agents provision the same VM or make bootstate ineffective; exit 1 if a first boot would break.',
-    options: { root: { value: 'DIR', help: 'inspect the image mounted under DIR instead of this system (default /)' } },
+    options: { root: { value: 'DIR', help: 'inspect the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would (default /)' } },
     run: async ({ values }) => (await import('../doctor/run.js')).runDoctor(values as { root?: string }, STDIO),
   },
   demo: {

@@ -1,8 +1,8 @@
 /**
  * `bootstate config check [--config FILE|DIR]`, for image builders (options parsed by the CLI table): loads the
  * configuration exactly as a first boot would, prints the merged result with the origin of every value, and exits
- * 78 on anything a first boot would only warn about (unknown sections or keys) as well as on what it would refuse
- * (wrong types, bad TOML).
+ * 78 on anything a first boot would only warn about (unknown sections or keys, a configuration path that is not a
+ * regular file) as well as on what it would refuse (wrong types, bad TOML).
  */
 import { EXIT_CONFIG, EXIT_OK } from '../errors.js';
 import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './defaults.js';
@@ -33,11 +33,16 @@ export async function runConfigCheck(values: { config?: string }, io: ConfigChec
   }
   io.stdout(renderConfig(loaded));
   for (const warning of loaded.warnings) io.stderr(`warning: ${warning}\n`);
+  let code = EXIT_OK;
+  if (loaded.refused.length > 0) {
+    io.stderr(`error: ${loaded.refused.length} configuration path(s) that are not regular files; a first boot would ignore them\n`);
+    code = EXIT_CONFIG;
+  }
   if (loaded.unknown.length > 0) {
     io.stderr(`error: ${loaded.unknown.length} unknown section(s) or key(s); a first boot would ignore them\n`);
-    return EXIT_CONFIG;
+    code = EXIT_CONFIG;
   }
-  return EXIT_OK;
+  return code;
 }
 
 /** The merged configuration as TOML, every value commented with its origin (`default` or the file). */

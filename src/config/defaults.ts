@@ -31,16 +31,49 @@ export interface SshConfig {
   reload_sshd: boolean;
 }
 
+/** The VM's own SSH host keys, made on the first boot of a new VM id (src/os/host-keys.ts). */
+export interface HostKeysConfig {
+  /** Replace the image's host keys by new ones. */
+  regenerate: boolean;
+  /** Key types generated. */
+  types: Array<'rsa' | 'ecdsa' | 'ed25519'>;
+  /** Where sshd's host keys live (`ssh_host_<type>_key` and `.pub`). */
+  dir: string;
+}
+
+/** Azure's Guest Proxy Agent, which guards IMDS and the wireserver on VMs that ask for it (src/os/proxy-agent.ts). */
+export interface AzureProxyAgentConfig {
+  /** Wait for it when the provisioning media's ProvisionGuestProxyAgent says so. */
+  enable: boolean;
+  /** Wait for it whatever the media says. */
+  require: boolean;
+  /** The `--wait` given to `azure-proxy-agent --status`; the step's own deadline is a little longer. */
+  wait_secs: number;
+}
+
+/** Whether the machine is checked to be an Azure VM before anything is sent (src/os/platform.ts). */
+export interface PlatformConfig {
+  check: boolean;
+}
+
 export interface BackendsConfig {
   backends: string[];
 }
+
+/** The values of `[user_provisioners] sudo`. */
+export const SUDO_POLICIES = ['auto', 'nopasswd', 'password', 'none'] as const;
+export type SudoPolicy = (typeof SUDO_POLICIES)[number];
 
 export interface UserProvisionersConfig extends BackendsConfig {
   shell: string;
   groups: string[];
   /** What to do with a configured group that does not exist: create it, or skip it with a warning. */
   missing_groups: 'create' | 'skip';
-  passwordless_sudo: boolean;
+  /**
+   * The admin's sudo rule: `auto` is `nopasswd` when no password was provisioned and `password` when one was;
+   * `none` writes no rule (and removes none). The older `passwordless_sudo` is read as `nopasswd` / `none`.
+   */
+  sudo: SudoPolicy;
   sudoers_dir: string;
 }
 
@@ -100,8 +133,22 @@ export interface CustomDataConfig {
   require: boolean;
 }
 
+/**
+ * The backends each `backends` list may name, in the order of their tables in src/os/ (which are typed against these
+ * lists, so a backend added there without its name here does not compile). Kept here, not imported from src/os/, so
+ * validating a configuration loads no OS code.
+ */
+export const HOSTNAME_BACKEND_NAMES = ['hostnamectl', 'hostname'] as const;
+export const HOSTNAME_PUBLISHING_BACKEND_NAMES = ['networkd', 'networkmanager', 'dhclient'] as const;
+export const USER_BACKEND_NAMES = ['useradd'] as const;
+export const PASSWORD_BACKEND_NAMES = ['passwd', 'usermod'] as const;
+export type HostnameBackendName = (typeof HOSTNAME_BACKEND_NAMES)[number];
+export type HostnamePublishingBackendName = (typeof HOSTNAME_PUBLISHING_BACKEND_NAMES)[number];
+export type UserBackendName = (typeof USER_BACKEND_NAMES)[number];
+export type PasswordBackendName = (typeof PASSWORD_BACKEND_NAMES)[number];
+
 /** Names of the OS steps `--only` and `--skip` choose from. */
-export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'custom-data'] as const;
+export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data'] as const;
 export type StepName = (typeof STEP_NAMES)[number];
 
 export interface StepsConfig {
@@ -118,6 +165,9 @@ export interface Config {
   imds: ImdsConfig;
   wireserver: WireserverConfig;
   ssh: SshConfig;
+  host_keys: HostKeysConfig;
+  platform: PlatformConfig;
+  azure_proxy_agent: AzureProxyAgentConfig;
   hostname_provisioners: BackendsConfig;
   hostname_publishing: HostnamePublishingConfig;
   user_provisioners: UserProvisionersConfig;
@@ -162,6 +212,9 @@ export const DEFAULT_CONFIG: Config = {
     sshd_config_path: '/etc/ssh/sshd_config',
     reload_sshd: true,
   },
+  host_keys: { regenerate: true, types: ['rsa', 'ecdsa', 'ed25519'], dir: '/etc/ssh' },
+  platform: { check: true },
+  azure_proxy_agent: { enable: true, require: false, wait_secs: 120 },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
   hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30 },
   user_provisioners: {
@@ -169,7 +222,7 @@ export const DEFAULT_CONFIG: Config = {
     shell: '/bin/bash',
     groups: [],
     missing_groups: 'skip',
-    passwordless_sudo: false,
+    sudo: 'auto',
     sudoers_dir: '/etc/sudoers.d',
   },
   password_provisioners: { backends: ['passwd'] },

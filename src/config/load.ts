@@ -2,16 +2,21 @@
  * Loads the configuration in layers, later ones winning key by key: built-in defaults → the system file →
  * every `*.toml` in the drop-in directory (sorted) → `--config FILE|DIR` (or `BOOTSTATE_CONFIG`). Each file is
  * validated on its own, so an error names the file and key that caused it. Unknown sections and keys are warnings
- * (unknown-keys.ts), and the file each value came from is kept for `bootstate config check`.
+ * (unknown-keys.ts), and the file each value came from is kept for `bootstate config check`. A path in the layers
+ * that exists but is not a regular file (a FIFO, a device, a directory, a dangling symlink) is refused with a warning
+ * naming it; only a `--config` FILE that is one is an error. With `root` (doctor --root), every path is a path in the
+ * image under it, resolved inside it as chroot(2) would.
  */
-import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as v from 'valibot';
 import { parse as parseToml } from 'smol-toml';
 import { BootstateError } from '../errors.js';
 import { type Config, DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from './defaults.js';
-import { ConfigSchema, type Layer, LayerSchema, describeIssue, isTable, normalizeAzureInitNames } from './schema.js';
+import { ConfigSchema, type Layer, LayerSchema, describeIssue, isTable, normalizeAzureInitNames, normalizeOlderNames } from './schema.js';
 import { setAsideUnknown } from './unknown-keys.js';
+import { kindOf } from '../os/open-regular.js';
+import { resolveInRoot } from '../os/paths.js';
 
 export interface LoadConfigOptions {
   systemFile?: string;
@@ -20,6 +25,11 @@ export interface LoadConfigOptions {
   override?: string;
   /** Where `BOOTSTATE_CONFIG` is read from; defaults to process.env. */
   env?: Record<string, string | undefined>;
+  /**
+   * The image the paths above belong to (default `/`, this system): each is resolved inside it, symlinks included,
+   * and named as `<root>/<path>` in sources, origins and messages.
+   */
+  root?: string;
 }
 
 export interface LoadedConfig {
@@ -30,6 +40,8 @@ export interface LoadedConfig {
   warnings: string[];
   /** The unknown sections and keys among the warnings: `file: [section] key: unknown key, ignored`. */
   unknown: string[];
+  /** The paths refused among the warnings: `file: not a regular file (fifo), ignored`. */
+  refused: string[];
   /** `section.key` → the file that set it last; keys absent here have their default. */
   origins: Record<string, string>;
 }
@@ -47,22 +59,28 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   const dropinDir = options.dropinDir ?? SYSTEM_CONFIG_DROPIN_DIR;
   const override = options.override ?? (options.env ?? process.env).BOOTSTATE_CONFIG;
 
+  const warnings: string[] = [];
+  const unknown: string[] = [];
+  const refused: string[] = [];
+  const place = placeIn(options.root, (shown, why) => {
+    refused.push(`${shown}: ${why}, ignored`);
+    warnings.push(`${shown}: ${why}, ignored`);
+  });
   const files: string[] = [];
   // Synchronous reads: a few small local files, each read as a thread-pool round trip would cost more than the read
   // itself on a booting machine, and nothing else runs before the configuration is known.
-  if (isFile(systemFile)) files.push(systemFile);
-  files.push(...tomlFilesIn(dropinDir, false));
-  if (override !== undefined && override !== '') files.push(...overrideFiles(override));
+  if (regularFile(place, systemFile)) files.push(systemFile);
+  files.push(...tomlFilesIn(place, dropinDir, false));
+  if (override !== undefined && override !== '') files.push(...overrideFiles(place, override));
 
   let config: Config = structuredClone(DEFAULT_CONFIG);
-  const warnings: string[] = [];
-  const unknown: string[] = [];
   const origins: Record<string, string> = {};
   for (const file of files) {
-    const layer = readLayer(file, warnings, unknown);
+    const shown = place.shown(file);
+    const layer = readLayer(place, file, warnings, unknown);
     config = mergeLayer(config, layer);
     for (const [section, values] of Object.entries(layer)) {
-      for (const [key, value] of Object.entries(values ?? {})) if (value !== undefined) origins[`${section}.${key}`] = file;
+      for (const [key, value] of Object.entries(values ?? {})) if (value !== undefined) origins[`${section}.${key}`] = shown;
     }
   }
   const checked = v.safeParse(ConfigSchema, config);
@@ -70,7 +88,29 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
     throw configError('merged configuration', describeIssue(checked.issues[0], new Map()));
   }
   warnings.push(...durationWarnings(config));
-  return { config, sources: files, warnings, unknown, origins };
+  return { config, sources: files.map((file) => place.shown(file)), warnings, unknown, refused, origins };
+}
+
+/** Where the loader finds a path and what it calls it: the path itself, or the path in the image under `root`. */
+interface Place {
+  /** The name in messages, sources and origins. */
+  shown(p: string): string;
+  /** The path to open or stat (its last component followed, as open(2) does). */
+  real(p: string): string;
+  /** The path to lstat (its last component not followed). */
+  link(p: string): string;
+  /** Records a path (as shown) that exists but is not what a layer must be, with why (`not a regular file (fifo)`). */
+  refuse(p: string, why: string): void;
+}
+
+function placeIn(root: string | undefined, refuse: (shown: string, why: string) => void): Place {
+  if (root === undefined || root === '/') return { shown: (p) => p, real: (p) => p, link: (p) => p, refuse };
+  return {
+    shown: (p) => join(root, p),
+    real: (p) => resolveInRoot(root, p),
+    link: (p) => resolveInRoot(root, p, { followLast: false }),
+    refuse,
+  };
 }
 
 /**
@@ -109,10 +149,11 @@ export function mergeLayer(config: Config, layer: Layer): Config {
 }
 
 /** Reads, parses and validates one file; warnings about ignored azure-init keys and unknown keys are appended. */
-function readLayer(file: string, warnings: string[], unknown: string[]): Layer {
+function readLayer(place: Place, path: string, warnings: string[], unknown: string[]): Layer {
+  const file = place.shown(path);
   let text: string;
   try {
-    text = readRegularFile(file);
+    text = readRegularFile(place.real(path));
   } catch (error) {
     throw configError(file, `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
@@ -126,7 +167,10 @@ function readLayer(file: string, warnings: string[], unknown: string[]): Layer {
   }
   if (!isTable(doc)) throw configError(file, 'not a TOML table');
   const names = new Map<string, string>();
-  for (const warning of normalizeAzureInitNames(doc, names)) warnings.push(`${file}: ${warning}`);
+  // Older names first: a file's own passwordless_sudo is its say on sudo, which the azure-init default must not override.
+  const older = normalizeOlderNames(doc);
+  if (older.problem !== null) throw configError(file, older.problem);
+  for (const warning of [...older.warnings, ...normalizeAzureInitNames(doc, names)]) warnings.push(`${file}: ${warning}`);
   for (const problem of setAsideUnknown(doc, names)) {
     unknown.push(`${file}: ${problem}`);
     warnings.push(`${file}: ${problem}`);
@@ -145,7 +189,8 @@ function readLayer(file: string, warnings: string[], unknown: string[]): Layer {
 function readRegularFile(file: string): string {
   const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
-    if (!fstatSync(fd).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
+    const info = fstatSync(fd);
+    if (!info.isFile()) throw Object.assign(new Error('not a regular file'), { code: `not a regular file (${kindOf(info)})` });
     return readFileSync(fd, 'utf8');
   } finally {
     closeSync(fd);
@@ -153,41 +198,76 @@ function readRegularFile(file: string): string {
 }
 
 /** The files a `--config` value stands for: the file itself, or a directory's sorted `*.toml`. */
-function overrideFiles(path: string): string[] {
+function overrideFiles(place: Place, path: string): string[] {
   let info;
   try {
-    info = statSync(path);
+    info = statSync(place.real(path));
   } catch (error) {
-    throw configError(path, `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw configError(place.shown(path), `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
-  return info.isDirectory() ? tomlFilesIn(path, true) : [path];
+  return info.isDirectory() ? tomlFilesIn(place, path, true) : [path];
 }
 
-/** Sorted `*.toml` regular files (or links to them) in a directory; a missing directory is empty unless required. */
-function tomlFilesIn(dir: string, required: boolean): string[] {
+/**
+ * Sorted `*.toml` regular files (or links to them) in a directory; a missing directory is empty unless required, and
+ * so is a non-directory in its place (refused). Entries that are not regular files are refused.
+ */
+function tomlFilesIn(place: Place, dir: string, required: boolean): string[] {
   let names: string[];
   try {
-    names = readdirSync(dir);
+    names = readdirSync(place.real(dir));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (!required && (code === 'ENOENT' || code === 'ENOTDIR')) return [];
-    throw configError(dir, `cannot list: ${code ?? (error as Error).message}`);
+    if (!required && (code === 'ENOENT' || code === 'ENOTDIR')) {
+      const what = kindAt(place, dir);
+      if (what !== null && what !== 'directory') place.refuse(place.shown(dir), `not a directory (${what})`);
+      return [];
+    }
+    throw configError(place.shown(dir), `cannot list: ${code ?? (error as Error).message}`);
   }
   const files: string[] = [];
   for (const name of names.filter((n) => n.endsWith('.toml')).sort()) {
-    if (isFile(join(dir, name))) files.push(join(dir, name));
+    if (regularFile(place, join(dir, name))) files.push(join(dir, name));
   }
   return files;
 }
 
-/** True when the path is (or links to) a regular file; absent is false, unreadable is an error. */
-function isFile(path: string): boolean {
+/**
+ * True when the path is (or links to) a regular file; absent is false; something else in its place (a FIFO, a
+ * device, a directory, a dangling symlink) is false and refused; unreadable is an error.
+ */
+function regularFile(place: Place, path: string): boolean {
+  let what: string | null;
   try {
-    return statSync(path).isFile();
+    what = kindAt(place, path);
+  } catch (error) {
+    throw configError(place.shown(path), `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  if (what === 'file') return true;
+  if (what !== null) place.refuse(place.shown(path), what === 'dangling symlink' ? `dangling symlink (to ${linkTarget(place, path)})` : `not a regular file (${what})`);
+  return false;
+}
+
+/** What is at a path once links are followed (kindOf's names), `dangling symlink`, or null when nothing is. */
+function kindAt(place: Place, path: string): string | null {
+  try {
+    return kindOf(statSync(place.real(path)));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
-    throw configError(path, `cannot read: ${code ?? (error as Error).message}`);
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
+  }
+  try {
+    return lstatSync(place.link(path)).isSymbolicLink() ? 'dangling symlink' : null;
+  } catch {
+    return null;
+  }
+}
+
+function linkTarget(place: Place, path: string): string {
+  try {
+    return readlinkSync(place.link(path));
+  } catch {
+    return '?';
   }
 }
 

@@ -4,7 +4,14 @@
  * are accepted so an azure-init file carries over unchanged.
  */
 import * as v from 'valibot';
-import { STEP_NAMES } from './defaults.js';
+import {
+  HOSTNAME_BACKEND_NAMES,
+  HOSTNAME_PUBLISHING_BACKEND_NAMES,
+  PASSWORD_BACKEND_NAMES,
+  STEP_NAMES,
+  SUDO_POLICIES,
+  USER_BACKEND_NAMES,
+} from './defaults.js';
 
 /** The longest delay a Node timer honours (2^31−1 ms); a longer one fires after 1 ms instead. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -30,7 +37,12 @@ const nonEmpty = v.pipe(v.string(), v.check((s) => s.length > 0, 'must not be em
 const absolutePath = v.pipe(v.string(), v.check((s) => s.startsWith('/'), 'must be an absolute path'));
 /** Empty means "the default place", derived from another key. */
 const absoluteOrEmpty = v.pipe(v.string(), v.check((s) => s === '' || s.startsWith('/'), 'must be an absolute path or empty'));
-const backends = v.strictObject({ backends: v.array(nonEmpty) });
+/**
+ * A `backends` list: at least one name, each one of `names` (an unknown name would otherwise only be skipped with a
+ * warning at first boot, and an empty list would fail the step with no backend tried).
+ */
+const backendList = (names: readonly [string, ...string[]], emptyHint = '') =>
+  v.pipe(v.array(v.picklist(names)), v.minLength(1, `must name at least one backend (${names.join(', ')})${emptyHint}`));
 
 const sections = {
   imds: v.strictObject({
@@ -58,17 +70,28 @@ const sections = {
     sshd_config_path: absolutePath,
     reload_sshd: v.boolean(),
   }),
-  hostname_provisioners: backends,
-  hostname_publishing: v.strictObject({ enable: v.boolean(), backends: v.array(nonEmpty), timeout_secs: positiveSecs }),
+  host_keys: v.strictObject({
+    regenerate: v.boolean(),
+    types: v.pipe(v.array(v.picklist(['rsa', 'ecdsa', 'ed25519'])), v.minLength(1, 'must name at least one key type')),
+    dir: absolutePath,
+  }),
+  platform: v.strictObject({ check: v.boolean() }),
+  azure_proxy_agent: v.strictObject({ enable: v.boolean(), require: v.boolean(), wait_secs: positiveSecs }),
+  hostname_provisioners: v.strictObject({ backends: backendList(HOSTNAME_BACKEND_NAMES) }),
+  hostname_publishing: v.strictObject({
+    enable: v.boolean(),
+    backends: backendList(HOSTNAME_PUBLISHING_BACKEND_NAMES, '; enable = false turns publishing off'),
+    timeout_secs: positiveSecs,
+  }),
   user_provisioners: v.strictObject({
-    backends: v.array(nonEmpty),
+    backends: backendList(USER_BACKEND_NAMES),
     shell: absolutePath,
     groups: v.array(nonEmpty),
     missing_groups: v.picklist(['create', 'skip']),
-    passwordless_sudo: v.boolean(),
+    sudo: v.picklist(SUDO_POLICIES),
     sudoers_dir: absolutePath,
   }),
-  password_provisioners: backends,
+  password_provisioners: v.strictObject({ backends: backendList(PASSWORD_BACKEND_NAMES) }),
   os: v.strictObject({ timeout_secs: positiveSecs }),
   provisioning_media: v.strictObject({ enable: v.boolean(), timeout_secs: positiveSecs }),
   telemetry: v.strictObject({
@@ -121,11 +144,45 @@ const SECTION_ALIASES: Record<string, string> = {
 };
 
 /**
+ * Rewrites bootstate's own older names in a parsed file (in place): `[user_provisioners] passwordless_sudo`, which
+ * meant NOPASSWD sudo or none, becomes `sudo = "nopasswd"` or `sudo = "none"` unless the file also sets `sudo`.
+ * Returns warnings, and the problem with a value of the wrong type (the file is then invalid).
+ */
+export function normalizeOlderNames(doc: Record<string, unknown>): { warnings: string[]; problem: string | null } {
+  const users = doc.user_provisioners;
+  if (!isTable(users) || !('passwordless_sudo' in users)) return { warnings: [], problem: null };
+  const older = users.passwordless_sudo;
+  if (typeof older !== 'boolean') return { warnings: [], problem: `[user_provisioners] passwordless_sudo: expected boolean, got ${typeName(older)}` };
+  delete users.passwordless_sudo;
+  if ('sudo' in users) return { warnings: ['[user_provisioners] passwordless_sudo is ignored because sudo is also set'], problem: null };
+  users.sudo = older ? 'nopasswd' : 'none';
+  return { warnings: [], problem: null };
+}
+
+/** Sections and keys only azure-init's files have: a file using one was written for azure-init. */
+function usesAzureInitOnlyNames(doc: Record<string, unknown>): boolean {
+  const has = (section: string, key: string) => isTable(doc[section]) && key in (doc[section] as Record<string, unknown>);
+  return (
+    Object.keys(SECTION_ALIASES).some((name) => name in doc) ||
+    has('imds', 'read_timeout_secs') ||
+    has('telemetry', 'kvp_diagnostics') ||
+    has('telemetry', 'kvp_filter')
+  );
+}
+
+/**
  * Rewrites azure-init names to ours in a parsed file (in place) and returns warnings for what is accepted but
- * ignored. `names` maps our section names back to the ones written, for error messages.
+ * ignored. `names` maps our section names back to the ones written, for error messages. A file written for
+ * azure-init (one of its own names is in it) that does not set `[user_provisioners] sudo` gets `sudo = "nopasswd"`,
+ * the rule azure-init always writes, so an image migrated from it keeps its admin's sudo.
  */
 export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map<string, string>): string[] {
   const warnings: string[] = [];
+  if (usesAzureInitOnlyNames(doc)) {
+    if (!('user_provisioners' in doc)) doc.user_provisioners = {};
+    const users = doc.user_provisioners;
+    if (isTable(users) && !('sudo' in users)) users.sudo = 'nopasswd';
+  }
   for (const [alias, ours] of Object.entries(SECTION_ALIASES)) {
     if (!(alias in doc)) continue;
     if (ours in doc) warnings.push(`[${alias}] is ignored because [${ours}] is also set`);
@@ -134,10 +191,6 @@ export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map
       names.set(ours, alias);
     }
     delete doc[alias];
-  }
-  if ('azure_proxy_agent' in doc) {
-    warnings.push('[azure_proxy_agent] is accepted for azure-init compatibility and ignored');
-    delete doc.azure_proxy_agent;
   }
   // azure-init's own documented examples set it, and azure-init does not read it either.
   const imds = doc.imds;

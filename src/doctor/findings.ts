@@ -1,11 +1,15 @@
 /**
  * What in an image would make two agents provision the same VM, or make bootstate's work ineffective. Each check
  * reads files under a root (the image, or `/`) and never runs anything, so it works on a mounted image as well
- * as on a live system. A finding says what is wrong, where, and what to change.
+ * as on a live system. Every path is resolved inside the root as chroot would (resolveInRoot), so a link in the
+ * image never leads a check to the host's files; only regular files are read, so a FIFO cannot block one. A
+ * finding says what is wrong, where, and what to change.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
+import { resolveInRoot } from '../os/paths.js';
 
 export interface Finding {
   /** Stable identifier, e.g. `cloud-init-azure`. */
@@ -18,29 +22,57 @@ export interface Finding {
 
 type Check = (root: string, config: Config) => Promise<Finding | null>;
 
-const at = (root: string, p: string) => path.join(root, p);
-const read = (file: string) => readFile(file, 'utf8').catch(() => null);
-const exists = (file: string) => stat(file).then(() => true, () => false);
-const listDir = (dir: string) => readdir(dir).catch(() => [] as string[]);
+/** The text of regular file `p` in the image; null when it is absent, unreadable or not a regular file. */
+async function read(root: string, p: string): Promise<string | null> {
+  try {
+    const handle = await open(resolveInRoot(root, p), constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      return (await handle.stat()).isFile() ? await handle.readFile('utf8') : null;
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return null;
+  }
+}
+
+/** Whether `p` exists in the image, links followed inside it. */
+async function exists(root: string, p: string): Promise<boolean> {
+  try {
+    await stat(resolveInRoot(root, p));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The names in directory `p` of the image; none when it is absent or not a directory. */
+async function listDir(root: string, p: string): Promise<string[]> {
+  try {
+    return await readdir(resolveInRoot(root, p));
+  } catch {
+    return [];
+  }
+}
 
 /** Directories systemd links enabled units into, relative to the root. */
 const WANTS_DIRS = ['etc/systemd/system/multi-user.target.wants', 'etc/systemd/system/cloud-init.target.wants', 'etc/systemd/system/sysinit.target.wants', 'etc/systemd/system/network-online.target.wants'];
 
 async function unitEnabled(root: string, unit: string): Promise<string | null> {
   for (const dir of WANTS_DIRS) {
-    if ((await listDir(at(root, dir))).includes(unit)) return `/${dir}/${unit}`;
+    if ((await listDir(root, dir)).includes(unit)) return `/${dir}/${unit}`;
   }
   return null;
 }
 
 /** cloud-init installed, not disabled, and with a datasource list that includes Azure (its default list does). */
 const cloudInit: Check = async (root) => {
-  const main = await read(at(root, 'etc/cloud/cloud.cfg'));
-  if (main === null && !(await exists(at(root, 'usr/bin/cloud-init')))) return null;
-  if (await exists(at(root, 'etc/cloud/cloud-init.disabled'))) return null;
-  const dropins = (await listDir(at(root, 'etc/cloud/cloud.cfg.d'))).filter((n) => n.endsWith('.cfg')).sort();
+  const main = await read(root, 'etc/cloud/cloud.cfg');
+  if (main === null && !(await exists(root, 'usr/bin/cloud-init'))) return null;
+  if (await exists(root, 'etc/cloud/cloud-init.disabled')) return null;
+  const dropins = (await listDir(root, 'etc/cloud/cloud.cfg.d')).filter((n) => n.endsWith('.cfg')).sort();
   let list: string | null = datasourceList(main ?? '');
-  for (const name of dropins) list = datasourceList((await read(at(root, `etc/cloud/cloud.cfg.d/${name}`))) ?? '') ?? list;
+  for (const name of dropins) list = datasourceList((await read(root, `etc/cloud/cloud.cfg.d/${name}`)) ?? '') ?? list;
   if (list !== null && !/\bAzure\b/.test(list)) return null;
   return {
     id: 'cloud-init-azure',
@@ -72,7 +104,7 @@ export function datasourceList(yaml: string): string | null {
 
 /** WALinuxAgent installed with provisioning on (Provisioning.Agent not disabled; older: Provisioning.Enabled=y). */
 const waagent: Check = async (root) => {
-  const conf = await read(at(root, 'etc/waagent.conf'));
+  const conf = await read(root, 'etc/waagent.conf');
   if (conf === null) return null;
   const setting = (key: string) => new RegExp(`^\\s*${key.replace('.', '\\.')}\\s*=\\s*(\\S+)`, 'm').exec(conf)?.[1] ?? null;
   const agent = setting('Provisioning.Agent');
@@ -100,12 +132,12 @@ const azureInit: Check = async (root) => {
 
 /** sshd_config must include the drop-in directory, or the PasswordAuthentication drop-in never applies. */
 const sshdInclude: Check = async (root, config) => {
-  const main = await read(at(root, config.ssh.sshd_config_path));
+  const main = await read(root, config.ssh.sshd_config_path);
   if (main === null) {
     return {
       id: 'sshd-config-missing',
       severity: 'warns',
-      problem: `${config.ssh.sshd_config_path} does not exist: is openssh-server installed?`,
+      problem: `${config.ssh.sshd_config_path} does not exist or is not a regular file: is openssh-server installed?`,
       fix: 'install openssh-server, or VMs will not be reachable over SSH',
     };
   }
@@ -136,7 +168,7 @@ const KVP_DAEMONS = ['usr/sbin/hv_kvp_daemon', 'usr/libexec/hypervkvpd', 'usr/sb
 
 /** Without the Hyper-V KVP daemon the host never reads the pool: reports still go over HTTP, KVP telemetry is lost. */
 const kvpDaemon: Check = async (root) => {
-  for (const daemon of KVP_DAEMONS) if (await exists(at(root, daemon))) return null;
+  for (const daemon of KVP_DAEMONS) if (await exists(root, daemon)) return null;
   return {
     id: 'no-kvp-daemon',
     severity: 'warns',

@@ -1,9 +1,12 @@
 /**
  * `bootstate doctor [--root DIR]`: checks an image (or the running system) for what would make two agents
  * provision the same VM or make bootstate ineffective, prints each finding with what to change, and exits 1 when
- * one of them would break a first boot. The .deb runs it at install time.
+ * one of them would break a first boot. The .deb runs it at install time. A root that does not exist or is not a
+ * directory is a usage error (exit 2): there is no image to look at, and "no findings" would be a lie.
  */
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import { UsageError } from '../cli/argv.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
 import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
@@ -14,14 +17,21 @@ export interface DoctorIo {
   stderr(text: string): void;
 }
 
-/** Runs `doctor` with its parsed options (`--root`) and resolves to the exit code. */
+/**
+ * Runs `doctor` with its parsed options (`--root`) and resolves to the exit code.
+ * @throws UsageError when the root does not exist or is not a directory.
+ */
 export async function runDoctor(values: { root?: string }, io: DoctorIo): Promise<number> {
   const root = path.resolve(values.root ?? '/');
+  await checkRoot(root);
   const findings: Finding[] = [];
   let config: Config = DEFAULT_CONFIG;
   try {
-    const loaded = await loadConfig({ systemFile: path.join(root, SYSTEM_CONFIG_FILE), dropinDir: path.join(root, SYSTEM_CONFIG_DROPIN_DIR), override: '', env: {} });
+    const loaded = await loadConfig({ root, systemFile: SYSTEM_CONFIG_FILE, dropinDir: SYSTEM_CONFIG_DROPIN_DIR, override: '', env: {} });
     config = loaded.config;
+    for (const problem of loaded.refused) {
+      findings.push({ id: 'config-unreadable', severity: 'breaks', problem: `${problem.replace(/, ignored$/, '')}: a first boot would skip it`, fix: 'make it a regular file (or a link to one inside the image), or remove it' });
+    }
     for (const problem of loaded.unknown) findings.push({ id: 'config-unknown-key', severity: 'warns', problem, fix: 'remove it, or check its spelling (bootstate config check)' });
   } catch (error) {
     findings.push({ id: 'config-invalid', severity: 'breaks', problem: (error as Error).message, fix: 'fix the file (bootstate config check shows every problem)' });
@@ -33,4 +43,16 @@ export async function runDoctor(values: { root?: string }, io: DoctorIo): Promis
     io.stdout(`${f.severity === 'breaks' ? 'BREAKS FIRST BOOT' : 'warning'} [${f.id}]: ${f.problem}\n  fix: ${f.fix}\n`);
   }
   return findings.some((f) => f.severity === 'breaks') ? EXIT_FAILURE : EXIT_OK;
+}
+
+/** The root must be a directory to hold an image; anything else is a mistyped `--root`. */
+async function checkRoot(root: string): Promise<void> {
+  let info;
+  try {
+    info = await stat(root);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UsageError(`--root ${root}: ${code === 'ENOENT' ? 'no such directory' : `cannot be read (${code ?? (error as Error).message})`}`);
+  }
+  if (!info.isDirectory()) throw new UsageError(`--root ${root}: not a directory`);
 }

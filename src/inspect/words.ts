@@ -21,6 +21,8 @@ export const GUARD_WORDS: Record<string, string> = {
   poolRunning: 'pool VM',
   poolAfterClaim: 'pool VM after claim',
   havePlan: 'plan made',
+  notOnAzure: 'not on Azure',
+  proxyAgentWanted: 'proxy agent wanted',
 };
 
 /** A guard's name in words. */
@@ -31,6 +33,8 @@ export function guardWords(guard: string): string {
 /** What the completion or failure of each of the agent's invoked actors means, by invoke id. */
 export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
   config: { done: 'configuration loaded', error: 'configuration invalid' },
+  platform: { done: 'platform checked', error: 'platform check failed' },
+  proxyAgent: { done: 'Guest Proxy Agent ready', error: 'Guest Proxy Agent not ready' },
   vmId: { done: 'VM id read', error: 'VM id unreadable' },
   marker: { done: 'marker checked', error: 'marker check failed' },
   imds: { done: 'IMDS answered', error: 'IMDS request failed' },
@@ -42,6 +46,7 @@ export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
   password: { done: 'password set', error: 'password failed' },
   sshKeys: { done: 'SSH keys written', error: 'SSH keys failed' },
   sshd: { done: 'sshd configured', error: 'sshd configuration failed' },
+  hostKeys: { done: 'SSH host keys replaced', error: 'SSH host keys failed' },
   pendingMarker: { done: 'report-pending marker written', error: 'report-pending marker failed' },
   readyReport: { done: 'Ready report accepted', error: 'Ready report failed' },
   provisionedMarker: { done: 'provisioned marker written', error: 'provisioned marker failed' },

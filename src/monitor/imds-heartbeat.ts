@@ -6,6 +6,7 @@
  */
 import { request } from '../azure/http.js';
 import type { CheckOptions, CheckResult } from '../azure/hostplugin.js';
+import { BootstateError } from '../errors.js';
 import { AGENT } from '../version.js';
 
 export const IMDS_HEARTBEAT_PATH = '/metadata/instance?api-version=2018-02-01';
@@ -72,6 +73,8 @@ export async function checkImdsHeartbeat(origin: string, options: CheckOptions):
       signal: options.signal,
     });
   } catch (error) {
+    // A 200 too large to read is IMDS serving a document nobody can validate, not a problem on our side.
+    if (error instanceof BootstateError && error.code === 'BODY_TOO_LARGE') return { ok: false, value: `IMDS document unreadable: ${error.message}` };
     return { ok: true, value: `IMDS unreachable: ${(error as Error).message}` };
   }
   if (res.status !== 200) return classifyImdsStatus(res.status);

@@ -14,6 +14,7 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import type { HostnamePublishingBackendName } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import type { OsContext } from './backends.js';
 import {
@@ -100,7 +101,7 @@ export const PUBLISHERS: Record<string, Publisher> = {
     const detail = `dhclient (pid ${client.pid}) restarted without releasing its lease`;
     return outcome('dhclient', iface, hostname, detail, options.observe ? await renewed(lease, before, options, signal) : null);
   },
-};
+} satisfies Record<HostnamePublishingBackendName, Publisher>;
 
 /**
  * Makes the DHCP client of the primary interface (the one with the default route) send `hostname`: the configured

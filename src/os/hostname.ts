@@ -3,6 +3,7 @@
  * /etc/hostname atomically and sets the running name with hostname(1).
  */
 import { writeFileAtomic } from './atomic.js';
+import type { HostnameBackendName } from '../config/defaults.js';
 import type { Backend } from './backends.js';
 import { under } from './paths.js';
 
@@ -17,4 +18,4 @@ export const HOSTNAME_BACKENDS: Record<string, Backend<string>> = {
     await context.run(['hostname', name], { signal, timeoutMs: 30_000 });
     return { backend: 'hostname', detail: `hostname set to ${name} (/etc/hostname written)` };
   },
-};
+} satisfies Record<HostnameBackendName, Backend<string>>;

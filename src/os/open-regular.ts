@@ -5,7 +5,10 @@
  */
 import fs from 'node:fs';
 
-/** Why a path was refused: `symlink`, `not a regular file (fifo)`, `hard link (2 names)`. */
+/**
+ * Why a path was refused: `symlink`, `not a regular file (fifo)`, `hard link (2 names)`. The message reads
+ * `refusing PATH: it is a symlink` or, for a problem that starts with "not", `it is not a regular file (fifo)`.
+ */
 export class UnexpectedFileError extends Error {
   override readonly name = 'UnexpectedFileError';
   constructor(
@@ -13,7 +16,7 @@ export class UnexpectedFileError extends Error {
     readonly problem: string,
     readonly code = 'EUNEXPECTED',
   ) {
-    super(`refusing ${path}: it is a ${problem}`);
+    super(`refusing ${path}: it is ${/^not\b/.test(problem) ? problem : `a ${problem}`}`);
   }
 }
 

@@ -3,6 +3,7 @@
  * with chpasswd, the `user:password` line written to its stdin only and the buffer zeroed afterwards.
  */
 import { BootstateError } from '../errors.js';
+import type { PasswordBackendName } from '../config/defaults.js';
 import type { SecretStore } from '../secrets.js';
 import type { Backend, OsContext } from './backends.js';
 import type { StepResult } from './provisioner.js';
@@ -48,4 +49,4 @@ export const PASSWORD_BACKENDS: Record<string, Backend<PasswordArgs>> = {
     await context.run(['usermod', '--lock', args.username], { signal, timeoutMs: 30_000 });
     return { backend: 'usermod', detail: `password locked for ${args.username}` };
   },
-};
+} satisfies Record<PasswordBackendName, Backend<PasswordArgs>>;

@@ -10,11 +10,15 @@ export interface StepResult {
   /** Human detail for the log and telemetry; never a secret. */
   detail?: string;
   warnings?: string[];
+  /** Text for the console (the unit's stdout): the new host keys' fingerprints. Never a secret. */
+  console?: string;
 }
 
 export interface UserRequest {
   username: string;
   groups: string[];
+  /** A password was provisioned (ovf-env.xml): `sudo = "auto"` then gives a rule that asks for it. */
+  passwordProvided: boolean;
 }
 
 export interface SshKeysRequest {
@@ -39,6 +43,10 @@ export interface Provisioner {
   setPassword(username: string, secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
   writeSshKeys(request: SshKeysRequest, signal: AbortSignal): Promise<StepResult>;
   configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult>;
+  /** Waits until Azure's Guest Proxy Agent reports ready (`azure-proxy-agent --status --wait`). */
+  checkProxyAgent(signal: AbortSignal): Promise<StepResult>;
+  /** Replaces the image's SSH host keys by new ones (config `[host_keys]`); comment `root@<hostname>`. */
+  regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult>;
   /** Saves the custom data and user data held in `secrets` as 0600 root files (config `[custom_data]`). */
   saveCustomData(secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
 }

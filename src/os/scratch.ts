@@ -95,6 +95,17 @@ export class ScratchProvisioner extends RealProvisioner {
     const warnings = (result.warnings ?? []).filter((w) => !w.startsWith('shell '));
     return { ...result, backend: 'scratch', warnings };
   }
+
+  /** Records the ssh-keygen runs the real backend would make; the scratch tree has no host keys to replace. */
+  override async regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult> {
+    const cfg = this.config.host_keys;
+    if (!cfg.regenerate) return super.regenerateHostKeys(hostname, signal);
+    const name = machineHostname(validateHostname(hostname));
+    for (const type of new Set(cfg.types)) {
+      await this.context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', `root@${name}`, '-f', path.posix.join(cfg.dir, `ssh_host_${type}_key`)], { signal });
+    }
+    return { backend: 'scratch', detail: `new ssh host keys would be made: ${[...new Set(cfg.types)].join(', ')}` };
+  }
 }
 
 /** Shows temp files of the real backend as paths under the scratch dir's own `/`. */

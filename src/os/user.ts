@@ -1,10 +1,10 @@
 /**
  * The admin user (spec §8.2): `useradd` with a home directory, the configured shell and groups; an existing
  * user is fine and only gains the groups (`usermod -aG`). Missing groups are created or skipped as configured,
- * with a warning either way. The optional passwordless-sudo rule lives in sudoers.ts.
+ * with a warning either way. The sudo rule lives in sudoers.ts.
  */
 import { access, readFile } from 'node:fs/promises';
-import type { UserProvisionersConfig } from '../config/defaults.js';
+import type { UserBackendName, UserProvisionersConfig } from '../config/defaults.js';
 import type { Backend, OsContext } from './backends.js';
 import { under } from './paths.js';
 import type { UserRequest } from './provisioner.js';
@@ -36,7 +36,7 @@ export const USER_BACKENDS: Record<string, Backend<UserArgs>> = {
     await context.run(argv, { signal, timeoutMs: 60_000 });
     return { backend: 'useradd', detail: `created ${args.username}${groups.length ? ` in ${groups.join(',')}` : ''}`, warnings };
   },
-};
+} satisfies Record<UserBackendName, Backend<UserArgs>>;
 
 /** Keeps the groups that exist, creating (`groupadd`) or skipping the others as configured, each with a warning. */
 export async function resolveGroups(

@@ -123,19 +123,29 @@ describe('request', () => {
     expect(error.data).toContainEqual(['error', 'aborted']);
   });
 
-  it('stops reading a streamed body past maxBodyBytes', async () => {
+  it('stops reading a streamed 2xx body past maxBodyBytes: a non-retryable error naming the limit and the path', async () => {
     fabric.setImds({ bigBody: 8 * 1024 * 1024 });
     const { error, elapsed } = await failureOf(
       request(fabric.imdsUrl, { ...base, requestTimeoutMs: 10_000, maxBodyBytes: 64 * 1024, headers: imdsHeaders }),
     );
-    expect(error.data).toContainEqual(['error', 'body too large']);
+    expect([error.code, error.reason, error.exitCode, error.retryable]).toEqual(['BODY_TOO_LARGE', 'response body too large', 1, false]);
+    expect(error.data).toEqual([
+      ['limit', '65536'],
+      ['path', '/metadata/instance'],
+    ]);
     expect(elapsed).toBeLessThan(2000);
   });
 
-  it('refuses a declared Content-Length past maxBodyBytes without reading it', async () => {
+  it('refuses a 2xx with a declared Content-Length past maxBodyBytes without reading it', async () => {
     fabric.setImds({ status: 200, body: 'x'.repeat(5000) });
     const { error } = await failureOf(request(fabric.imdsUrl, { ...base, maxBodyBytes: 1024, headers: imdsHeaders }));
-    expect(error.data).toContainEqual(['error', 'body too large']);
+    expect(error).toMatchObject({ code: 'BODY_TOO_LARGE', retryable: false, data: [['limit', '1024'], ['path', '/metadata/instance']] });
+  });
+
+  it.each([404, 503, 403])('answers a %i with a body past maxBodyBytes as its status, the body dropped', async (status) => {
+    fabric.setImds({ status, body: 'x'.repeat(5000) });
+    const res = await request(fabric.imdsUrl, { ...base, maxBodyBytes: 1024, headers: imdsHeaders });
+    expect([res.status, res.body.length, res.bodyDropped]).toEqual([status, 0, true]);
   });
 
   it('reports a connection reset in the middle of the body', async () => {

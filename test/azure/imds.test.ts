@@ -31,6 +31,16 @@ afterAll(async () => {
   await fabric.close();
 });
 
+function errorOfSync(run: () => unknown): BootstateError {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof BootstateError) return error;
+    throw error;
+  }
+  throw new Error('expected a BootstateError');
+}
+
 const minimal = (osProfile: Record<string, unknown>, publicKeys: unknown = []) =>
   JSON.stringify({ compute: { osProfile: { adminUsername: 'a', computerName: 'b', ...osProfile }, publicKeys } });
 
@@ -110,26 +120,64 @@ describe('fetchInstanceMetadataOnce', () => {
     }
   });
 
-  it('classifies a body that is not UTF-8 as a retryable parse error', async () => {
+  it('classifies a 200 whose body is not UTF-8 as a non-retryable parse error', async () => {
     fabric.setImds('invalid-utf8');
     const error = await errorOf(fetchInstanceMetadataOnce({ config }));
     expect(error.code).toBe('IMDS_PARSE');
-    expect(error.retryable).toBe(true);
+    expect(error.retryable).toBe(false);
   });
 
-  it('classifies a truncated JSON body as a retryable parse error', async () => {
-    fabric.setImds({ status: 200, body: JSON.stringify(exampleImdsDocument()).slice(0, 300) });
+  it.each([
+    ['truncated JSON', JSON.stringify(exampleImdsDocument()).slice(0, 300)],
+    ['an empty body', ''],
+  ])('classifies a 200 with %s as a non-retryable parse error', async (_name, body) => {
+    fabric.setImds({ status: 200, body });
     const error = await errorOf(fetchInstanceMetadataOnce({ config }));
-    expect(error.code).toBe('IMDS_PARSE');
-    expect(error.retryable).toBe(true);
+    expect([error.code, error.reason, error.retryable]).toEqual(['IMDS_PARSE', 'error parsing IMDS metadata', false]);
   });
 
-  it('names the offending field of a well-formed document with the wrong shape', async () => {
+  it('names the offending field of a well-formed document with the wrong shape, not retryable', async () => {
     fabric.setImdsDocument(withOsProfile({ adminUsername: 42 }));
     const error = await errorOf(fetchInstanceMetadataOnce({ config }));
     expect(error.code).toBe('IMDS_INVALID');
-    expect(error.retryable).toBe(true);
+    expect(error.retryable).toBe(false);
     expect(error.data).toContainEqual(['key', 'compute.osProfile.adminUsername']);
+  });
+
+  /** The example document with the member at `path` set to `value` (`undefined` removes it). */
+  const withMember = (path: string, value: unknown) => {
+    const doc = exampleImdsDocument();
+    const keys = path.split('.');
+    const parent = keys.slice(0, -1).reduce((node, key) => node[key], doc);
+    if (value === undefined) delete parent[keys.at(-1)!];
+    else parent[keys.at(-1)!] = value;
+    return doc;
+  };
+
+  it.each([
+    ['a number where a string belongs', 'compute.osProfile.computerName', 42],
+    ['null where a string belongs', 'compute.osProfile.adminUsername', null],
+    ['a missing required field', 'compute.osProfile.computerName', undefined],
+    ['a string where a list belongs', 'compute.publicKeys', 'ssh-ed25519 AAAA user@host'],
+    ['a string where a boolean belongs', 'extended.compute.hasCustomData', 'true'],
+    ['a number where a boolean or "true"/"false" belongs', 'compute.osProfile.disablePasswordAuthentication', 1],
+    ['an object where a string belongs', 'compute.vmId', { id: 'x' }],
+  ])('answers a 200 with %s by a non-retryable invalid IMDS metadata naming the key, after exactly 1 request', async (_name, key, value) => {
+    fabric.setImdsDocument(withMember(key, value));
+    const before = fabric.requestsTo('imds').length;
+    const error = await errorOf(fetchInstanceMetadataOnce({ config }));
+    expect(fabric.requestsTo('imds').length - before).toBe(1);
+    expect([error.code, error.reason, error.exitCode, error.retryable]).toEqual(['IMDS_INVALID', 'invalid IMDS metadata', 78, false]);
+    expect(error.data[0]).toEqual(['key', key]);
+    expect(error.data[1]).toEqual(['error', value === undefined ? 'required member is missing' : expect.stringMatching(/^expected .+, received (number|null|string|object)$/)]);
+  });
+
+  it('says an array is not the object a member must be, rather than naming a member of it', () => {
+    const error = errorOfSync(() => parseInstanceMetadata(JSON.stringify({ compute: [] })));
+    expect(error.data).toEqual([
+      ['key', 'compute'],
+      ['error', 'expected an object, received array'],
+    ]);
   });
 
   it('classifies a stalled IMDS as a retryable request timeout within the attempt budget', async () => {
@@ -142,11 +190,21 @@ describe('fetchInstanceMetadataOnce', () => {
     expect(Date.now() - started).toBeLessThan(200 + 1000);
   });
 
-  it('refuses a body larger than max_body_bytes', async () => {
+  it('refuses a 200 larger than max_body_bytes at once, naming the limit', async () => {
     fabric.setImds({ bigBody: 4 * 1024 * 1024 });
     const error = await errorOf(fetchInstanceMetadataOnce({ config: { ...config, request_timeout_secs: 10, max_body_bytes: 65536 } }));
-    expect(error.code).toBe('HTTP_TRANSPORT');
-    expect(error.data).toContainEqual(['error', 'body too large']);
+    expect([error.code, error.retryable]).toEqual(['BODY_TOO_LARGE', false]);
+    expect(error.data).toEqual([
+      ['limit', '65536'],
+      ['path', '/metadata/instance'],
+    ]);
+  });
+
+  it('keeps a retryable status retryable when its error page is over max_body_bytes', async () => {
+    fabric.setImds({ status: 503, body: 'x'.repeat(4096) });
+    const error = await errorOf(fetchInstanceMetadataOnce({ config: { ...config, max_body_bytes: 1024 } }));
+    expect([error.code, error.retryable]).toEqual(['HTTP_STATUS', true]);
+    expect(error.data).toContainEqual(['status', '503']);
   });
 
   it('rejects promptly when its signal aborts', async () => {
@@ -226,13 +284,13 @@ describe('parseInstanceMetadata', () => {
     expect(parseInstanceMetadata(JSON.stringify(doc))).toMatchObject({ hasCustomData: true, ppsType: 'Running' });
   });
 
-  it('only ever throws a retryable BootstateError for arbitrary input', () => {
+  it('only ever throws a non-retryable IMDS BootstateError for arbitrary input', () => {
     fc.assert(
       fc.property(fc.oneof(fc.string(), fc.json(), fc.jsonValue().map((v) => JSON.stringify({ compute: v }))), (text) => {
         try {
           parseInstanceMetadata(text);
         } catch (error) {
-          return error instanceof BootstateError && error.retryable && ['IMDS_PARSE', 'IMDS_INVALID'].includes(error.code);
+          return error instanceof BootstateError && !error.retryable && ['IMDS_PARSE', 'IMDS_INVALID'].includes(error.code);
         }
         return true;
       }),

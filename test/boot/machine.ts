@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { run, type RunResult } from '../../src/os/exec.js';
+import { AZURE_CHASSIS_ASSET_TAG } from '../../src/os/platform.js';
 import { readRecordedRequests, reportKindsOf, startFabric, stopProcess } from '../e2e/boot.js';
 import { createNetns, type Netns } from '../e2e/ns.js';
 
@@ -32,6 +33,8 @@ export interface MachineOptions {
   fabric?: boolean;
   /** SMBIOS system UUID the VM sees in /sys/class/dmi/id/product_uuid. */
   productUuid?: string;
+  /** The DMI chassis asset tag; default Azure's. An empty string stands for a machine that is not an Azure VM. */
+  chassisAssetTag?: string;
   /** An image file the container sees as its DVD drive, /dev/sr0 (Azure's provisioning media). */
   media?: string;
   /** Capabilities the container keeps beyond nspawn's default set, e.g. CAP_NET_ADMIN for systemd-networkd. */
@@ -94,6 +97,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
   for (const d of [upper, work, mountPoint, path.join(sysClass, 'dmi/id')]) await mkdir(d, { recursive: true });
   await writeFile(record, '');
   await writeFile(path.join(sysClass, 'dmi/id/product_uuid'), `${options.productUuid ?? '7C1E5D1A-0B4F-4C43-9C3E-5D2A8F9B1E60'}\n`, { mode: 0o444 });
+  await writeFile(path.join(sysClass, 'dmi/id/chassis_asset_tag'), `${options.chassisAssetTag ?? AZURE_CHASSIS_ASSET_TAG}\n`, { mode: 0o444 });
 
   let netns: Netns | null = null;
   let fabric: ChildProcess | null = null;

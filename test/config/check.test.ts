@@ -74,6 +74,44 @@ describe('bootstate config check', () => {
     expect(stderr).toBe(`error: ${systemFile}: [ssh] query_sshd_config: expected boolean, got string\n`);
   });
 
+  it('exits 78 on a backend name no backend has, or an empty backend list, naming file and key', async () => {
+    await writeFile(systemFile, '[hostname_provisioners]\nbackends = ["hostnamectl", "rm -rf"]\n');
+    let run = await check(['check']);
+    expect([run.code, run.stdout]).toEqual([78, '']);
+    expect(run.stderr).toBe(`error: ${systemFile}: [hostname_provisioners] backends[1]: expected one of "hostnamectl" | "hostname", got "rm -rf"\n`);
+    await writeFile(systemFile, '[user_provisioners]\nbackends = ["bogus"]\n');
+    run = await check(['check']);
+    expect(run.code).toBe(78);
+    expect(run.stderr).toBe(`error: ${systemFile}: [user_provisioners] backends[0]: expected one of "useradd", got "bogus"\n`);
+    await writeFile(systemFile, '[password_provisioners]\nbackends = []\n');
+    run = await check(['check']);
+    expect(run.code).toBe(78);
+    expect(run.stderr).toBe(`error: ${systemFile}: [password_provisioners] backends: must name at least one backend (passwd, usermod)\n`);
+    await writeFile(systemFile, '[hostname_publishing]\nbackends = ["pump"]\n');
+    expect((await check(['check'])).stderr).toContain('[hostname_publishing] backends[0]: expected one of "networkd" | "networkmanager" | "dhclient", got "pump"');
+    await writeFile(systemFile, '[hostname_publishing]\nbackends = []\n');
+    expect((await check(['check'])).stderr).toContain('[hostname_publishing] backends: must name at least one backend (networkd, networkmanager, dhclient); enable = false turns publishing off');
+  });
+
+  it('accepts every known backend name, in any order', async () => {
+    await writeFile(
+      systemFile,
+      '[hostname_provisioners]\nbackends = ["hostname", "hostnamectl"]\n[user_provisioners]\nbackends = ["useradd"]\n[password_provisioners]\nbackends = ["usermod", "passwd"]\n[hostname_publishing]\nbackends = ["dhclient"]\n',
+    );
+    expect(await check(['check'])).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it('exits 78 on a configuration path that is not a regular file (a FIFO is never opened), naming it, while a first boot only warns', async () => {
+    const { execFileSync } = await import('node:child_process');
+    execFileSync('mkfifo', [systemFile]);
+    const { code, stdout, stderr } = await check(['check']);
+    expect(code).toBe(78);
+    expect(stdout).toMatch(/^# layers: defaults\n/);
+    expect(stderr).toBe(
+      `warning: ${systemFile}: not a regular file (fifo), ignored\nerror: 1 configuration path(s) that are not regular files; a first boot would ignore them\n`,
+    );
+  });
+
   it('exits 78 on a TOML syntax error with its line and column', async () => {
     await writeFile(join(dropinDir, '50.toml'), '[imds]\nretry_interval_secs = 2\nendpoint = "http://x\n');
     const { code, stderr } = await check(['check']);

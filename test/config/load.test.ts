@@ -40,7 +40,7 @@ async function errorOf(promise: Promise<unknown>): Promise<BootstateError> {
 describe('loadConfig', () => {
   it('returns the defaults when no file exists', async () => {
     const loaded = await loadConfig({ systemFile, dropinDir, env: noEnv });
-    expect(loaded).toEqual({ config: DEFAULT_CONFIG, sources: [], warnings: [], unknown: [], origins: {} });
+    expect(loaded).toEqual({ config: DEFAULT_CONFIG, sources: [], warnings: [], unknown: [], refused: [], origins: {} });
   });
 
   it('merges system file, sorted drop-ins, then the override, later keys winning', async () => {
@@ -107,7 +107,7 @@ describe('loadConfig', () => {
     ['[monitor]\nhost_plugin_port = 70000\n', '[monitor] host_plugin_port: must be an integer from 1 to 65535'],
     ['[custom_data]\ncustom_data_path = "data/cd"\n', '[custom_data] custom_data_path: must be an absolute path or empty'],
     ['[custom_data]\nrequire = "yes"\n', '[custom_data] require: expected boolean, got string'],
-    ['[steps]\nskip = ["sudo"]\n', '[steps] skip[0]: expected one of "hostname" | "user" | "password" | "ssh-keys" | "sshd" | "custom-data", got "sudo"'],
+    ['[steps]\nskip = ["sudo"]\n', '[steps] skip[0]: expected one of "hostname" | "user" | "password" | "ssh-keys" | "sshd" | "host-keys" | "custom-data", got "sudo"'],
     ['[preprovisioning]\npoll_interval_secs = 0\n', '[preprovisioning] poll_interval_secs: must be a number of seconds > 0'],
   ])('rejects %j naming the file and key', async (text, problem) => {
     const file = await write(join(dropinDir, '50-x.toml'), text);
@@ -155,7 +155,8 @@ describe('loadConfig', () => {
     const base = await write(systemFile, '[imds]\nretry_interval_secs = 1\nrequest_timeout_secs = 9\n');
     const later = await write(join(dropinDir, '20.toml'), '[imds]\nretry_interval_secs = 3\n[azure_init_log_path]\npath = "/var/log/x.log"\n');
     const { origins } = await loadConfig({ systemFile, dropinDir, env: noEnv });
-    expect(origins).toEqual({ 'imds.retry_interval_secs': later, 'imds.request_timeout_secs': base, 'log_path.path': later });
+    // A file with an azure-init section is an azure-init file: it also says sudo = "nopasswd" (test/config/sudo.test.ts).
+    expect(origins).toEqual({ 'imds.retry_interval_secs': later, 'imds.request_timeout_secs': base, 'log_path.path': later, 'user_provisioners.sudo': later });
   });
 
   it('rejects an override that does not exist', async () => {
@@ -224,9 +225,9 @@ path = "/var/log/azure-init.log"
     expect(config.telemetry.kvp).toBe(false);
     expect(config.data_dir.path).toBe('/var/lib/azure-init/');
     expect(config.log_path.path).toBe('/var/log/azure-init.log');
-    expect(warnings).toEqual([
-      `${file}: [azure_proxy_agent] is accepted for azure-init compatibility and ignored`,
-    ]);
+    // azure-init's [azure_proxy_agent] enable means ours: wait for the agent when the media asks for it.
+    expect(warnings).toEqual([]);
+    expect(config.azure_proxy_agent).toEqual({ enable: true, require: false, wait_secs: 120 });
     expect(config.telemetry.kvp_level).toBe('info');
   });
 
@@ -264,5 +265,54 @@ describe('a configuration path that is not a regular file', () => {
     );
     expect(error?.message).toContain(fifo);
     expect(error?.message).toContain('not a regular file');
+  });
+
+  it('refuses a system file or drop-in that exists but is not a regular file with a warning naming it, and loads the rest', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const { symlink } = await import('node:fs/promises');
+    execFileSync('mkfifo', [systemFile]);
+    await mkdir(dropinDir);
+    await mkdir(join(dropinDir, '10-dir.toml'));
+    await symlink(join(root, 'nowhere.toml'), join(dropinDir, '20-dangling.toml'));
+    execFileSync('mkfifo', [join(dropinDir, '30-fifo.toml')]);
+    await write(join(dropinDir, '40-good.toml'), '[journal]\nkeep = 5\n');
+    await symlink(join(dropinDir, '40-good.toml'), join(dropinDir, '50-link.toml'));
+    const loaded = await loadConfig({ systemFile, dropinDir, env: noEnv });
+    expect(loaded.config.journal.keep).toBe(5);
+    expect(loaded.sources).toEqual([join(dropinDir, '40-good.toml'), join(dropinDir, '50-link.toml')]);
+    expect(loaded.refused).toEqual([
+      `${systemFile}: not a regular file (fifo), ignored`,
+      `${join(dropinDir, '10-dir.toml')}: not a regular file (directory), ignored`,
+      `${join(dropinDir, '20-dangling.toml')}: dangling symlink (to ${join(root, 'nowhere.toml')}), ignored`,
+      `${join(dropinDir, '30-fifo.toml')}: not a regular file (fifo), ignored`,
+    ]);
+    expect(loaded.warnings).toEqual(loaded.refused);
+  });
+
+  it('refuses a drop-in directory that is a file or a dangling symlink, with a warning', async () => {
+    const { symlink } = await import('node:fs/promises');
+    await write(dropinDir, '[journal]\nkeep = 5\n');
+    expect((await loadConfig({ systemFile, dropinDir, env: noEnv })).refused).toEqual([`${dropinDir}: not a directory (file), ignored`]);
+    await rm(dropinDir);
+    await symlink(join(root, 'gone.d'), dropinDir);
+    expect((await loadConfig({ systemFile, dropinDir, env: noEnv })).refused).toEqual([`${dropinDir}: not a directory (dangling symlink), ignored`]);
+  });
+});
+
+describe('loadConfig with a root (doctor --root)', () => {
+  it('resolves every path inside the root, absolute symlinks and `..` included, and names them under it', async () => {
+    const { symlink } = await import('node:fs/promises');
+    await write(join(root, 'etc/passwd'), '[journal]\nkeep = 3\n');
+    await mkdir(join(root, 'etc/bootstate/bootstate.toml.d'), { recursive: true });
+    await symlink('/etc/passwd', join(root, 'etc/bootstate/bootstate.toml'));
+    await write(join(root, 'srv/drop.toml'), '[journal]\nenable = false\n');
+    await symlink('../../../../../../../../../../srv/drop.toml', join(root, 'etc/bootstate/bootstate.toml.d/50.toml'));
+    await symlink('/dev/zero', join(root, 'etc/bootstate/bootstate.toml.d/60.toml'));
+    const loaded = await loadConfig({ root, systemFile: '/etc/bootstate/bootstate.toml', dropinDir: '/etc/bootstate/bootstate.toml.d', override: '', env: noEnv });
+    expect([loaded.config.journal.keep, loaded.config.journal.enable]).toEqual([3, false]);
+    expect(loaded.sources).toEqual([join(root, 'etc/bootstate/bootstate.toml'), join(root, 'etc/bootstate/bootstate.toml.d/50.toml')]);
+    expect(loaded.origins['journal.keep']).toBe(join(root, 'etc/bootstate/bootstate.toml'));
+    // The image has no /dev/zero: the link dangles there, whatever the host has.
+    expect(loaded.refused).toEqual([`${join(root, 'etc/bootstate/bootstate.toml.d/60.toml')}: dangling symlink (to /dev/zero), ignored`]);
   });
 });

@@ -2,10 +2,13 @@
  * `bootstate doctor --root DIR` on prepared image trees: a clean image has no finding and exits 0; each
  * coexistence problem is one finding that says what to change, and those that would break a first boot exit 1.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src/cli.js';
+import { UsageError } from '../../src/cli/argv.js';
 import { datasourceList, includesDir } from '../../src/doctor/findings.js';
 import { runDoctor } from '../../src/doctor/run.js';
 
@@ -20,6 +23,16 @@ async function put(p: string, text = ''): Promise<void> {
 async function cleanImage(): Promise<void> {
   await put('etc/ssh/sshd_config', 'Include /etc/ssh/sshd_config.d/*.conf\nKbdInteractiveAuthentication no\n');
   await put('usr/sbin/hv_kvp_daemon');
+}
+
+async function link(p: string, target: string): Promise<void> {
+  await mkdir(path.dirname(path.join(root, p)), { recursive: true });
+  await symlink(target, path.join(root, p));
+}
+
+async function fifo(p: string): Promise<void> {
+  await mkdir(path.dirname(path.join(root, p)), { recursive: true });
+  execFileSync('mkfifo', [path.join(root, p)]);
 }
 
 async function doctor(): Promise<{ code: number; out: string; ids: string[] }> {
@@ -107,6 +120,115 @@ describe('bootstate doctor --root', () => {
     await rm(path.join(root, 'usr/sbin/hv_kvp_daemon'));
     await put('etc/waagent.conf', '');
     expect((await doctor()).ids).toEqual(['waagent-provisioning', 'no-kvp-daemon']);
+  });
+});
+
+describe('doctor --root reads the image, never the host', () => {
+  let outside: string;
+  beforeEach(async () => {
+    outside = await mkdtemp(path.join(tmpdir(), 'bootstate-host-'));
+  });
+  afterEach(async () => {
+    await rm(outside, { recursive: true, force: true });
+  });
+
+  it('resolves an absolute symlink inside the root: config.toml -> /etc/passwd reads the image\'s /etc/passwd', async () => {
+    await put('etc/passwd', '[ssh]\nsshd_config_path = "/etc/ssh/from-image-passwd"\n');
+    await link('etc/bootstate/bootstate.toml', '/etc/passwd');
+    const result = await doctor();
+    expect([result.code, result.ids]).toEqual([0, ['sshd-config-missing']]);
+    expect(result.out).toContain('/etc/ssh/from-image-passwd does not exist');
+  });
+
+  it('never lets `..` in a link climb above the root', async () => {
+    await put('etc/passwd', '[ssh]\nsshd_config_path = "/etc/ssh/from-image-passwd"\n');
+    await link('etc/bootstate/bootstate.toml', '../../../../../../../../../../../etc/passwd');
+    expect((await doctor()).out).toContain('/etc/ssh/from-image-passwd does not exist');
+  });
+
+  it('does not follow a link in the image to a host path: what is only on the host is not there', async () => {
+    // On the host these files exist and would be findings; inside the root their targets do not.
+    await writeFile(path.join(outside, 'waagent.conf'), 'Provisioning.Agent=auto\n');
+    await link('etc/waagent.conf', path.join(outside, 'waagent.conf'));
+    await writeFile(path.join(outside, 'sshd_config'), 'PasswordAuthentication yes\n');
+    await rm(path.join(root, 'etc/ssh/sshd_config'));
+    await link('etc/ssh/sshd_config', path.join(outside, 'sshd_config'));
+    const result = await doctor();
+    expect(result.ids).toEqual(['sshd-config-missing']);
+  });
+
+  it('follows absolute links that stay in the image, in the middle of a path too', async () => {
+    await rm(path.join(root, 'etc/ssh'), { recursive: true });
+    await put('usr/share/openssh/sshd_config', 'Include /etc/ssh/sshd_config.d/*.conf\n');
+    await link('etc/ssh', '/usr/share/openssh');
+    await rm(path.join(root, 'usr/sbin/hv_kvp_daemon'));
+    await put('usr/libexec/hv_kvp_daemon.real');
+    await link('usr/sbin/hv_kvp_daemon', '/usr/libexec/hv_kvp_daemon.real');
+    expect(await doctor()).toMatchObject({ code: 0, ids: [] });
+  });
+});
+
+describe('doctor --root DIR that is not a directory', () => {
+  it('is a usage error naming the root: missing, or a file', async () => {
+    await expect(runDoctor({ root: path.join(root, 'missing') }, { stdout: () => {}, stderr: () => {} })).rejects.toThrow(
+      new UsageError(`--root ${path.join(root, 'missing')}: no such directory`),
+    );
+    await expect(runDoctor({ root: path.join(root, 'usr/sbin/hv_kvp_daemon') }, { stdout: () => {}, stderr: () => {} })).rejects.toThrow(
+      new UsageError(`--root ${path.join(root, 'usr/sbin/hv_kvp_daemon')}: not a directory`),
+    );
+  });
+
+  it('exits 2 from the CLI with one line on stderr and nothing on stdout', async () => {
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    try {
+      expect(await main(['doctor', '--root', path.join(root, 'missing')])).toBe(2);
+      expect(await main(['doctor', '--root', path.join(root, 'etc/ssh/sshd_config')])).toBe(2);
+      expect(stderr.mock.calls.map((c) => String(c[0]))).toEqual([
+        `bootstate doctor: --root ${path.join(root, 'missing')}: no such directory (see 'bootstate doctor --help')\n`,
+        `bootstate doctor: --root ${path.join(root, 'etc/ssh/sshd_config')}: not a directory (see 'bootstate doctor --help')\n`,
+      ]);
+      expect(stdout).not.toHaveBeenCalled();
+    } finally {
+      stderr.mockRestore();
+      stdout.mockRestore();
+    }
+  });
+});
+
+describe('a bootstate configuration that is not a regular file', () => {
+  const CONFIG = 'etc/bootstate/bootstate.toml';
+
+  it.each([
+    ['a FIFO (never opened, so never waited on)', () => fifo(CONFIG), 'not a regular file (fifo)'],
+    ['a directory', () => mkdir(path.join(root, CONFIG), { recursive: true }), 'not a regular file (directory)'],
+    ['a dangling symlink', () => link(CONFIG, '/etc/bootstate/gone.toml'), 'dangling symlink (to /etc/bootstate/gone.toml)'],
+    ['a link to /dev/zero, which the image does not have', () => link(CONFIG, '/dev/zero'), 'dangling symlink (to /dev/zero)'],
+    ['a drop-in that is a FIFO', () => fifo('etc/bootstate/bootstate.toml.d/50.toml'), 'not a regular file (fifo)'],
+  ])('breaks: %s, naming it; exit 1', async (_, make, why) => {
+    await make();
+    const result = await doctor();
+    expect([result.code, result.ids]).toEqual([1, ['config-unreadable']]);
+    expect(result.out).toContain(`]: ${root}/etc/bootstate/bootstate.toml`);
+    expect(result.out).toContain(`: ${why}: a first boot would skip it`);
+  });
+
+  it('breaks: a link that loops inside the image cannot be read (ELOOP), naming it', async () => {
+    await link(CONFIG, '/etc/bootstate/again.toml');
+    await link('etc/bootstate/again.toml', 'bootstate.toml');
+    const result = await doctor();
+    expect([result.code, result.ids]).toEqual([1, ['config-invalid']]);
+    expect(result.out).toContain(`${root}/etc/bootstate/bootstate.toml: cannot read: ELOOP`);
+  });
+
+  it('the checks never block on a FIFO either: one in place of a file they read is no file', async () => {
+    await fifo('etc/waagent.conf');
+    await fifo('etc/cloud/cloud.cfg');
+    await rm(path.join(root, 'etc/ssh/sshd_config'));
+    await fifo('etc/ssh/sshd_config');
+    const result = await doctor();
+    expect(result.ids).toEqual(['sshd-config-missing']);
+    expect(result.out).toContain('does not exist or is not a regular file');
   });
 });
 

@@ -1,8 +1,8 @@
 /**
  * A real first boot: `node dist/bootstate.mjs` with the default configuration, inside a network namespace where
  * the fake fabric owns 169.254.169.254 and 168.63.129.16, and a mount + UTS sandbox that is the VM's disk.
- * Independent VMs boot concurrently; the one with provisioning media boots alone, because every agent scans
- * the host's block devices and would otherwise find its loop device.
+ * VMs boot concurrently, three at a time; the one with provisioning media sees its loop device, and no other VM
+ * does (each sandbox's /sys/class/block lists only its own devices).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -33,8 +33,10 @@ interface SameDisk {
   first: BootResult;
   second: BootResult;
   clone: BootResult;
-  afterFirst: { requests: number; passwd: string; shadow: string; keys: string };
-  afterSecond: { requests: number; passwd: string; shadow: string; keys: string };
+  image: Record<string, string>;
+  afterFirst: Awaited<ReturnType<typeof diskState>>;
+  afterSecond: Awaited<ReturnType<typeof diskState>>;
+  afterClone: Record<string, string>;
 }
 interface Failing { vm: Vm; boot: BootResult; passwdBefore: string }
 interface Symlinked { vm: Vm; boot: BootResult; outside: string }
@@ -124,7 +126,19 @@ async function diskState(vm: Vm) {
     passwd: await file(vm, '/etc/passwd'),
     shadow: await file(vm, '/etc/shadow'),
     keys: await file(vm, '/home/azureuser/.ssh/authorized_keys').catch(() => ''),
+    hostKeys: await hostKeys(vm),
   };
+}
+
+/** The VM's SSH host keys: file name → public key line (and the private key's mode). */
+async function hostKeys(vm: Vm): Promise<Record<string, string>> {
+  const dir = vm.sandbox.hostPath('/etc/ssh');
+  const out: Record<string, string> = {};
+  for (const name of (await readdir(dir)).filter((n) => /^ssh_host_.*_key$/.test(n)).sort()) {
+    const mode = ((await stat(path.join(dir, name))).mode & 0o777).toString(8);
+    out[name] = `${mode} ${(await readFile(path.join(dir, `${name}.pub`), 'utf8')).trim()}`;
+  }
+  return out;
 }
 
 /** Text of every file under the given sandbox directories (recursively). */
@@ -200,13 +214,14 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
     );
     const sameDisk = slot(() =>
       withVm('disk', { productUuid: '11111111-2222-3333-4444-555555555555', generation: 2 }, async (vm) => {
+        const image = await hostKeys(vm);
         const first = await vm.boot();
         const afterFirst = await diskState(vm);
         const second = await vm.boot();
         const afterSecond = await diskState(vm);
         await writeFile(vm.sandbox.hostPath('/sys/class/dmi/id/product_uuid'), '99999999-8888-7777-6666-555555555555\n');
         const clone = await vm.boot();
-        return { vm, first, second, clone, afterFirst, afterSecond };
+        return { vm, first, second, clone, image, afterFirst, afterSecond, afterClone: await hostKeys(vm) };
       }),
     );
     const failing = (name: string, scenario: string) =>
@@ -246,9 +261,8 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
         return { vm, boot: await vm.boot(), passwdBefore };
       }),
     );
-    const independent = [happy, passwordAuth, sameDisk, hostileUsername, hostileHostname, symlinked, readyRejected, badConfig];
-    // Alone, after the others: every agent's blkid would see this VM's loop device.
-    const media = Promise.allSettled(independent).then(() => {
+    // Beside the others: each VM's /sys/class/block lists only the loop devices attached to it (ns.ts).
+    const media = slot(() => {
       if (!LOOP) throw new Error('no loop devices');
       return withVm('media', { generation: 2, scenario: 'imds-down' }, async (vm) => {
         const content = path.join(vm.sandbox.root, 'media-content');
@@ -373,6 +387,27 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
       expect(second.exitCode, second.stderr).toBe(0);
       expect(afterFirst.requests).toBeGreaterThan(0);
       expect(afterSecond).toEqual(afterFirst);
+    });
+
+    it('gives the VM host keys of its own on its first boot, prints their fingerprints, keeps them on a reboot, and a clone gets new ones', async () => {
+      const { vm, first, image, afterFirst, afterSecond, afterClone } = await scenarios.sameDisk;
+      expect(Object.keys(image)).toEqual(['ssh_host_ed25519_key']);
+      expect(Object.keys(afterFirst.hostKeys)).toEqual(['ssh_host_ecdsa_key', 'ssh_host_ed25519_key', 'ssh_host_rsa_key']);
+      expect(Object.values(afterFirst.hostKeys).every((k) => k.startsWith('600 '))).toBe(true);
+      expect(afterFirst.hostKeys.ssh_host_ed25519_key).not.toBe(image.ssh_host_ed25519_key);
+      expect(afterSecond.hostKeys).toEqual(afterFirst.hostKeys);
+      for (const [name, key] of Object.entries(afterClone)) expect(key, name).not.toBe(afterFirst.hostKeys[name]);
+      // The console (the agent's stdout) shows each new key's fingerprint between the marker lines.
+      const block = /-----BEGIN SSH HOST KEY FINGERPRINTS-----\n([\s\S]*?)\n-----END SSH HOST KEY FINGERPRINTS-----/.exec(first.stdout);
+      expect(block, first.stdout).not.toBeNull();
+      const printed = block![1]!.split('\n');
+      for (const key of Object.values(afterFirst.hostKeys)) {
+        const publicKey = key.slice('600 '.length);
+        const pub = path.join(vm.sandbox.root, 'host-key-check.pub');
+        await writeFile(pub, `${publicKey}\n`);
+        expect(printed).toContain(execFileSync('ssh-keygen', ['-l', '-f', pub], { encoding: 'utf8' }).trim());
+        expect(first.stdout).toContain(publicKey);
+      }
     });
 
     it('provisions again when the disk boots as a clone with another VM id, keeping the user and its key once', async () => {

@@ -11,6 +11,8 @@ import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { run, type RunResult } from '../../src/os/exec.js';
+import { AZURE_CHASSIS_ASSET_TAG } from '../../src/os/platform.js';
+
 
 /** True when this process can build sandboxes (root on Linux); elsewhere e2e suites skip. */
 export const canSandbox = process.platform === 'linux' && process.getuid?.() === 0;
@@ -25,6 +27,8 @@ export interface Sandbox {
 
 export interface SandboxOptions {
   productUuid?: string;
+  /** The DMI chassis asset tag; default Azure's. An empty string stands for a machine that is not an Azure VM. */
+  chassisAssetTag?: string;
   /** 1: no /sys/firmware/efi (BIOS); 2: UEFI. */
   generation?: 1 | 2;
   hostname?: string;
@@ -86,6 +90,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'sandbox', '-f', at('etc/ssh/ssh_host_ed25519_key')]);
   }
   await writeFile(at('sys/class/dmi/id/product_uuid'), `${options.productUuid ?? '550E8400-E29B-41D4-A716-446655440000'}\n`, { mode: 0o400 });
+  await writeFile(at('sys/class/dmi/id/chassis_asset_tag'), `${options.chassisAssetTag ?? AZURE_CHASSIS_ASSET_TAG}\n`, { mode: 0o444 });
   if (options.generation === 2) await mkdir(at('sys/firmware/efi'));
   return {
     root,
@@ -103,6 +108,7 @@ for d in etc home var/lib var/log run; do mount --bind "$r/$d" "/$d"; done
 # Azure machine that is the host's own provisioning media) nor another VM's media attached at the same time.
 if [ -e /sys/class/dmi/id/product_uuid ]; then
   mount --bind "$r/sys/class/dmi/id/product_uuid" /sys/class/dmi/id/product_uuid
+  if [ -e /sys/class/dmi/id/chassis_asset_tag ]; then mount --bind "$r/sys/class/dmi/id/chassis_asset_tag" /sys/class/dmi/id/chassis_asset_tag; fi
   mount --bind "$r/sys/class/block" /sys/class/block
 else
   mount --rbind "$r/sys/class" /sys/class

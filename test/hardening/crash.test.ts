@@ -121,6 +121,9 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     how: 'killed as soon as it runs, before the chart journals its first state: nothing is written yet',
     atStart: true,
   },
+  checkingPlatform: {
+    transient: 'the platform was checked before the chart started (src/provision.ts); its actor answers at once',
+  },
   readingVmId: poller,
   checkingMarker: poller,
   provisioning: imdsGate,
@@ -184,6 +187,9 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'provisioning.work.gathering.media.abandoned': {
     transient: 'only entered when the media read outlasts provisioning_media.timeout_secs; with media disabled (dry run) it returns at once',
   },
+  'provisioning.work.checkingProxyAgent': {
+    transient: 'entered only when the media or the configuration asks for the Guest Proxy Agent; the crash runs ask for none',
+  },
   'provisioning.work.validating': poller,
   'provisioning.work.configuringOs': poller,
   'provisioning.work.configuringOs.hostname': poller,
@@ -208,6 +214,9 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'provisioning.work.configuringOs.sshd': poller,
   'provisioning.work.configuringOs.sshd.configuring': midWrite('etc/ssh/sshd_config.d'),
   'provisioning.work.configuringOs.sshd.done': poller,
+  'provisioning.work.configuringOs.hostKeys': poller,
+  'provisioning.work.configuringOs.hostKeys.regenerating': poller,
+  'provisioning.work.configuringOs.hostKeys.done': poller,
   'provisioning.work.configuringOs.customData': poller,
   'provisioning.work.configuringOs.customData.saving': poller,
   'provisioning.work.configuringOs.customData.done': poller,
@@ -263,6 +272,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     },
   },
   provisioned: { how: 'journal poller on the final state (before the agent exits)' },
+  notOnAzure: { transient: 'entered only off Azure; the crash runs name their endpoints, which counts as on Azure' },
   alreadyProvisioned: { how: 'an uninterrupted boot first, then the journal poller on the second boot\'s final state', preProvision: true },
   readyNotAccepted: {
     how: 'Ready answered 403, journal poller on the final state',

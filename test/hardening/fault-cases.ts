@@ -3,6 +3,7 @@
  * the outcome the agent must reach. Deadlines are short so the whole table runs in about a minute.
  */
 import type { Behaviour, FakeFabric } from '../../src/fabric/fake-fabric.js';
+import { withOsProfile } from '../../src/fabric/imds-document.js';
 import type { Endpoint } from './endpoints.js';
 
 export type Service = 'imds' | 'wireserver';
@@ -26,6 +27,8 @@ export interface Expected {
   lastError?: string;
   /** IMDS only: `status` of the ProvisioningFailed report. */
   status?: string;
+  /** IMDS only: supporting data the ProvisioningFailed report must carry, e.g. `{ key: 'compute.vmId' }`. */
+  data?: Record<string, string>;
   /** How many attempts the endpoint must see: exactly one, or more than one (it was retried). */
   attempts?: 'one' | 'several';
   /**
@@ -76,6 +79,15 @@ const refusedStatus = (status: number): Expected => ({
   attempts: 'one',
   maxMs: DEADLINE_MS,
 });
+/** A 2xx that can never be used (spec §1.1: IMDS fails rather than answer partially): one attempt, then the failure naming what was wrong with it. */
+const refusedAnswer = (reason: string, exitCode: number, data: Record<string, string>): Expected => ({
+  result: 'failed',
+  reason,
+  exitCode,
+  data,
+  attempts: 'one',
+  maxMs: DEADLINE_MS,
+});
 const accepted: Expected = { result: 'provisioned', reason: null, exitCode: 0, attempts: 'one', maxMs: DEADLINE_MS };
 
 const imdsEndpoint = (port: number) => `http://127.0.0.1:${port}/metadata/instance?api-version=2023-11-15&extended=true`;
@@ -105,16 +117,20 @@ export const IMDS_CASES: FaultCase[] = [
   imds('headers, then silence', ({ fabric }) => fabric.setImds('headers-then-stall'), { ...timedOut(), attempts: 'one' }, LONG_IMDS_ATTEMPT),
   imds('body trickling 1 byte/s', ({ fabric }) => fabric.setImds({ trickle: 1 }), { ...timedOut(), attempts: 'one' }, LONG_IMDS_ATTEMPT),
   imds('connection reset mid-body', ({ fabric }) => fabric.setImds('reset-mid-body'), { ...timedOut('HTTP error'), attempts: 'several' }),
-  imds('10 MiB body', ({ fabric }) => fabric.setImds({ bigBody: 10 * 1024 * 1024 }), { ...timedOut('HTTP error'), attempts: 'several' }),
-  imds('invalid UTF-8', ({ fabric }) => fabric.setImds('invalid-utf8'), { ...timedOut('error parsing IMDS metadata'), attempts: 'several' }),
-  imds('valid JSON, wrong shape (array)', ({ fabric }) => fabric.setImds({ status: 200, body: [1, 2, 3] }), {
-    ...timedOut('invalid IMDS metadata'),
+  imds('10 MiB body (a 200)', ({ fabric }) => fabric.setImds({ bigBody: 10 * 1024 * 1024 }),
+    refusedAnswer('response body too large', 1, { limit: '1048576', path: '/metadata/instance' })),
+  imds('503 with a 2 MiB error page', ({ fabric }) => fabric.setImds({ status: 503, body: 'x'.repeat(2 * 1024 * 1024) }), {
+    ...timedOut('http status error'),
     attempts: 'several',
   }),
-  imds('valid JSON, wrong shape (wrong types)', ({ fabric }) => fabric.setImds({ status: 200, body: { compute: { osProfile: { adminUsername: 42 } } } }), {
-    ...timedOut('invalid IMDS metadata'),
-    attempts: 'several',
-  }),
+  imds('invalid UTF-8 (a 200)', ({ fabric }) => fabric.setImds('invalid-utf8'),
+    refusedAnswer('error parsing IMDS metadata', 78, { error: 'body is not valid UTF-8' })),
+  imds('valid JSON, wrong shape (array)', ({ fabric }) => fabric.setImds({ status: 200, body: [1, 2, 3] }),
+    refusedAnswer('invalid IMDS metadata', 78, { key: '(document)' })),
+  imds('valid JSON, wrong shape (wrong types)', ({ fabric }) => fabric.setImds({ status: 200, body: { compute: { osProfile: { adminUsername: 42 } } } }),
+    refusedAnswer('invalid IMDS metadata', 78, { key: 'compute.osProfile.adminUsername' })),
+  imds('the example document with computerName a number', ({ fabric }) => fabric.setImdsDocument(withOsProfile({ computerName: 42 })),
+    refusedAnswer('invalid IMDS metadata', 78, { key: 'compute.osProfile.computerName' })),
   ...IMDS_RETRYABLE.map((status) =>
     imds(`${status} forever`, ({ fabric }) => fabric.setImds({ status }), { ...timedOut('http status error'), attempts: 'several' }),
   ),
@@ -129,10 +145,8 @@ export const IMDS_CASES: FaultCase[] = [
       attempts: 'several',
     }),
   ),
-  imds('200 with an empty body', ({ fabric }) => fabric.setImds({ status: 200, body: '' }), {
-    ...timedOut('error parsing IMDS metadata'),
-    attempts: 'several',
-  }),
+  imds('200 with an empty body', ({ fabric }) => fabric.setImds({ status: 200, body: '' }),
+    refusedAnswer('error parsing IMDS metadata', 78, { error: 'body of 0 bytes is not valid JSON' })),
 ];
 
 export const WIRESERVER_CASES: FaultCase[] = [

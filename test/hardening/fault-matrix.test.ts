@@ -51,6 +51,7 @@ function check(c: FaultCase, observed: Observed): void {
     expect(observed.reportedReason).toBe(e.reason);
     if (e.lastError !== undefined) expect(observed.lastError).toBe(e.lastError);
     if (e.status !== undefined) expect(observed.status).toBe(e.status);
+    for (const [key, value] of Object.entries(e.data ?? {})) expect(observed.reportFields?.[key], key).toBe(value);
     expect(observed.markers).toEqual([]);
   } else {
     expect(observed.markers).toEqual([e.result === 'provisioned' ? 'provisioned' : 'report-pending']);

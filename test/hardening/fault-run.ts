@@ -21,6 +21,8 @@ export interface Observed {
   reportedReason?: string;
   lastError?: string;
   status?: string;
+  /** IMDS only: every field of that report, by key. */
+  reportFields?: Record<string, string>;
   attempts: number;
   /**
    * From the first attempt at the faulty endpoint (or, when nothing listens there, the chart entering that
@@ -122,7 +124,14 @@ async function observe(fault: FaultCase): Promise<Observed> {
       signal: run.signal,
       result: output?.result ?? null,
       reason: output?.reason ?? null,
-      ...(isImds ? { reportedReason: field('reason'), lastError: field('last_error'), status: field('status') } : {}),
+      ...(isImds
+        ? {
+            reportedReason: field('reason'),
+            lastError: field('last_error'),
+            status: field('status'),
+            reportFields: description ? Object.fromEntries(decodeReport(description)) : {},
+          }
+        : {}),
       attempts: Math.max(isImds ? fabric.requestsTo('imds').length : readyAttempts, failedAttempts(lines, isImds ? 'imds' : 'readyReport')),
       ms: start === null ? null : end - start,
       redirectTargetHits: redirectTarget.received.length,

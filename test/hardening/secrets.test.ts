@@ -140,13 +140,14 @@ describe('secrets planted in metadata and config', () => {
     expect(leaks(produced)).toEqual([]);
   });
 
-  it('appear nowhere when IMDS first serves a body that breaks JSON right at the custom data', async () => {
+  it('appear nowhere when IMDS serves a body that breaks JSON right at the custom data, which fails the run at once', async () => {
     const text = JSON.stringify(plantedDocument());
     fabric.setImds({ status: 200, body: text.replace(`"customData":"${CUSTOM}"`, `"customData":${CUSTOM}`) }, 'ok');
     fabric.setImdsDocument(plantedDocument());
     const { run, produced } = await runAndCollect();
-    expect(run.code).toBe(0);
-    expect(fabric.requestsTo('imds')).toHaveLength(2);
+    expect(run.code).toBe(78);
+    expect(fabric.requestsTo('imds')).toHaveLength(1);
+    expect(produced.some((p) => p.text.includes('ProvisioningFailed') && p.text.includes('error parsing IMDS metadata'))).toBe(true);
     expect(leaks(produced)).toEqual([]);
   });
 });

@@ -25,7 +25,7 @@ describe('overview of the provisioning chart', () => {
     expect(graph.nodes.get(P)?.children).toEqual([`${P}.work`, `${P}.inProgress`]);
     expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
     expect(graph.nodes.get(`${P}.work.configuringOs`)?.children).toEqual(
-      ['hostname', 'account', 'sshd', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
+      ['hostname', 'account', 'sshd', 'hostKeys', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
     );
     // The account creates the user, then sets the password and writes the keys side by side: one box, one line each.
     const account = `${P}.work.configuringOs.account`;
@@ -39,7 +39,7 @@ describe('overview of the provisioning chart', () => {
   it('writes the ways into reportingFailure in the states they leave, and keeps every other transition', () => {
     expect(graph.nodes.get('provisioning.checkingMarker')?.exits).toBe('error → reportingFailure');
     expect(graph.nodes.get(P)?.exits).toBe('error / timeout → reportingFailure');
-    expect(graph.edges.filter((edge) => edge.targets.includes('provisioning.reportingFailure')).map((edge) => edge.source)).toEqual([`${P}.work.gathering`]);
+    expect(graph.edges.filter((edge) => edge.targets.includes('provisioning.reportingFailure')).map((edge) => edge.source)).toEqual([`${P}.work.gathering`, `${P}.work.checkingProxyAgent`]);
     expect(graph.edges.some((edge) => edge.source === 'provisioning.checkingMarker' && edge.targets[0] === 'provisioning.alreadyProvisioned')).toBe(true);
     expect(graph.notes).toEqual(['TERMINATE in any state → reportingFailure']);
   });

@@ -2,6 +2,7 @@
  * The built CLI's other subcommands, as an image builder or a support engineer runs them: report, clean, kvp,
  * graph and trace; and the image builder's checks, config check and doctor.
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -76,6 +77,18 @@ describe('bootstate config check and doctor, as an image builder runs them', () 
     expect(result.code).toBe(1);
     expect(result.stdout).toContain('BREAKS FIRST BOOT [waagent-provisioning]');
     expect(result.stdout).toContain('fix: set Provisioning.Agent=disabled');
+  });
+
+  it('doctor exits 2 on a --root that does not exist, and 1 (not blocked) on an image whose configuration is a FIFO', async () => {
+    const image = mkdtempSync(join(tmpdir(), 'bootstate-image-'));
+    const missing = await cli(['doctor', '--root', join(image, 'missing')]);
+    expect([missing.code, missing.stdout]).toEqual([2, '']);
+    expect(missing.stderr).toBe(`bootstate doctor: --root ${join(image, 'missing')}: no such directory (see 'bootstate doctor --help')\n`);
+    mkdirSync(join(image, 'etc/bootstate'), { recursive: true });
+    execFileSync('mkfifo', [join(image, 'etc/bootstate/bootstate.toml')]);
+    const fifo = await cli(['doctor', '--root', image]);
+    expect(fifo.code).toBe(1);
+    expect(fifo.stdout).toContain(`BREAKS FIRST BOOT [config-unreadable]: ${image}/etc/bootstate/bootstate.toml: not a regular file (fifo)`);
   });
 });
 

@@ -42,6 +42,7 @@ describe('provision --only / --skip', () => {
       'step password skipped (--only hostname)',
       'step ssh-keys skipped (--only hostname)',
       'step sshd skipped (--only hostname)',
+      'step host-keys skipped (--only hostname)',
       'step custom-data skipped (--only hostname)',
     ]);
     // The journal shows the skip transitions themselves, with the guard that took them.
@@ -57,6 +58,15 @@ describe('provision --only / --skip', () => {
     expect(readFileSync(join(run.root, 'etc/passwd'), 'utf8')).toContain('azureuser:');
     expect(existsSync(join(run.root, 'home/azureuser/.ssh/authorized_keys'))).toBe(false);
     expect(existsSync(join(run.root, 'etc/ssh/sshd_config.d/00-bootstate.conf'))).toBe(false);
+  });
+
+  // The user was never created on this fresh VM: that is OS state, not bad metadata or configuration, so it is
+  // exit 1 (README "Exit codes"), not 78, and the report names it.
+  it.each([['--only', 'ssh-keys'], ['--skip', 'user']])('%s %s on a fresh VM fails with user not found, exit 1', async (flag, steps) => {
+    const run = await runAgent(fabric, { args: [flag, steps] });
+    expect(run.code, run.stderr).toBe(1);
+    expect(reportKinds(fabric)).toEqual(['NotReady/Provisioning', 'NotReady/ProvisioningFailed']);
+    expect(new Map(decodeReport(lastFailureDescription(fabric)!)).get('reason')).toBe('user not found');
   });
 
   it('an unknown step is a usage error (exit 2) and nothing is reported', async () => {

@@ -18,6 +18,7 @@ import {
   MEDIA_CUSTOMER,
   MEDIA_POOL_OS_DISK,
   MEDIA_POOL_RUNNING,
+  MEDIA_PROXY_AGENT,
   MEDIA_WITH_USERNAME,
   MEDIA_WITHOUT_USERNAME,
   METADATA,
@@ -26,6 +27,7 @@ import {
   METADATA_POOL_RUNNING,
   METADATA_POOL_SAVABLE,
   METADATA_POOL_UNKNOWN,
+  ON_AZURE,
   TEST_CONFIG,
   VM_ID,
   type ModelEvent,
@@ -55,6 +57,7 @@ const MEDIA: Record<string, ModelEvent> = {
   'with a user and password': done('media', MEDIA_WITH_USERNAME),
   'without a user': done('media', MEDIA_WITHOUT_USERNAME),
   'with CustomData': done('media', MEDIA_CUSTOM_DATA),
+  'asking for the Guest Proxy Agent': done('media', MEDIA_PROXY_AGENT),
   'pool Running (PreprovisionedVMType or the legacy flag)': done('media', MEDIA_POOL_RUNNING),
   'pool Savable': done('media', { ...MEDIA_POOL_RUNNING, ppsType: 'Savable' } satisfies MediaMetadata),
   'pool PreprovisionedOSDisk': done('media', MEDIA_POOL_OS_DISK),
@@ -76,7 +79,7 @@ function straight(oracle: ProvisioningOracle, id: string): ModelEvent {
 
 /** The events of one run: past the marker, the two answers in the given order, then straight to the end. */
 function run(first: ModelEvent, second: ModelEvent) {
-  const events: ModelEvent[] = [done('config', TEST_CONFIG), done('vmId', VM_ID), done('marker', 'none'), first, second];
+  const events: ModelEvent[] = [done('config', TEST_CONFIG), done('platform', ON_AZURE), done('vmId', VM_ID), done('marker', 'none'), first, second];
   const oracle = new ProvisioningOracle();
   for (const event of events) apply(oracle, event);
   while (!oracle.done) {

@@ -6,7 +6,7 @@
 import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyStateMachine, type AnyTransitionDefinition, type InspectionEvent } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import type { KvpEvent, ProvisioningInput } from '../../machines/provisioning.js';
-import type { ModelEvent } from './support.js';
+import { ON_AZURE, type ModelEvent } from './support.js';
 
 /** One start of one invoked actor: what it was given, and the switch that finishes it. */
 export interface Gate {
@@ -27,6 +27,7 @@ export interface KvpRecord {
 
 const GATED = [
   'loadConfig',
+  'checkPlatform',
   'readVmId',
   'checkMarker',
   'reportHealth',
@@ -39,6 +40,8 @@ const GATED = [
   'setPassword',
   'writeSshKeys',
   'configureSshd',
+  'regenerateHostKeys',
+  'checkProxyAgent',
   'markReportPending',
   'markProvisioned',
   'saveCustomData',
@@ -231,6 +234,7 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
 /** Loads the test config, reads the VM id and finds the marker in `marker` state. */
 export async function pastMarker(run: Run, config: unknown, vmId: string, marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse') {
   await run.resolve('config', config);
+  await run.resolve('platform', ON_AZURE);
   await run.resolve('vmId', vmId);
   await run.resolve('marker', marker);
 }
@@ -238,5 +242,5 @@ export async function pastMarker(run: Run, config: unknown, vmId: string, marker
 /** Completes validation and every OS step with the plan each was given. */
 export async function throughOs(run: Run) {
   await run.resolve('validate', run.pending('validate').input.plan);
-  for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'customData']) await run.resolve(id);
+  for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData']) await run.resolve(id);
 }

@@ -16,7 +16,7 @@ async function toValidated(config = TEST_CONFIG): Promise<Run> {
 }
 
 async function finishAccountAndRest(run: Run) {
-  for (const id of ['user', 'password', 'sshKeys', 'sshd', 'customData']) await run.resolve(id);
+  for (const id of ['user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData']) await run.resolve(id);
 }
 
 describe('publishing the hostname to Azure DNS', () => {
@@ -73,7 +73,7 @@ describe('publishing the hostname to Azure DNS', () => {
   });
 
   it('runs under --only hostname, when every other step is left out', async () => {
-    const run = await toValidated({ ...TEST_CONFIG, steps: { skip: ['user', 'password', 'ssh-keys', 'sshd', 'custom-data'] } });
+    const run = await toValidated({ ...TEST_CONFIG, steps: { skip: ['user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data'] } });
     await run.resolve('hostname');
     await run.resolve('hostnamePublish');
     expect(run.pending('pendingMarker')).toBeDefined();

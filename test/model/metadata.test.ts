@@ -59,6 +59,25 @@ describe('instance metadata', () => {
     expect(run.actor.getSnapshot().output).toMatchObject({ result: 'failed', reason: 'invalid IMDS metadata', exitCode: 78 });
   });
 
+  it.each([
+    ['a wrongly typed field', new BootstateError('IMDS_INVALID', 'invalid IMDS metadata for key=compute.osProfile.computerName', {
+      data: [['key', 'compute.osProfile.computerName'], ['error', 'expected a string, received number']],
+    }), 78],
+    ['a body over the limit', new BootstateError('BODY_TOO_LARGE', 'response body from /metadata/instance is larger than 1048576 bytes', {
+      data: [['limit', '1048576'], ['path', '/metadata/instance']],
+    }), 1],
+  ] as const)('an IMDS 200 with %s is not asked again: the report carries its data at once', async (_name, error, exitCode) => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.reject('imds', error);
+    await run.resolve('media', null);
+    await run.advance(10 * IMDS_RETRY_MS);
+    expect(run.gates.filter((g) => g.id === 'imds')).toHaveLength(1);
+    expect(run.pending('failureReport').input.failure).toMatchObject({ code: error.code, reason: error.reason, data: error.data, retryable: false });
+    await run.resolve('failureReport');
+    expect(run.actor.getSnapshot().output).toMatchObject({ result: 'failed', reason: error.reason, exitCode });
+  });
+
   it('IMDS failed and a malformed ovf-env.xml fails with the media\'s reason, since the media was needed', async () => {
     const run = startRun();
     await pastMarker(run, TEST_CONFIG, VM_ID, 'none');

@@ -18,6 +18,7 @@ import {
   MEDIA_CUSTOMER,
   MEDIA_POOL_OS_DISK,
   MEDIA_POOL_RUNNING,
+  MEDIA_PROXY_AGENT,
   MEDIA_WITH_USERNAME,
   MEDIA_WITHOUT_USERNAME,
   METADATA,
@@ -26,6 +27,8 @@ import {
   METADATA_POOL_RUNNING,
   METADATA_POOL_SAVABLE,
   METADATA_POOL_UNKNOWN,
+  NOT_ON_AZURE,
+  ON_AZURE,
   TEST_CONFIG,
   TEST_CONFIG_SKIP_ACCOUNT,
   TEST_CONFIG_SKIP_ALL,
@@ -41,6 +44,8 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
   switch (id) {
     case 'config':
       return [TEST_CONFIG, TEST_CONFIG_SKIP_ALL, TEST_CONFIG_SKIP_SOME, TEST_CONFIG_SKIP_ACCOUNT];
+    case 'platform':
+      return [ON_AZURE, NOT_ON_AZURE];
     case 'vmId':
       return [VM_ID];
     case 'marker':
@@ -48,7 +53,7 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
     case 'imds':
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_CUSTOM_DATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, METADATA_POOL_UNKNOWN];
     case 'media':
-      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_CUSTOM_DATA, MEDIA_POOL_RUNNING, MEDIA_POOL_OS_DISK];
+      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_CUSTOM_DATA, MEDIA_PROXY_AGENT, MEDIA_POOL_RUNNING, MEDIA_POOL_OS_DISK];
     case 'reprovision':
       return [MEDIA_CUSTOMER];
     case 'validate': {

@@ -17,8 +17,8 @@ export interface SeenFailure {
 
 export interface SeenOutput {
   /** The last state the journal records. */
-  state: 'provisioned' | 'alreadyProvisioned' | 'waitingInterrupted' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
-  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'failed';
+  state: 'provisioned' | 'alreadyProvisioned' | 'notOnAzure' | 'waitingInterrupted' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
+  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'not-on-azure' | 'failed';
   exitCode: number;
   code?: ErrorCode;
   reported: boolean;

@@ -6,13 +6,18 @@
  * and, once the run is over, its output (result, exit code, failure code, whether the fabric accepted it).
  *
  * The rules, one line each:
- * - config, VM id, marker run one after the other; a config failure is reported once the VM id is known.
+ * - config, platform check, VM id, marker run one after the other; a config failure is reported once the VM id is
+ *   known. Not an Azure VM → nothing more is read or sent, exit 0 (`not-on-azure`), the config failure or not; a
+ *   platform check that fails → a warning "platform check failed: …; provisioning goes on", and the run goes on.
  * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision.
  * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media.
  * - gathering ends when both IMDS and the media are over, in whichever order they answer: the media's pool flags,
  *   CustomData and password are inputs of the plan even when IMDS names none of them. The media read has its own
  *   deadline (`[provisioning_media] timeout_secs`): then a warning "provisioning media: not read within N s; …"
  *   and the plan is made without it.
+ * - once gathered, when `[azure_proxy_agent] require`, or `enable` and this run's media (the customer's once claimed)
+ *   says ProvisionGuestProxyAgent: wait for the Guest Proxy Agent first (its failure fails the run; no answer within
+ *   wait_secs + 10 s → PROXY_AGENT_STATUS_FAILURE); then the decisions below.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ sshd,
  *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
  * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
@@ -44,7 +49,7 @@ export { describeFailure, describePlan, expectedPlan, type SeenFailure, type See
 
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
-const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
+const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['hostKeys'], ['customData']];
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
 /** The name `--only`/`--skip` give each OS step; publishing the hostname goes with the hostname. */
@@ -55,6 +60,7 @@ const STEP_OF: Record<string, string> = {
   password: 'password',
   sshKeys: 'ssh-keys',
   sshd: 'sshd',
+  hostKeys: 'host-keys',
   customData: 'custom-data',
 };
 
@@ -66,7 +72,7 @@ export class ProvisioningOracle {
   output: SeenOutput | null = null;
   private warnings: string[] = [];
 
-  private phase: 'config' | 'vmId' | 'marker' | 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
+  private phase: 'config' | 'platform' | 'vmId' | 'marker' | 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
   private config: Config = DEFAULT_CONFIG;
   private vmId = '00000000-0000-0000-0000-000000000000';
   private failure: SeenFailure | null = null;
@@ -86,7 +92,9 @@ export class ProvisioningOracle {
   private mediaDeadline = 0;
   private mediaFailure: SeenFailure | null = null;
   private media: MediaMetadata | null = null;
-  private stage: 'gathering' | 'validating' | 'os' = 'gathering';
+  private stage: 'gathering' | 'proxyAgent' | 'validating' | 'os' = 'gathering';
+  private proxyChecked = false;
+  private proxyDeadline = 0;
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
   private publishDeadline = 0;
@@ -114,6 +122,7 @@ export class ProvisioningOracle {
     const ids: string[] = [];
     switch (this.phase) {
       case 'config':
+      case 'platform':
       case 'vmId':
       case 'pendingMarker':
       case 'provisionedMarker':
@@ -128,6 +137,7 @@ export class ProvisioningOracle {
           if (this.imds === 'requesting') ids.push('imds');
           if (this.mediaReading) ids.push('media');
         }
+        if (this.stage === 'proxyAgent') ids.push('proxyAgent');
         if (this.stage === 'validating') ids.push('validate');
         if (this.stage === 'os') for (const lane of this.lanes) if (lane.length) ids.push(lane[0]!);
         break;
@@ -237,6 +247,9 @@ export class ProvisioningOracle {
     switch (id) {
       case 'config':
         this.config = output as Config;
+        return this.enter('platform');
+      case 'platform':
+        if (!(output as { onAzure: boolean }).onAzure) return this.end({ state: 'notOnAzure', result: 'not-on-azure', exitCode: 0, reported: false });
         return this.enter('vmId');
       case 'vmId':
         this.vmId = output as string;
@@ -261,6 +274,10 @@ export class ProvisioningOracle {
         this.media = output as MediaMetadata | null;
         this.mediaReading = false;
         return this.gathered();
+      case 'proxyAgent':
+        this.proxyChecked = true;
+        this.stage = 'gathering';
+        return this.decide();
       case 'validate': {
         const { source, username, hostname, passwordAuthentication, passwordProvided } = output as SeenPlan & { sshKeys: string[] };
         const sshKeys = (output as { sshKeys: string[] }).sshKeys.length;
@@ -313,6 +330,9 @@ export class ProvisioningOracle {
     switch (id) {
       case 'config':
         this.failure = seen(error);
+        return this.enter('platform');
+      case 'platform':
+        this.warnings.push(`platform check failed: ${reasonOf(error)}; provisioning goes on`);
         return this.enter('vmId');
       case 'inProgressReport':
         if (retryable) {
@@ -446,7 +466,10 @@ export class ProvisioningOracle {
           },
         });
       }
-      if (this.stage !== 'gathering') {
+      if (this.stage === 'proxyAgent') {
+        timers.push({ at: this.proxyDeadline, fire: () => ((this.failure = { code: 'PROXY_AGENT_STATUS_FAILURE' }), this.reportFailure()) });
+      }
+      if (this.stage === 'validating' || this.stage === 'os') {
         const phase = this.stage === 'validating' ? 'validation' : 'OS configuration';
         timers.push({ at: this.osDeadline, fire: () => ((this.failure = { code: 'TIMEOUT', phase }), this.reportFailure()) });
       }
@@ -479,6 +502,7 @@ export class ProvisioningOracle {
     this.imdsDeadline = this.now + this.config.imds.total_retry_timeout_secs * 1000;
     this.start('imds');
     this.mediaReading = true;
+    this.proxyChecked = false;
     this.mediaDeadline = this.now + this.config.provisioning_media.timeout_secs * 1000;
     this.start('media', this.claim ? 'claimed' : '');
   }
@@ -539,6 +563,17 @@ export class ProvisioningOracle {
 
   private gathered() {
     if (this.imds !== 'over' || this.mediaReading) return;
+    const proxy = this.config.azure_proxy_agent;
+    if (!this.proxyChecked && (proxy.require || (proxy.enable && (this.claim ?? this.media)?.provisionGuestProxyAgent === true))) {
+      this.stage = 'proxyAgent';
+      this.proxyDeadline = this.now + (proxy.wait_secs + 10) * 1000;
+      return this.start('proxyAgent');
+    }
+    this.decide();
+  }
+
+  /** Everything that can change the plan has arrived (and the Guest Proxy Agent is ready when wanted). */
+  private decide() {
     if (!this.claim) {
       const pool = poolOf(this.metadata?.ppsType, this.media?.ppsType);
       if (pool.type !== 'None') this.ppsType = pool.type;
@@ -593,7 +628,7 @@ export class ProvisioningOracle {
     if (this.kvpAlive) this.kvp.push(`${what} vm=${this.vmId} pps=${this.ppsType}`);
   }
 
-  private enter(phase: 'vmId' | 'marker' | 'pendingMarker' | 'provisionedMarker') {
+  private enter(phase: 'platform' | 'vmId' | 'marker' | 'pendingMarker' | 'provisionedMarker') {
     this.phase = phase;
     this.start(phase);
   }
@@ -602,7 +637,7 @@ export class ProvisioningOracle {
     if (id === 'hostnamePublish') this.publishDeadline = this.now + this.config.hostname_publishing.timeout_secs * 1000;
     const describedDetail =
       detail ??
-      (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)
+      (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys'].includes(id)
         ? describePlan(this.plan)
         : ['marker', 'pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
           ? `vm=${this.vmId}`

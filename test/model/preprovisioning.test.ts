@@ -9,7 +9,7 @@ import { BootstateError } from '../../src/errors.js';
 import { pastMarker, startRun, throughOs, type Run } from './harness.js';
 import { MEDIA_CUSTOMER, MEDIA_WITH_USERNAME, METADATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, TEST_CONFIG, VM_ID } from './support.js';
 
-const OS_STEPS = ['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'];
+const OS_STEPS = ['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData'];
 const POLL_MS = TEST_CONFIG.preprovisioning.poll_interval_secs * 1000;
 const notYet = () => new BootstateError('HTTP_STATUS', 'reprovisiondata answered HTTP 404', { data: [['status', '404']], retryable: true });
 const started = (run: Run, ids: string[]) => run.gates.filter((g) => ids.includes(g.id));
@@ -78,7 +78,7 @@ describe('a pre-provisioned VM of type Running', () => {
     const plan = run.pending('validate').input.plan;
     expect(plan).toMatchObject({ username: 'customer', hostname: 'vm-customer', hasCustomData: true, customDataFound: true });
     await throughOs(run);
-    for (const gate of started(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'])) {
+    for (const gate of started(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData'])) {
       expect(gate.input.plan.username).toBe('customer');
     }
     await run.resolve('pendingMarker');
@@ -127,7 +127,7 @@ describe('a pre-provisioned VM of type Running', () => {
     const run = startRun();
     await pastMarker(run, TEST_CONFIG, VM_ID, 'waiting-for-reuse');
     expect(run.pending('reprovision').input).toMatchObject({ attempt: 1 });
-    expect(run.gates.map((g) => g.id)).toEqual(['config', 'vmId', 'marker', 'reprovision']);
+    expect(run.gates.map((g) => g.id)).toEqual(['config', 'platform', 'vmId', 'marker', 'reprovision']);
     expect(run.kvp).toEqual([]);
     await run.resolve('reprovision', MEDIA_CUSTOMER);
     await run.resolve('media', null);
@@ -153,6 +153,20 @@ describe('a pre-provisioned VM of type Running', () => {
     await run.reject('reprovision', new BootstateError('OVF_INVALID', 'ovf-env.xml: root element is not an OVF Environment'));
     const report = run.pending('failureReport').input;
     expect(report).toMatchObject({ health: HEALTH_FAILED, ppsType: 'Running', failure: { code: 'OVF_INVALID' } });
+    expect(started(run, OS_STEPS)).toEqual([]);
+  });
+
+  it('a claim over the body limit ends the wait at that poll: ProvisioningFailed naming the limit and path, no further poll', async () => {
+    const run = startRun();
+    await toWaiting(run);
+    await run.reject('reprovision', notYet());
+    await run.advance(POLL_MS);
+    const data: Array<[string, string]> = [['limit', '1048576'], ['path', '/metadata/reprovisiondata']];
+    await run.reject('reprovision', new BootstateError('BODY_TOO_LARGE', 'response body from /metadata/reprovisiondata is larger than 1048576 bytes', { data }));
+    const report = run.pending('failureReport').input;
+    expect(report).toMatchObject({ health: HEALTH_FAILED, ppsType: 'Running', failure: { code: 'BODY_TOO_LARGE', reason: 'response body too large', data, retryable: false } });
+    await run.advance(10 * POLL_MS);
+    expect(run.gates.filter((g) => g.id === 'reprovision')).toHaveLength(2);
     expect(started(run, OS_STEPS)).toEqual([]);
   });
 
@@ -196,11 +210,12 @@ describe('steps left out with --only / --skip', () => {
     await run.resolve('media', null);
     await run.resolve('imds', METADATA);
     await run.resolve('validate', run.pending('validate').input.plan);
-    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostname', 'sshd']);
+    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname', 'sshd']);
     await run.resolve('hostname');
     await run.resolve('hostnamePublish');
     await run.resolve('sshd');
-    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostname', 'sshd']);
+    await run.resolve('hostKeys');
+    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname', 'sshd']);
     await run.resolve('pendingMarker');
     expect(run.pending('readyReport').input.health).toBe(HEALTH_READY);
     expect(run.gates.filter((g) => g.id === 'inProgressReport')[0]!.input.health).toBe(HEALTH_IN_PROGRESS);

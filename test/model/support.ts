@@ -25,7 +25,7 @@ export const TEST_CONFIG: Config = {
 /** The same config with every OS step left out (`--only` with nothing, or `--skip` of them all). */
 export const TEST_CONFIG_SKIP_ALL: Config = {
   ...TEST_CONFIG,
-  steps: { skip: ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'custom-data'] },
+  steps: { skip: ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data'] },
 };
 
 /** Steps left out on either side of each dependency: the hostname and password run without a user, … */
@@ -34,6 +34,10 @@ export const TEST_CONFIG_SKIP_ACCOUNT: Config = { ...TEST_CONFIG, steps: { skip:
 export const TEST_CONFIG_SKIP_SOME: Config = { ...TEST_CONFIG, steps: { skip: ['hostname', 'password', 'custom-data'] } };
 
 export const VM_ID = '6f0c2a5e-0000-4000-8000-00000000c0de';
+
+/** What the platform check finds: an Azure VM, or a machine without Azure's asset tag or provisioning media. */
+export const ON_AZURE = { onAzure: true, why: "the DMI chassis asset tag is Azure's" };
+export const NOT_ON_AZURE = { onAzure: false, why: 'no DMI chassis asset tag' };
 
 export const METADATA: InstanceMetadata = {
   vmId: VM_ID,
@@ -75,6 +79,9 @@ export const METADATA_POOL_SAVABLE: InstanceMetadata = { ...METADATA_POOL_RUNNIN
 export const MEDIA_POOL_RUNNING: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, ppsType: 'Running' };
 export const MEDIA_POOL_OS_DISK: MediaMetadata = { ...MEDIA_WITH_USERNAME, ppsType: 'PreprovisionedOSDisk' };
 
+/** Media whose ProvisionGuestProxyAgent asks for Azure's Guest Proxy Agent before provisioning goes on. */
+export const MEDIA_PROXY_AGENT: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, passwordProvided: false, provisionGuestProxyAgent: true };
+
 /** Media carrying CustomData (IMDS need not say `hasCustomData`) but no identity: IMDS's plan, the media's user data. */
 export const MEDIA_CUSTOM_DATA: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, passwordProvided: false, customDataPresent: true };
 
@@ -92,6 +99,8 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
   switch (invokeId) {
     case 'config':
       return [TEST_CONFIG, TEST_CONFIG_SKIP_ALL];
+    case 'platform':
+      return [ON_AZURE, NOT_ON_AZURE];
     case 'vmId':
       return [VM_ID];
     case 'marker':
@@ -99,9 +108,9 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'imds':
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE];
     case 'reprovision':
-      return [MEDIA_CUSTOMER];
+      return [MEDIA_CUSTOMER, { ...MEDIA_CUSTOMER, provisionGuestProxyAgent: true }];
     case 'media':
-      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME];
+      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_PROXY_AGENT];
     case 'validate':
       // Validation may normalise the plan; the OS steps must get what it returned, not what it was given.
       return [context.plan && { ...context.plan, hostname: `${context.plan.hostname}-validated` }];
@@ -116,6 +125,8 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'sshd':
     case 'pendingMarker':
     case 'provisionedMarker':
+    case 'hostKeys':
+    case 'proxyAgent':
     case 'customData':
     case 'poolReadyReport':
     case 'waitingMarker':
@@ -128,6 +139,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
 /** The error each actor fails with when its failure is not a retry question. */
 const FATAL_CODE: Record<string, ErrorCode> = {
   config: 'CONFIG_INVALID',
+  platform: 'IO',
   vmId: 'VM_ID_UNREADABLE',
   marker: 'IO',
   inProgressReport: 'HTTP_STATUS',
@@ -145,6 +157,8 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   provisionedMarker: 'MARKER_FAILED',
   failureReport: 'HTTP_STATUS',
   kvp: 'KVP_FAILED',
+  hostKeys: 'HOST_KEYS_FAILED',
+  proxyAgent: 'PROXY_AGENT_STATUS_FAILURE',
   customData: 'CUSTOM_DATA_FAILED',
   poolReadyReport: 'HTTP_STATUS',
   waitingMarker: 'MARKER_FAILED',
@@ -256,7 +270,7 @@ const under = (node: AnyStateNode, path: string) => node.path.join('.') === path
 const SEQUENTIAL_REGIONS: Record<string, string[]> = {
   // The media before IMDS on the chart's own paths; the oracle's paths and arrival-order.test.ts take both orders.
   'provisioning.work.gathering': ['media', 'imds'],
-  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'customData'],
+  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'hostKeys', 'customData'],
   'provisioning.work.configuringOs.account.credentials': ['password', 'sshKeys'],
 };
 
@@ -327,7 +341,8 @@ export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
   return events;
 }
 
-const mediaKey = (media: ProvisioningContext['media']) => (media === null ? 'none' : media.username ? 'user' : 'nouser');
+const mediaKey = (media: ProvisioningContext['media']) =>
+  media === null ? 'none' : `${media.username ? 'user' : 'nouser'}${media.provisionGuestProxyAgent ? ' proxy-agent' : ''}`;
 
 /**
  * Vertex key: state value + the transitions that led here + the context fields guards and failure reasons read.
@@ -347,7 +362,7 @@ export function serializeState(snapshot: AnyMachineSnapshot, event: EventObject 
     media: mediaKey(context.media),
     terminating: context.terminating,
     pps: context.metadata?.ppsType ?? null,
-    claimed: context.reprovision !== null,
+    claimed: context.reprovision !== null && mediaKey(context.reprovision),
     skip: context.config.steps.skip.length,
   });
 }
@@ -379,6 +394,7 @@ export function expectedHealth(snapshot: AnyMachineSnapshot): Health | null {
 export const FINAL_OUTPUT: Record<string, Pick<ProvisioningOutput, 'result' | 'reported'>> = {
   provisioned: { result: 'provisioned', reported: true },
   alreadyProvisioned: { result: 'already-provisioned', reported: false },
+  notOnAzure: { result: 'not-on-azure', reported: false },
   waitingInterrupted: { result: 'waiting-for-reuse', reported: true },
   readyNotAccepted: { result: 'failed', reported: false },
   markerNotWritten: { result: 'failed', reported: true },

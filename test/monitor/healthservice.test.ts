@@ -112,6 +112,21 @@ describe('HealthService failures', () => {
     expect(log.lines.some((l) => l.level === 'warn' && l.msg === 'HealthService POST failed')).toBe(true);
   });
 
+  it('records a 200 whose body is too large to read as a failed POST naming the limit, and resolves', async () => {
+    fabric.setHealthService({ bigBody: 1024 * 1024 });
+    const posted: unknown[] = [];
+    const c = new HealthServiceClient({
+      url: fabric.healthServiceUrl,
+      requestTimeoutMs: 2_000,
+      log: recordingLog(),
+      onUnhealthy: () => undefined,
+      onPosted: (_batch, result) => posted.push(result),
+    });
+    await expect(c.report(obs('x'))).resolves.toBeUndefined();
+    expect(posted).toEqual([{ ok: false, error: 'response body from /HealthService is larger than 65536 bytes' }]);
+    expect(c.pending).toEqual([]);
+  });
+
   it('gives up on a stalled POST after the request timeout', async () => {
     fabric.setHealthService('stall');
     const { c } = client(fabric.healthServiceUrl, 200);

@@ -88,6 +88,16 @@ describe('host plugin over loopback', () => {
     expect(fabric.requestsTo('hostPluginVersions')[0].url).toBe('/versions');
   });
 
+  it('records a 200 from /versions too large to read as a failed check naming the limit, without throwing', async () => {
+    fabric.setHostPluginVersions({ bigBody: 1024 * 1024 });
+    const plugin = new HostPluginClient(fabric.hostPluginUrl);
+    expect(await plugin.checkVersions(options)).toEqual({
+      ok: false,
+      available: false,
+      value: 'response body from /versions is larger than 65536 bytes',
+    });
+  });
+
   it('reports /versions unavailable and unhealthy when the plugin cannot be reached', async () => {
     const plugin = new HostPluginClient(`http://127.0.0.1:${await refusedPort()}`);
     expect(await plugin.checkVersions(options)).toMatchObject({ ok: false, available: false });

@@ -73,6 +73,17 @@ describe('IMDS heartbeat over loopback', () => {
     expect(result.value).toContain('connection refused');
   });
 
+  it('counts a 200 too large to read as an unhealthy observation naming the limit, not as unreachable', async () => {
+    fabric.setImds({ bigBody: 4 * 1024 * 1024 });
+    const result = await checkImdsHeartbeat(origin(), options);
+    expect(result).toEqual({ ok: false, value: 'IMDS document unreadable: response body from /metadata/instance is larger than 1048576 bytes' });
+  });
+
+  it('classifies a 500 by its status whatever the size of its error page', async () => {
+    fabric.setImds({ status: 500, body: 'x'.repeat(2 * 1024 * 1024) });
+    expect(await checkImdsHeartbeat(origin(), options)).toEqual({ ok: false, value: 'IMDS answered HTTP status 500' });
+  });
+
   it('counts 429 as healthy and 500 and 410 as unhealthy', async () => {
     fabric.setImds({ status: 429 }, { status: 500 }, { status: 410 });
     const results = [];

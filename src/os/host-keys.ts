@@ -1,0 +1,150 @@
+/**
+ * SSH host keys of this VM's own. An image carries the host keys of the machine it was captured from: every VM
+ * cloned from it would answer with that one identity. On the first boot of a new VM id the image's keys
+ * (`ssh_host_*_key` and `.pub` in the key directory) are replaced by new ones of the configured types, and their
+ * fingerprints are printed to the console between the markers cloud-init uses, so the owner can check the first
+ * connection against the boot diagnostics.
+ *
+ * Each key is generated under a temporary name first; only when at least one type was generated are the image's
+ * keys removed and the new ones renamed into place, so a failed `ssh-keygen` never leaves sshd without a key. A type
+ * that fails is a warning naming it.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, chown, readdir, readFile, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { BootstateError } from '../errors.js';
+import type { OsContext } from './backends.js';
+import { isCommandMissing } from './exec.js';
+import { under } from './paths.js';
+import type { StepResult } from './provisioner.js';
+
+export const HOST_KEY_TYPES = ['rsa', 'ecdsa', 'ed25519'] as const;
+export type HostKeyType = (typeof HOST_KEY_TYPES)[number];
+
+/** An image's key files: `ssh_host_<type>_key` and its `.pub`. */
+const KEY_FILE = /^ssh_host_[A-Za-z0-9]+_key(\.pub)?$/;
+/** Temporary names begin with a dot: neither sshd's defaults nor the pattern above ever match one. */
+const tempName = (type: string) => `.bootstate-new-ssh_host_${type}_key`;
+
+export interface HostKey {
+  type: HostKeyType;
+  /** `ssh-keygen -l` style: bits, `SHA256:…`, comment, `(TYPE)`. */
+  fingerprint: string;
+  /** The public key line. */
+  publicKey: string;
+}
+
+/** Replaces the host keys in `dir` (under the context's root) by new ones of `types`; comment `root@<hostname>`. */
+export async function regenerateHostKeys(
+  request: { dir: string; types: readonly HostKeyType[]; hostname: string },
+  context: OsContext,
+  signal: AbortSignal,
+): Promise<StepResult> {
+  const dir = under(context.root, request.dir);
+  if (!existsSync(dir)) return { backend: 'none', detail: `${dir} does not exist: no ssh host keys to replace` };
+  const types = [...new Set(request.types)];
+  const comment = `root@${request.hostname}`;
+  const warnings: string[] = [];
+  let missing = false;
+  const generated = await Promise.all(
+    types.map(async (type) => {
+      const temp = path.join(dir, tempName(type));
+      await rm(temp, { force: true });
+      await rm(`${temp}.pub`, { force: true });
+      try {
+        await context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', comment, '-f', temp], { signal, timeoutMs: 60_000 });
+        const publicKey = (await readFile(`${temp}.pub`, 'utf8')).trim();
+        return { type, temp, publicKey };
+      } catch (error) {
+        await rm(temp, { force: true });
+        await rm(`${temp}.pub`, { force: true });
+        if (signal.aborted) throw error;
+        if (isCommandMissing(error)) missing = true;
+        warnings.push(`host key ${type} not generated: ${(error as Error).message}`);
+        return null;
+      }
+    }),
+  );
+  const fresh = generated.filter((g): g is NonNullable<typeof g> => g !== null);
+  // openssh-server brings ssh-keygen: without it there is no sshd whose keys could be shared.
+  if (missing) return { backend: 'none', detail: 'ssh-keygen is not installed: the ssh host keys are left as they are', warnings: ['ssh-keygen is not installed; ssh host keys not replaced'] };
+  if (fresh.length === 0) {
+    throw new BootstateError('HOST_KEYS_FAILED', `no ssh host key could be generated in ${dir}: ${warnings.join('; ')}`, {
+      data: [['path', dir], ['error', warnings.join('; ')]],
+    });
+  }
+  signal.throwIfAborted();
+  let removed: string[];
+  try {
+    removed = (await readdir(dir)).filter((name) => KEY_FILE.test(name));
+    for (const name of removed) await rm(path.join(dir, name), { force: true });
+    for (const { type, temp } of fresh) {
+      const key = path.join(dir, `ssh_host_${type}_key`);
+      for (const [from, to, mode] of [[temp, key, 0o600], [`${temp}.pub`, `${key}.pub`, 0o644]] as const) {
+        await chown(from, context.rootOwner.uid, context.rootOwner.gid);
+        await chmod(from, mode);
+        await rename(from, to);
+      }
+    }
+  } catch (error) {
+    throw new BootstateError('HOST_KEYS_FAILED', `cannot install the new ssh host keys in ${dir}: ${(error as Error).message}`, {
+      data: [['path', dir], ['error', (error as Error).message]],
+      cause: error,
+    });
+  }
+  const keys: HostKey[] = fresh.map(({ type, publicKey }) => ({ type, publicKey, fingerprint: fingerprintOf(publicKey) }));
+  const replaced = removed.filter((n) => !n.endsWith('.pub')).length;
+  return {
+    backend: 'ssh-keygen',
+    detail: `new ssh host keys (${replaced} of the image's replaced): ${keys.map((k) => k.fingerprint).join(', ')}`,
+    warnings,
+    console: fingerprintBlock(keys),
+  };
+}
+
+/**
+ * The block printed to the console: fingerprints, then the public keys, each between BEGIN/END marker lines (the
+ * layout cloud-init prints, which tools that read boot diagnostics look for).
+ */
+export function fingerprintBlock(keys: HostKey[]): string {
+  return [
+    '-----BEGIN SSH HOST KEY FINGERPRINTS-----',
+    ...keys.map((k) => k.fingerprint),
+    '-----END SSH HOST KEY FINGERPRINTS-----',
+    '-----BEGIN SSH HOST KEY KEYS-----',
+    ...keys.map((k) => k.publicKey),
+    '-----END SSH HOST KEY KEYS-----',
+    '',
+  ].join('\n');
+}
+
+/** `256 SHA256:<base64, unpadded> <comment> (ED25519)`, as `ssh-keygen -l` prints it, computed from the key line. */
+export function fingerprintOf(publicKey: string): string {
+  const [type = '', base64 = '', ...comment] = publicKey.trim().split(/\s+/);
+  const blob = Buffer.from(base64, 'base64');
+  const digest = createHash('sha256').update(blob).digest('base64').replace(/=+$/, '');
+  const label = type === 'ssh-ed25519' ? 'ED25519' : type.startsWith('ecdsa-') ? 'ECDSA' : type === 'ssh-rsa' ? 'RSA' : type.toUpperCase();
+  return `${keyBits(type, blob)} SHA256:${digest} ${comment.join(' ') || 'no comment'} (${label})`;
+}
+
+/** The key size in bits from its wire form (RFC 4253 §6.6): the modulus of RSA, the curve of ECDSA. */
+function keyBits(type: string, blob: Buffer): number {
+  if (type === 'ssh-ed25519') return 256;
+  const curve = /^ecdsa-sha2-nistp(\d+)$/.exec(type);
+  if (curve) return Number(curve[1]);
+  if (type === 'ssh-rsa') {
+    const fields: Buffer[] = [];
+    for (let at = 0; at + 4 <= blob.length && fields.length < 3; ) {
+      const length = blob.readUInt32BE(at);
+      fields.push(blob.subarray(at + 4, at + 4 + length));
+      at += 4 + length;
+    }
+    const modulus = fields[2] ?? Buffer.alloc(0);
+    let first = 0;
+    while (first < modulus.length && modulus[first] === 0) first++;
+    if (first === modulus.length) return 0;
+    return (modulus.length - first - 1) * 8 + (32 - Math.clz32(modulus[first]!));
+  }
+  return 0;
+}
