@@ -15,7 +15,7 @@ export async function renderChartHtml(machine: AnyStateMachine, options: GraphOp
   const full = await renderSvg(toDot(graph));
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptHash(CHART_VIEW_JS)}">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; font-src data:; script-src ${scriptHash(CHART_VIEW_JS)}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(graph.id)} statechart</title>
 <style>body { margin: 0; font: 14px system-ui, sans-serif; } h1 { font-size: 18px; margin: 0 0 4px; }

@@ -145,7 +145,7 @@ function wordsJson(): string {
 export function viewerHtml(charts = ''): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptHash(CHART_VIEW_JS)} ${scriptHash(VIEWER_JS)}; connect-src ws: wss:">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; font-src data:; script-src ${scriptHash(CHART_VIEW_JS)} ${scriptHash(VIEWER_JS)}; connect-src ws: wss:">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>bootstate live</title><style>${VIEWER_CSS}</style></head>
 <body><div class="screen"><h1>bootstate live</h1><p id="status">connecting</p><p id="current"></p>

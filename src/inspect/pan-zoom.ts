@@ -4,6 +4,7 @@
  * a button switches between them, and each opens fitted to the view.
  */
 import { createHash } from 'node:crypto';
+import { CHART_FONT_CSS, CHART_TEXT_CSS } from './chart-font.js';
 
 export const CHART_VIEW_CSS = `
 .screen { box-sizing: border-box; height: 100vh; display: flex; flex-direction: column; padding: 10px 20px 10px; }
@@ -16,7 +17,8 @@ export const CHART_VIEW_CSS = `
 /* The toolbar has a strip of its own below the chart, so fitting never puts a state under a button. */
 .chart-view > svg { width: 100%; height: calc(100% - 42px); display: block; user-select: none; }
 .chart-view > svg[hidden] { display: none; }
-.chart-view svg text { font-family: Helvetica, Arial, "Liberation Sans", sans-serif; }
+${CHART_FONT_CSS}
+.chart-view svg ${CHART_TEXT_CSS}
 .chart-tools { position: absolute; bottom: 6px; right: 8px; display: flex; gap: 4px; z-index: 1; }
 .chart-tools button { font: 13px system-ui, sans-serif; min-width: 30px; height: 28px; padding: 0 8px; border: 1px solid #d1d9e0;
   border-radius: 6px; background: #ffffffee; cursor: pointer; }

@@ -6,6 +6,7 @@ import { closeSync, openSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { AnyStateMachine } from 'xstate';
 import { DEFAULT_CONFIG } from '../config/defaults.js';
+import { withEmbeddedFont } from './chart-font.js';
 import { renderChartHtml } from './chart-html.js';
 import { buildGraph, renderSvg, toDot, toMermaid, type GraphOptions } from './graph.js';
 import { latestJournal, streamJournal } from './journal.js';
@@ -41,7 +42,7 @@ export async function renderMachine(name: string, format: string, view: { overvi
   if (format === 'dot') return toDot(graph, dotOptions);
   if (format === 'mermaid') return toMermaid(graph);
   if (format === 'html') return renderChartHtml(machine, options);
-  const svg = await renderSvg(toDot(graph, dotOptions));
+  const svg = withEmbeddedFont(await renderSvg(toDot(graph, dotOptions)));
   return svg.endsWith('\n') ? svg : `${svg}\n`;
 }
 

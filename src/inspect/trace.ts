@@ -179,7 +179,7 @@ export async function writeTraceHtml(
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src ${scriptHash(CHART_VIEW_JS)} ${scriptHash(SCRIPT)}">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; font-src data:; script-src ${scriptHash(CHART_VIEW_JS)} ${scriptHash(SCRIPT)}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${e(`${graph.id} run: ${run.outcome}`)}</title>
 <style>${CSS}</style>

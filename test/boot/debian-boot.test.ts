@@ -38,6 +38,12 @@ interface Seen {
   everything: string;
   sshdT: string;
   login: RunResult | null;
+  /** Every attempt of the key login, with what ssh said (the last one is `login`). */
+  loginAttempts: string[];
+  /** `journalctl -b -u ssh.service -o cat` after the logins: sshd's side of them. */
+  sshLog: string;
+  /** What the test did to the container (not to the agent) before the logins, see letUsersIn(). */
+  rigRepairs: string[];
   passwordLogin: RunResult | null;
   requestsAfter: number;
   reportsAfter: string[];
@@ -75,6 +81,7 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
     const log = await boot.exec(['journalctl', '--no-pager', '-b', '-u', unit, '-o', 'cat']);
     process.stderr.write(`${machine.name}: ${unit} failed in this boot:\n${log.stdout}\n`);
   }
+  const rigRepairs = login ? await letUsersIn(machine, boot, failedUnits) : [];
   const seen: Seen = {
     system,
     failedUnits,
@@ -86,10 +93,12 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
     unitLog: await text(['-u', 'bootstate.service', '-o', 'cat']),
     everything: await text(['-o', 'export']),
     sshdT: (await boot.exec(['sshd', '-T', '-C', 'user=nobody,host=client,addr=127.0.0.1'])).stdout,
-    login: login ? await boot.ssh(rig.key, login.user, 'id -un; hostname; printf "%s\\n" "$SSH_CONNECTION"') : null,
+    ...(login ? await keyLogin(boot, login.user) : { login: null, loginAttempts: [] }),
     passwordLogin: login
-      ? await boot.ssh(rig.key, login.user, 'true', 30_000, ['-o', 'PreferredAuthentications=password,keyboard-interactive', '-o', 'NumberOfPasswordPrompts=0'])
+      ? await boot.ssh(rig.key, login.user, 'true', 60_000, ['-o', 'PreferredAuthentications=password,keyboard-interactive', '-o', 'NumberOfPasswordPrompts=0'])
       : null,
+    sshLog: await text(['-u', 'ssh.service', '-o', 'cat']),
+    rigRepairs,
     requestsAfter: 0,
     reportsAfter: [],
     passwd: (await boot.exec(['cat', '/etc/passwd'])).stdout,
@@ -98,6 +107,58 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
   seen.requestsAfter = (await machine.requests()).length;
   seen.reportsAfter = await machine.reportKinds();
   return seen;
+}
+
+/**
+ * Under load, systemd-user-sessions.service has been seen failing in this container with status=219/CGROUP
+ * (systemd could not put its process in its cgroup), which leaves /run/nologin in place: pam_nologin then refuses
+ * every user but root, and ssh exits 255 ("System is booting up…", issue 27). That unit is the container's, not
+ * the agent's, and bootstate.service ran before it; so the test starts it again (at most three times) before the
+ * logins, says so on stderr, and records it in the failure message.
+ */
+async function letUsersIn(machine: Machine, boot: Boot, failedUnits: string[]): Promise<string[]> {
+  const repairs: string[] = [];
+  if (!failedUnits.includes('systemd-user-sessions.service')) return repairs;
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const restart = await boot.exec(['systemctl', 'restart', 'systemd-user-sessions.service'], 60_000);
+    const nologin = (await boot.exec(['test', '-e', '/run/nologin'])).exitCode === 0;
+    repairs.push(`systemd-user-sessions.service had failed: restart ${attempt} exited ${restart.exitCode}${restart.stderr.trim() ? ` (${restart.stderr.trim()})` : ''}; /run/nologin ${nologin ? 'still there' : 'gone'}`);
+    if (!nologin) break;
+  }
+  process.stderr.write(`${machine.name}: ${repairs.join('\n')}\n`);
+  return repairs;
+}
+
+/**
+ * The key login, retried while ssh fails before authentication: exit 255 with no verdict on the key (sshd closed
+ * or reset the connection). That is how one login failed under the full suite's load (issue 27, with LogLevel=ERROR
+ * it said nothing); each attempt is kept, so a retried login still shows what happened. A refused key is final.
+ */
+async function keyLogin(boot: Boot, user: string): Promise<{ login: RunResult; loginAttempts: string[] }> {
+  const attempts: string[] = [];
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    const started = Date.now();
+    const login = await boot.ssh(rig.key, user, 'id -un; hostname; printf "%s\\n" "$SSH_CONNECTION"', 60_000);
+    attempts.push(`attempt ${attempts.length + 1}: exit ${login.exitCode ?? login.signal} after ${Date.now() - started} ms${login.endedBy === 'exit' ? '' : ` (ended by ${login.endedBy})`}\n${login.stderr.trim()}`);
+    const beforeAuth = login.exitCode === 255 && !/Permission denied|Authenticated to/.test(login.stderr);
+    if (!beforeAuth || attempts.length >= 3 || Date.now() > deadline) {
+      if (attempts.length > 1) process.stderr.write(`${user}: the key login took ${attempts.length} attempts:\n${attempts.join('\n')}\n`);
+      return { login, loginAttempts: attempts };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+  }
+}
+
+/** Everything a failed login leaves to go on: each attempt's ssh output, sshd's journal and bootstate's. */
+function loginStory(seen: Seen): string {
+  return [
+    `ssh (${seen.loginAttempts.length} attempt(s)):`, ...seen.loginAttempts,
+    'ssh.service journal:', seen.sshLog.trim(),
+    'bootstate.service journal:', seen.unitLog.trim(),
+    `system: ${seen.system}; failed units: ${seen.failedUnits.join(', ') || 'none'}`,
+    ...(seen.rigRepairs.length ? ['done to the container before the logins:', ...seen.rigRepairs] : []),
+  ].join('\n');
 }
 
 async function vm(name: string, options: Partial<MachineOptions>, boots: number, login: { user: string } | null): Promise<Vm> {
@@ -151,7 +212,7 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
 
     it('lets the admin log in over SSH with the key from the metadata, on the hostname the metadata named', async () => {
       const [first] = (await vms.happy).boots;
-      expect(first!.login!.exitCode, first!.login!.stderr).toBe(0);
+      expect(first!.login!.exitCode, loginStory(first!)).toBe(0);
       expect(first!.login!.stdout.split('\n').slice(0, 2)).toEqual(['azureuser', 'web-01']);
       expect(first!.login!.stdout).toMatch(/^127\.0\.0\.1 \d+ 127\.0\.0\.1 22$/m);
     }, 300_000);
@@ -175,7 +236,7 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       expect(second!.requestsAfter).toBe(first!.requestsAfter);
       expect(second!.passwd).toBe(first!.passwd);
       expect(second!.warnings).toEqual([]);
-      expect(second!.login!.exitCode, second!.login!.stderr).toBe(0);
+      expect(second!.login!.exitCode, loginStory(second!)).toBe(0);
     }, 300_000);
   });
 
@@ -184,7 +245,7 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       const [boot] = (await vms.media).boots;
       expect(boot!.service, boot!.unitLog).toEqual({ result: 'success', status: '0' });
       expect(boot!.reportsAfter).toEqual(['NotReady/Provisioning', 'Ready']);
-      expect(boot!.login!.exitCode, boot!.login!.stderr).toBe(0);
+      expect(boot!.login!.exitCode, loginStory(boot!)).toBe(0);
       expect(boot!.login!.stdout.split('\n').slice(0, 2)).toEqual(['mediauser', 'from-media']);
       expect(boot!.sshdT).toMatch(/^passwordauthentication yes$/m);
     }, 300_000);
@@ -237,7 +298,7 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       const later = (await (await vms.readyRefused).machine.requests()).slice(first!.requestsAfter);
       expect(later.map((r) => [r.route, r.body])).toEqual([['health', '{"state":"Ready"}']]);
       expect(second!.warnings).toEqual([]);
-      expect(second!.login!.exitCode, second!.login!.stderr).toBe(0);
+      expect(second!.login!.exitCode, loginStory(second!)).toBe(0);
     }, 300_000);
   });
 });

@@ -71,9 +71,12 @@ export interface Boot {
   shutdown(): Promise<string>;
 }
 
+// LogLevel=VERBOSE: at ERROR, ssh exits 255 without a word when sshd closes the connection or the handshake times
+// out (issue 27). ConnectTimeout also bounds the banner exchange, which sshd answers only after it re-executes
+// itself, and a 2-core machine booting four VMs beside the rest of the suite can take longer than 5 s for that.
 const SSH_OPTIONS = [
-  '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR',
-  '-o', 'ConnectTimeout=5', '-o', 'IdentitiesOnly=yes',
+  '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=VERBOSE',
+  '-o', 'ConnectTimeout=30', '-o', 'IdentitiesOnly=yes',
 ];
 
 // The arguments arrive as positional parameters: $1 lower dirs, $2 upper, $3 work, $4 mount point, then nspawn's.
@@ -162,7 +165,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
             await new Promise((resolve) => setTimeout(resolve, 20));
           }
         },
-        ssh: (key, user, command, timeoutMs = 30_000, extraOptions = []) =>
+        ssh: (key, user, command, timeoutMs = 60_000, extraOptions = []) =>
           run(['nsenter', `--net=/run/netns/${ns.name}`, 'ssh', ...SSH_OPTIONS, ...extraOptions, '-i', key, `${user}@127.0.0.1`, command], {
             timeoutMs,
             allowFailure: true,

@@ -57,7 +57,7 @@ export async function startDhcpServer(clientNetns: string, tag: string): Promise
       ],
       { stdio: 'ignore' },
     );
-    await waitFor(async () => (await readFile(files.log, 'utf8').catch(() => '')).includes('DHCP, sockets bound'), 10_000, 'dnsmasq to listen');
+    await waitFor(async () => (await readFile(files.log, 'utf8').catch(() => '')).includes('DHCP, sockets bound'), 30_000, 'dnsmasq to listen');
   } catch (error) {
     await stop();
     throw error;

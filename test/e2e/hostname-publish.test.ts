@@ -12,7 +12,7 @@ import { decodeRecords } from '../../src/kvp/codec.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/os/exec.js';
 import { createVm, type BootResult, type Vm } from './boot.js';
-import { startDhcpServer, watchAddresses, DHCP_SUBNET, type DhcpServer } from './dhcp-server.js';
+import { startDhcpServer, waitFor, watchAddresses, DHCP_SUBNET, type DhcpServer } from './dhcp-server.js';
 import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
 
 const IMAGE_NAME = 'image-built';
@@ -75,7 +75,9 @@ beforeAll(async () => {
   restartedAlive = await alive(restartedPid);
   firstAliveAfter = await alive(firstClientPid);
   if (restartedAlive) process.kill(restartedPid, 'SIGKILL');
-  for (let i = 0; i < 100 && (await alive(restartedPid)); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  // Until the killed client is gone, the next dry run could still find it: wait for that, and fail if it never is
+  // (this loop used to give up after 2 s and go on regardless).
+  await waitFor(async () => !(await alive(restartedPid)), 30_000, `the killed dhclient (pid ${restartedPid}) to be gone`);
   addressWithoutClient = await ipv4Of();
   noClient = await vm.boot(['provision', '--dry-run', NO_CLIENT_DIR]);
 }, 240_000);

@@ -2,24 +2,26 @@
  * Looks at every picture bootstate draws the way a person would, in headless Chromium at 1400×1000 and at README
  * width (900 px): the README overview, the graph page, the trace of a real successful and a real failed run, and
  * the live view fed by a real run. Each page must show the whole chart after fit, no two texts of the chart may
- * overlap, nothing may be wider than the window, and the live status line must follow the run. Screenshots land
- * in test-output/inspect/ as artifacts.
+ * overlap, every label must lie inside its box, nothing may be wider than the window, and the live status line
+ * must follow the run. All of it under each font setup of browser-support.ts (only DejaVu Sans; only a wide font;
+ * only a condensed one), since the charts carry their own font and must not depend on the viewer's. Screenshots
+ * land in test-output/inspect/<setup>/ as artifacts.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { startInspectServer } from '../../src/inspect/live.js';
 import { latestJournal } from '../../src/inspect/journal.js';
 import { renderMachine } from '../../src/inspect/render.js';
 import { AGENT, runAgent } from '../integration/agent.js';
+import { CHROMIUM, FONT_SETUPS, chartLayout, expectFontSetup, expectLegibleChart, launchWithFonts } from './browser-support.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const repo = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const outDir = path.join(repo, 'test-output', 'inspect');
+const outRoot = path.join(repo, 'test-output', 'inspect');
 const mustRun = process.platform === 'linux' && process.getuid?.() === 0;
 const available = fs.existsSync(CHROMIUM);
 if (mustRun && !available) {
@@ -31,19 +33,14 @@ const SIZES = [
   { name: '900', width: 900, height: 1000 },
 ] as const;
 
-let browser: Browser;
 let fabric: FakeFabric;
+/** The browser and the artifacts folder of the font setup whose tests run now (describe blocks run one after another). */
+let browser: Browser;
+let outDir = outRoot;
 beforeAll(async () => {
-  fs.mkdirSync(outDir, { recursive: true });
   fabric = await startFakeFabric();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
 }, 60_000);
 afterAll(async () => {
-  await browser?.close();
   await fabric?.close();
 });
 
@@ -71,38 +68,6 @@ async function openHtml(name: string, html: string, size: { width: number; heigh
   return open(pathToFileURL(file).href, size);
 }
 
-interface Box { text: string; left: number; top: number; right: number; bottom: number }
-
-/** What a reader sees of the visible chart: its box, every text box in it, and the smallest rendered text. */
-async function chartLayout(page: Page) {
-  return page.evaluate(() => {
-    const svg = [...document.querySelectorAll('svg')].find((candidate) => candidate.getBoundingClientRect().width > 0 && !candidate.closest('[hidden]'));
-    if (!svg) return null;
-    const graph = svg.querySelector('g.graph') ?? svg;
-    const box = (el: Element) => {
-      const r = el.getBoundingClientRect();
-      return { text: el.textContent ?? '', left: r.left, top: r.top, right: r.right, bottom: r.bottom };
-    };
-    const texts = [...svg.querySelectorAll('text')].filter((text) => (text.textContent ?? '').trim() !== '').map(box);
-    return { chart: box(graph), texts, smallest: Math.min(...texts.map((text) => text.bottom - text.top)) };
-  });
-}
-
-/** Pairs of chart texts whose boxes overlap by more than a pixel each way. */
-function overlaps(texts: Box[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < texts.length; i++) {
-    for (let j = i + 1; j < texts.length; j++) {
-      const a = texts[i]!;
-      const b = texts[j]!;
-      const x = Math.min(a.right, b.right) - Math.max(a.left, b.left);
-      const y = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
-      if (x > 1 && y > 1) out.push(`"${a.text}" × "${b.text}"`);
-    }
-  }
-  return out;
-}
-
 /** Elements outside any SVG wider than the window, and the document's own horizontal overflow. */
 async function tooWide(page: Page): Promise<string[]> {
   return page.evaluate(() => {
@@ -125,7 +90,7 @@ async function expectReadable(page: Page, name: string, size: { width: number; h
   expect(chart.right, `${name}: chart right`).toBeLessThanOrEqual(size.width + 1);
   expect(chart.bottom, `${name}: chart bottom`).toBeLessThanOrEqual(size.height + 1);
   expect(texts.length).toBeGreaterThan(5);
-  expect(overlaps(texts), `${name}: overlapping texts`).toEqual([]);
+  await expectLegibleChart(page, name);
   expect(await tooWide(page), `${name}: wider than the window`).toEqual([]);
   await page.screenshot({ path: path.join(outDir, `${name}.png`) });
 }
@@ -135,16 +100,25 @@ function cli(args: string[]): string {
   return execFileSync(process.execPath, [AGENT, ...args], { encoding: 'utf8', env: { ...process.env, BOOTSTATE_LOG: 'warn' } });
 }
 
-describe.skipIf(!mustRun && !available)('the pictures, looked at in Chromium', { timeout: 120_000 }, () => {
+describe.skipIf(!mustRun && !available).each(FONT_SETUPS)('the pictures, looked at in Chromium with $about', { timeout: 120_000 }, (setup) => {
+  let close: () => Promise<void>;
+  beforeAll(async () => {
+    outDir = path.join(outRoot, setup.name);
+    fs.mkdirSync(outDir, { recursive: true });
+    ({ browser, close } = await launchWithFonts(setup));
+  }, 60_000);
+  afterAll(async () => close?.());
+
   it('README overview: the compact chart is legible at 900 px and the README shows it, the full chart and a trace', async () => {
     const svg = fs.readFileSync(path.join(repo, 'docs', 'provisioning-overview.svg'), 'utf8');
     const html = `<!doctype html><html><body style="margin:0"><article style="width:900px">${svg.slice(svg.indexOf('<svg'))}</article>
 <style>article svg { max-width: 100%; height: auto; }</style></body></html>`;
     const { page, context, outside } = await openHtml('readme-overview', html, { width: 900, height: 1000 });
+    await expectFontSetup(page, setup);
     await page.screenshot({ path: path.join(outDir, 'readme-overview-900.png'), fullPage: true });
     const layout = (await chartLayout(page))!;
     expect(layout.chart.right).toBeLessThanOrEqual(901);
-    expect(overlaps(layout.texts)).toEqual([]);
+    await expectLegibleChart(page, 'readme-overview');
     expect(layout.smallest, 'smallest text height at 900 px').toBeGreaterThanOrEqual(10);
     expect(outside).toEqual([]);
     await context.close();
@@ -158,6 +132,7 @@ describe.skipIf(!mustRun && !available)('the pictures, looked at in Chromium', {
     const html = await renderMachine('provisioning', 'html');
     for (const size of SIZES) {
       const { page, context, outside, errors } = await openHtml(`graph-${size.name}`, html, size);
+      await expectFontSetup(page, setup);
       await expectReadable(page, `graph-${size.name}`, size);
       const before = await page.getAttribute('svg[data-view="overview"]', 'viewBox');
       await page.click('button[data-zoom="in"]');
@@ -173,7 +148,7 @@ describe.skipIf(!mustRun && !available)('the pictures, looked at in Chromium', {
       expect(await page.isVisible('svg[data-view="full"]')).toBe(true);
       const full = await chartLayout(page);
       expect(full!.chart.right).toBeLessThanOrEqual(size.width + 1);
-      expect(overlaps(full!.texts), 'every state: overlapping texts').toEqual([]);
+      await expectLegibleChart(page, `graph-full-${size.name}`);
       await page.screenshot({ path: path.join(outDir, `graph-full-${size.name}.png`) });
       expect(outside).toEqual([]);
       expect(errors).toEqual([]);

@@ -48,9 +48,13 @@ describe('trace page', () => {
     const html = await renderTraceHtml({ machine, journalLines: lines });
     expect(html).not.toMatch(/<(?:link|img|iframe|object|embed)\b/i);
     expect(html).not.toMatch(/\b(?:src|href)\s*=/i);
-    expect(html).not.toMatch(/url\(|@import|<!DOCTYPE svg/i);
+    // The one url( a page may hold is the chart font's, inline as data: (src/inspect/chart-font.ts).
+    const fonts = html.match(/url\(data:font\/woff;base64,[A-Za-z0-9+/=]+\)/g) ?? [];
+    expect(fonts).toHaveLength(2);
+    expect(html.replace(/url\(data:font\/woff;base64,[A-Za-z0-9+/=]+\)/g, '')).not.toMatch(/url\(|@import|<!DOCTYPE svg/i);
     expect(html).toContain("default-src 'none'");
     const csp = /content="([^"]+)"/.exec(html)![1]!;
+    expect(csp).toContain('font-src data:;');
     expect(csp).toMatch(/script-src 'sha256-[A-Za-z0-9+/=]+' 'sha256-[A-Za-z0-9+/=]+'/);
     expect(csp).not.toContain("script-src 'unsafe-inline'");
     expect(html).not.toMatch(/\son[a-z]+\s*=/i);
