@@ -45,6 +45,28 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     },
     run: async ({ values }) => (await import('../commands.js')).clean(values),
   },
+  deprovision: {
+    summary: 'Generalize this system or an image for capture: remove SSH host keys, DHCP leases, shell histories, root\'s password hash and bootstate\'s own state, and reset the machine id (with --user also the admin account). Lists the changes and asks first.',
+    options: {
+      user: { help: 'also delete the admin account bootstate created (userdel -r: its home) and its sudoers drop-in' },
+      root: { value: 'DIR', help: 'act on the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would' },
+      force: { help: 'make the changes without asking (needed when stdin is not a terminal)' },
+    },
+    run: async ({ values }) =>
+      (await import('../deprovision/run.js')).runDeprovision(values as { root?: string; user?: boolean; force?: boolean }, {
+        ...STDIO,
+        isTerminal: process.stdin.isTTY === true,
+        ask: async (question) => {
+          const { createInterface } = await import('node:readline/promises');
+          const terminal = createInterface({ input: process.stdin, output: process.stderr });
+          try {
+            return await terminal.question(question);
+          } finally {
+            terminal.close();
+          }
+        },
+      }),
+  },
   report: {
     summary: 'Send one health report to the wireserver, with the same retries and deadline as a first boot.',
     args: 'ready|in-progress|failure',

@@ -6,6 +6,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../errors.js';
 import { sha256Hex } from '../random.js';
+import { SUDOERS_DROPIN_PREFIX } from './admin-users.js';
 import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';
 import { isCommandMissing } from './exec.js';
@@ -19,8 +20,8 @@ import type { StepResult } from './provisioner.js';
  */
 export function sudoersFileName(username: string): string {
   const safe = username.replace(/[^A-Za-z0-9_-]/g, '_');
-  if (safe === username) return `90-bootstate-${safe}`;
-  return `90-bootstate-${safe}-${sha256Hex(username).slice(0, 8)}`;
+  if (safe === username) return `${SUDOERS_DROPIN_PREFIX}${safe}`;
+  return `${SUDOERS_DROPIN_PREFIX}${safe}-${sha256Hex(username).slice(0, 8)}`;
 }
 
 /** The rule: the user name double-quoted, as sudoers(5) allows for names with characters its grammar reserves. */
