@@ -157,7 +157,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     run: async ({ values }) => (await import('../config/check.js')).runConfigCheck(values as { config?: string }, STDIO),
   },
   doctor: {
-    summary: 'Check an image for what would make two agents provision the same VM or make bootstate ineffective; exit 1 if a first boot would break.',
+    summary: 'Check an image for what would make two agents provision the same VM, make bootstate ineffective or ship the build VM\'s identity (host keys, machine id, admin account); exit 1 if a first boot would break.',
     options: { root: { value: 'DIR', help: 'inspect the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would (default /)' } },
     run: async ({ values }) => (await import('../doctor/run.js')).runDoctor(values as { root?: string }, STDIO),
   },
