@@ -80,7 +80,9 @@ async function removeUser(root: string, username: string, home: string | null): 
   const lines = [`deleted user ${username} (${argv.join(' ')})`];
   if (home) {
     const left = await stat(resolveInRoot(root, home, { followLast: false })).then(() => true, () => false);
-    lines.push(left ? `warning: ${shown(root, home)} is still there: ${result.stderr.trim() || 'userdel did not remove it'}` : `removed ${shown(root, home)}`);
+    // userdel leaves a home it does not own (exit 12): the account is gone, its keys and files would still ship.
+    if (left) throw new Error(`${argv.join(' ')} deleted the account but left ${shown(root, home)}: ${result.stderr.trim() || 'no message'}`);
+    lines.push(`removed ${shown(root, home)}`);
   }
   return lines;
 }
