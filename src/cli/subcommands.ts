@@ -52,20 +52,10 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       root: { value: 'DIR', help: 'act on the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would' },
       force: { help: 'make the changes without asking (needed when stdin is not a terminal)' },
     },
-    run: async ({ values }) =>
-      (await import('../deprovision/run.js')).runDeprovision(values as { root?: string; user?: boolean; force?: boolean }, {
-        ...STDIO,
-        isTerminal: process.stdin.isTTY === true,
-        ask: async (question) => {
-          const { createInterface } = await import('node:readline/promises');
-          const terminal = createInterface({ input: process.stdin, output: process.stderr });
-          try {
-            return await terminal.question(question);
-          } finally {
-            terminal.close();
-          }
-        },
-      }),
+    run: async ({ values }) => {
+      const { runDeprovision, terminalIo } = await import('../deprovision/run.js');
+      return runDeprovision(values as { root?: string; user?: boolean; force?: boolean }, terminalIo(STDIO));
+    },
   },
   report: {
     summary: 'Send one health report to the wireserver, with the same retries and deadline as a first boot.',

@@ -5,6 +5,7 @@
  * deprovisioned VM cannot be logged into the same way again.
  */
 import path from 'node:path';
+import { createInterface } from 'node:readline/promises';
 import { EXIT_USAGE } from '../cli/argv.js';
 import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
@@ -20,6 +21,22 @@ export interface DeprovisionIo {
   isTerminal: boolean;
   /** Asks `question` on the terminal and resolves to the answer. */
   ask(question: string): Promise<string>;
+}
+
+/** The process's own streams: asks on stderr, so stdout stays the list of changes. */
+export function terminalIo(stdio: Pick<DeprovisionIo, 'stdout' | 'stderr'>): DeprovisionIo {
+  return {
+    ...stdio,
+    isTerminal: process.stdin.isTTY === true,
+    ask: async (question) => {
+      const terminal = createInterface({ input: process.stdin, output: process.stderr });
+      try {
+        return await terminal.question(question);
+      } finally {
+        terminal.close();
+      }
+    },
+  };
 }
 
 export interface DeprovisionOptions {
