@@ -52,6 +52,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       root: { value: 'DIR', help: 'act on the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would' },
       force: { help: 'make the changes without asking (needed when stdin is not a terminal)' },
     },
+    notes: 'Exit 0 when every change was made or none was needed, 1 when one failed or the answer was not y, 2 when stdin is not a terminal and --force was not given (nothing is changed).',
     run: async ({ values }) => {
       const { runDeprovision, terminalIo } = await import('../deprovision/run.js');
       return runDeprovision(values as { root?: string; user?: boolean; force?: boolean }, terminalIo(STDIO));

@@ -1,5 +1,6 @@
 /**
- * What in an image would make two agents provision the same VM, or make bootstate's work ineffective. Each check
+ * What in an image would make two agents provision the same VM, make bootstate's work ineffective, or ship the
+ * build VM's identity to every VM made from it (what `bootstate deprovision` removes). Each check
  * reads files under a root (the image, or `/`) and never runs anything, so it works on a mounted image as well
  * as on a live system. Every path is resolved inside the root as chroot would (resolveInRoot), so a link in the
  * image never leads a check to the host's files; only regular files are read, so a FIFO cannot block one. A
