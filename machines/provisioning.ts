@@ -120,6 +120,18 @@ export interface ValidateInput extends PlanInput {
   mediaFailure: Failure | null;
 }
 
+/**
+ * What is done once everything that can change the plan has arrived (after gathering, or after the Guest Proxy
+ * Agent said it is ready): a pool VM waits, a refused one fails, the rest is validated.
+ */
+const DECISIONS = [
+  { guard: 'poolRunning', target: '#provisioning.preprovisioned', actions: 'recordPoolType' },
+  { guard: 'poolUnsupported', target: '#provisioning.reportingFailure', actions: 'recordPoolUnsupported' },
+  { guard: 'poolAfterClaim', target: '#provisioning.reportingFailure', actions: 'recordPoolAfterClaim' },
+  { guard: 'havePlan', target: '#provisioning.provisioning.work.validating', actions: 'recordPlan' },
+  { target: '#provisioning.reportingFailure', actions: 'recordNoMetadata' },
+] as const;
+
 /** A named actor that `src/provision.ts` replaces with the real one: the chart itself performs no I/O. */
 const placeholder = <Out, In = void>(name: string) =>
   fromPromise<Out, In>(async () => {
@@ -207,6 +219,7 @@ const PLACEHOLDER_ACTORS = {
   writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
   configureSshd: placeholder<void, PlanInput>('configureSshd'),
   regenerateHostKeys: placeholder<void, PlanInput>('regenerateHostKeys'),
+  checkProxyAgent: placeholder<void, ConfigInput>('checkProxyAgent'),
   markReportPending: placeholder<void, MarkerInput>('markReportPending'),
   markProvisioned: placeholder<void, MarkerInput>('markProvisioned'),
   saveCustomData: placeholder<void, PlanInput>('saveCustomData'),
@@ -248,6 +261,10 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
     notOnAzure: (_, params: { check: PlatformCheck }) => !params.check.onAzure,
+    /** The configuration requires the Guest Proxy Agent, or the media of this run (the customer's, once claimed) asks for it. */
+    proxyAgentWanted: ({ context }) =>
+      context.config.azure_proxy_agent.require ||
+      (context.config.azure_proxy_agent.enable && (context.reprovision ?? context.media)?.provisionGuestProxyAgent === true),
   },
   delays: {
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
@@ -255,6 +272,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     /** Local work has a deadline too: a hung file system or command must not hold the first boot forever. */
     osTimeout: ({ context }) => seconds(context.config.os.timeout_secs),
     mediaTimeout: ({ context }) => seconds(context.config.provisioning_media.timeout_secs),
+    /** The agent's own --wait, and a little more for the command itself. */
+    proxyAgentTimeout: ({ context }) => seconds(context.config.azure_proxy_agent.wait_secs + 10),
     hostnamePublishTimeout: ({ context }) => seconds(context.config.hostname_publishing.timeout_secs),
     /** Once terminating, retries come quickly so one more attempt fits the short budget. */
     wireserverRetryInterval: ({ context }) =>
@@ -290,6 +309,10 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
           ['phase', params.phase],
         ]),
     }),
+    recordProxyAgentTimeout: assign({
+      failure: ({ context }) =>
+        failure('PROXY_AGENT_STATUS_FAILURE', [['error', `no answer within ${context.config.azure_proxy_agent.wait_secs + 10} s`]]),
+    }),
     /** Publishing the hostname is best effort: its failure is a warning, never the run's failure. */
     recordPublishFailure: assign({
       warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `hostname not published: ${toFailure(params.error).reason}`],
@@ -311,6 +334,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       ],
     }),
     recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
+    recordPlan: assign({ plan: ({ context }) => planFrom(context) }),
     recordPoolType: assign({ ppsType: ({ context }) => unclaimedPool(context)?.type ?? context.ppsType }),
     recordPoolUnsupported: assign(({ context }) => {
       const pool = unclaimedPool(context)!;
@@ -474,13 +498,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
           states: {
             gathering: {
               type: 'parallel',
-              onDone: [
-                { guard: 'poolRunning', target: '#provisioning.preprovisioned', actions: 'recordPoolType' },
-                { guard: 'poolUnsupported', target: '#provisioning.reportingFailure', actions: 'recordPoolUnsupported' },
-                { guard: 'poolAfterClaim', target: '#provisioning.reportingFailure', actions: 'recordPoolAfterClaim' },
-                { guard: 'havePlan', target: 'validating', actions: assign({ plan: ({ context }) => planFrom(context) }) },
-                { target: '#provisioning.reportingFailure', actions: 'recordNoMetadata' },
-              ],
+              onDone: [{ guard: 'proxyAgentWanted', target: 'checkingProxyAgent' }, ...DECISIONS],
               states: {
                 imds: {
                   initial: 'fetching',
@@ -546,6 +564,17 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                     abandoned: { type: 'final' },
                   },
                 },
+              },
+            },
+            // The media (or the configuration) asks for Azure's Guest Proxy Agent: nothing goes on until it is ready.
+            checkingProxyAgent: {
+              after: { proxyAgentTimeout: { target: '#provisioning.reportingFailure', actions: 'recordProxyAgentTimeout' } },
+              invoke: {
+                id: 'proxyAgent',
+                src: 'checkProxyAgent',
+                input: ({ context }) => ({ config: context.config }),
+                onDone: [...DECISIONS],
+                onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
               },
             },
             validating: {

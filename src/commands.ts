@@ -6,6 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 import { createActor, fromPromise, toPromise, type InspectionEvent } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../machines/provisioning.js';
 import { reportMachine } from '../machines/report.js';
@@ -178,6 +179,10 @@ export async function graph(values: Values): Promise<number> {
 }
 
 export async function trace(values: Values, positionals: string[]): Promise<number> {
+  // The loader turns V8's JITs off for the agent's short runs (scripts/loader.cjs); a trace is an offline pass over
+  // a journal of any length, where they nearly halve the time (42 MB: 16.4 s interpreted, 9.4 s with them). The code
+  // caches were checked when their scripts loaded, before this: a trace leaves dist/*.cache as they were.
+  setFlagsFromString('--opt --sparkplug');
   const { writeTrace } = await import('./inspect/render.js');
   const config = await configFrom(values.config as string | undefined);
   const written = await writeTrace({ journal: positionals[0], dataDir: config.data_dir.path, output: values.output as string | undefined });

@@ -238,7 +238,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
       log.info({ step: 'hostnamePublish', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'hostname published');
     }),
     createUser: step('user', ({ plan }, signal) =>
-      deps.provisioner.createUser({ username: plan.username, groups: plan.groups }, signal),
+      deps.provisioner.createUser({ username: plan.username, groups: plan.groups, passwordProvided: plan.passwordProvided }, signal),
     ),
     setPassword: step('password', ({ plan }, signal) => deps.provisioner.setPassword(plan.username, deps.secrets, signal)),
     writeSshKeys: step('sshKeys', ({ plan }, signal) =>
@@ -250,6 +250,16 @@ export function provisioningActors(deps: ProvisioningDeps) {
         : Promise.resolve({ backend: 'none', detail: 'sshd configuration disabled by config' }),
     ),
 
+    checkProxyAgent: fromPromise<void, { config: Config }>(async ({ signal }) => {
+      const started = Date.now();
+      try {
+        const result = await deps.provisioner.checkProxyAgent(signal);
+        log.info({ step: 'proxyAgent', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'Guest Proxy Agent ready');
+      } catch (error) {
+        if (!signal.aborted) logFailure(log, 'proxyAgent', error);
+        throw error;
+      }
+    }),
     regenerateHostKeys: step('hostKeys', ({ plan }, signal) => deps.provisioner.regenerateHostKeys(plan.hostname, signal)),
     saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
 

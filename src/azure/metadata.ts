@@ -26,5 +26,7 @@ export interface MediaMetadata {
   /** Set to `verbatim` only when CustomData was not base64 (peers' samples carry plain text): kept as received. */
   customDataEncoding?: 'base64' | 'verbatim';
   ppsType: string;
+  /** The media's `ProvisionGuestProxyAgent` was true (absent: false). */
+  provisionGuestProxyAgent?: boolean;
   device: string;
 }

@@ -41,6 +41,16 @@ export interface HostKeysConfig {
   dir: string;
 }
 
+/** Azure's Guest Proxy Agent, which guards IMDS and the wireserver on VMs that ask for it (src/os/proxy-agent.ts). */
+export interface AzureProxyAgentConfig {
+  /** Wait for it when the provisioning media's ProvisionGuestProxyAgent says so. */
+  enable: boolean;
+  /** Wait for it whatever the media says. */
+  require: boolean;
+  /** The `--wait` given to `azure-proxy-agent --status`; the step's own deadline is a little longer. */
+  wait_secs: number;
+}
+
 /** Whether the machine is checked to be an Azure VM before anything is sent (src/os/platform.ts). */
 export interface PlatformConfig {
   check: boolean;
@@ -50,12 +60,20 @@ export interface BackendsConfig {
   backends: string[];
 }
 
+/** The values of `[user_provisioners] sudo`. */
+export const SUDO_POLICIES = ['auto', 'nopasswd', 'password', 'none'] as const;
+export type SudoPolicy = (typeof SUDO_POLICIES)[number];
+
 export interface UserProvisionersConfig extends BackendsConfig {
   shell: string;
   groups: string[];
   /** What to do with a configured group that does not exist: create it, or skip it with a warning. */
   missing_groups: 'create' | 'skip';
-  passwordless_sudo: boolean;
+  /**
+   * The admin's sudo rule: `auto` is `nopasswd` when no password was provisioned and `password` when one was;
+   * `none` writes no rule (and removes none). The older `passwordless_sudo` is read as `nopasswd` / `none`.
+   */
+  sudo: SudoPolicy;
   sudoers_dir: string;
 }
 
@@ -149,6 +167,7 @@ export interface Config {
   ssh: SshConfig;
   host_keys: HostKeysConfig;
   platform: PlatformConfig;
+  azure_proxy_agent: AzureProxyAgentConfig;
   hostname_provisioners: BackendsConfig;
   hostname_publishing: HostnamePublishingConfig;
   user_provisioners: UserProvisionersConfig;
@@ -195,6 +214,7 @@ export const DEFAULT_CONFIG: Config = {
   },
   host_keys: { regenerate: true, types: ['rsa', 'ecdsa', 'ed25519'], dir: '/etc/ssh' },
   platform: { check: true },
+  azure_proxy_agent: { enable: true, require: false, wait_secs: 120 },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
   hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30 },
   user_provisioners: {
@@ -202,7 +222,7 @@ export const DEFAULT_CONFIG: Config = {
     shell: '/bin/bash',
     groups: [],
     missing_groups: 'skip',
-    passwordless_sudo: false,
+    sudo: 'auto',
     sudoers_dir: '/etc/sudoers.d',
   },
   password_provisioners: { backends: ['passwd'] },

@@ -13,7 +13,7 @@ import * as v from 'valibot';
 import { parse as parseToml } from 'smol-toml';
 import { BootstateError } from '../errors.js';
 import { type Config, DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from './defaults.js';
-import { ConfigSchema, type Layer, LayerSchema, describeIssue, isTable, normalizeAzureInitNames } from './schema.js';
+import { ConfigSchema, type Layer, LayerSchema, describeIssue, isTable, normalizeAzureInitNames, normalizeOlderNames } from './schema.js';
 import { setAsideUnknown } from './unknown-keys.js';
 import { kindOf } from '../os/open-regular.js';
 import { resolveInRoot } from '../os/paths.js';
@@ -167,7 +167,10 @@ function readLayer(place: Place, path: string, warnings: string[], unknown: stri
   }
   if (!isTable(doc)) throw configError(file, 'not a TOML table');
   const names = new Map<string, string>();
-  for (const warning of normalizeAzureInitNames(doc, names)) warnings.push(`${file}: ${warning}`);
+  // Older names first: a file's own passwordless_sudo is its say on sudo, which the azure-init default must not override.
+  const older = normalizeOlderNames(doc);
+  if (older.problem !== null) throw configError(file, older.problem);
+  for (const warning of [...older.warnings, ...normalizeAzureInitNames(doc, names)]) warnings.push(`${file}: ${warning}`);
   for (const problem of setAsideUnknown(doc, names)) {
     unknown.push(`${file}: ${problem}`);
     warnings.push(`${file}: ${problem}`);

@@ -9,6 +9,7 @@ import {
   HOSTNAME_PUBLISHING_BACKEND_NAMES,
   PASSWORD_BACKEND_NAMES,
   STEP_NAMES,
+  SUDO_POLICIES,
   USER_BACKEND_NAMES,
 } from './defaults.js';
 
@@ -75,6 +76,7 @@ const sections = {
     dir: absolutePath,
   }),
   platform: v.strictObject({ check: v.boolean() }),
+  azure_proxy_agent: v.strictObject({ enable: v.boolean(), require: v.boolean(), wait_secs: positiveSecs }),
   hostname_provisioners: v.strictObject({ backends: backendList(HOSTNAME_BACKEND_NAMES) }),
   hostname_publishing: v.strictObject({
     enable: v.boolean(),
@@ -86,7 +88,7 @@ const sections = {
     shell: absolutePath,
     groups: v.array(nonEmpty),
     missing_groups: v.picklist(['create', 'skip']),
-    passwordless_sudo: v.boolean(),
+    sudo: v.picklist(SUDO_POLICIES),
     sudoers_dir: absolutePath,
   }),
   password_provisioners: v.strictObject({ backends: backendList(PASSWORD_BACKEND_NAMES) }),
@@ -142,11 +144,45 @@ const SECTION_ALIASES: Record<string, string> = {
 };
 
 /**
+ * Rewrites bootstate's own older names in a parsed file (in place): `[user_provisioners] passwordless_sudo`, which
+ * meant NOPASSWD sudo or none, becomes `sudo = "nopasswd"` or `sudo = "none"` unless the file also sets `sudo`.
+ * Returns warnings, and the problem with a value of the wrong type (the file is then invalid).
+ */
+export function normalizeOlderNames(doc: Record<string, unknown>): { warnings: string[]; problem: string | null } {
+  const users = doc.user_provisioners;
+  if (!isTable(users) || !('passwordless_sudo' in users)) return { warnings: [], problem: null };
+  const older = users.passwordless_sudo;
+  if (typeof older !== 'boolean') return { warnings: [], problem: `[user_provisioners] passwordless_sudo: expected boolean, got ${typeName(older)}` };
+  delete users.passwordless_sudo;
+  if ('sudo' in users) return { warnings: ['[user_provisioners] passwordless_sudo is ignored because sudo is also set'], problem: null };
+  users.sudo = older ? 'nopasswd' : 'none';
+  return { warnings: [], problem: null };
+}
+
+/** Sections and keys only azure-init's files have: a file using one was written for azure-init. */
+function usesAzureInitOnlyNames(doc: Record<string, unknown>): boolean {
+  const has = (section: string, key: string) => isTable(doc[section]) && key in (doc[section] as Record<string, unknown>);
+  return (
+    Object.keys(SECTION_ALIASES).some((name) => name in doc) ||
+    has('imds', 'read_timeout_secs') ||
+    has('telemetry', 'kvp_diagnostics') ||
+    has('telemetry', 'kvp_filter')
+  );
+}
+
+/**
  * Rewrites azure-init names to ours in a parsed file (in place) and returns warnings for what is accepted but
- * ignored. `names` maps our section names back to the ones written, for error messages.
+ * ignored. `names` maps our section names back to the ones written, for error messages. A file written for
+ * azure-init (one of its own names is in it) that does not set `[user_provisioners] sudo` gets `sudo = "nopasswd"`,
+ * the rule azure-init always writes, so an image migrated from it keeps its admin's sudo.
  */
 export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map<string, string>): string[] {
   const warnings: string[] = [];
+  if (usesAzureInitOnlyNames(doc)) {
+    if (!('user_provisioners' in doc)) doc.user_provisioners = {};
+    const users = doc.user_provisioners;
+    if (isTable(users) && !('sudo' in users)) users.sudo = 'nopasswd';
+  }
   for (const [alias, ours] of Object.entries(SECTION_ALIASES)) {
     if (!(alias in doc)) continue;
     if (ours in doc) warnings.push(`[${alias}] is ignored because [${ours}] is also set`);
@@ -155,10 +191,6 @@ export function normalizeAzureInitNames(doc: Record<string, unknown>, names: Map
       names.set(ours, alias);
     }
     delete doc[alias];
-  }
-  if ('azure_proxy_agent' in doc) {
-    warnings.push('[azure_proxy_agent] is accepted for azure-init compatibility and ignored');
-    delete doc.azure_proxy_agent;
   }
   // azure-init's own documented examples set it, and azure-init does not read it either.
   const imds = doc.imds;

@@ -16,6 +16,8 @@ export interface OvfDocumentOptions {
   ppsType?: string;
   /** The legacy `PreprovisionedVm` flag; default false. */
   preprovisionedVm?: boolean;
+  /** `ProvisionGuestProxyAgent`; omitted when not given. */
+  provisionGuestProxyAgent?: boolean;
 }
 
 const escapeXml = (text: string) =>
@@ -50,7 +52,7 @@ ${customData}    </LinuxProvisioningConfigurationSet>
   <wa:PlatformSettingsSection>
     <wa:Version>1.0</wa:Version>
     <wa:PlatformSettings>
-      <wa:ProvisionGuestAgent>true</wa:ProvisionGuestAgent>
+      <wa:ProvisionGuestAgent>true</wa:ProvisionGuestAgent>${options.provisionGuestProxyAgent === undefined ? '' : `\n      <wa:ProvisionGuestProxyAgent>${options.provisionGuestProxyAgent}</wa:ProvisionGuestProxyAgent>`}
       <wa:PreprovisionedVm>${options.preprovisionedVm ?? false}</wa:PreprovisionedVm>
       ${pps}
     </wa:PlatformSettings>

@@ -59,7 +59,13 @@ function h(text: string): string {
   return text.replace(/[&<>"]/g, (char) => `&#${char.charCodeAt(0)};`);
 }
 
-/** Compresses a step list for a label: `1, 3-5`. */
+/** How many runs of steps a label lists before it shortens the middle: a long run's retries, not 100 000 numbers. */
+const MAX_STEP_PARTS = 12;
+
+/**
+ * Compresses a step list for a label: `1, 3-5`; beyond MAX_STEP_PARTS runs, the first and last few and the count
+ * (`1, 3, 5, 7, 9, 11, … 95, 97, 99 (50 steps)`). The page's `data-step` attributes still list every step.
+ */
 export function formatSteps(steps: number[]): string {
   const parts: string[] = [];
   for (let i = 0; i < steps.length; i++) {
@@ -68,7 +74,9 @@ export function formatSteps(steps: number[]): string {
     parts.push(j > i + 1 ? `${steps[i]}-${steps[j]}` : j === i + 1 ? `${steps[i]}, ${steps[j]}` : `${steps[i]}`);
     i = j;
   }
-  return parts.join(', ');
+  if (parts.length <= MAX_STEP_PARTS) return parts.join(', ');
+  const keep = MAX_STEP_PARTS / 2;
+  return `${parts.slice(0, keep).join(', ')}, … ${parts.slice(-keep + 1).join(', ')} (${steps.length} steps)`;
 }
 
 /** A duration for a label or a table: `850ms`, `12.3s`, `4m05s`. */

@@ -35,35 +35,51 @@ function timers(value: unknown): Record<string, number> | undefined {
   return entries.length ? Object.fromEntries(entries) : undefined;
 }
 
+/** Rebuilds one parsed journal line into a well-typed one; `seq` falls back to the line's index. */
+export function normalizeLine(raw: unknown, index: number): JournalLine {
+  const line = (raw && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
+  const status = ['active', 'done', 'error', 'stopped'].includes(line.status as string) ? (line.status as JournalLine['status']) : 'active';
+  const normal: JournalLine = {
+    t: text(line.t, new Date(0).toISOString()),
+    machine: text(line.machine, ''),
+    seq: Number.isSafeInteger(line.seq) ? (line.seq as number) : index,
+    event: text(line.event, '(unknown)'),
+    value: stateValue(line.value),
+    tags: texts(line.tags),
+    transitions: texts(line.transitions),
+    status,
+  };
+  const out = output(line.output);
+  if (out) normal.output = out;
+  const recorded = timers(line.timers);
+  if (recorded) normal.timers = recorded;
+  return normal;
+}
+
 /** Rebuilds parsed journal lines into well-typed ones; `seq` falls back to the line's index. */
 export function normalizeLines(lines: unknown[]): JournalLine[] {
-  return lines.map((raw, index) => {
-    const line = (raw && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
-    const status = ['active', 'done', 'error', 'stopped'].includes(line.status as string) ? (line.status as JournalLine['status']) : 'active';
-    const normal: JournalLine = {
-      t: text(line.t, new Date(0).toISOString()),
-      machine: text(line.machine, ''),
-      seq: Number.isSafeInteger(line.seq) ? (line.seq as number) : index,
-      event: text(line.event, '(unknown)'),
-      value: stateValue(line.value),
-      tags: texts(line.tags),
-      transitions: texts(line.transitions),
-      status,
-    };
-    const out = output(line.output);
-    if (out) normal.output = out;
-    const recorded = timers(line.timers);
-    if (recorded) normal.timers = recorded;
-    return normal;
-  });
+  return lines.map((raw, index) => normalizeLine(raw, index));
+}
+
+/** The run's own timer values, gathered line by line: the last recorded before any SIGTERM shortened them. */
+export class TimerRecord {
+  #merged: Record<string, number> | undefined;
+  #terminated = false;
+
+  add(line: JournalLine): void {
+    if (this.#terminated) return;
+    if (line.event === 'TERMINATE') this.#terminated = true;
+    else if (line.timers) this.#merged = { ...this.#merged, ...line.timers };
+  }
+
+  get timers(): Record<string, number> | undefined {
+    return this.#merged;
+  }
 }
 
 /** The run's own timer values: the last recorded before any SIGTERM shortened them. */
 export function recordedTimers(lines: JournalLine[]): Record<string, number> | undefined {
-  let merged: Record<string, number> | undefined;
-  for (const line of lines) {
-    if (line.event === 'TERMINATE') break;
-    if (line.timers) merged = { ...merged, ...line.timers };
-  }
-  return merged;
+  const record = new TimerRecord();
+  for (const line of lines) record.add(line);
+  return record.timers;
 }

@@ -123,6 +123,36 @@ export function readJournal(file: string): JournalLine[] {
   return out;
 }
 
+/**
+ * Reads a journal file line by line, in bounded chunks, as readJournal parses it: a torn last line is dropped, an
+ * unparsable line before another one fails the read. Memory is one chunk and one line, whatever the file's size.
+ */
+export async function* streamJournal(file: string): AsyncGenerator<JournalLine> {
+  const stream = fs.createReadStream(file, { encoding: 'utf8', highWaterMark: 1 << 20 });
+  let rest = '';
+  let index = 0;
+  let torn: unknown = null;
+  let tornAt = 0;
+  function* parse(line: string): Generator<JournalLine> {
+    if (line.trim() === '') return;
+    if (torn !== null) throw new Error(`${file}:${tornAt + 1}: not a journal line`, { cause: torn });
+    try {
+      yield JSON.parse(line) as JournalLine;
+    } catch (error) {
+      // Only the last line may be torn: this one fails the read once another line follows it.
+      torn = error;
+      tornAt = index;
+    }
+    index++;
+  }
+  for await (const chunk of stream as AsyncIterable<string>) {
+    const parts = (rest + chunk).split('\n');
+    rest = parts.pop()!;
+    for (const line of parts) yield* parse(line);
+  }
+  yield* parse(rest);
+}
+
 /** The path of the newest journal in a data directory, or `undefined` when there is none. */
 export function latestJournal(dir: string): string | undefined {
   const names = journalNames(runsDir(dir));

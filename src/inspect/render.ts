@@ -2,17 +2,15 @@
  * `bootstate graph` and `bootstate trace`: the agent's own charts rendered offline, and a run's journal drawn
  * onto its chart as one self-contained HTML page.
  */
-import { writeFileSync } from 'node:fs';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { AnyStateMachine } from 'xstate';
 import { DEFAULT_CONFIG } from '../config/defaults.js';
 import { renderChartHtml } from './chart-html.js';
 import { buildGraph, renderSvg, toDot, toMermaid, type GraphOptions } from './graph.js';
-import { latestJournal, readJournal } from './journal.js';
+import { latestJournal, streamJournal } from './journal.js';
 import { overviewOf } from './overview.js';
-import { analyseRun } from './run-path.js';
-import { normalizeLines } from './journal-input.js';
-import { renderTraceHtml, traceSummary } from './trace.js';
+import { writeTraceHtml } from './trace.js';
 
 export const CHART_FORMATS = ['svg', 'mermaid', 'dot', 'html'] as const;
 export type ChartFormat = (typeof CHART_FORMATS)[number];
@@ -50,16 +48,37 @@ export async function renderMachine(name: string, format: string, view: { overvi
 /**
  * Writes the trace page of `journal` (default: the latest journal under `dataDir`) to `output` (default: the
  * journal's path with `.html`); returns the page's path and the run's story in one line (its outcome and cause).
+ * The journal is streamed (read twice, never held) and the page written as it is made, so a journal of any size
+ * is traced in bounded memory. The output is opened once the journal has been read through: a journal that
+ * cannot be read leaves no page.
  */
 export async function writeTrace(options: { journal?: string; dataDir: string; output?: string }): Promise<{ path: string; summary: string }> {
   const journal = options.journal ?? latestJournal(options.dataDir);
   if (!journal) throw new Error(`no journal found under ${options.dataDir}/runs`);
-  const lines = readJournal(journal);
-  const machineName = lines.find((line) => line.machine)?.machine ?? 'provisioning';
+  const machineName = await machineOf(journal);
   const { machine, options: graphOptions } = await loadMachine(machineName);
-  const html = await renderTraceHtml({ machine, journalLines: lines, title: basename(journal), ...graphOptions });
   const output = options.output ?? join(dirname(journal), `${basename(journal, '.jsonl')}.html`);
-  writeFileSync(output, html, { mode: 0o600 });
-  const summary = traceSummary(analyseRun(buildGraph(machine, graphOptions), normalizeLines(lines)), normalizeLines(lines));
-  return { path: output, summary };
+  let fd: number | null = null;
+  let pending = '';
+  const flush = () => {
+    fd ??= openSync(output, 'w', 0o600);
+    writeSync(fd, pending);
+    pending = '';
+  };
+  try {
+    const { summary } = await writeTraceHtml({ machine, journal: () => streamJournal(journal), title: basename(journal), ...graphOptions }, (chunk) => {
+      pending += chunk;
+      if (pending.length >= 1 << 20) flush();
+    });
+    flush();
+    return { path: output, summary };
+  } finally {
+    if (fd !== null) closeSync(fd);
+  }
+}
+
+/** The machine a journal is of: the first line that names one (the first line, as the agent writes them). */
+async function machineOf(journal: string): Promise<string> {
+  for await (const line of streamJournal(journal)) if (line.machine) return line.machine;
+  return 'provisioning';
 }

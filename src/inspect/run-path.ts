@@ -42,60 +42,111 @@ function edgeTargets(key: string): string[] {
   return match[1]!.split(', ');
 }
 
-/** Derives the visited states, taken edges, timings and outcome of a run from its journal lines. */
-export function analyseRun(graph: MachineGraph, lines: JournalLine[]): RunPath {
-  const visited = new Map<string, number[]>();
-  const edges = new Map<string, number[]>();
-  const timing = new Map<string, StateTiming>();
-  const timingOf = (state: string): StateTiming => {
-    let entry = timing.get(state);
-    if (!entry) timing.set(state, (entry = { state, visits: 0, ms: 0, steps: [] }));
+/**
+ * Reads a run's journal one line at a time, keeping only what the page shows (per state and edge: its steps and
+ * time; the first and last line), never the lines themselves: a journal of any length is analysed in bounded
+ * memory besides the step numbers. A line's time in its states runs to the next line, so each line is counted
+ * once the next one (or the end) is known.
+ */
+export class RunAnalysis {
+  readonly #graph: MachineGraph;
+  readonly #visited = new Map<string, number[]>();
+  readonly #edges = new Map<string, number[]>();
+  readonly #timing = new Map<string, StateTiming>();
+  #previous = new Set<string>();
+  #pending: JournalLine | undefined;
+  #first: JournalLine | undefined;
+  #count = 0;
+
+  constructor(graph: MachineGraph) {
+    this.#graph = graph;
+  }
+
+  /** The next journal line. */
+  add(line: JournalLine): void {
+    if (this.#pending) this.#tally(this.#pending, line);
+    else this.#first = line;
+    this.#pending = line;
+    this.#count++;
+  }
+
+  get first(): JournalLine | undefined {
+    return this.#first;
+  }
+
+  /** The last line added. */
+  get last(): JournalLine | undefined {
+    return this.#pending;
+  }
+
+  /** How many lines were added. */
+  get lines(): number {
+    return this.#count;
+  }
+
+  #timingOf(state: string): StateTiming {
+    let entry = this.#timing.get(state);
+    if (!entry) this.#timing.set(state, (entry = { state, visits: 0, ms: 0, steps: [] }));
     return entry;
-  };
-  let previous = new Set<string>();
-  lines.forEach((line, index) => {
+  }
+
+  #tally(line: JournalLine, next: JournalLine | undefined): void {
+    const graph = this.#graph;
     const step = line.seq;
     const active = new Set(activePaths(graph.root, line.value).filter((state) => graph.nodes.has(state)));
     const passed = new Set<string>();
     for (const key of line.transitions) {
-      add(edges, key, step);
+      add(this.#edges, key, step);
       for (const target of edgeTargets(key)) if (graph.nodes.has(target)) passed.add(target);
     }
-    const next = lines[index + 1];
     const span = next ? Math.max(0, Date.parse(next.t) - Date.parse(line.t)) : 0;
     for (const state of active) {
-      add(visited, state, step);
-      const entry = timingOf(state);
-      if (!previous.has(state) || passed.has(state)) entry.visits++;
+      add(this.#visited, state, step);
+      const entry = this.#timingOf(state);
+      if (!this.#previous.has(state) || passed.has(state)) entry.visits++;
       if (entry.steps[entry.steps.length - 1] !== step) entry.steps.push(step);
       entry.ms += span;
     }
     for (const state of passed) {
       if (active.has(state)) continue;
-      add(visited, state, step);
-      const entry = timingOf(state);
+      add(this.#visited, state, step);
+      const entry = this.#timingOf(state);
       entry.visits++;
       entry.steps.push(step);
     }
-    previous = active;
-  });
-  const last = lines[lines.length - 1];
-  const complete = last?.status === 'done';
-  const output = last?.output;
-  const ok = complete && (output?.exitCode === undefined ? output?.result !== 'failed' : output.exitCode === 0);
-  const leaves = last ? activePaths(graph.root, last.value).filter((state) => graph.nodes.get(state)?.children.length === 0) : [];
-  const finalLeaf = leaves.find((state) => graph.nodes.get(state)?.type === 'final' && graph.nodes.get(state)?.parent === graph.root);
-  const order = [...graph.nodes.keys()];
-  return {
-    visited,
-    edges,
-    timings: [...timing.values()].sort((a, b) => order.indexOf(a.state) - order.indexOf(b.state)),
-    outcome: ok ? 'ok' : 'failed',
-    complete,
-    last: finalLeaf ?? leaves[leaves.length - 1],
-    startedAt: lines[0]?.t,
-    endedAt: last?.t,
-  };
+    this.#previous = active;
+  }
+
+  /** The run's path, once every line was added. */
+  finish(): RunPath {
+    const graph = this.#graph;
+    const last = this.#pending;
+    if (last) this.#tally(last, undefined);
+    this.#pending = undefined;
+    const complete = last?.status === 'done';
+    const output = last?.output;
+    const ok = complete && (output?.exitCode === undefined ? output?.result !== 'failed' : output.exitCode === 0);
+    const leaves = last ? activePaths(graph.root, last.value).filter((state) => graph.nodes.get(state)?.children.length === 0) : [];
+    const finalLeaf = leaves.find((state) => graph.nodes.get(state)?.type === 'final' && graph.nodes.get(state)?.parent === graph.root);
+    const order = new Map([...graph.nodes.keys()].map((id, index) => [id, index]));
+    return {
+      visited: this.#visited,
+      edges: this.#edges,
+      timings: [...this.#timing.values()].sort((a, b) => (order.get(a.state) ?? -1) - (order.get(b.state) ?? -1)),
+      outcome: ok ? 'ok' : 'failed',
+      complete,
+      last: finalLeaf ?? leaves[leaves.length - 1],
+      startedAt: this.#first?.t,
+      endedAt: last?.t,
+    };
+  }
+}
+
+/** Derives the visited states, taken edges, timings and outcome of a run from its journal lines. */
+export function analyseRun(graph: MachineGraph, lines: JournalLine[]): RunPath {
+  const analysis = new RunAnalysis(graph);
+  for (const line of lines) analysis.add(line);
+  return analysis.finish();
 }
 
 /** The DOT highlight for a run: visited states, taken edges and the end state marked ok or failed. */

@@ -8,13 +8,13 @@ import type { AnyStateMachine } from 'xstate';
 import { tagSvg } from './chart-tags.js';
 import { formatDuration, formatSteps, toDot, type DotHighlight } from './dot.js';
 import { buildGraph, type GraphOptions, type MachineGraph } from './graph.js';
-import { normalizeLines, recordedTimers } from './journal-input.js';
+import { normalizeLine, normalizeLines, TimerRecord } from './journal-input.js';
 import type { JournalLine } from './journal.js';
 import { overviewOf } from './overview.js';
 import { CHART_HELP, CHART_VIEW_CSS, CHART_VIEW_JS, chartTools, inlineSvg, scriptHash } from './pan-zoom.js';
-import { analyseRun, highlightOf, type RunPath } from './run-path.js';
+import { highlightOf, RunAnalysis, type RunPath } from './run-path.js';
 import { renderSvg } from './svg.js';
-import { TIMELINE_CSS, timelineHtml } from './timeline.js';
+import { TIMELINE_CSS, TimelineBuilder, timelineRowsHtml } from './timeline.js';
 import { eventWords, leafNames, stateName } from './words.js';
 
 /** Escapes text for HTML element content and double-quoted attributes. */
@@ -56,14 +56,23 @@ document.querySelectorAll('#journal tbody tr').forEach(function (row) {
 });
 `;
 
+/** Whether `steps` is strictly increasing (a set, sorted). */
+function isSortedSet(steps: number[]): boolean {
+  for (let i = 1; i < steps.length; i++) if (!(steps[i - 1]! < steps[i]!)) return false;
+  return true;
+}
+
 /** The highlight of a run on the overview: each state's steps and time gathered on the node that shows it. */
 function overviewHighlight(full: MachineGraph, alias: Map<string, string>, hl: DotHighlight): DotHighlight {
-  const visited = new Map<string, number[]>();
-  const durations = new Map<string, number>();
+  const gathered = new Map<string, number[][]>();
   for (const [state, steps] of hl.visited) {
     const shown = alias.get(state) ?? state;
-    visited.set(shown, [...new Set([...(visited.get(shown) ?? []), ...steps])].sort((a, b) => a - b));
+    gathered.set(shown, [...(gathered.get(shown) ?? []), steps]);
   }
+  // Each shown node's steps: the union of its members', sorted once (not once per member: a long run has many).
+  const visited = new Map<string, number[]>();
+  for (const [shown, lists] of gathered) visited.set(shown, lists.length === 1 && isSortedSet(lists[0]!) ? lists[0]! : [...new Set(lists.flat())].sort((a, b) => a - b));
+  const durations = new Map<string, number>();
   for (const shown of visited.keys()) {
     const own = full.nodes.get(shown)?.children.length ? hl.durations?.get(shown) : undefined;
     const members = [...alias].filter(([, to]) => to === shown).map(([from]) => hl.durations?.get(from) ?? 0);
@@ -75,8 +84,11 @@ function overviewHighlight(full: MachineGraph, alias: Map<string, string>, hl: D
 
 /** The first line of a run's story: how it ended, after how long, and why. */
 export function traceSummary(run: RunPath, lines: JournalLine[]): string {
-  const first = lines[0];
-  const last = lines[lines.length - 1];
+  return summaryOf(run, lines[0], lines[lines.length - 1]);
+}
+
+/** The same, from the run's first and last journal lines. */
+function summaryOf(run: RunPath, first: JournalLine | undefined, last: JournalLine | undefined): string {
   const took = first && last ? formatDuration(Math.max(0, Date.parse(last.t) - Date.parse(first.t))) : '0ms';
   if (!run.complete) return `FAILED: the run ended before a final state after ${took} (${last ? `last status ${last.status}` : 'empty journal'})`;
   const output = last?.output;
@@ -98,34 +110,72 @@ export interface TraceInput extends GraphOptions {
 const clock = (t: string): string => /T(\d\d:\d\d:\d\d(?:\.\d+)?)/.exec(t)?.[1] ?? t;
 
 /** Renders one run as a single self-contained HTML page. */
-export async function renderTraceHtml({ machine, journalLines, title, ...graphOptions }: TraceInput): Promise<string> {
-  const lines = normalizeLines(journalLines);
-  const timers = recordedTimers(lines);
-  const graph = buildGraph(machine, { ...graphOptions, ...(timers ? { timers } : {}) });
-  const run = analyseRun(graph, lines);
+export async function renderTraceHtml({ journalLines, ...input }: TraceInput): Promise<string> {
+  const parts: string[] = [];
+  await writeTraceHtml({ ...input, journal: () => journalLines }, (chunk) => void parts.push(chunk));
+  return parts.join('');
+}
+
+export interface TraceSource extends GraphOptions {
+  machine: AnyStateMachine;
+  /**
+   * The journal's parsed lines in order, read twice: once to analyse the run, once to write the journal's rows.
+   * A file is streamed each time, so the page of a journal of any size is written without holding its lines.
+   */
+  journal: () => AsyncIterable<unknown> | Iterable<unknown>;
+  /** Shown in the header, e.g. the journal's path. */
+  title?: string;
+}
+
+/**
+ * Writes the page of one run to `write`, piece by piece, and returns the run's path and its story in one line.
+ * Memory stays bounded by what the page shows of the run (each state's steps, the timeline's segments), never
+ * by the journal's lines, which are analysed and written one at a time.
+ */
+export async function writeTraceHtml(
+  { machine, journal, title, ...graphOptions }: TraceSource,
+  write: (chunk: string) => void,
+): Promise<{ run: RunPath; summary: string }> {
+  // The graph's structure does not depend on the timers (they only label delays), so the run is analysed on
+  // the plain graph while its timers are being read, and drawn on the one labelled with them.
+  const plain = buildGraph(machine, graphOptions);
+  const analysis = new RunAnalysis(plain);
+  const timeline = new TimelineBuilder(plain);
+  const timerRecord = new TimerRecord();
+  let index = 0;
+  for await (const raw of journal()) {
+    const line = normalizeLine(raw, index++);
+    timerRecord.add(line);
+    analysis.add(line);
+    timeline.add(line);
+  }
+  const count = index;
+  const timers = timerRecord.timers;
+  const graph = timers ? buildGraph(machine, { ...graphOptions, timers }) : plain;
+  const first = analysis.first;
+  const last = analysis.last;
+  const run = analysis.finish();
   const hl = highlightOf(run);
   const { graph: overview, alias } = overviewOf(graph);
   const overviewHl = overviewHighlight(graph, alias, hl);
   const fullSvg = tagSvg(inlineSvg(await renderSvg(toDot(graph, { highlight: hl })), 'full', true), graph, { highlight: hl, outcome: run.outcome });
   const overviewDot = toDot(overview, { highlight: overviewHl, compact: true });
   const overviewSvg = tagSvg(inlineSvg(await renderSvg(overviewDot), 'overview'), overview, { highlight: overviewHl, outcome: run.outcome, alias });
-  const first = lines[0];
   const e = escapeHtml;
   const name = (id: string): string => stateName(graph.root, id);
-  const summary = traceSummary(run, lines);
+  const summary = summaryOf(run, first, last);
   const timingRows = run.timings
     .map((timing) => `<tr data-state="${e(name(timing.state))}"><td><code>${e(name(timing.state))}</code></td><td class="num">${timing.visits}</td><td class="num">${e(formatDuration(timing.ms))}</td><td>${e(formatSteps(timing.steps))}</td></tr>`)
     .join('\n');
-  const journalRows = lines
-    .map((line) => {
-      const offset = first ? Date.parse(line.t) - Date.parse(first.t) : 0;
-      const moves = line.transitions.map((key) => `<code>${e(transitionWords(graph, key))}</code>`).join('<br>');
-      const states = leafNames(line.value).map((leaf) => `<code>${e(leaf)}</code>`).join('<br>');
-      return `<tr data-seq="${e(String(line.seq))}"><td class="num">${e(String(line.seq))}</td><td class="time" title="${e(line.t)}">${e(clock(line.t))}</td><td class="num">+${e(formatDuration(offset))}</td><td>${e(eventWords(line.event, timers))}</td><td>${states}</td><td>${e(line.tags.join(', '))}</td><td>${moves}</td><td>${e(line.status)}</td></tr>`;
-    })
-    .join('\n');
+  const journalRow = (line: JournalLine): string => {
+    const offset = first ? Date.parse(line.t) - Date.parse(first.t) : 0;
+    const moves = line.transitions.map((key) => `<code>${e(transitionWords(graph, key))}</code>`).join('<br>');
+    const states = leafNames(line.value).map((leaf) => `<code>${e(leaf)}</code>`).join('<br>');
+    return `<tr data-seq="${e(String(line.seq))}"><td class="num">${e(String(line.seq))}</td><td class="time" title="${e(line.t)}">${e(clock(line.t))}</td><td class="num">+${e(formatDuration(offset))}</td><td>${e(eventWords(line.event, timers))}</td><td>${states}</td><td>${e(line.tags.join(', '))}</td><td>${moves}</td><td>${e(line.status)}</td></tr>`;
+  };
   const timerFacts = timers ? Object.entries(timers).map(([key, ms]) => `${key} ${formatDuration(ms)}`).join(', ') : '';
-  return `<!doctype html>
+  // The page up to the journal's rows, which are streamed between `head` and `tail`.
+  const head = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -139,7 +189,7 @@ export async function renderTraceHtml({ machine, journalLines, title, ...graphOp
 <header>
 <p id="outcome" class="${e(run.outcome)}" data-outcome="${e(run.outcome)}" data-complete="${run.complete}">${e(summary)}</p>
 <h1>${e(graph.id)} run${title ? ` · <code>${e(title)}</code>` : ''}</h1>
-<p class="facts"><span>started <b>${e(run.startedAt ?? '-')}</b></span><span>steps <b>${lines.length}</b></span>
+<p class="facts"><span>started <b>${e(run.startedAt ?? '-')}</b></span><span>steps <b>${count}</b></span>
 <span>final state <b id="final-state" data-state="${e(run.last ? name(run.last) : '')}">${e(run.last ? name(run.last) : '-')}</b></span>${timerFacts ? `<span>timers <b id="timers">${e(timerFacts)}</b></span>` : ''}</p>
 ${CHART_HELP}
 </header>
@@ -151,21 +201,32 @@ ${fullSvg}
 </div>
 <main>
 <h2>Timeline</h2>
-${timelineHtml(graph, lines, e)}
+${timelineRowsHtml(graph, timeline.finish(), e)}
 <h2>Time per state</h2>
 <table id="durations"><thead><tr><th>state</th><th>visits</th><th>time</th><th>steps</th></tr></thead><tbody>
 ${timingRows}
 </tbody></table>
 <h2>Journal</h2>
 <table id="journal"><thead><tr><th>#</th><th>time</th><th>since start</th><th>what happened</th><th>states now</th><th>health</th><th>moves</th><th>status</th></tr></thead><tbody>
-${journalRows}
-</tbody></table>
+`;
+  const tail = `</tbody></table>
 </main>
 <script>${CHART_VIEW_JS}</script>
 <script>${SCRIPT}</script>
 </body>
 </html>
 `;
+  write(head);
+  // The second read: each line written as its row, as far as the first read went (a journal still being appended
+  // to keeps the page consistent with its analysis).
+  index = 0;
+  for await (const raw of journal()) {
+    if (index >= count) break;
+    write(`${journalRow(normalizeLine(raw, index++))}\n`);
+  }
+  if (count === 0) write('\n');
+  write(tail);
+  return { run, summary };
 }
 
 /** A transition key in words: `requesting → backoff (guard canRetry)`, with state names below the machine. */

@@ -22,6 +22,7 @@ export const GUARD_WORDS: Record<string, string> = {
   poolAfterClaim: 'pool VM after claim',
   havePlan: 'plan made',
   notOnAzure: 'not on Azure',
+  proxyAgentWanted: 'proxy agent wanted',
 };
 
 /** A guard's name in words. */
@@ -33,6 +34,7 @@ export function guardWords(guard: string): string {
 export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
   config: { done: 'configuration loaded', error: 'configuration invalid' },
   platform: { done: 'platform checked', error: 'platform check failed' },
+  proxyAgent: { done: 'Guest Proxy Agent ready', error: 'Guest Proxy Agent not ready' },
   vmId: { done: 'VM id read', error: 'VM id unreadable' },
   marker: { done: 'marker checked', error: 'marker check failed' },
   imds: { done: 'IMDS answered', error: 'IMDS request failed' },

@@ -1,8 +1,10 @@
 /**
  * Atomic file replacement: a temp file in the same directory, fsync, rename over the target, fsync the
  * directory. A reader (or a crash) sees either the old file or the whole new one, never a partial write.
+ * A temp file never outlives the write: an error or an abort removes it, and so does the process exiting
+ * while the write is in flight (a SIGTERM ends the run without waiting for the step it abandoned).
  */
-import { constants } from 'node:fs';
+import { constants, rmSync } from 'node:fs';
 import { open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from '../random.js';
@@ -13,6 +15,32 @@ export interface AtomicWriteOptions {
   gid?: number;
   /** Runs against the finished temp file before it replaces the target (e.g. `visudo -cf`); throw to abort. */
   validate?: (tempPath: string) => Promise<void>;
+  /** Aborting it stops the write at its next step and removes the temp file; the target is left as it was. */
+  signal?: AbortSignal;
+}
+
+/** Temp files being written now: removed synchronously if the process exits before their write settles. */
+const inFlight = new Set<string>();
+let exitHookInstalled = false;
+
+/** Removes every temp file whose write has not settled (the process is exiting); the renamed ones are gone already. */
+export function removeTempFilesInFlight(): void {
+  for (const temp of inFlight) {
+    try {
+      rmSync(temp, { force: true });
+    } catch {
+      // nothing more can be done while exiting; the next write of the same name sweeps it
+    }
+  }
+  inFlight.clear();
+}
+
+function track(temp: string): void {
+  if (!exitHookInstalled) {
+    process.on('exit', removeTempFilesInFlight);
+    exitHookInstalled = true;
+  }
+  inFlight.add(temp);
 }
 
 /** The temp name for `name`: a leading dot and a dot inside keep sudoers.d and sshd_config.d/*.conf from reading it. */
@@ -41,21 +69,30 @@ export async function writeFileAtomic(target: string, data: string | Buffer, opt
   await sweepTempFiles(dir, path.basename(target));
   const temp = path.join(dir, tempNameFor(path.basename(target)));
   const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-  const handle = await open(temp, flags, options.mode);
+  const { signal } = options;
+  signal?.throwIfAborted();
+  // Tracked before it exists: an exit while the open is in flight still removes what it creates.
+  track(temp);
   try {
+    const handle = await open(temp, flags, options.mode);
     try {
-      await handle.writeFile(data);
+      signal?.throwIfAborted();
+      await handle.writeFile(data, { signal });
       await handle.chmod(options.mode);
       if (options.uid !== undefined) await handle.chown(options.uid, options.gid ?? options.uid);
       await handle.sync();
     } finally {
       await handle.close();
     }
+    signal?.throwIfAborted();
     if (options.validate) await options.validate(temp);
+    signal?.throwIfAborted();
     await rename(temp, target);
   } catch (error) {
     await rm(temp, { force: true });
     throw error;
+  } finally {
+    inFlight.delete(temp);
   }
   await syncDir(dir);
 }

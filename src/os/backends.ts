@@ -14,7 +14,10 @@ export interface OsContext {
   rootOwner: { uid: number; gid: number };
 }
 
-/** Errors about the input itself: no other backend can fix them, so they pass through unwrapped. */
+/**
+ * Errors no other backend can fix, so they pass through unwrapped: bad input (exit 78) and a user that does not
+ * exist (OS state, exit 1: `--only ssh-keys` on a VM whose user was never created).
+ */
 const INPUT_ERRORS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'INVALID_USERNAME', 'INVALID_HOSTNAME', 'INVALID_SSH_KEY', 'PASSWORD_TOO_LONG', 'USER_MISSING',
 ]);

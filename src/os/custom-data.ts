@@ -46,21 +46,31 @@ export function customDataTargets(config: Config): CustomDataTarget[] {
   return targets;
 }
 
-/** Saves what the store holds, 0600 root in 0700 directories created as needed; nothing held, nothing written. */
-export async function saveCustomData(config: Config, secrets: SecretStore, context: Pick<OsContext, 'root' | 'rootOwner'>): Promise<StepResult> {
+/**
+ * Saves what the store holds, 0600 root in 0700 directories created as needed; nothing held, nothing written.
+ * Aborting `signal` (the step abandoned: a SIGTERM, a deadline) stops at the next file, leaving no temp file.
+ */
+export async function saveCustomData(
+  config: Config,
+  secrets: SecretStore,
+  context: Pick<OsContext, 'root' | 'rootOwner'>,
+  signal?: AbortSignal,
+): Promise<StepResult> {
   const saved: string[] = [];
   for (const target of customDataTargets(config)) {
     if (!secrets.has(target.name)) continue;
+    signal?.throwIfAborted();
     const file = target.system ? under(context.root, target.path) : target.path;
     try {
       const dir = path.dirname(file);
       await mkdir(dir, { recursive: true, mode: 0o700 });
       await secrets.with(target.name, (bytes) =>
-        writeFileAtomic(file, bytes, { mode: 0o600, uid: context.rootOwner.uid, gid: context.rootOwner.gid }),
+        writeFileAtomic(file, bytes, { mode: 0o600, uid: context.rootOwner.uid, gid: context.rootOwner.gid, signal }),
       );
       await chmod(file, 0o600);
       saved.push(`${target.path} (${secrets.with(target.name, (b) => b.length)} bytes)`);
     } catch (error) {
+      if (signal?.aborted) throw error;
       throw new BootstateError('CUSTOM_DATA_FAILED', `cannot save ${target.name} to ${target.path}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`, {
         data: [['path', target.path], ['error', (error as NodeJS.ErrnoException).code ?? 'write failed']],
         cause: error,

@@ -42,7 +42,7 @@ export class FileMarkerStore implements MarkerStore {
    */
   async state(vmId: string): Promise<MarkerState> {
     const want = vmId.toLowerCase();
-    const names = this.#namesNow() ?? [];
+    const names = this.#namesNow('read') ?? [];
     const found = (suffix: string) => names.filter((n) => n.toLowerCase() === want + suffix);
     const provisioned = found(PROVISIONED);
     const pending = found(PENDING);
@@ -68,7 +68,10 @@ export class FileMarkerStore implements MarkerStore {
     return 'none';
   }
 
-  /** A marker is an empty regular file we wrote: anything else under its name was planted, and is refused. */
+  /**
+   * A marker is an empty regular file we wrote: anything else under its name was planted, and is refused — as a
+   * failure to read that marker (its path in the report), not to write one.
+   */
   #checkRegular(name: string): void {
     const file = path.join(this.dataDir, name);
     try {
@@ -77,7 +80,7 @@ export class FileMarkerStore implements MarkerStore {
       if (!stat.isFile()) throw new UnexpectedFileError(file, `not a regular file (${kindOf(stat)})`);
       checkRegular(file, stat);
     } catch (error) {
-      throw markerError((error as Error).message, error);
+      throw markerReadError(file, (error as Error).message, error);
     }
   }
 
@@ -95,7 +98,7 @@ export class FileMarkerStore implements MarkerStore {
   async markProvisioned(vmId: string): Promise<void> {
     // Ready was accepted: losing this marker in a crash only means Ready is sent once more on the next boot.
     await this.#create(vmId.toLowerCase() + PROVISIONED, { syncFile: false });
-    const names = this.#namesNow() ?? [];
+    const names = this.#namesNow('write') ?? [];
     const done = [vmId.toLowerCase() + PENDING, vmId.toLowerCase() + WAITING];
     const pending = names.filter((n) => done.includes(n.toLowerCase()));
     try {
@@ -134,13 +137,17 @@ export class FileMarkerStore implements MarkerStore {
     return removed;
   }
 
-  /** The data directory's entries, or null when it does not exist yet. */
-  #namesNow(): string[] | null {
+  /**
+   * The data directory's entries, or null when it does not exist yet. `read`: listed to learn the markers' state
+   * (a failure is a failure to read them); `write`: listed while writing one.
+   */
+  #namesNow(purpose: 'read' | 'write'): string[] | null {
     try {
       return readdirSync(this.dataDir);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw markerError(`cannot read data directory ${this.dataDir}: ${(error as Error).message}`, error);
+      const message = `cannot read data directory ${this.dataDir}: ${(error as Error).message}`;
+      throw purpose === 'read' ? markerReadError(this.dataDir, message, error) : markerError(message, error);
     }
   }
 
@@ -170,6 +177,11 @@ export class FileMarkerStore implements MarkerStore {
 
 function markerError(message: string, cause: unknown): BootstateError {
   return new BootstateError('MARKER_FAILED', message, { data: [['error', message]], cause });
+}
+
+/** Reading the markers' state failed: `file` is the marker (or the data directory when it cannot be listed). */
+function markerReadError(file: string, message: string, cause: unknown): BootstateError {
+  return new BootstateError('MARKER_READ_FAILED', message, { data: [['path', file], ['error', message]], cause });
 }
 
 /** A peer's directory entries; none when it cannot be read (a peer that never ran has no directory). */

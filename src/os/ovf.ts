@@ -105,8 +105,15 @@ function fromEnvironment(env: Element | undefined, options: ParseOvfOptions): Me
     customDataPresent: (field('CustomData')?.text.replace(/\s+/g, '') ?? '').length > 0,
     ...(customDataEncoding === 'verbatim' ? { customDataEncoding } : {}),
     ppsType: ppsType(env),
+    ...(provisionGuestProxyAgent(env) ? { provisionGuestProxyAgent: true } : {}),
     device: options.device ?? '',
   };
+}
+
+/** `ProvisionGuestProxyAgent`: the platform asks that Azure's Guest Proxy Agent be running before IMDS is used. */
+function provisionGuestProxyAgent(env: Element): boolean {
+  const settings = single(single(env, 'PlatformSettingsSection', WA_NS) ?? emptyElement(), 'PlatformSettings', WA_NS);
+  return settings ? single(settings, 'ProvisionGuestProxyAgent', WA_NS)?.text.trim().toLowerCase() === 'true' : false;
 }
 
 /** The preprovisioning type: either spelling of the element, case-insensitively; `Running` for the legacy flag. */

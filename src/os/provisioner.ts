@@ -17,6 +17,8 @@ export interface StepResult {
 export interface UserRequest {
   username: string;
   groups: string[];
+  /** A password was provisioned (ovf-env.xml): `sudo = "auto"` then gives a rule that asks for it. */
+  passwordProvided: boolean;
 }
 
 export interface SshKeysRequest {
@@ -41,6 +43,8 @@ export interface Provisioner {
   setPassword(username: string, secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
   writeSshKeys(request: SshKeysRequest, signal: AbortSignal): Promise<StepResult>;
   configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult>;
+  /** Waits until Azure's Guest Proxy Agent reports ready (`azure-proxy-agent --status --wait`). */
+  checkProxyAgent(signal: AbortSignal): Promise<StepResult>;
   /** Replaces the image's SSH host keys by new ones (config `[host_keys]`); comment `root@<hostname>`. */
   regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult>;
   /** Saves the custom data and user data held in `secrets` as 0600 root files (config `[custom_data]`). */

@@ -20,8 +20,9 @@ import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './pro
 import { keepKeysSshdAccepts } from './key-policy.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
 import { regenerateHostKeys } from './host-keys.js';
+import { checkProxyAgent } from './proxy-agent.js';
 import { configureSshd, ensureSshdRuntimeDir } from './sshd.js';
-import { writeSudoers } from './sudoers.js';
+import { sudoRuleFor, writeSudoers } from './sudoers.js';
 import { USER_BACKENDS } from './user.js';
 import { machineHostname, readPasswd, validateHostname, validateSshKey, validateUsername, type PasswdEntry } from './validate.js';
 
@@ -72,22 +73,27 @@ export class RealProvisioner implements Provisioner {
     return publishHostname(name, cfg.backends, this.context, { probeRoot: '/', deadline, observe }, signal);
   }
 
-  /** Creates the user (or adds an existing one to its groups), then the sudo rule when configured. */
+  /** Creates the user (or adds an existing one to its groups), then the sudo rule `[user_provisioners] sudo` gives. */
   async createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult> {
     await this.validateUsername(request.username);
     const cfg = this.config.user_provisioners;
     const result = await tryBackends('user', 'USER_FAILED', cfg.backends, USER_BACKENDS, { ...request, config: cfg }, this.context, signal);
-    if (!cfg.passwordless_sudo) return result;
-    const sudo = await writeSudoers(request.username, cfg.sudoers_dir, this.context, signal);
+    const { rule, why } = sudoRuleFor(cfg.sudo, request.passwordProvided);
+    const prefix = result.detail ? `${result.detail}; ` : '';
+    if (rule === null) return { ...result, detail: `${prefix}no sudo rule written (${why})` };
+    const sudo = await writeSudoers(request.username, rule, cfg.sudoers_dir, this.context, signal, {
+      withoutVisudo: cfg.sudo === 'auto' ? 'note' : 'warn',
+    });
+    const form = rule === 'nopasswd' ? 'ALL=(ALL) NOPASSWD: ALL' : 'ALL=(ALL) ALL';
     return {
       ...result,
-      detail: `${result.detail ?? ''}; ${sudo.detail}`,
+      detail: `${prefix}${sudo.detail}: ${form} (${why})`,
       warnings: [...(result.warnings ?? []), ...(sudo.warnings ?? [])],
     };
   }
 
-  async saveCustomData(secrets: SecretStore, _signal: AbortSignal): Promise<StepResult> {
-    return saveCustomData(this.config, secrets, this.context);
+  async saveCustomData(secrets: SecretStore, signal: AbortSignal): Promise<StepResult> {
+    return saveCustomData(this.config, secrets, this.context, signal);
   }
 
   /** Locks the password, or sets it from `secrets` through chpasswd's stdin. */
@@ -139,6 +145,11 @@ export class RealProvisioner implements Provisioner {
   /** Writes the sshd drop-in for PasswordAuthentication and checks the effective value. */
   async configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult> {
     return configureSshd(passwordAuthentication, this.config.ssh, this.context, signal);
+  }
+
+  async checkProxyAgent(signal: AbortSignal): Promise<StepResult> {
+    const { detail } = await checkProxyAgent(this.config.azure_proxy_agent.wait_secs, this.context.run, signal);
+    return { backend: 'azure-proxy-agent', detail };
   }
 
   async regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult> {

@@ -1,9 +1,11 @@
 /**
- * The optional passwordless-sudo rule (spec §8.4): one drop-in per user in the sudoers directory, 0440 owned by
- * root, checked with `visudo -cf` before it replaces anything, so a bad rule can never lock out sudo.
+ * The admin's sudo rule (spec §8.4): one drop-in per user in the sudoers directory, 0440 owned by root, checked
+ * with `visudo -cf` before it replaces anything, so a bad rule can never lock out sudo. Which rule, if any, follows
+ * `[user_provisioners] sudo` (sudoRuleFor).
  */
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { SudoPolicy } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import { sha256Hex } from '../random.js';
 import { SUDOERS_DROPIN_PREFIX } from './admin-users.js';
@@ -24,19 +26,59 @@ export function sudoersFileName(username: string): string {
   return `${SUDOERS_DROPIN_PREFIX}${safe}-${sha256Hex(username).slice(0, 8)}`;
 }
 
-/** The rule: the user name double-quoted, as sudoers(5) allows for names with characters its grammar reserves. */
-export function sudoersRule(username: string): string {
-  return `"${username.replace(/["\\]/g, '\\$&')}" ALL=(ALL) NOPASSWD: ALL\n`;
+/** The two rules bootstate writes: everything without a password, or everything after the user's own password. */
+export type SudoRule = 'nopasswd' | 'password';
+
+/**
+ * The rule a policy gives, and why, for the log: `auto` is what WALinuxAgent gives an admin (no password
+ * provisioned: nothing to type, so NOPASSWD; a password provisioned: sudo asks for it).
+ *
+ * @example
+ *   sudoRuleFor('auto', false) // { rule: 'nopasswd', why: 'sudo = "auto", no password provisioned' }
+ *   sudoRuleFor('none', true)  // { rule: null, why: 'sudo = "none"' }
+ */
+export function sudoRuleFor(policy: SudoPolicy, passwordProvided: boolean): { rule: SudoRule | null; why: string } {
+  if (policy === 'auto') {
+    return passwordProvided
+      ? { rule: 'password', why: 'sudo = "auto", a password was provisioned' }
+      : { rule: 'nopasswd', why: 'sudo = "auto", no password provisioned' };
+  }
+  return { rule: policy === 'none' ? null : policy, why: `sudo = "${policy}"` };
 }
 
-/** Writes `"<user>" ALL=(ALL) NOPASSWD: ALL` into `<sudoersDir>/<sudoersFileName(user)>`, validated with visudo. */
-export async function writeSudoers(username: string, sudoersDir: string, context: OsContext, signal: AbortSignal): Promise<StepResult> {
+/**
+ * The rule's line, the user name double-quoted as sudoers(5) allows for names with characters its grammar reserves,
+ * e.g. `"azureuser" ALL=(ALL) NOPASSWD: ALL` or `"azureuser" ALL=(ALL) ALL`.
+ */
+export function sudoersRule(username: string, rule: SudoRule): string {
+  const user = `"${username.replace(/["\\]/g, '\\$&')}"`;
+  return rule === 'nopasswd' ? `${user} ALL=(ALL) NOPASSWD: ALL\n` : `${user} ALL=(ALL) ALL\n`;
+}
+
+export interface WriteSudoersOptions {
+  /**
+   * An image without visudo has no sudo: the rule is still written (a later sudo install honours it), unvalidated.
+   * `warn` says so as a warning (the configuration asked for sudo); `note` only in the detail (`auto` did not).
+   */
+  withoutVisudo?: 'warn' | 'note';
+}
+
+/** Writes sudoersRule(user, rule) into `<sudoersDir>/<sudoersFileName(user)>`, validated with visudo first. */
+export async function writeSudoers(
+  username: string,
+  rule: SudoRule,
+  sudoersDir: string,
+  context: OsContext,
+  signal: AbortSignal,
+  options: WriteSudoersOptions = {},
+): Promise<StepResult> {
   const dir = under(context.root, sudoersDir);
   const file = path.join(dir, sudoersFileName(username));
   const warnings: string[] = [];
+  let unvalidated = false;
   try {
     await mkdir(dir, { recursive: true, mode: 0o750 });
-    await writeFileAtomic(file, `# Written by bootstate\n${sudoersRule(username)}`, {
+    await writeFileAtomic(file, `# Written by bootstate\n${sudoersRule(username, rule)}`, {
       mode: 0o440,
       uid: context.rootOwner.uid,
       gid: context.rootOwner.gid,
@@ -45,7 +87,7 @@ export async function writeSudoers(username: string, sudoersDir: string, context
           await context.run(['visudo', '-cf', temp], { signal, timeoutMs: 30_000 });
         } catch (error) {
           if (!isCommandMissing(error)) throw error;
-          warnings.push('visudo is not installed; sudoers drop-in not validated');
+          unvalidated = true;
         }
       },
     });
@@ -59,7 +101,10 @@ export async function writeSudoers(username: string, sudoersDir: string, context
   if (main !== null && !includesSudoersDir(main, sudoersDir)) {
     warnings.push(`/etc/sudoers has no @includedir ${sudoersDir}; the rule may be ignored`);
   }
-  return { backend: 'sudoers.d', detail: `wrote ${file}`, warnings };
+  const missing = 'visudo is not installed; sudoers drop-in not validated';
+  if (unvalidated && (options.withoutVisudo ?? 'warn') === 'warn') warnings.unshift(missing);
+  const note = unvalidated && options.withoutVisudo === 'note' ? ` (${missing})` : '';
+  return { backend: 'sudoers.d', detail: `wrote ${file}${note}`, warnings };
 }
 
 /** Whether sudoers text includes `dir` (`@includedir` or the older `#includedir` spelling). */

@@ -1,7 +1,7 @@
 /**
  * The admin user (spec §8.2): `useradd` with a home directory, the configured shell and groups; an existing
  * user is fine and only gains the groups (`usermod -aG`). Missing groups are created or skipped as configured,
- * with a warning either way. The optional passwordless-sudo rule lives in sudoers.ts.
+ * with a warning either way. The sudo rule lives in sudoers.ts.
  */
 import { access, readFile } from 'node:fs/promises';
 import type { UserBackendName, UserProvisionersConfig } from '../config/defaults.js';

@@ -37,7 +37,6 @@ describe("azure-init's documented example configurations", () => {
     expect(config.log_path.path).toBe('/var/log/azure-init.log');
     expect(config.telemetry).toMatchObject({ kvp: true, kvp_level: 'info' });
     expect(warnings).toEqual([
-      `${file}: [azure_proxy_agent] is accepted for azure-init compatibility and ignored`,
       `${file}: [imds] read_timeout_secs is accepted for azure-init compatibility and has no effect (use request_timeout_secs)`,
     ]);
   });

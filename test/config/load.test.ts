@@ -155,7 +155,8 @@ describe('loadConfig', () => {
     const base = await write(systemFile, '[imds]\nretry_interval_secs = 1\nrequest_timeout_secs = 9\n');
     const later = await write(join(dropinDir, '20.toml'), '[imds]\nretry_interval_secs = 3\n[azure_init_log_path]\npath = "/var/log/x.log"\n');
     const { origins } = await loadConfig({ systemFile, dropinDir, env: noEnv });
-    expect(origins).toEqual({ 'imds.retry_interval_secs': later, 'imds.request_timeout_secs': base, 'log_path.path': later });
+    // A file with an azure-init section is an azure-init file: it also says sudo = "nopasswd" (test/config/sudo.test.ts).
+    expect(origins).toEqual({ 'imds.retry_interval_secs': later, 'imds.request_timeout_secs': base, 'log_path.path': later, 'user_provisioners.sudo': later });
   });
 
   it('rejects an override that does not exist', async () => {
@@ -224,9 +225,9 @@ path = "/var/log/azure-init.log"
     expect(config.telemetry.kvp).toBe(false);
     expect(config.data_dir.path).toBe('/var/lib/azure-init/');
     expect(config.log_path.path).toBe('/var/log/azure-init.log');
-    expect(warnings).toEqual([
-      `${file}: [azure_proxy_agent] is accepted for azure-init compatibility and ignored`,
-    ]);
+    // azure-init's [azure_proxy_agent] enable means ours: wait for the agent when the media asks for it.
+    expect(warnings).toEqual([]);
+    expect(config.azure_proxy_agent).toEqual({ enable: true, require: false, wait_secs: 120 });
     expect(config.telemetry.kvp_level).toBe('info');
   });
 

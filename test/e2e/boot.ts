@@ -200,6 +200,27 @@ export async function attachLoop(image: string, sandbox: Sandbox): Promise<{ dev
   };
 }
 
+/**
+ * Writes `ovf` as ovf-env.xml on an ISO 9660 image labelled as Azure's provisioning media, attaches it to a loop
+ * device only `vm` sees, runs `use`, and detaches it again.
+ */
+export async function withMedia<T>(vm: Vm, ovf: string, use: (device: string) => Promise<T>): Promise<T> {
+  const content = path.join(vm.sandbox.root, 'media-content');
+  await mkdir(content, { recursive: true });
+  await writeFile(path.join(content, 'ovf-env.xml'), ovf);
+  const iso = path.join(vm.sandbox.root, 'ovf.iso');
+  await run(['xorriso', '-as', 'mkisofs', '-quiet', '-V', 'rd_rdfe_stable', '-o', iso, content]);
+  const loop = await attachLoop(iso, vm.sandbox);
+  try {
+    return await use(loop.device);
+  } finally {
+    await loop.detach();
+  }
+}
+
+/** Where a VM's command shims live: an executable written here is in the agent's PATH, before the system's. */
+export const shimDir = (vm: Vm) => path.join(vm.sandbox.root, 'e2e-bin');
+
 /** Loop devices and their backing files, e.g. `['/dev/loop0 /tmp/x/ovf.iso']`. */
 export async function loopDevices(): Promise<string[]> {
   const result = await run(['losetup', '--list', '--noheadings', '--output', 'NAME,BACK-FILE'], { allowFailure: true });

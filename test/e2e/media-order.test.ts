@@ -4,14 +4,13 @@
  * media read held up (a slow `mount`) so IMDS answers first, once with IMDS held up (the fake fabric waits before
  * each answer) so the media is read first. The run journal shows which order happened.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CUSTOMER_CUSTOM_DATA } from '../../src/fabric/scenarios.js';
 import { ovfDocument, type OvfDocumentOptions } from '../../src/fabric/ovf-document.js';
-import { attachLoop, lastFailure, vmFile, withVm, type BootResult, type Vm } from './boot.js';
+import { lastFailure, vmFile, withMedia, withVm, type BootResult, type Vm } from './boot.js';
 import { assertNamespaces, canSandbox } from './ns.js';
 
 const PREFIX = `bs-order-${process.pid}`;
@@ -42,19 +41,11 @@ async function orderSeen(vm: Vm): Promise<string> {
 function bootWithMedia(name: string, scenario: string, ovf: OvfDocumentOptions, order: Order): Promise<Booted> {
   const options = { generation: 2 as const, scenario, ...(order === 'media first' ? { imdsDelayMs: 2_000 } : {}) };
   return withVm(vms, `${PREFIX}-${name}`, options, async (vm) => {
-    const content = path.join(vm.sandbox.root, 'media-content');
-    await mkdir(content);
-    await writeFile(path.join(content, 'ovf-env.xml'), ovfDocument(ovf));
-    const iso = path.join(vm.sandbox.root, 'ovf.iso');
-    execFileSync('xorriso', ['-as', 'mkisofs', '-quiet', '-V', 'rd_rdfe_stable', '-o', iso, content], { stdio: 'pipe' });
     if (order === 'IMDS first') await writeFile(path.join(vm.sandbox.root, 'mount-delay'), '1.5\n');
-    const loop = await attachLoop(iso, vm.sandbox);
-    try {
+    return withMedia(vm, ovfDocument(ovf), async () => {
       const boot = await vm.boot();
       return { vm, boot, order: await orderSeen(vm) };
-    } finally {
-      await loop.detach();
-    }
+    });
   });
 }
 

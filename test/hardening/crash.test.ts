@@ -187,6 +187,9 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'provisioning.work.gathering.media.abandoned': {
     transient: 'only entered when the media read outlasts provisioning_media.timeout_secs; with media disabled (dry run) it returns at once',
   },
+  'provisioning.work.checkingProxyAgent': {
+    transient: 'entered only when the media or the configuration asks for the Guest Proxy Agent; the crash runs ask for none',
+  },
   'provisioning.work.validating': poller,
   'provisioning.work.configuringOs': poller,
   'provisioning.work.configuringOs.hostname': poller,

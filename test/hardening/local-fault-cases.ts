@@ -49,6 +49,8 @@ export interface LocalCase {
 export const DEADLINE_MS = 60_000;
 
 const MARKER = 'failed to write provisioned marker';
+/** The markers are read (the data directory listed, each marker checked) before anything is written. */
+const MARKER_READ = 'failed to read marker';
 const READY = ['NotReady/Provisioning', 'Ready'];
 const FAILED = ['NotReady/Provisioning', 'NotReady/ProvisioningFailed'];
 /** The data directory is read (markers) before anything is reported or changed. */
@@ -58,7 +60,7 @@ const UNREADABLE: Fault[] = ['wrong type', 'fifo', 'permission denied'];
 
 export const TARGETS: Target[] = [
   { name: 'data dir', path: '/var/lib/bootstate', kind: 'dir', role: 'state', reason: MARKER, sink: 'journal' },
-  { name: 'marker (<vm_id>.provisioned)', path: '/var/lib/bootstate/{vm}.provisioned', kind: 'file', role: 'state', reason: MARKER, skip: ['full', 'read-only', 'permission denied'] },
+  { name: 'marker (<vm_id>.provisioned)', path: '/var/lib/bootstate/{vm}.provisioned', kind: 'file', role: 'state', reason: MARKER_READ, skip: ['full', 'read-only', 'permission denied'] },
   { name: 'instance lock', path: '/var/lib/bootstate/bootstate.lock', kind: 'file', role: 'lock', skip: ['full', 'read-only'] },
   { name: 'journal dir', path: '/var/lib/bootstate/runs', kind: 'dir', role: 'sink', sink: 'journal' },
   { name: 'log dir', path: '/var/log', kind: 'dir', role: 'sink', sink: 'log file' },
@@ -99,8 +101,10 @@ export function expectedFor(target: Target, fault: Fault): Expected {
       if (followsDir) return provisioned('written');
       // Markers are empty files: a disk without free blocks still takes them; only the journal's lines are lost.
       if (fault === 'full') return { ...provisioned('written'), sinkOff: target.sink };
-      // A marker is read before InProgress; so is the directory, unless only writing to it fails.
-      return failed(target.reason!, target.kind === 'file' || UNREADABLE.includes(fault) ? FAILED_BEFORE_PROVISIONING : FAILED);
+      // A marker is read before InProgress; so is the directory, unless only writing to it fails: a fault found
+      // while reading is a failure to read the markers, not to write one.
+      if (target.kind === 'file' || UNREADABLE.includes(fault)) return failed(MARKER_READ, FAILED_BEFORE_PROVISIONING);
+      return failed(target.reason!);
     case 'os':
       if (target.name === 'home') {
         // The user step creates the home and sets its mode (0750), which also lifts a planted mode 000; the keys

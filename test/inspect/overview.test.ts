@@ -39,7 +39,7 @@ describe('overview of the provisioning chart', () => {
   it('writes the ways into reportingFailure in the states they leave, and keeps every other transition', () => {
     expect(graph.nodes.get('provisioning.checkingMarker')?.exits).toBe('error → reportingFailure');
     expect(graph.nodes.get(P)?.exits).toBe('error / timeout → reportingFailure');
-    expect(graph.edges.filter((edge) => edge.targets.includes('provisioning.reportingFailure')).map((edge) => edge.source)).toEqual([`${P}.work.gathering`]);
+    expect(graph.edges.filter((edge) => edge.targets.includes('provisioning.reportingFailure')).map((edge) => edge.source)).toEqual([`${P}.work.gathering`, `${P}.work.checkingProxyAgent`]);
     expect(graph.edges.some((edge) => edge.source === 'provisioning.checkingMarker' && edge.targets[0] === 'provisioning.alreadyProvisioned')).toBe(true);
     expect(graph.notes).toEqual(['TERMINATE in any state → reportingFailure']);
   });

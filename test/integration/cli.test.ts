@@ -1,12 +1,14 @@
 /**
  * The built agent against a fake fabric on loopback: retries, deadlines, final reports and exit codes.
  */
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, watch } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { decodeReport } from '../../src/azure/report.js';
+import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
+import { readVmId } from '../../src/os/vmid.js';
 import { lastFailureDescription, markers, reportKinds, runAgent } from './agent.js';
 
 let fabric: FakeFabric;
@@ -45,6 +47,22 @@ describe('the agent against a healthy fabric', () => {
     const second = await runAgent(fabric, { root: first.root });
     expect(second.code).toBe(0);
     expect(fabric.requests).toEqual([]);
+  });
+});
+
+describe('the markers', () => {
+  // Issue 24: this was reported as "failed to write provisioned marker".
+  it('a waiting-for-reuse marker that cannot be read fails the run as a failure to read that marker, before any report but the failure', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'bootstate-it-'));
+    // A scratch run reads this machine's VM id.
+    const { vmId } = await readVmId();
+    const marker = join(root, 'var/lib/bootstate', `${vmId}.waiting-for-reuse`);
+    mkdirSync(marker, { recursive: true });
+    const run = await runAgent(fabric, { root });
+    expect(run.code, run.stderr).toBe(1);
+    expect(reportKinds(fabric)).toEqual(['NotReady/ProvisioningFailed']);
+    expect(field(lastFailureDescription(fabric), 'reason')).toBe('failed to read marker');
+    expect(field(lastFailureDescription(fabric), 'path')).toBe(marker);
   });
 });
 
@@ -161,6 +179,38 @@ describe('signals', () => {
     expect(run.code).toBe(1);
     expect(field(lastFailureDescription(fabric), 'reason')).toBe('terminated');
     expect(performance.now() - killedAt).toBeLessThan(2000);
+  });
+});
+
+describe('a signal while user data is being saved', () => {
+  // Issue 24: a SIGTERM ~150 ms after start left the decoded user data in a temp file in the data directory.
+  it('leaves no temp file in the data directory: the run reports terminated and the half-written copy is gone', async () => {
+    const doc = exampleImdsDocument();
+    doc.compute.userData = Buffer.alloc(16 << 20, 0x61).toString('base64');
+    fabric.setImdsDocument(doc);
+    const root = mkdtempSync(join(tmpdir(), 'bootstate-it-'));
+    const data = join(root, 'var/lib/bootstate');
+    mkdirSync(data, { recursive: true });
+    let signalled = false;
+    const run = await runAgent(fabric, {
+      root,
+      imds: { max_body_bytes: 64 * 1024 * 1024 },
+      onSpawn: (child) => {
+        // SIGTERM the moment the temp copy of UserData appears, while its 16 MiB are being written.
+        const watcher = watch(data, (_event, name) => {
+          if (!signalled && name?.startsWith('.UserData.') && name.endsWith('.tmp')) {
+            signalled = true;
+            child.kill('SIGTERM');
+            watcher.close();
+          }
+        });
+        child.on('exit', () => watcher.close());
+      },
+    });
+    expect(signalled).toBe(true);
+    expect(run.code, run.stderr).toBe(1);
+    expect(field(lastFailureDescription(fabric), 'reason')).toBe('terminated');
+    expect(readdirSync(data).filter((name) => name.endsWith('.tmp'))).toEqual([]);
   });
 });
 

@@ -60,6 +60,15 @@ describe('provision --only / --skip', () => {
     expect(existsSync(join(run.root, 'etc/ssh/sshd_config.d/00-bootstate.conf'))).toBe(false);
   });
 
+  // The user was never created on this fresh VM: that is OS state, not bad metadata or configuration, so it is
+  // exit 1 (README "Exit codes"), not 78, and the report names it.
+  it.each([['--only', 'ssh-keys'], ['--skip', 'user']])('%s %s on a fresh VM fails with user not found, exit 1', async (flag, steps) => {
+    const run = await runAgent(fabric, { args: [flag, steps] });
+    expect(run.code, run.stderr).toBe(1);
+    expect(reportKinds(fabric)).toEqual(['NotReady/Provisioning', 'NotReady/ProvisioningFailed']);
+    expect(new Map(decodeReport(lastFailureDescription(fabric)!)).get('reason')).toBe('user not found');
+  });
+
   it('an unknown step is a usage error (exit 2) and nothing is reported', async () => {
     const run = await runAgent(fabric, { args: ['--only', 'hostname,sudo'] });
     expect(run.code).toBe(2);

@@ -41,6 +41,7 @@ const GATED = [
   'writeSshKeys',
   'configureSshd',
   'regenerateHostKeys',
+  'checkProxyAgent',
   'markReportPending',
   'markProvisioned',
   'saveCustomData',

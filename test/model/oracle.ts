@@ -15,6 +15,9 @@
  *   CustomData and password are inputs of the plan even when IMDS names none of them. The media read has its own
  *   deadline (`[provisioning_media] timeout_secs`): then a warning "provisioning media: not read within N s; …"
  *   and the plan is made without it.
+ * - once gathered, when `[azure_proxy_agent] require`, or `enable` and this run's media (the customer's once claimed)
+ *   says ProvisionGuestProxyAgent: wait for the Guest Proxy Agent first (its failure fails the run; no answer within
+ *   wait_secs + 10 s → PROXY_AGENT_STATUS_FAILURE); then the decisions below.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ sshd,
  *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
  * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
@@ -89,7 +92,9 @@ export class ProvisioningOracle {
   private mediaDeadline = 0;
   private mediaFailure: SeenFailure | null = null;
   private media: MediaMetadata | null = null;
-  private stage: 'gathering' | 'validating' | 'os' = 'gathering';
+  private stage: 'gathering' | 'proxyAgent' | 'validating' | 'os' = 'gathering';
+  private proxyChecked = false;
+  private proxyDeadline = 0;
   private plan: SeenPlan | null = null;
   private osDeadline = 0;
   private publishDeadline = 0;
@@ -132,6 +137,7 @@ export class ProvisioningOracle {
           if (this.imds === 'requesting') ids.push('imds');
           if (this.mediaReading) ids.push('media');
         }
+        if (this.stage === 'proxyAgent') ids.push('proxyAgent');
         if (this.stage === 'validating') ids.push('validate');
         if (this.stage === 'os') for (const lane of this.lanes) if (lane.length) ids.push(lane[0]!);
         break;
@@ -268,6 +274,10 @@ export class ProvisioningOracle {
         this.media = output as MediaMetadata | null;
         this.mediaReading = false;
         return this.gathered();
+      case 'proxyAgent':
+        this.proxyChecked = true;
+        this.stage = 'gathering';
+        return this.decide();
       case 'validate': {
         const { source, username, hostname, passwordAuthentication, passwordProvided } = output as SeenPlan & { sshKeys: string[] };
         const sshKeys = (output as { sshKeys: string[] }).sshKeys.length;
@@ -456,7 +466,10 @@ export class ProvisioningOracle {
           },
         });
       }
-      if (this.stage !== 'gathering') {
+      if (this.stage === 'proxyAgent') {
+        timers.push({ at: this.proxyDeadline, fire: () => ((this.failure = { code: 'PROXY_AGENT_STATUS_FAILURE' }), this.reportFailure()) });
+      }
+      if (this.stage === 'validating' || this.stage === 'os') {
         const phase = this.stage === 'validating' ? 'validation' : 'OS configuration';
         timers.push({ at: this.osDeadline, fire: () => ((this.failure = { code: 'TIMEOUT', phase }), this.reportFailure()) });
       }
@@ -489,6 +502,7 @@ export class ProvisioningOracle {
     this.imdsDeadline = this.now + this.config.imds.total_retry_timeout_secs * 1000;
     this.start('imds');
     this.mediaReading = true;
+    this.proxyChecked = false;
     this.mediaDeadline = this.now + this.config.provisioning_media.timeout_secs * 1000;
     this.start('media', this.claim ? 'claimed' : '');
   }
@@ -549,6 +563,17 @@ export class ProvisioningOracle {
 
   private gathered() {
     if (this.imds !== 'over' || this.mediaReading) return;
+    const proxy = this.config.azure_proxy_agent;
+    if (!this.proxyChecked && (proxy.require || (proxy.enable && (this.claim ?? this.media)?.provisionGuestProxyAgent === true))) {
+      this.stage = 'proxyAgent';
+      this.proxyDeadline = this.now + (proxy.wait_secs + 10) * 1000;
+      return this.start('proxyAgent');
+    }
+    this.decide();
+  }
+
+  /** Everything that can change the plan has arrived (and the Guest Proxy Agent is ready when wanted). */
+  private decide() {
     if (!this.claim) {
       const pool = poolOf(this.metadata?.ppsType, this.media?.ppsType);
       if (pool.type !== 'None') this.ppsType = pool.type;

@@ -79,6 +79,9 @@ export const METADATA_POOL_SAVABLE: InstanceMetadata = { ...METADATA_POOL_RUNNIN
 export const MEDIA_POOL_RUNNING: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, ppsType: 'Running' };
 export const MEDIA_POOL_OS_DISK: MediaMetadata = { ...MEDIA_WITH_USERNAME, ppsType: 'PreprovisionedOSDisk' };
 
+/** Media whose ProvisionGuestProxyAgent asks for Azure's Guest Proxy Agent before provisioning goes on. */
+export const MEDIA_PROXY_AGENT: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, passwordProvided: false, provisionGuestProxyAgent: true };
+
 /** Media carrying CustomData (IMDS need not say `hasCustomData`) but no identity: IMDS's plan, the media's user data. */
 export const MEDIA_CUSTOM_DATA: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, passwordProvided: false, customDataPresent: true };
 
@@ -105,9 +108,9 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'imds':
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE];
     case 'reprovision':
-      return [MEDIA_CUSTOMER];
+      return [MEDIA_CUSTOMER, { ...MEDIA_CUSTOMER, provisionGuestProxyAgent: true }];
     case 'media':
-      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME];
+      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_PROXY_AGENT];
     case 'validate':
       // Validation may normalise the plan; the OS steps must get what it returned, not what it was given.
       return [context.plan && { ...context.plan, hostname: `${context.plan.hostname}-validated` }];
@@ -123,6 +126,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'pendingMarker':
     case 'provisionedMarker':
     case 'hostKeys':
+    case 'proxyAgent':
     case 'customData':
     case 'poolReadyReport':
     case 'waitingMarker':
@@ -154,6 +158,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   failureReport: 'HTTP_STATUS',
   kvp: 'KVP_FAILED',
   hostKeys: 'HOST_KEYS_FAILED',
+  proxyAgent: 'PROXY_AGENT_STATUS_FAILURE',
   customData: 'CUSTOM_DATA_FAILED',
   poolReadyReport: 'HTTP_STATUS',
   waitingMarker: 'MARKER_FAILED',
@@ -336,7 +341,8 @@ export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
   return events;
 }
 
-const mediaKey = (media: ProvisioningContext['media']) => (media === null ? 'none' : media.username ? 'user' : 'nouser');
+const mediaKey = (media: ProvisioningContext['media']) =>
+  media === null ? 'none' : `${media.username ? 'user' : 'nouser'}${media.provisionGuestProxyAgent ? ' proxy-agent' : ''}`;
 
 /**
  * Vertex key: state value + the transitions that led here + the context fields guards and failure reasons read.
@@ -356,7 +362,7 @@ export function serializeState(snapshot: AnyMachineSnapshot, event: EventObject 
     media: mediaKey(context.media),
     terminating: context.terminating,
     pps: context.metadata?.ppsType ?? null,
-    claimed: context.reprovision !== null,
+    claimed: context.reprovision !== null && mediaKey(context.reprovision),
     skip: context.config.steps.skip.length,
   });
 }

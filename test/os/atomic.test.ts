@@ -1,8 +1,10 @@
+import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { writeFileAtomic } from '../../src/os/atomic.js';
+import { removeTempFilesInFlight, writeFileAtomic } from '../../src/os/atomic.js';
 
 const dirs: string[] = [];
 async function temp(): Promise<string> {
@@ -59,5 +61,65 @@ describe('writeFileAtomic', () => {
     await writeFile(path.join(dir, '.hostnamex.0123456789ab.tmp'), 'another name');
     await writeFileAtomic(path.join(dir, 'hostname'), 'web-01\n', { mode: 0o644 });
     expect((await readdir(dir)).sort()).toEqual(['.hostname.backup', '.hostnamex.0123456789ab.tmp', 'hostname']);
+  });
+
+  // Issue 24: a SIGTERM mid-save left a decoded user-data temp file in the data directory.
+  describe('leaves no temp file when the write is interrupted', () => {
+    it('by its abort signal: the write stops, the temp file is removed, the target stays as it was', async () => {
+      const dir = await temp();
+      const file = path.join(dir, 'UserData');
+      await writeFile(file, 'old');
+      const controller = new AbortController();
+      let sawTemp = false;
+      const write = writeFileAtomic(file, 'new', {
+        mode: 0o600,
+        signal: controller.signal,
+        validate: async (t) => {
+          sawTemp = (await readdir(dir)).includes(path.basename(t));
+          controller.abort();
+        },
+      });
+      await expect(write).rejects.toMatchObject({ name: 'AbortError' });
+      expect(sawTemp).toBe(true);
+      expect(await readdir(dir)).toEqual(['UserData']);
+      expect(await readFile(file, 'utf8')).toBe('old');
+    });
+
+    it('by a signal aborted before it starts: nothing is created', async () => {
+      const dir = await temp();
+      await expect(writeFileAtomic(path.join(dir, 'UserData'), 'x', { mode: 0o600, signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'AbortError' });
+      expect(await readdir(dir)).toEqual([]);
+    });
+
+    it('by the process exiting: the exit hook removes the temp files of writes still in flight', async () => {
+      const dir = await temp();
+      let release!: () => void;
+      const paused = new Promise<void>((resolve) => (release = resolve));
+      let reached!: () => void;
+      const inValidate = new Promise<void>((resolve) => (reached = resolve));
+      const write = writeFileAtomic(path.join(dir, 'UserData'), 'x', { mode: 0o600, validate: () => (reached(), paused) });
+      await inValidate;
+      expect(process.listeners('exit')).toContain(removeTempFilesInFlight);
+      expect(await readdir(dir)).toEqual([expect.stringMatching(/^\.UserData\.[0-9a-f]{12}\.tmp$/)]);
+      removeTempFilesInFlight(); // what process.exit() runs
+      expect(await readdir(dir)).toEqual([]);
+      release();
+      await expect(write).rejects.toMatchObject({ code: 'ENOENT' });
+      expect(await readdir(dir)).toEqual([]);
+    });
+
+    it('by process.exit() in the middle of the write, in a real process', async () => {
+      const dir = await temp();
+      const script = [
+        `import { writeFileAtomic } from ${JSON.stringify(path.resolve('src/os/atomic.ts'))};`,
+        `await writeFileAtomic(${JSON.stringify(path.join(dir, 'UserData'))}, Buffer.alloc(1 << 20, 1), { mode: 0o600, validate: async () => process.exit(3) });`,
+      ].join('\n');
+      const run = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script]).then(
+        () => 0,
+        (error: { code?: number }) => error.code,
+      );
+      expect(run).toBe(3);
+      expect(await readdir(dir)).toEqual([]);
+    });
   });
 });

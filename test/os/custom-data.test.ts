@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { watch } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -106,5 +107,33 @@ describe('saving custom data', () => {
     expect(error).toMatchObject({ code: 'CUSTOM_DATA_FAILED' });
     expect(JSON.stringify((error as { data: unknown }).data)).toContain('a-file/CustomData');
     expect(`${(error as Error).message}${JSON.stringify((error as { data: unknown }).data)}`).not.toContain('secret-content');
+  });
+
+  // Issue 24: a SIGTERM ~150 ms after start left a decoded user-data temp file in the data directory.
+  it('stops when its step is abandoned (the signal aborted mid-write), leaving no temp file and no partial file', async () => {
+    const secrets = new SecretStore();
+    secrets.set('userData', Buffer.alloc(32 << 20, 0x61));
+    const data = path.join(dir, 'data');
+    await mkdir(data);
+    const controller = new AbortController();
+    // Abort the moment the temp file appears, while its 32 MiB are still being written.
+    const watcher = watch(data, (_event, name) => {
+      if (name?.endsWith('.tmp')) controller.abort();
+    });
+    try {
+      const error = await saveCustomData(configFor(), secrets, { root: dir, rootOwner: owner }, controller.signal).then(() => null, (e: unknown) => e);
+      expect(controller.signal.aborted).toBe(true);
+      expect(error).toMatchObject({ name: 'AbortError' });
+    } finally {
+      watcher.close();
+    }
+    expect(await readdir(data)).toEqual([]);
+  });
+
+  it('writes nothing once its signal is aborted', async () => {
+    const secrets = new SecretStore();
+    secrets.set('customData', Buffer.from('cd'));
+    await expect(saveCustomData(configFor(), secrets, { root: dir, rootOwner: owner }, AbortSignal.abort())).rejects.toMatchObject({ name: 'AbortError' });
+    expect(await readdir(dir)).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
-import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -101,6 +102,33 @@ describe('FileMarkerStore', () => {
     expect(removed.sort()).toEqual([path.join(dir, '11111111-2222-3333-4444-555555555555.report-pending'), path.join(dir, `${VM}.provisioned`), log].sort());
     expect(await readdir(dir)).toEqual(['journal.jsonl']);
     expect(await store.clean({ logs: true, logPath: log })).toEqual([]);
+  });
+
+  // Issue 24: a waiting-for-reuse marker that cannot be read was reported as "failed to write provisioned marker".
+  it.each([
+    ['a directory', (file: string) => mkdir(file)],
+    ['a FIFO', async (file: string) => execFileSync('mkfifo', [file])],
+    ['a symlink', (file: string) => symlink('/etc/passwd', file)],
+  ])('a waiting-for-reuse marker that is %s fails as a failure to read that marker, naming it', async (_kind, plant) => {
+    const dir = await temp();
+    const file = path.join(dir, `${VM}.waiting-for-reuse`);
+    await plant(file);
+    const error = await new FileMarkerStore(dir).state(VM).then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(BootstateError);
+    expect((error as BootstateError).toFailure()).toMatchObject({
+      code: 'MARKER_READ_FAILED',
+      reason: 'failed to read marker',
+      exitCode: 1,
+      data: [['path', file], ['error', expect.stringContaining(file)]],
+    });
+  });
+
+  it('a data directory that cannot be listed is a failure to read the markers; one that cannot be written to, to write one', async () => {
+    const root = await temp();
+    const notDir = path.join(root, 'data');
+    await writeFile(notDir, '');
+    await expect(new FileMarkerStore(notDir).state(VM)).rejects.toMatchObject({ code: 'MARKER_READ_FAILED', data: [['path', notDir], ['error', expect.stringContaining('ENOTDIR')]] });
+    await expect(new FileMarkerStore(notDir).markWaitingForReuse(VM)).rejects.toMatchObject({ code: 'MARKER_FAILED', reason: 'failed to write provisioned marker' });
   });
 
   it('clean fails with MARKER_FAILED when the data directory is missing', async () => {

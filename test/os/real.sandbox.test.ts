@@ -70,16 +70,39 @@ describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () 
     expect(result!.error).toMatchObject({ code: 'USER_MISSING' });
   });
 
-  it('writes a passwordless sudo drop-in 0440 that visudo accepts', async () => {
-    const [result] = await steps(sandbox, {
-      config: { user_provisioners: { passwordless_sudo: true } },
-      steps: [{ op: 'user', args: { username: 'azureuser', groups: [] } }],
+  for (const [sudo, passwordProvided, rule] of [
+    ['nopasswd', true, '(ALL) NOPASSWD: ALL'],
+    ['auto', false, '(ALL) NOPASSWD: ALL'],
+    ['auto', true, '(ALL) ALL'],
+    ['password', false, '(ALL) ALL'],
+  ] as const) {
+    it(`with sudo = "${sudo}" and ${passwordProvided ? 'a' : 'no'} password, writes a drop-in 0440 that visudo accepts and sudo reads as ${rule}`, async () => {
+      const [result] = await steps(sandbox, {
+        config: { user_provisioners: { sudo } },
+        steps: [{ op: 'user', args: { username: 'azureuser', groups: [], passwordProvided } }],
+      });
+      expect(result!.ok!.warnings ?? []).toEqual([]);
+      expect(result!.ok!.detail).toContain(`wrote /etc/sudoers.d/90-bootstate-azureuser: ALL=${rule}`);
+      const file = sandbox.hostPath('/etc/sudoers.d/90-bootstate-azureuser');
+      const info = await stat(file);
+      expect([info.mode & 0o777, info.uid, info.gid]).toEqual([0o440, 0, 0]);
+      const check = await runInSandbox(sandbox, ['visudo', '-c']);
+      expect(check.exitCode, check.stdout + check.stderr).toBe(0);
+      const listed = await runInSandbox(sandbox, ['sudo', '-n', '-l', '-U', 'azureuser']);
+      expect(listed.exitCode, listed.stderr).toBe(0);
+      expect(listed.stdout.trim().split('\n').at(-1)!.trim()).toBe(rule);
     });
-    expect(result!.ok!.warnings ?? []).toEqual([]);
+  }
+
+  it('with sudo = "none", writes no drop-in and leaves the one already there', async () => {
     const file = sandbox.hostPath('/etc/sudoers.d/90-bootstate-azureuser');
-    expect((await stat(file)).mode & 0o777).toBe(0o440);
-    const check = await runInSandbox(sandbox, ['visudo', '-c']);
-    expect(check.exitCode, check.stdout + check.stderr).toBe(0);
+    const before = await readFile(file, 'utf8');
+    const [result] = await steps(sandbox, {
+      config: { user_provisioners: { sudo: 'none' } },
+      steps: [{ op: 'user', args: { username: 'azureuser', groups: [], passwordProvided: false } }],
+    });
+    expect(result!.ok!.detail).toContain('no sudo rule written (sudo = "none")');
+    expect(await readFile(file, 'utf8')).toBe(before);
   });
 
   it('rejects system accounts and hostile names before running anything', async () => {

@@ -24,7 +24,7 @@ describe('ScratchProvisioner', () => {
     const p = await scratch();
     const key = keyLine();
     expect((await p.setHostname('web-01.example.com', signal)).backend).toBe('hostnamectl');
-    await p.createUser({ username: 'azureuser', groups: ['adm'] }, signal);
+    await p.createUser({ username: 'azureuser', groups: ['adm'], passwordProvided: false }, signal);
     expect((await p.setPassword('azureuser', new SecretStore(), signal)).backend).toBe('passwd');
     const keys = await p.writeSshKeys({ username: 'azureuser', keys: [key] }, signal);
     const sshd = await p.configureSshd(false, signal);
@@ -38,6 +38,8 @@ describe('ScratchProvisioner', () => {
     expect(p.commands).toEqual([
       ['hostnamectl', 'set-hostname', 'web-01'],
       ['useradd', '--create-home', '--home-dir', '/home/azureuser', '--shell', '/bin/bash', '--comment', 'created by bootstate from provisioning metadata', 'azureuser'],
+      // sudo = "auto" and no password: the NOPASSWD drop-in, checked before it is moved into place.
+      ['visudo', '-cf', expect.stringMatching(/^\/etc\/sudoers\.d\/\.90-bootstate-azureuser\.[0-9a-f]+\.tmp$/)],
       ['passwd', '-l', 'azureuser'],
       // The first dump flag this host's sshd has (-G from OpenSSH 9.8, else -T), as the real backend would ask.
       ['sshd', (await sshdDumpFlags())[0], '-f', '/etc/ssh/sshd_config', '-C', 'user=azureuser,host=vm,addr=127.0.0.1'],
@@ -54,13 +56,13 @@ describe('ScratchProvisioner', () => {
 
   it('warns about a configured group that does not exist instead of dropping it silently', async () => {
     const p = await scratch();
-    const result = await p.createUser({ username: 'azureuser', groups: ['wheel'] }, signal);
+    const result = await p.createUser({ username: 'azureuser', groups: ['wheel'], passwordProvided: false }, signal);
     expect(result.warnings).toEqual([expect.stringMatching(/group wheel does not exist; skipped/)]);
   });
 
   it('records chpasswd without the password when one is stored', async () => {
     const p = await scratch();
-    await p.createUser({ username: 'azureuser', groups: [] }, signal);
+    await p.createUser({ username: 'azureuser', groups: [], passwordProvided: false }, signal);
     const secrets = new SecretStore();
     secrets.setPassword('correct horse battery staple');
     expect((await p.setPassword('azureuser', secrets, signal)).backend).toBe('chpasswd');
@@ -70,18 +72,28 @@ describe('ScratchProvisioner', () => {
 
   it('validates before it records anything', async () => {
     const p = await scratch();
-    await expect(p.createUser({ username: 'root', groups: [] }, signal)).rejects.toMatchObject({ code: 'INVALID_USERNAME' });
+    await expect(p.createUser({ username: 'root', groups: [], passwordProvided: false }, signal)).rejects.toMatchObject({ code: 'INVALID_USERNAME' });
     await expect(p.setHostname('bad_name', signal)).rejects.toMatchObject({ code: 'INVALID_HOSTNAME' });
     await expect(p.setPassword('ghost', new SecretStore(), signal)).rejects.toMatchObject({ code: 'USER_MISSING' });
     expect(p.commands).toEqual([]);
   });
 
-  it('writes a sudoers drop-in 0440 when passwordless sudo is configured', async () => {
-    const p = await scratch({ ...DEFAULT_CONFIG, user_provisioners: { ...DEFAULT_CONFIG.user_provisioners, passwordless_sudo: true } });
-    const result = await p.createUser({ username: 'azureuser', groups: [] }, signal);
+  it('writes a sudoers drop-in 0440 when sudo = "nopasswd" is configured', async () => {
+    const p = await scratch({ ...DEFAULT_CONFIG, user_provisioners: { ...DEFAULT_CONFIG.user_provisioners, sudo: 'nopasswd' } });
+    const result = await p.createUser({ username: 'azureuser', groups: [], passwordProvided: true }, signal);
     const file = path.join(p.dir, 'etc/sudoers.d/90-bootstate-azureuser');
     expect(await readFile(file, 'utf8')).toMatch(/^"azureuser" ALL=\(ALL\) NOPASSWD: ALL$/m);
     expect((await stat(file)).mode & 0o777).toBe(0o440);
     expect(result.warnings).toContain('visudo is not installed; sudoers drop-in not validated');
+  });
+
+  it('with the default sudo = "auto" on an image without sudo, still writes the rule and says it is unvalidated in the detail, not as a warning', async () => {
+    const p = await scratch();
+    const result = await p.createUser({ username: 'azureuser', groups: [], passwordProvided: false }, signal);
+    expect(await readFile(path.join(p.dir, 'etc/sudoers.d/90-bootstate-azureuser'), 'utf8')).toMatch(/^"azureuser" ALL=\(ALL\) NOPASSWD: ALL$/m);
+    expect(result.warnings).toEqual([]);
+    expect(result.detail).toMatch(
+      /wrote .*\/etc\/sudoers\.d\/90-bootstate-azureuser \(visudo is not installed; sudoers drop-in not validated\): ALL=\(ALL\) NOPASSWD: ALL \(sudo = "auto", no password provisioned\)$/,
+    );
   });
 });

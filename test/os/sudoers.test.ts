@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { includesSudoersDir, sudoersFileName, sudoersRule } from '../../src/os/sudoers.js';
+import { includesSudoersDir, sudoersFileName, sudoersRule, sudoRuleFor } from '../../src/os/sudoers.js';
 import { usernameProblem } from '../../src/os/validate.js';
 
 const accepted = fc.stringMatching(/^[A-Za-z0-9_.-]{1,31}\$?$/).filter((n) => usernameProblem(n) === null);
@@ -34,8 +34,28 @@ describe('sudoersFileName', () => {
 
 describe('sudoersRule', () => {
   it('quotes the user name so a dot or a $ cannot change the rule', () => {
-    expect(sudoersRule('john.doe')).toBe('"john.doe" ALL=(ALL) NOPASSWD: ALL\n');
-    expect(sudoersRule('machine$')).toBe('"machine$" ALL=(ALL) NOPASSWD: ALL\n');
+    expect(sudoersRule('john.doe', 'nopasswd')).toBe('"john.doe" ALL=(ALL) NOPASSWD: ALL\n');
+    expect(sudoersRule('machine$', 'nopasswd')).toBe('"machine$" ALL=(ALL) NOPASSWD: ALL\n');
+  });
+
+  it('writes the rule that asks for the password without NOPASSWD', () => {
+    expect(sudoersRule('azureuser', 'password')).toBe('"azureuser" ALL=(ALL) ALL\n');
+    expect(sudoersRule('john.doe', 'password')).toBe('"john.doe" ALL=(ALL) ALL\n');
+  });
+});
+
+describe('sudoRuleFor', () => {
+  it('auto gives NOPASSWD to an admin without a password and asks for the password when one was provisioned', () => {
+    expect(sudoRuleFor('auto', false)).toEqual({ rule: 'nopasswd', why: 'sudo = "auto", no password provisioned' });
+    expect(sudoRuleFor('auto', true)).toEqual({ rule: 'password', why: 'sudo = "auto", a password was provisioned' });
+  });
+
+  it('nopasswd and password force their rule whatever was provisioned, none gives no rule', () => {
+    for (const passwordProvided of [false, true]) {
+      expect(sudoRuleFor('nopasswd', passwordProvided).rule).toBe('nopasswd');
+      expect(sudoRuleFor('password', passwordProvided).rule).toBe('password');
+      expect(sudoRuleFor('none', passwordProvided)).toEqual({ rule: null, why: 'sudo = "none"' });
+    }
   });
 });
 
