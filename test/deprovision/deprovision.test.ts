@@ -194,7 +194,7 @@ describe('bootstate deprovision --user --root', () => {
 
   it('names an account it did not create and keeps it; only its drop-in goes', async () => {
     const { writeFileSync } = await import('node:fs');
-    writeFileSync(inRoot('/etc/sudoers.d/90-bootstate-bob'), `# Written by bootstate\n${sudoersRule('bob')}`);
+    writeFileSync(inRoot('/etc/sudoers.d/90-bootstate-bob'), `# Written by bootstate\n${sudoersRule('bob', 'password')}`);
     writeFileSync(inRoot('/etc/passwd'), readFileSync(inRoot('/etc/passwd'), 'utf8').replace(/^alice:.*\n/m, ''));
     const sink = io();
     expect(await runDeprovision({ root, user: true, force: true }, sink)).toBe(0);
@@ -231,7 +231,7 @@ describe('doctor on an image made for capture', () => {
 describe('the records deprovision finds the admin by', () => {
   it('reads back the user of every drop-in sudoers.ts writes, quoted names included', () => {
     for (const name of ['azureuser', 'john.doe', 'a"b', 'back\\slash']) {
-      expect(sudoersRuleUser(`# Written by bootstate\n${sudoersRule(name)}`)).toBe(name);
+      for (const rule of ['nopasswd', 'password'] as const) expect(sudoersRuleUser(`# Written by bootstate\n${sudoersRule(name, rule)}`), rule).toBe(name);
       expect(sudoersFileName(name).startsWith('90-bootstate-')).toBe(true);
     }
   });
