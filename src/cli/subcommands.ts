@@ -45,6 +45,19 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     },
     run: async ({ values }) => (await import('../commands.js')).clean(values),
   },
+  deprovision: {
+    summary: 'Generalize this system or an image for capture: remove SSH host keys, DHCP leases, shell histories, root\'s password hash and bootstate\'s own state, and reset the machine id (with --user also the admin account). Lists the changes and asks first.',
+    options: {
+      user: { help: 'also delete the admin account bootstate created (userdel -r: its home) and its sudoers drop-in' },
+      root: { value: 'DIR', help: 'act on the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would' },
+      force: { help: 'make the changes without asking (needed when stdin is not a terminal)' },
+    },
+    notes: 'Exit 0 when every change was made or none was needed, 1 when one failed or the answer was not y, 2 when stdin is not a terminal and --force was not given (nothing is changed).',
+    run: async ({ values }) => {
+      const { runDeprovision, terminalIo } = await import('../deprovision/run.js');
+      return runDeprovision(values as { root?: string; user?: boolean; force?: boolean }, terminalIo(STDIO));
+    },
+  },
   report: {
     summary: 'Send one health report to the wireserver, with the same retries and deadline as a first boot.',
     args: 'ready|in-progress|failure',
@@ -135,7 +148,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     run: async ({ values }) => (await import('../config/check.js')).runConfigCheck(values as { config?: string }, STDIO),
   },
   doctor: {
-    summary: 'Check an image for what would make two agents provision the same VM or make bootstate ineffective; exit 1 if a first boot would break.',
+    summary: 'Check an image for what would make two agents provision the same VM, make bootstate ineffective or ship the build VM\'s identity (host keys, machine id, admin account); exit 1 if a first boot would break.',
     options: { root: { value: 'DIR', help: 'inspect the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would (default /)' } },
     run: async ({ values }) => (await import('../doctor/run.js')).runDoctor(values as { root?: string }, STDIO),
   },

@@ -1,5 +1,6 @@
 /**
- * What in an image would make two agents provision the same VM, or make bootstate's work ineffective. Each check
+ * What in an image would make two agents provision the same VM, make bootstate's work ineffective, or ship the
+ * build VM's identity to every VM made from it (what `bootstate deprovision` removes). Each check
  * reads files under a root (the image, or `/`) and never runs anything, so it works on a mounted image as well
  * as on a live system. Every path is resolved inside the root as chroot would (resolveInRoot), so a link in the
  * image never leads a check to the host's files; only regular files are read, so a FIFO cannot block one. A
@@ -9,6 +10,8 @@ import { constants } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
+import { findAdminUsers } from '../os/admin-users.js';
+import { HOST_KEY_FILE } from '../os/host-keys.js';
 import { resolveInRoot } from '../os/paths.js';
 
 export interface Finding {
@@ -177,7 +180,44 @@ const kvpDaemon: Check = async (root) => {
   };
 };
 
-export const CHECKS: Check[] = [cloudInit, waagent, azureInit, sshdInclude, kvpDaemon];
+/** Host keys in the image: every VM cloned from it would share one SSH identity until its first boot replaces them. */
+const hostKeys: Check = async (root, config) => {
+  const keys = (await listDir(root, config.host_keys.dir)).filter((n) => HOST_KEY_FILE.test(n) && !n.endsWith('.pub')).sort();
+  if (keys.length === 0) return null;
+  return {
+    id: 'ssh-host-keys',
+    severity: 'warns',
+    problem: `the image carries SSH host keys (${keys.map((k) => path.posix.join(config.host_keys.dir, k)).join(', ')}): they are the build VM's identity${config.host_keys.regenerate ? '' : ', and host_keys.regenerate = false keeps them on every VM made from it'}`,
+    fix: 'bootstate deprovision before capture (it removes them; each VM then makes its own)',
+  };
+};
+
+/** A machine id other than empty or `uninitialized`: clones would share it (journald, DHCP client ids, D-Bus). */
+const machineId: Check = async (root) => {
+  const id = await read(root, 'etc/machine-id');
+  if (id === null || ['', 'uninitialized'].includes(id.trim())) return null;
+  return {
+    id: 'machine-id',
+    severity: 'warns',
+    problem: `/etc/machine-id holds the build VM's id (${id.trim().slice(0, 32)}): every VM made from the image would share it`,
+    fix: 'bootstate deprovision before capture (it writes "uninitialized", so each VM makes its own on first boot)',
+  };
+};
+
+/** An admin account bootstate made on the build VM (its useradd comment, or a 90-bootstate-* sudoers drop-in). */
+const leftoverAdmin: Check = async (root, config) => {
+  const users = await findAdminUsers(root, config.user_provisioners.sudoers_dir);
+  if (users.length === 0) return null;
+  const what = users.map((u) => `${u.username} (${[u.created ? 'created by bootstate' : '', ...u.sudoers].filter(Boolean).join(', ')})`);
+  return {
+    id: 'leftover-admin-user',
+    severity: 'warns',
+    problem: `the image carries the admin account${users.length === 1 ? '' : 's'} bootstate provisioned on the build VM: ${what.join('; ')}; every VM made from it would have ${users.length === 1 ? 'it' : 'them'} and ${users.length === 1 ? 'its' : 'their'} keys`,
+    fix: 'bootstate deprovision --user before capture',
+  };
+};
+
+export const CHECKS: Check[] = [cloudInit, waagent, azureInit, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
 
 /** Runs every check against `root` and returns the findings, breaking ones first. */
 export async function inspectImage(root: string, config: Config): Promise<Finding[]> {

@@ -46,7 +46,7 @@ export async function runDoctor(values: { root?: string }, io: DoctorIo): Promis
 }
 
 /** The root must be a directory to hold an image; anything else is a mistyped `--root`. */
-async function checkRoot(root: string): Promise<void> {
+export async function checkRoot(root: string): Promise<void> {
   let info;
   try {
     info = await stat(root);

@@ -23,7 +23,7 @@ export const HOST_KEY_TYPES = ['rsa', 'ecdsa', 'ed25519'] as const;
 export type HostKeyType = (typeof HOST_KEY_TYPES)[number];
 
 /** An image's key files: `ssh_host_<type>_key` and its `.pub`. */
-const KEY_FILE = /^ssh_host_[A-Za-z0-9]+_key(\.pub)?$/;
+export const HOST_KEY_FILE = /^ssh_host_[A-Za-z0-9]+_key(\.pub)?$/;
 /** Temporary names begin with a dot: neither sshd's defaults nor the pattern above ever match one. */
 const tempName = (type: string) => `.bootstate-new-ssh_host_${type}_key`;
 
@@ -77,7 +77,7 @@ export async function regenerateHostKeys(
   signal.throwIfAborted();
   let removed: string[];
   try {
-    removed = (await readdir(dir)).filter((name) => KEY_FILE.test(name));
+    removed = (await readdir(dir)).filter((name) => HOST_KEY_FILE.test(name));
     for (const name of removed) await rm(path.join(dir, name), { force: true });
     for (const { type, temp } of fresh) {
       const key = path.join(dir, `ssh_host_${type}_key`);

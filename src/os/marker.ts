@@ -19,6 +19,9 @@ const PROVISIONED = '.provisioned';
 const PENDING = '.report-pending';
 const WAITING = '.waiting-for-reuse';
 
+/** Whether a data-directory entry is one of the markers (what `clean` and `deprovision` remove). */
+export const isMarkerName = (name: string): boolean => name.endsWith(PROVISIONED) || name.endsWith(PENDING) || name.endsWith(WAITING);
+
 /**
  * Where azure-init keeps its `<vm_id>.provisioned` marker by default (its `[azure_init_data_dir] path`). An image
  * migrated from azure-init must not provision a VM azure-init already provisioned.
@@ -115,7 +118,7 @@ export class FileMarkerStore implements MarkerStore {
     }
     const removed: string[] = [];
     try {
-      for (const name of names.filter((n) => n.endsWith(PROVISIONED) || n.endsWith(PENDING) || n.endsWith(WAITING))) {
+      for (const name of names.filter(isMarkerName)) {
         const file = path.join(this.dataDir, name);
         await rm(file);
         removed.push(file);

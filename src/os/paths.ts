@@ -1,6 +1,6 @@
 /** Maps the absolute paths the OS backend touches onto a configurable root, so tests can use a temp tree. */
-import { lstatSync, readlinkSync } from 'node:fs';
-import { access } from 'node:fs/promises';
+import { constants, lstatSync, readlinkSync } from 'node:fs';
+import { access, open } from 'node:fs/promises';
 import path from 'node:path';
 
 /** Resolves absolute path `p` under `root` (`/` leaves it unchanged); `..` can never climb above the root. */
@@ -70,5 +70,22 @@ export async function exists(p: string): Promise<boolean> {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * The text of regular file `p` in the image at `root` (resolved with resolveInRoot); null when it is absent,
+ * unreadable or not a regular file. Opened non-blocking, so a FIFO planted in the image cannot stall the reader.
+ */
+export async function readRegularInRoot(root: string, p: string): Promise<string | null> {
+  try {
+    const handle = await open(resolveInRoot(root, p), constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      return (await handle.stat()).isFile() ? await handle.readFile('utf8') : null;
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return null;
   }
 }

@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { SudoPolicy } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import { sha256Hex } from '../random.js';
+import { SUDOERS_DROPIN_PREFIX } from './admin-users.js';
 import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';
 import { isCommandMissing } from './exec.js';
@@ -21,8 +22,8 @@ import type { StepResult } from './provisioner.js';
  */
 export function sudoersFileName(username: string): string {
   const safe = username.replace(/[^A-Za-z0-9_-]/g, '_');
-  if (safe === username) return `90-bootstate-${safe}`;
-  return `90-bootstate-${safe}-${sha256Hex(username).slice(0, 8)}`;
+  if (safe === username) return `${SUDOERS_DROPIN_PREFIX}${safe}`;
+  return `${SUDOERS_DROPIN_PREFIX}${safe}-${sha256Hex(username).slice(0, 8)}`;
 }
 
 /** The two rules bootstate writes: everything without a password, or everything after the user's own password. */

@@ -5,6 +5,7 @@
  */
 import { access, readFile } from 'node:fs/promises';
 import type { UserBackendName, UserProvisionersConfig } from '../config/defaults.js';
+import { BOOTSTATE_USER_COMMENT } from './admin-users.js';
 import type { Backend, OsContext } from './backends.js';
 import { under } from './paths.js';
 import type { UserRequest } from './provisioner.js';
@@ -30,7 +31,7 @@ export const USER_BACKENDS: Record<string, Backend<UserArgs>> = {
       warnings.push(`shell ${args.config.shell} does not exist on this image; logins will fail until it is installed`);
     }
     const argv = ['useradd', '--create-home', '--home-dir', `/home/${args.username}`, '--shell', args.config.shell];
-    argv.push('--comment', 'created by bootstate from provisioning metadata');
+    argv.push('--comment', BOOTSTATE_USER_COMMENT);
     if (groups.length) argv.push('--groups', groups.join(','));
     argv.push(args.username);
     await context.run(argv, { signal, timeoutMs: 60_000 });

@@ -2,14 +2,15 @@
  * The built CLI's other subcommands, as an image builder or a support engineer runs them: report, clean, kvp,
  * graph and trace; and the image builder's checks, config check and doctor.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeReport } from '../../src/azure/report.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
-import { cli, markers, runAgent, writeConfig } from './agent.js';
+import { AGENT, cli, markers, runAgent, writeConfig } from './agent.js';
+import { diff, prepareImage, REMOVED, REMOVED_WITH_USER, snapshot, under } from '../deprovision/image.js';
 
 let fabric: FakeFabric;
 beforeAll(async () => {
@@ -89,6 +90,62 @@ describe('bootstate config check and doctor, as an image builder runs them', () 
     const fifo = await cli(['doctor', '--root', image]);
     expect(fifo.code).toBe(1);
     expect(fifo.stdout).toContain(`BREAKS FIRST BOOT [config-unreadable]: ${image}/etc/bootstate/bootstate.toml: not a regular file (fifo)`);
+  });
+});
+
+describe('bootstate deprovision --root, as an image builder runs it before capture', () => {
+  it('without --force (stdin is not a terminal) exits 2 and changes nothing; with --force removes every listed path; doctor warns before, not after', async () => {
+    const image = mkdtempSync(join(tmpdir(), 'bootstate-image-'));
+    const outside = mkdtempSync(join(tmpdir(), 'bootstate-host-'));
+    prepareImage(image, outside);
+    const before = snapshot(image);
+    const warned = await cli(['doctor', '--root', image]);
+    expect(warned.code).toBe(0);
+    for (const id of ['ssh-host-keys', 'machine-id', 'leftover-admin-user']) expect(warned.stdout).toContain(`warning [${id}]`);
+
+    const refused = await cli(['deprovision', '--root', image]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('stdin is not a terminal');
+    expect(diff(before, snapshot(image))).toEqual({ removed: [], added: [], changed: [] });
+
+    const args = ['deprovision', '--root', image, '--force', ...(process.getuid?.() === 0 ? ['--user'] : [])];
+    const done = await cli(args);
+    expect(done.code, done.stderr).toBe(0);
+    const changes = diff(before, snapshot(image));
+    const promised = process.getuid?.() === 0 ? [...REMOVED, ...REMOVED_WITH_USER] : REMOVED;
+    expect(changes.removed).toEqual(under(promised, before));
+    // Each path is named once: what lies in a removed home goes with it.
+    const named = promised.filter((p) => !REMOVED_WITH_USER.some((home) => p !== home && p.startsWith(`${home}/`)) || process.getuid?.() !== 0);
+    for (const p of named) expect(done.stdout).toContain(`removed ${join(image, p)}\n`);
+    expect(readFileSync(join(image, 'etc/machine-id'), 'utf8')).toBe('uninitialized\n');
+
+    const after = await cli(['doctor', '--root', image]);
+    for (const id of ['ssh-host-keys', 'machine-id']) expect(after.stdout).not.toContain(`[${id}]`);
+    if (process.getuid?.() === 0) expect(after.stdout).toBe(`bootstate doctor: ${image}: no findings\n`);
+  });
+});
+
+describe('bootstate deprovision on a terminal', () => {
+  // script(1) (util-linux; Debian's bsdutils is essential) gives the CLI a real pseudo-terminal as stdin.
+  it('asks [y/N]: "n" changes nothing (exit 1), "y" removes what it listed (exit 0)', async () => {
+    const image = mkdtempSync(join(tmpdir(), 'bootstate-image-'));
+    mkdirSync(join(image, 'etc/ssh'), { recursive: true });
+    writeFileSync(join(image, 'etc/ssh/ssh_host_ed25519_key'), 'key\n');
+    const answered = async (answer: string) => {
+      const child = execFile('script', ['-qec', `'${process.execPath}' '${AGENT}' deprovision --root '${image}'`, '/dev/null'], { timeout: 30_000 });
+      child.stdin!.end(`${answer}\n`);
+      let stdout = '';
+      child.stdout!.on('data', (chunk) => (stdout += chunk));
+      const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? -1)));
+      return { code, stdout };
+    };
+    const no = await answered('n');
+    expect(no.stdout).toContain(`[y/N]`);
+    expect([no.code, existsSync(join(image, 'etc/ssh/ssh_host_ed25519_key'))]).toEqual([1, true]);
+    expect(no.stdout).toContain('not confirmed; nothing was changed');
+    const yes = await answered('y');
+    expect(yes.stdout).toContain(`removed ${join(image, 'etc/ssh/ssh_host_ed25519_key')}`);
+    expect([yes.code, existsSync(join(image, 'etc/ssh/ssh_host_ed25519_key'))]).toEqual([0, false]);
   });
 });
 

@@ -1,0 +1,88 @@
+/**
+ * Applies a deprovision plan (plan.ts) to the image at a root, one change at a time in the plan's order, and says
+ * what each did. Files are removed by their own name (a link is removed, never followed); rewritten files keep
+ * their owner, and replace the old one by rename so a crash leaves either the old or the new file.
+ */
+import { rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { writeFileAtomic } from '../os/atomic.js';
+import { run } from '../os/exec.js';
+import { readRegularInRoot, resolveInRoot } from '../os/paths.js';
+import type { Change } from './plan.js';
+import { rootHasPassword, SHADOW_FILES } from './plan.js';
+
+/** How a path in the image is shown: as it is on this system (under the root). */
+export function shown(root: string, p: string): string {
+  return root === '/' ? p : path.join(root, p);
+}
+
+/** One line saying what `change` will do, for the list shown before confirmation. */
+export function describeChange(root: string, change: Change): string {
+  switch (change.kind) {
+    case 'remove':
+      return `remove ${shown(root, change.path)}${change.recursive ? '/' : ''} (${change.what})`;
+    case 'machine-id':
+      return `write "uninitialized" to ${shown(root, change.path)} (the next boot gets a machine id of its own)`;
+    case 'lock-root':
+      return `lock root's password: replace its hash by "*" in ${change.paths.map((p) => shown(root, p)).join(' and ')} ${change.paths.includes('/etc/shadow-') ? '' : ` (and in the backup ${shown(root, '/etc/shadow-')} if one is written meanwhile)`}`;
+    case 'empty-kvp':
+      return `empty ${shown(root, change.path)} (KVP pool)`;
+    case 'remove-user':
+      return `delete user ${change.username} and its home${change.home ? ` ${shown(root, change.home)}` : ''} (userdel -r)`;
+  }
+}
+
+/** Applies one change and returns the lines saying what was done (each path removed, each file changed). */
+export async function applyChange(root: string, change: Change): Promise<string[]> {
+  switch (change.kind) {
+    case 'remove':
+      await rm(resolveInRoot(root, change.path, { followLast: false }), { recursive: change.recursive === true });
+      return [`removed ${shown(root, change.path)}`];
+    case 'machine-id': {
+      const file = resolveInRoot(root, change.path);
+      const info = await stat(file);
+      await writeFileAtomic(file, 'uninitialized\n', { mode: 0o444, uid: info.uid, gid: info.gid });
+      return [`wrote "uninitialized" to ${shown(root, change.path)}`];
+    }
+    case 'lock-root': {
+      const lines: string[] = [];
+      // Every shadow file, not only those planned: `userdel` (--user, applied first) writes a new /etc/shadow- that
+      // copies the hash the plan saw in /etc/shadow.
+      for (const p of SHADOW_FILES) {
+        const text = await readRegularInRoot(root, p);
+        if (!rootHasPassword(text)) continue;
+        const file = resolveInRoot(root, p);
+        const info = await stat(file);
+        const locked = text!.split('\n').map((line) => (line.startsWith('root:') ? line.split(':').map((f, i) => (i === 1 ? '*' : f)).join(':') : line)).join('\n');
+        await writeFileAtomic(file, locked, { mode: info.mode & 0o7777, uid: info.uid, gid: info.gid });
+        lines.push(`locked root's password in ${shown(root, p)}`);
+      }
+      return lines;
+    }
+    case 'empty-kvp': {
+      const { KvpStore } = await import('../kvp/store.js');
+      const pool = new KvpStore({ path: resolveInRoot(root, change.path), lossy: true });
+      const { records } = pool.info();
+      pool.clear();
+      return [`emptied ${shown(root, change.path)} (${records} KVP record${records === 1 ? '' : 's'})`];
+    }
+    case 'remove-user':
+      return removeUser(root, change.username, change.home);
+  }
+}
+
+/** `userdel -r` (with `-R ROOT` for an image: shadow-utils then edits the image's files as chroot would). */
+async function removeUser(root: string, username: string, home: string | null): Promise<string[]> {
+  const argv = root === '/' ? ['userdel', '-r', username] : ['userdel', '-R', root, '-r', username];
+  const result = await run(argv, { timeoutMs: 60_000, allowFailure: true });
+  // 12: the account is gone but its home could not be removed (userdel(8)).
+  if (result.exitCode !== 0 && result.exitCode !== 12) throw new Error(`${argv.join(' ')} failed (exit ${result.exitCode ?? result.signal}): ${result.stderr.trim() || 'no message'}`);
+  const lines = [`deleted user ${username} (${argv.join(' ')})`];
+  if (home) {
+    const left = await stat(resolveInRoot(root, home, { followLast: false })).then(() => true, () => false);
+    // userdel leaves a home it does not own (exit 12): the account is gone, its keys and files would still ship.
+    if (left) throw new Error(`${argv.join(' ')} deleted the account but left ${shown(root, home)}: ${result.stderr.trim() || 'no message'}`);
+    lines.push(`removed ${shown(root, home)}`);
+  }
+  return lines;
+}

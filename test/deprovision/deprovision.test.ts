@@ -1,0 +1,249 @@
+/**
+ * `bootstate deprovision --root DIR` on a prepared build VM tree: every path it promises is gone, the files it
+ * rewrites keep their mode and owner, and nothing else in the tree changed; it asks first and changes nothing
+ * without an answer; `doctor` warns about the image before and not after.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { rootHasPassword } from '../../src/deprovision/plan.js';
+import { type DeprovisionIo, runDeprovision } from '../../src/deprovision/run.js';
+import { runDoctor } from '../../src/doctor/run.js';
+import { findAdminUsers, sudoersRuleUser } from '../../src/os/admin-users.js';
+import { sudoersFileName, sudoersRule } from '../../src/os/sudoers.js';
+import { KvpStore } from '../../src/kvp/store.js';
+import { CHANGED, diff, prepareImage, REMOVED, REMOVED_WITH_USER, snapshot, under, USERDEL_FILES } from './image.js';
+
+let root: string;
+let outside: string;
+
+beforeEach(() => {
+  root = mkdtempSync(path.join(tmpdir(), 'bootstate-deprovision-'));
+  outside = mkdtempSync(path.join(tmpdir(), 'bootstate-host-'));
+  prepareImage(root, outside);
+});
+afterEach(() => {
+  rmSync(root, { recursive: true, force: true });
+  rmSync(outside, { recursive: true, force: true });
+});
+
+function io(options: { terminal?: boolean; answer?: string } = {}): DeprovisionIo & { out: string; err: string; asked: string[] } {
+  const sink = {
+    out: '',
+    err: '',
+    asked: [] as string[],
+    stdout: (s: string) => void (sink.out += s),
+    stderr: (s: string) => void (sink.err += s),
+    isTerminal: options.terminal ?? false,
+    ask: async (q: string) => {
+      sink.asked.push(q);
+      return options.answer ?? '';
+    },
+  };
+  return sink;
+}
+
+async function doctorIds(): Promise<string[]> {
+  let out = '';
+  await runDoctor({ root }, { stdout: (s) => (out += s), stderr: (s) => (out += s) });
+  return [...out.matchAll(/\[([a-z-]+)\]:/g)].map((m) => m[1]!);
+}
+
+const inRoot = (p: string) => path.join(root, p);
+
+describe('bootstate deprovision --root', () => {
+  it('with --force removes every promised path, rewrites machine-id, shadow and the KVP pools, and changes nothing else', async () => {
+    const before = snapshot(root);
+    const shadowBefore = readFileSync(inRoot('/etc/shadow'), 'utf8');
+    const sink = io();
+    expect(await runDeprovision({ root, force: true }, sink)).toBe(0);
+    const after = snapshot(root);
+    const changes = diff(before, after);
+    expect(changes.removed).toEqual(under(REMOVED, before));
+    expect(changes.added).toEqual([]);
+    expect(changes.changed).toEqual([...CHANGED].sort());
+    for (const p of REMOVED) expect(sink.out).toContain(`removed ${inRoot(p)}\n`);
+
+    expect(readFileSync(inRoot('/etc/machine-id'), 'utf8')).toBe('uninitialized\n');
+    expect(statSync(inRoot('/etc/machine-id')).mode & 0o7777).toBe(0o444);
+    const shadow = readFileSync(inRoot('/etc/shadow'), 'utf8');
+    expect(shadow.split('\n')[0]).toBe('root:*:19000:0:99999:7:::');
+    expect(shadow.split('\n').slice(1)).toEqual(shadowBefore.split('\n').slice(1));
+    for (const p of ['/etc/machine-id', '/etc/shadow']) {
+      const [was, now] = [before.get(p)!, after.get(p)!];
+      expect([now.mode, now.owner], p).toEqual(p === '/etc/machine-id' ? ['444', was.owner] : [was.mode, was.owner]);
+    }
+    for (const pool of ['.kvp_pool_1', '.kvp_pool_3']) {
+      expect(statSync(inRoot(`/var/lib/hyperv/${pool}`)).size).toBe(0);
+      expect(sink.out).toContain(`emptied ${inRoot(`/var/lib/hyperv/${pool}`)} (1 KVP record)`);
+    }
+    // The account bootstate made stays without --user.
+    expect(existsSync(inRoot('/home/alice/.ssh/authorized_keys'))).toBe(true);
+    expect(existsSync(inRoot('/etc/sudoers.d/90-bootstate-alice'))).toBe(true);
+  });
+
+  it('lists what it will do first, in the order it then does it', async () => {
+    const sink = io();
+    await runDeprovision({ root, force: true }, sink);
+    const cut = sink.out.search(/\n(?=removed |wrote )/);
+    const [listing, done] = [sink.out.slice(0, cut), sink.out.slice(cut)];
+    expect(listing).toMatch(/^bootstate deprovision will change the image at .*:\n {2}remove .*ssh_host_ecdsa_key \(ssh host key\)/);
+    expect(listing).toContain(`  write "uninitialized" to ${inRoot('/etc/machine-id')}`);
+    expect(listing).toContain(`  lock root's password: replace its hash by "*" in ${inRoot('/etc/shadow')}`);
+    expect(done).toContain(`locked root's password in ${inRoot('/etc/shadow')}`);
+    expect(sink.out.trimEnd().split('\n').at(-1)).toBe(`bootstate deprovision: the image at ${root} is ready for capture`);
+  });
+
+  it('without a terminal and without --force exits 2, says why, and changes nothing', async () => {
+    const before = snapshot(root);
+    const sink = io({ terminal: false });
+    expect(await runDeprovision({ root, user: true }, sink)).toBe(2);
+    expect(sink.err).toContain('stdin is not a terminal');
+    expect(sink.err).toContain('--force');
+    expect(sink.asked).toEqual([]);
+    expect(sink.out).toContain(`remove ${inRoot('/etc/ssh/ssh_host_rsa_key')}`);
+    expect(diff(before, snapshot(root))).toEqual({ removed: [], added: [], changed: [] });
+  });
+
+  it('on a terminal asks y/N: anything but y changes nothing (exit 1); y deprovisions', async () => {
+    const before = snapshot(root);
+    for (const answer of ['', 'n', 'no', 'yess']) {
+      const sink = io({ terminal: true, answer });
+      expect(await runDeprovision({ root }, sink), answer).toBe(1);
+      expect(sink.asked[0]).toMatch(/\[y\/N\] $/);
+      expect(sink.out).toContain('not confirmed; nothing was changed');
+    }
+    expect(diff(before, snapshot(root))).toEqual({ removed: [], added: [], changed: [] });
+    expect(await runDeprovision({ root }, io({ terminal: true, answer: 'y' }))).toBe(0);
+    expect(diff(before, snapshot(root)).removed).toEqual(under(REMOVED, before));
+  });
+
+  it('a second run has nothing to do and asks nothing', async () => {
+    await runDeprovision({ root, force: true }, io());
+    const sink = io({ terminal: true });
+    expect(await runDeprovision({ root }, sink)).toBe(0);
+    expect(sink.asked).toEqual([]);
+    expect(sink.out).toBe(`bootstate deprovision: nothing to do on the image at ${root}\n`);
+  });
+
+  it('follows links inside the root as chroot would: a link to a host path never reaches the host', async () => {
+    await runDeprovision({ root, force: true }, io());
+    expect(readFileSync(path.join(outside, 'eth0.lease'), 'utf8')).toBe('host lease\n');
+    // A history linked to /dev/null on purpose is the image's choice, left as it is.
+    expect(snapshot(root).get('/root/.zsh_history')).toMatchObject({ type: 'link', content: '/dev/null' });
+  });
+
+  it('reads the paths from the image\'s own configuration', async () => {
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    mkdirSync(inRoot('/etc/bootstate'), { recursive: true });
+    writeFileSync(inRoot('/etc/bootstate/bootstate.toml'), '[azure_init_data_dir]\npath = "/srv/state"\n[host_keys]\ndir = "/srv/keys"\n');
+    mkdirSync(inRoot('/srv/state'), { recursive: true });
+    mkdirSync(inRoot('/srv/keys'), { recursive: true });
+    writeFileSync(inRoot('/srv/state/abc.provisioned'), '');
+    writeFileSync(inRoot('/srv/keys/ssh_host_ed25519_key'), 'k');
+    await runDeprovision({ root, force: true }, io());
+    expect(existsSync(inRoot('/srv/state/abc.provisioned'))).toBe(false);
+    expect(existsSync(inRoot('/srv/keys/ssh_host_ed25519_key'))).toBe(false);
+    // /etc/ssh is no longer the key directory: its keys are not host keys by this configuration.
+    expect(existsSync(inRoot('/etc/ssh/ssh_host_rsa_key'))).toBe(true);
+  });
+
+  it('refuses a root that is not a directory (usage error)', async () => {
+    await expect(runDeprovision({ root: path.join(root, 'nope'), force: true }, io())).rejects.toThrow(/no such directory/);
+  });
+});
+
+const runsAsRoot = process.platform === 'linux' && process.getuid?.() === 0;
+
+describe('bootstate deprovision --user --root', () => {
+  // userdel -R chroots into the image, which needs root; CI runs as root, so there this must run, never skip.
+  it.skipIf(!runsAsRoot)('deletes the account bootstate created (userdel -R), its home and its sudoers drop-in, and leaves bob alone', async () => {
+    expect(existsSync('/usr/sbin/userdel') || existsSync('/sbin/userdel'), 'userdel (package passwd) must be installed: this test runs as root and cannot be skipped').toBe(true);
+    const before = snapshot(root);
+    const sink = io();
+    expect(await runDeprovision({ root, user: true, force: true }, sink), sink.err).toBe(0);
+    const after = snapshot(root);
+    const changes = diff(before, after);
+    expect(changes.removed).toEqual(under([...REMOVED, ...REMOVED_WITH_USER], before));
+    expect(changes.changed.filter((p) => !USERDEL_FILES.includes(p))).toEqual(CHANGED.filter((p) => p !== '/etc/shadow').sort());
+    expect(changes.added.filter((p) => !USERDEL_FILES.includes(p))).toEqual([]);
+    expect(sink.out).toContain(`deleted user alice (userdel -R ${root} -r alice)`);
+    expect(sink.out).toContain(`removed ${inRoot('/home/alice')}\n`);
+    expect(sink.out).toContain(`removed ${inRoot('/etc/sudoers.d/90-bootstate-alice')}\n`);
+    const passwd = readFileSync(inRoot('/etc/passwd'), 'utf8');
+    expect(passwd).not.toMatch(/^alice:/m);
+    expect(passwd).toMatch(/^bob:x:1001:1001:Bob:\/home\/bob:\/bin\/bash$/m);
+    // userdel's backup of the shadow file must not keep root's hash either.
+    for (const file of ['/etc/shadow', '/etc/shadow-']) {
+      if (existsSync(inRoot(file))) expect(rootHasPassword(readFileSync(inRoot(file), 'utf8')), file).toBe(false);
+    }
+    expect(await findAdminUsers(root, '/etc/sudoers.d')).toEqual([]);
+  });
+
+  it.skipIf(!runsAsRoot)('fails (exit 1) naming the home when userdel leaves it behind (a home the user does not own)', async () => {
+    const { chownSync } = await import('node:fs');
+    chownSync(inRoot('/home/alice'), 0, 0);
+    const sink = io();
+    expect(await runDeprovision({ root, user: true, force: true }, sink)).toBe(1);
+    expect(sink.err).toContain(`deleted the account but left ${inRoot('/home/alice')}`);
+    expect(sink.err).toMatch(/1 of \d+ changes failed; the image is not ready for capture/);
+    // Everything else was still done.
+    expect(existsSync(inRoot('/etc/ssh/ssh_host_rsa_key'))).toBe(false);
+  });
+
+  it('names an account it did not create and keeps it; only its drop-in goes', async () => {
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(inRoot('/etc/sudoers.d/90-bootstate-bob'), `# Written by bootstate\n${sudoersRule('bob', 'password')}`);
+    writeFileSync(inRoot('/etc/passwd'), readFileSync(inRoot('/etc/passwd'), 'utf8').replace(/^alice:.*\n/m, ''));
+    const sink = io();
+    expect(await runDeprovision({ root, user: true, force: true }, sink)).toBe(0);
+    expect(sink.out).toMatch(/note: bob: has a bootstate sudoers drop-in but was not created by bootstate/);
+    expect(readFileSync(inRoot('/etc/passwd'), 'utf8')).toMatch(/^bob:/m);
+    expect(existsSync(inRoot('/home/bob/.bashrc'))).toBe(true);
+    expect(existsSync(inRoot('/etc/sudoers.d/90-bootstate-bob'))).toBe(false);
+  });
+});
+
+describe('doctor on an image made for capture', () => {
+  it('warns about host keys, the machine id and the admin account before deprovision, and finds nothing after', async () => {
+    expect(await doctorIds()).toEqual(['ssh-host-keys', 'machine-id', 'leftover-admin-user']);
+    if (!runsAsRoot) return;
+    expect(await runDeprovision({ root, user: true, force: true }, io())).toBe(0);
+    expect(await doctorIds()).toEqual([]);
+  });
+
+  it('without --user only the admin account is left to warn about', async () => {
+    await runDeprovision({ root, force: true }, io());
+    expect(await doctorIds()).toEqual(['leftover-admin-user']);
+  });
+
+  it('an empty or "uninitialized" machine id is fine', async () => {
+    const { chmodSync, writeFileSync } = await import('node:fs');
+    chmodSync(inRoot('/etc/machine-id'), 0o644);
+    for (const id of ['', 'uninitialized\n', 'uninitialized']) {
+      writeFileSync(inRoot('/etc/machine-id'), id);
+      expect(await doctorIds()).not.toContain('machine-id');
+    }
+  });
+});
+
+describe('the records deprovision finds the admin by', () => {
+  it('reads back the user of every drop-in sudoers.ts writes, quoted names included', () => {
+    for (const name of ['azureuser', 'john.doe', 'a"b', 'back\\slash']) {
+      for (const rule of ['nopasswd', 'password'] as const) expect(sudoersRuleUser(`# Written by bootstate\n${sudoersRule(name, rule)}`), rule).toBe(name);
+      expect(sudoersFileName(name).startsWith('90-bootstate-')).toBe(true);
+    }
+  });
+
+  it('a root password field without a hash needs no lock; one with a hash, or empty, does', () => {
+    for (const field of ['*', '!', '!!', '!*', '*LOCK*']) expect(rootHasPassword(`root:${field}:1::::::\n`), field).toBe(false);
+    for (const field of ['$6$s$h', '!$6$s$h', '', 'abcdefghijklm']) expect(rootHasPassword(`root:${field}:1::::::\n`), field).toBe(true);
+  });
+
+  it('the KVP pools are emptied in place, readable by the store', async () => {
+    await runDeprovision({ root, force: true }, io());
+    expect(new KvpStore({ path: inRoot('/var/lib/hyperv/.kvp_pool_1') }).info()).toMatchObject({ exists: true, size: 0, records: 0 });
+  });
+});
+
