@@ -643,18 +643,13 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                     done: { type: 'final' },
                   },
                 },
+                // The image's host keys are the captured machine's: this VM gets its own before sshd starts. Then the
+                // drop-in, whose `sshd -T` proof must not run while the old keys are gone and the new not yet in.
                 sshd: {
-                  initial: 'configuring',
+                  initial: 'replacingHostKeys',
                   states: {
+                    replacingHostKeys: osStep('hostKeys', 'regenerateHostKeys', 'configuring', 'host-keys'),
                     configuring: osStep('sshd', 'configureSshd', 'done', 'sshd'),
-                    done: { type: 'final' },
-                  },
-                },
-                // The image's host keys are the captured machine's: this VM gets its own before sshd starts.
-                hostKeys: {
-                  initial: 'regenerating',
-                  states: {
-                    regenerating: osStep('hostKeys', 'regenerateHostKeys', 'done', 'host-keys'),
                     done: { type: 'final' },
                   },
                 },

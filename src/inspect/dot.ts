@@ -203,7 +203,10 @@ export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
     out.push(`  "::start" -> ${q(anchor(initial))} [color="#222222"${isCluster(initial) ? `, lhead=${q(`cluster_${initial.id}`)}` : ''}];`);
   }
   const finals = root.children.filter((child) => graph.nodes.get(child)!.type === 'final' && !isCluster(graph.nodes.get(child)!));
-  if (finals.length) out.push(`  { rank=max; ${finals.map(q).join('; ')}; }`);
+  // The outcomes line up at the bottom; in the overview, one that reports nothing (no health) stays by the state
+  // that ends there, so an early exit does not widen the bottom row with an edge across the chart.
+  const bottom = options.compact ? finals.filter((id) => healthOf(graph, graph.nodes.get(id)!, true) !== undefined) : finals;
+  if (bottom.length) out.push(`  { rank=max; ${bottom.map(q).join('; ')}; }`);
   if (graph.edges.some((edge) => edge.source === root.id)) {
     out.push(`  "::any" [id="any-state", shape=plain, fontcolor=${q(COLOR.fadedText)}, label="in any state"];`);
   }

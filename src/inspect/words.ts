@@ -19,10 +19,11 @@ export const GUARD_WORDS: Record<string, string> = {
   markerReportPending: 'report pending',
   markerWaitingForReuse: 'waiting for reuse',
   poolRunning: 'pool VM',
-  poolAfterClaim: 'pool VM after claim',
+  poolAfterClaim: 'still a pool VM',
+  poolUnsupported: 'pool type refused',
   havePlan: 'plan made',
   notOnAzure: 'not on Azure',
-  proxyAgentWanted: 'proxy agent wanted',
+  proxyAgentWanted: 'proxy agent',
 };
 
 /** A guard's name in words. */

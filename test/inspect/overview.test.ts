@@ -25,7 +25,7 @@ describe('overview of the provisioning chart', () => {
     expect(graph.nodes.get(P)?.children).toEqual([`${P}.work`, `${P}.inProgress`]);
     expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
     expect(graph.nodes.get(`${P}.work.configuringOs`)?.children).toEqual(
-      ['hostname', 'account', 'sshd', 'hostKeys', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
+      ['hostname', 'account', 'sshd', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
     );
     // The account creates the user, then sets the password and writes the keys side by side: one box, one line each.
     const account = `${P}.work.configuringOs.account`;

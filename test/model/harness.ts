@@ -242,5 +242,5 @@ export async function pastMarker(run: Run, config: unknown, vmId: string, marker
 /** Completes validation and every OS step with the plan each was given. */
 export async function throughOs(run: Run) {
   await run.resolve('validate', run.pending('validate').input.plan);
-  for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData']) await run.resolve(id);
+  for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'hostKeys', 'sshd', 'customData']) await run.resolve(id);
 }

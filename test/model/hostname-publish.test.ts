@@ -16,7 +16,7 @@ async function toValidated(config = TEST_CONFIG): Promise<Run> {
 }
 
 async function finishAccountAndRest(run: Run) {
-  for (const id of ['user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData']) await run.resolve(id);
+  for (const id of ['user', 'password', 'sshKeys', 'hostKeys', 'sshd', 'customData']) await run.resolve(id);
 }
 
 describe('publishing the hostname to Azure DNS', () => {

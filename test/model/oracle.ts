@@ -49,7 +49,7 @@ export { describeFailure, describePlan, expectedPlan, type SeenFailure, type See
 
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
-const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['hostKeys'], ['customData']];
+const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['hostKeys', 'sshd'], ['customData']];
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
 /** The name `--only`/`--skip` give each OS step; publishing the hostname goes with the hostname. */

@@ -270,7 +270,7 @@ const under = (node: AnyStateNode, path: string) => node.path.join('.') === path
 const SEQUENTIAL_REGIONS: Record<string, string[]> = {
   // The media before IMDS on the chart's own paths; the oracle's paths and arrival-order.test.ts take both orders.
   'provisioning.work.gathering': ['media', 'imds'],
-  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'hostKeys', 'customData'],
+  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'customData'],
   'provisioning.work.configuringOs.account.credentials': ['password', 'sshKeys'],
 };
 
