@@ -4,7 +4,10 @@
  * ordered before ssh.service, logging to journald; a client in the namespace then logs in over SSH with the key
  * the metadata carried. Each VM boots from a copy-on-write layer over one cached root, all of them at once.
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunResult } from '../../src/os/exec.js';
 import { canSandbox } from '../e2e/ns.js';
@@ -45,6 +48,10 @@ interface Seen {
   /** What the test did to the container (not to the agent) before the logins, see letUsersIn(). */
   rigRepairs: string[];
   passwordLogin: RunResult | null;
+  /** The host key block bootstate printed on this boot's console, if it made new keys. */
+  hostKeyBlock: { fingerprints: string[]; keys: string[] } | null;
+  /** A key login with StrictHostKeyChecking=yes against the keys of that block alone. */
+  strictLogin: RunResult | null;
   requestsAfter: number;
   reportsAfter: string[];
   passwd: string;
@@ -62,6 +69,7 @@ let vms: {
   media: Promise<Vm>;
   hostileUsername: Promise<Vm>;
   readyRefused: Promise<Vm>;
+  offAzure: Promise<Vm>;
 };
 
 async function observe(machine: Machine, boot: Boot, login: { user: string } | null): Promise<Seen> {
@@ -98,11 +106,19 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
       ? await boot.ssh(rig.key, login.user, 'true', 60_000, ['-o', 'PreferredAuthentications=password,keyboard-interactive', '-o', 'NumberOfPasswordPrompts=0'])
       : null,
     sshLog: await text(['-u', 'ssh.service', '-o', 'cat']),
+    hostKeyBlock: hostKeyBlock(boot.console()),
+    strictLogin: null,
     rigRepairs,
     requestsAfter: 0,
     reportsAfter: [],
     passwd: (await boot.exec(['cat', '/etc/passwd'])).stdout,
   };
+  if (login && seen.hostKeyBlock) {
+    // What an owner does with the boot diagnostics: trust only the keys the console showed.
+    const knownHosts = path.join(rig.workDir, `${machine.name}-known_hosts`);
+    await writeFile(knownHosts, seen.hostKeyBlock.keys.map((k) => `127.0.0.1 ${k}\n`).join(''));
+    seen.strictLogin = await boot.ssh(rig.key, login.user, 'true', 60_000, ['-o', 'StrictHostKeyChecking=yes', '-o', `UserKnownHostsFile=${knownHosts}`]);
+  }
   await boot.shutdown();
   seen.requestsAfter = (await machine.requests()).length;
   seen.reportsAfter = await machine.reportKinds();
@@ -161,6 +177,17 @@ function loginStory(seen: Seen): string {
   ].join('\n');
 }
 
+/** The fingerprint and key lines between the console's BEGIN/END SSH HOST KEY markers, or null when there are none. */
+function hostKeyBlock(console: string): { fingerprints: string[]; keys: string[] } | null {
+  const between = (what: string) => {
+    const match = new RegExp(`-----BEGIN SSH HOST KEY ${what}-----\\r?\\n([\\s\\S]*?)-----END SSH HOST KEY ${what}-----`).exec(console);
+    return match ? match[1]!.split(/\r?\n/).map((l) => l.trim()).filter(Boolean) : null;
+  };
+  const fingerprints = between('FINGERPRINTS');
+  const keys = between('KEYS');
+  return fingerprints && keys ? { fingerprints, keys } : null;
+}
+
 async function vm(name: string, options: Partial<MachineOptions>, boots: number, login: { user: string } | null): Promise<Vm> {
   const machine = await createMachine({
     name: `${TAG}${name}`,
@@ -183,6 +210,7 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       media: media.then((iso) => vm('media', { scenario: 'imds-down', media: iso }, 1, { user: 'mediauser' })),
       hostileUsername: vm('evil', { imdsDocument: imdsDocument(rig.publicKey, { adminUsername: '-oops;rm' }) }, 1, null),
       readyRefused: vm('refuse', { scenario: 'ready-rejected-once', imdsDocument: imdsDocument(rig.publicKey) }, 2, { user: 'azureuser' }),
+      offAzure: vm('offaz', { chassisAssetTag: 'Default string', imdsDocument: imdsDocument(rig.publicKey) }, 1, null),
     };
     for (const p of Object.values(vms)) p.catch(() => undefined);
   }, 900_000);
@@ -204,6 +232,22 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       expect(first!.sshStarting).not.toBeNull();
       expect(first!.bootstateDone!).toBeLessThan(first!.sshStarting!);
     }, 300_000);
+
+    it("prints the VM's new host keys on the console, and a login that trusts only those keys gets in", async () => {
+      const [first, second] = (await vms.happy).boots;
+      const block = first!.hostKeyBlock;
+      expect(block, 'no host key block on the console').not.toBeNull();
+      expect(block!.keys.map((k) => k.split(' ')[0]).sort()).toEqual(['ecdsa-sha2-nistp256', 'ssh-ed25519', 'ssh-rsa']);
+      expect(first!.strictLogin!.exitCode, first!.strictLogin!.stderr).toBe(0);
+      // The fingerprints printed are those of the keys printed.
+      for (const key of block!.keys) {
+        const file = path.join(rig.workDir, 'host-key-check.pub');
+        await writeFile(file, `${key}\n`);
+        expect(block!.fingerprints).toContain(execFileSync('ssh-keygen', ['-l', '-f', file], { encoding: 'utf8' }).trim());
+      }
+      // The second boot of the same VM keeps them: nothing new is printed.
+      expect(second!.hostKeyBlock).toBeNull();
+    });
 
     it('reports InProgress then Ready to the wireserver', async () => {
       const [first] = (await vms.happy).boots;
@@ -261,6 +305,20 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       expect(boot!.everything).toMatch(/_SYSTEMD_UNIT=bootstate\.service/);
       expect(boot!.everything).not.toContain(MEDIA_PASSWORD);
     }, 300_000);
+  });
+
+  describe('off Azure (the chassis asset tag is not Azure\'s, no media)', () => {
+    it('ends bootstate.service at once with one line saying why, sends nothing, and sshd starts without waiting', async () => {
+      const [boot] = (await vms.offAzure).boots;
+      expect(boot!.service, boot!.unitLog).toEqual({ result: 'success', status: '0' });
+      expect(boot!.requestsAfter).toBe(0);
+      expect(boot!.agentWarnings.filter((w: string) => w.includes('not an Azure VM'))).toHaveLength(1);
+      expect(boot!.passwd).not.toMatch(/^azureuser:/m);
+      expect(boot!.hostKeyBlock).toBeNull();
+      // ssh.service started once the unit was done, and the unit never waited for IMDS (no request reached it).
+      expect(boot!.sshStarting).not.toBeNull();
+      expect(boot!.sshStarting!).toBeGreaterThanOrEqual(boot!.bootstateDone!);
+    });
   });
 
   describe('when the admin user name is an option-injection attempt', () => {

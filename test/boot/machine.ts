@@ -67,6 +67,8 @@ export interface Boot {
   settled(): Promise<string>;
   /** Runs `command` over SSH from inside the VM's network namespace as `user` with the private key `key`. */
   ssh(key: string, user: string, command: string, timeoutMs?: number, extraOptions?: string[]): Promise<RunResult>;
+  /** What the container printed on its console so far. */
+  console(): string;
   /** Powers the container off (SIGTERM to nspawn) and returns what it printed on its console. */
   shutdown(): Promise<string>;
 }
@@ -166,10 +168,12 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
           }
         },
         ssh: (key, user, command, timeoutMs = 60_000, extraOptions = []) =>
-          run(['nsenter', `--net=/run/netns/${ns.name}`, 'ssh', ...SSH_OPTIONS, ...extraOptions, '-i', key, `${user}@127.0.0.1`, command], {
+          // The extra options first: ssh takes the first value it is given for an option.
+          run(['nsenter', `--net=/run/netns/${ns.name}`, 'ssh', ...extraOptions, ...SSH_OPTIONS, '-i', key, `${user}@127.0.0.1`, command], {
             timeoutMs,
             allowFailure: true,
           }),
+        console: () => console,
         async shutdown() {
           running.delete(boot);
           if (child.exitCode === null && child.signalCode === null) {
