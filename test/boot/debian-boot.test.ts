@@ -48,7 +48,9 @@ interface Seen {
   /** What the test did to the container (not to the agent) before the logins, see letUsersIn(). */
   rigRepairs: string[];
   passwordLogin: RunResult | null;
-  /** The host key block bootstate printed on this boot's console, if it made new keys. */
+  /** The end of what the container printed on its console (for failure messages). */
+  consoleTail: string;
+  /** The host key block bootstate printed for the console (its stdout), if it made new keys. */
   hostKeyBlock: { fingerprints: string[]; keys: string[] } | null;
   /** A key login with StrictHostKeyChecking=yes against the keys of that block alone. */
   strictLogin: RunResult | null;
@@ -70,9 +72,10 @@ let vms: {
   hostileUsername: Promise<Vm>;
   readyRefused: Promise<Vm>;
   offAzure: Promise<Vm>;
+  captured: Promise<Vm & { deprovision: RunResult }>;
 };
 
-async function observe(machine: Machine, boot: Boot, login: { user: string } | null): Promise<Seen> {
+async function observe(machine: Machine, boot: Boot, login: { user: string } | null, beforeShutdown?: (boot: Boot) => Promise<void>): Promise<Seen> {
   const system = await boot.settled();
   const show = await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'Result', '-p', 'ExecMainStatus']);
   const props = Object.fromEntries(show.stdout.trim().split('\n').map((l) => l.split('=', 2) as [string, string]));
@@ -106,7 +109,10 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
       ? await boot.ssh(rig.key, login.user, 'true', 60_000, ['-o', 'PreferredAuthentications=password,keyboard-interactive', '-o', 'NumberOfPasswordPrompts=0'])
       : null,
     sshLog: await text(['-u', 'ssh.service', '-o', 'cat']),
-    hostKeyBlock: hostKeyBlock(boot.console()),
+    // systemd copies the unit's stdout to the console and the journal alike (StandardOutput=journal+console); under
+    // nspawn's --console=pipe the console shows none of journald's copies, so the block is read off the journal.
+    hostKeyBlock: hostKeyBlock(boot.console()) ?? hostKeyBlock(await text(['-u', 'bootstate.service', '-o', 'cat'])),
+    consoleTail: boot.console().slice(-6000),
     strictLogin: null,
     rigRepairs,
     requestsAfter: 0,
@@ -119,6 +125,7 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
     await writeFile(knownHosts, seen.hostKeyBlock.keys.map((k) => `127.0.0.1 ${k}\n`).join(''));
     seen.strictLogin = await boot.ssh(rig.key, login.user, 'true', 60_000, ['-o', 'StrictHostKeyChecking=yes', '-o', `UserKnownHostsFile=${knownHosts}`]);
   }
+  await beforeShutdown?.(boot);
   await boot.shutdown();
   seen.requestsAfter = (await machine.requests()).length;
   seen.reportsAfter = await machine.reportKinds();
@@ -211,6 +218,17 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       hostileUsername: vm('evil', { imdsDocument: imdsDocument(rig.publicKey, { adminUsername: '-oops;rm' }) }, 1, null),
       readyRefused: vm('refuse', { scenario: 'ready-rejected-once', imdsDocument: imdsDocument(rig.publicKey) }, 2, { user: 'azureuser' }),
       offAzure: vm('offaz', { chassisAssetTag: 'Default string', imdsDocument: imdsDocument(rig.publicKey) }, 1, null),
+      // Provisioned, generalized with deprovision --user for capture, booted again: as a new VM would be.
+      captured: (async () => {
+        const machine = await createMachine({ name: `${TAG}cap`, workDir: rig.workDir, layers: [rig.debLayer, rig.debian], imdsDocument: imdsDocument(rig.publicKey) });
+        machines.push(machine);
+        let deprovision: RunResult | null = null;
+        const first = await observe(machine, await machine.boot(), { user: 'azureuser' }, async (boot) => {
+          deprovision = await boot.exec(['bootstate', 'deprovision', '--user', '--force'], 120_000);
+        });
+        const second = await observe(machine, await machine.boot(), { user: 'azureuser' });
+        return { machine, boots: [first, second], deprovision: deprovision! };
+      })(),
     };
     for (const p of Object.values(vms)) p.catch(() => undefined);
   }, 900_000);
@@ -233,10 +251,10 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       expect(first!.bootstateDone!).toBeLessThan(first!.sshStarting!);
     }, 300_000);
 
-    it("prints the VM's new host keys on the console, and a login that trusts only those keys gets in", async () => {
+    it("prints the VM's new host keys for the console, and a login that trusts only those keys gets in", async () => {
       const [first, second] = (await vms.happy).boots;
       const block = first!.hostKeyBlock;
-      expect(block, 'no host key block on the console').not.toBeNull();
+      expect(block, `no host key block on the console; it ended with:\n${first!.consoleTail}\nbootstate.service journal:\n${first!.unitLog}`).not.toBeNull();
       expect(block!.keys.map((k) => k.split(' ')[0]).sort()).toEqual(['ecdsa-sha2-nistp256', 'ssh-ed25519', 'ssh-rsa']);
       expect(first!.strictLogin!.exitCode, first!.strictLogin!.stderr).toBe(0);
       // The fingerprints printed are those of the keys printed.
@@ -305,6 +323,20 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       expect(boot!.everything).toMatch(/_SYSTEMD_UNIT=bootstate\.service/);
       expect(boot!.everything).not.toContain(MEDIA_PASSWORD);
     }, 300_000);
+  });
+
+  describe('captured: deprovision --user, then booted again', () => {
+    it('generalizes the VM, and its next boot provisions it as a new VM: new host keys, the user again, Ready again', async () => {
+      const { boots: [first, second], deprovision, machine } = await vms.captured;
+      expect(deprovision.exitCode, `${deprovision.stdout}\n${deprovision.stderr}`).toBe(0);
+      expect(first!.login!.exitCode).toBe(0);
+      expect(second!.service, second!.unitLog).toEqual({ result: 'success', status: '0' });
+      expect(await machine.reportKinds()).toEqual(['NotReady/Provisioning', 'Ready', 'NotReady/Provisioning', 'Ready']);
+      expect(second!.hostKeyBlock).not.toBeNull();
+      for (const key of second!.hostKeyBlock!.keys) expect(first!.hostKeyBlock!.keys).not.toContain(key);
+      expect(second!.login!.exitCode, loginStory(second!)).toBe(0);
+      expect(second!.strictLogin!.exitCode, second!.strictLogin!.stderr).toBe(0);
+    });
   });
 
   describe('off Azure (the chassis asset tag is not Azure\'s, no media)', () => {

@@ -121,9 +121,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     how: 'killed as soon as it runs, before the chart journals its first state: nothing is written yet',
     atStart: true,
   },
-  checkingPlatform: {
-    transient: 'the platform was checked before the chart started (src/provision.ts); its actor answers at once',
-  },
+  checkingPlatform: poller,
   readingVmId: poller,
   checkingMarker: poller,
   provisioning: imdsGate,
