@@ -121,7 +121,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     how: 'killed as soon as it runs, before the chart journals its first state: nothing is written yet',
     atStart: true,
   },
-  checkingPlatform: poller,
+  checkingPlatform: {
+    elsewhere:
+      'lasts one turn of the event loop: the platform was checked before the chart started (src/provision.ts) and its actor only hands the answer over, so a poller lands in it only by chance. Nothing is written in it; a kill there is a kill between loadingConfig (atStart here) and readingVmId (poller here), and test/model/startup.test.ts covers its transitions',
+  },
   readingVmId: poller,
   checkingMarker: poller,
   provisioning: imdsGate,
