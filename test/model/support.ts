@@ -30,8 +30,8 @@ export const TEST_CONFIG_SKIP_ALL: Config = {
 
 /** Steps left out on either side of each dependency: the hostname and password run without a user, … */
 export const TEST_CONFIG_SKIP_ACCOUNT: Config = { ...TEST_CONFIG, steps: { skip: ['user', 'ssh-keys', 'sshd'] } };
-/** … and the user with its keys, without the hostname, the password or custom data. */
-export const TEST_CONFIG_SKIP_SOME: Config = { ...TEST_CONFIG, steps: { skip: ['hostname', 'password', 'custom-data'] } };
+/** … and the user with its keys and the sshd drop-in, without the hostname, the password, host keys or custom data. */
+export const TEST_CONFIG_SKIP_SOME: Config = { ...TEST_CONFIG, steps: { skip: ['hostname', 'password', 'host-keys', 'custom-data'] } };
 
 export const VM_ID = '6f0c2a5e-0000-4000-8000-00000000c0de';
 
