@@ -6,13 +6,12 @@
  * image never leads a check to the host's files; only regular files are read, so a FIFO cannot block one. A
  * finding says what is wrong, where, and what to change.
  */
-import { constants } from 'node:fs';
-import { open, readdir, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { findAdminUsers } from '../os/admin-users.js';
 import { HOST_KEY_FILE } from '../os/host-keys.js';
-import { resolveInRoot } from '../os/paths.js';
+import { readRegularInRoot, resolveInRoot } from '../os/paths.js';
 
 export interface Finding {
   /** Stable identifier, e.g. `cloud-init-azure`. */
@@ -26,18 +25,7 @@ export interface Finding {
 type Check = (root: string, config: Config) => Promise<Finding | null>;
 
 /** The text of regular file `p` in the image; null when it is absent, unreadable or not a regular file. */
-async function read(root: string, p: string): Promise<string | null> {
-  try {
-    const handle = await open(resolveInRoot(root, p), constants.O_RDONLY | constants.O_NONBLOCK);
-    try {
-      return (await handle.stat()).isFile() ? await handle.readFile('utf8') : null;
-    } finally {
-      await handle.close();
-    }
-  } catch {
-    return null;
-  }
-}
+const read = readRegularInRoot;
 
 /** Whether `p` exists in the image, links followed inside it. */
 async function exists(root: string, p: string): Promise<boolean> {
