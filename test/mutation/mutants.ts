@@ -1,18 +1,22 @@
 /**
  * Single-transition mutants of an XState chart, enumerated from whatever the chart contains: for every transition
  * definition of every state node, retarget it to another state (a sibling of its target, or of its source), negate
- * or drop its guard, or drop one of its actions. Each mutant is a new machine built from a copy of the config with
+ * or drop its guard, or drop one of its actions; and for every entry action of every state, drop it or move it to
+ * a neighbouring state (one a transition leads to from it, or from which one leads to it). Each mutant is a new machine built from a copy of the config with
  * the original implementations; the chart's own file is never touched.
  */
 import { createMachine, not, type AnyStateMachine, type AnyStateNode, type AnyTransitionDefinition } from 'xstate';
 
-export type MutantKind = 'retarget' | 'guard negated' | 'guard dropped' | 'action dropped';
+export type MutantKind = 'retarget' | 'guard negated' | 'guard dropped' | 'action dropped' | 'entry dropped' | 'entry moved';
+
+/** Kinds that change a state's entry actions rather than a transition. */
+export const ENTRY_KINDS: ReadonlySet<MutantKind> = new Set(['entry dropped', 'entry moved']);
 
 export interface Mutant {
   /** Stable name: `<source id> <event>[<index>] <kind> <detail>`. */
   id: string;
   kind: MutantKind;
-  /** The transition it changes, `<source id> <event>[<index>]`. */
+  /** The transition it changes, `<source id> <event>[<index>]`, or `<state id> entry` for an entry mutant. */
   edge: string;
   /** What the mutant does, in words. */
   meaning: string;
@@ -147,6 +151,53 @@ export function mutantsOf(machine: AnyStateMachine): Mutant[] {
         });
       });
     }
+  }
+  mutants.push(...entryMutants(machine, rootConfig));
+  return mutants;
+}
+
+/** Every state a transition of `node` leads to, and every state with a transition leading to `node`. */
+function neighbours(machine: AnyStateMachine, node: AnyStateNode): AnyStateNode[] {
+  const transitionsOf = (n: AnyStateNode) => [...[...n.transitions.values()].flat(), ...(n.always ?? [])];
+  const found = new Map<string, AnyStateNode>();
+  for (const t of transitionsOf(node)) for (const to of (t.target ?? []) as AnyStateNode[]) found.set(to.id, to);
+  for (const other of allNodes(machine.root)) {
+    if (transitionsOf(other).some((t) => ((t.target ?? []) as AnyStateNode[]).includes(node))) found.set(other.id, other);
+  }
+  found.delete(node.id);
+  found.delete(machine.root.id);
+  return [...found.values()];
+}
+
+/** Each entry action of each state dropped, or moved to a neighbouring state. */
+function entryMutants(machine: AnyStateMachine, rootConfig: Record<string, any>): Mutant[] {
+  const mutants: Mutant[] = [];
+  for (const node of allNodes(machine.root)) {
+    const entries = actionList(configAt(rootConfig, node.path).entry);
+    entries.forEach((action, j) => {
+      const name = describeAction(action);
+      const edge = `${node.id} entry`;
+      const build = (to?: AnyStateNode) => () => {
+        const config = copy(rootConfig);
+        const own = configAt(config, node.path);
+        own.entry = actionList(own.entry).filter((_, k) => k !== j);
+        if (to) {
+          const there = configAt(config, to.path);
+          there.entry = [...actionList(there.entry), action];
+        }
+        return createMachine(config as never, machine.implementations as never) as unknown as AnyStateMachine;
+      };
+      mutants.push({ id: `${edge} #${j} ${name} entry dropped`, kind: 'entry dropped', edge, meaning: `${edge}: no longer runs ${name} on entry`, build: build() });
+      for (const to of neighbours(machine, node)) {
+        mutants.push({
+          id: `${edge} #${j} ${name} entry moved → ${to.id}`,
+          kind: 'entry moved',
+          edge,
+          meaning: `${edge}: runs ${name} on entering ${to.id} instead`,
+          build: build(to),
+        });
+      }
+    });
   }
   return mutants;
 }

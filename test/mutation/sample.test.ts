@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { AnyStateNode } from 'xstate';
 import { CHARTS, type Chart } from './charts.js';
 import { equivalence } from './equivalent.js';
-import { mutantsOf } from './mutants.js';
+import { ENTRY_KINDS, mutantsOf } from './mutants.js';
 import { Judge } from './verdict.js';
 
 /** One judge per chart, its paths computed once for the whole file. */
@@ -30,9 +30,31 @@ describe('mutation check', () => {
   }, 120_000);
 
 
+  // Issue 26: a chart that tells systemd READY too early, too late or never must fail the checks.
+  it('kills every mutant that drops or moves READY=1', async () => {
+    const chart = CHARTS.find((c) => c.name === 'provisioning')!;
+    const ready = mutantsOf(chart.machine).filter((m) => m.id.includes('tellSystemdReady'));
+    expect(ready.length).toBeGreaterThan(8);
+    const judge = await judgeOf(chart);
+    const survivors: string[] = [];
+    for (const mutant of ready) if (!(await judge.judge(mutant)).killed) survivors.push(mutant.meaning);
+    expect(survivors).toEqual([]);
+  }, 600_000);
+
   for (const chart of CHARTS) {
+    it(`mutates every entry action of ${chart.file}: dropped, and moved to each neighbouring state`, () => {
+      const mutants = mutantsOf(chart.machine);
+      for (const node of allNodes(chart.machine.root)) {
+        // The config's own entry actions: node.entry also holds the timers XState adds for `after`.
+        const own = (node.config as { entry?: unknown }).entry;
+        const actions = own === undefined ? 0 : Array.isArray(own) ? own.length : 1;
+        expect(mutants.filter((m) => m.kind === 'entry dropped' && m.edge === `${node.id} entry`)).toHaveLength(actions);
+        if (actions) expect(mutants.some((m) => m.kind === 'entry moved' && m.edge === `${node.id} entry`)).toBe(true);
+      }
+    });
+
     it(`mutates every transition of ${chart.file}`, () => {
-      const edges = new Set(mutantsOf(chart.machine).map((m) => m.edge));
+      const edges = new Set(mutantsOf(chart.machine).filter((m) => !ENTRY_KINDS.has(m.kind)).map((m) => m.edge));
       const transitions = allNodes(chart.machine.root).reduce((n, node) => n + [...node.transitions.values()].flat().length + (node.always?.length ?? 0), 0);
       expect(edges.size).toBe(transitions);
     });
