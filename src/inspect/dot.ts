@@ -7,6 +7,11 @@
 import { encodeDomId } from './dom-id.js';
 import type { GraphEdge, GraphNode, MachineGraph } from './graph.js';
 
+/** Entry actions a reader of the chart must see in the state that runs them, in every drawing of it. */
+const ENTRY_WORDS: Record<string, string> = {
+  tellSystemdReady: 'on entry: READY=1 to systemd',
+};
+
 export interface DotHighlight {
   /** State path → the journal steps at which it was active. */
   visited: Map<string, number[]>;
@@ -118,6 +123,7 @@ function labelOf(node: GraphNode, steps: number[] | undefined, region: boolean, 
   if (node.badge) lines.push(...`⟳ ${node.badge}`.split(', '));
   lines.push(...(node.summary ?? []));
   if (node.exits) lines.push(`✕ ${node.exits}`);
+  for (const action of node.entry ?? []) if (ENTRY_WORDS[action]) lines.push(ENTRY_WORDS[action]);
   if (steps?.length) lines.push(`step ${formatSteps(steps)}${ms ? ` · ${formatDuration(ms)}` : ''}`);
   return lines.join('\n');
 }

@@ -21,6 +21,8 @@ export interface GraphNode {
   tags: string[];
   /** Invoked actors as `id (src)`. */
   invokes: string[];
+  /** The names of the state's own entry actions, in order (not the timers XState adds for `after`). */
+  entry: string[];
   /** In an overview: what a collapsed retry unit does, e.g. `retries every 2 s, gives up after 5 min`. */
   badge?: string;
   /** In an overview: the steps of a region drawn as one node, in order. */
@@ -99,6 +101,13 @@ function delayLabel(delay: { name?: string; ms?: number }): string {
   return delay.name ? `after (${delay.name})` : 'after (expression)';
 }
 
+/** The state's own entry actions by name, as its config lists them. */
+function entryNames(node: AnyStateNode): string[] {
+  const entry = (node.config as { entry?: unknown }).entry;
+  const list = entry === undefined ? [] : Array.isArray(entry) ? entry : [entry];
+  return list.map((action) => (typeof action === 'string' ? action : ((action as { type?: unknown })?.type as string | undefined) ?? 'inline action'));
+}
+
 /** Classifies a transition by its event type. */
 function kindOf(eventType: string): EdgeKind {
   if (eventType === '') return 'always';
@@ -145,6 +154,7 @@ export function buildGraph(machine: AnyStateMachine, options: GraphOptions = {})
       initial: initialTarget ? statePath(initialTarget) : undefined,
       tags: [...node.tags],
       invokes: node.invoke.map((invoke) => `${invoke.id} (${srcName(invoke.src)})`),
+      entry: entryNames(node),
     });
     const transitions: AnyTransitionDefinition[] = [...node.transitions.values()].flat();
     transitions.push(...(node.always ?? []));

@@ -52,6 +52,7 @@ describe('run journal', () => {
       checkMarker: ok('none'),
       reportHealth: ok(undefined),
       readMedia: ok(null),
+      regenerateHostKeys: ok(undefined),
       fetchMetadata: fromPromise(async () => {
         throw new BootstateError('HTTP_STATUS', `IMDS answered 503, password=${SECRET}`, { data: [['error', 'http status error'], ['status', '503']], retryable: true });
       }),

@@ -22,7 +22,8 @@ describe('overview of the provisioning chart', () => {
   });
 
   it('keeps the parallel regions side by side, each simple region one box listing its steps', () => {
-    expect(graph.nodes.get(P)?.children).toEqual([`${P}.work`, `${P}.inProgress`]);
+    expect(graph.nodes.get(P)?.children).toEqual([`${P}.work`, `${P}.hostKeys`, `${P}.inProgress`]);
+    expect(graph.nodes.get(`${P}.hostKeys`)?.summary).toEqual(['→ replacing']);
     expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
     expect(graph.nodes.get(`${P}.work.configuringOs`)?.children).toEqual(
       ['hostname', 'account', 'sshd', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
@@ -34,6 +35,12 @@ describe('overview of the provisioning chart', () => {
     // Parallel states stay drawn as their regions side by side.
     expect(graph.nodes.get(`${P}.work.gathering`)?.children).toEqual([`${P}.work.gathering.imds`, `${P}.work.gathering.media`]);
     expect(alias.get(`${P}.work.gathering.imds.fetching.backoff`)).toBe(`${P}.work.gathering.imds`);
+  });
+
+  it('shows in each state that tells systemd READY=1 that it does so', () => {
+    const told = [...graph.nodes.values()].filter((node) => node.entry.includes('tellSystemdReady')).map((node) => node.id);
+    expect(told.sort()).toEqual(['provisioning.alreadyProvisioned', 'provisioning.notOnAzure', 'provisioning.reportingFailure', 'provisioning.reportingReady']);
+    expect(toDot(graph, { compact: true }).match(/on entry: READY=1 to systemd/g)).toHaveLength(4);
   });
 
   it('writes the ways into reportingFailure in the states they leave, and keeps every other transition', () => {
