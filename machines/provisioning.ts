@@ -1,13 +1,14 @@
 /**
  * The first-boot provisioning statechart: the whole control flow of `bootstate provision`.
  *
- * config → VM id → marker → (InProgress report ‖ metadata → validation → OS) → report pending → Ready → marker,
- * and from anywhere: → ProvisioningFailed. A pre-provisioned pool VM leaves the metadata stage for `preprovisioned`
+ * config → VM id → marker → (InProgress report ‖ host keys ‖ metadata → validation → OS) → report pending → Ready →
+ * marker, and from anywhere: → ProvisioningFailed. systemd hears READY=1 on entering the Ready or the failure report
+ * (and the ends that provision nothing), so logins never wait for a report. A pre-provisioned pool VM leaves the metadata stage for `preprovisioned`
  * (Ready to the pool → marker → poll `reprovisiondata`) and comes back to `provisioning` with the customer's data. Health is a tag of the state that reports it. Retries, backoff and total
  * deadlines are states and `after` delays: leaving a state aborts its actor, so a deadline holds whatever a server
  * does. Nothing here performs I/O; every actor is a named placeholder that `src/provision.ts` replaces with the real ones.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, setup, stateIn, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health } from '../src/azure/health.js';
 import type { InstanceMetadata, MediaMetadata } from '../src/azure/metadata.js';
 import { poolType, normalizePpsType, pollErrorKind } from '../src/azure/pps.js';
@@ -79,6 +80,13 @@ export interface ProvisioningInput {
 }
 
 export type ProvisioningEvent = { type: 'TERMINATE' };
+
+/**
+ * What the chart tells the service manager (the root-level `systemd` actor): `systemd.ready` the moment nothing a
+ * login needs is still to come — the OS is configured, or provisioning is over without configuring it — so sshd and
+ * user sessions, ordered after the unit, start while the report is still being delivered.
+ */
+export type SystemdEvent = { type: 'systemd.ready' };
 
 /** Events the chart sends to the root-level KVP writer. */
 export type KvpEvent =
@@ -204,6 +212,7 @@ function outputOf(context: ProvisioningContext): ProvisioningOutput {
 /** Every actor the chart invokes, as a named placeholder; `src/actors/provisioning.ts` has the real ones. */
 const PLACEHOLDER_ACTORS = {
   kvpWriter: fromCallback<KvpEvent>(() => undefined),
+  systemdNotifier: fromCallback<SystemdEvent>(() => undefined),
   loadConfig: placeholder<Config>('loadConfig'),
   checkPlatform: placeholder<PlatformCheck, ConfigInput>('checkPlatform'),
   readVmId: placeholder<string>('readVmId'),
@@ -218,7 +227,7 @@ const PLACEHOLDER_ACTORS = {
   setPassword: placeholder<void, PlanInput>('setPassword'),
   writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
   configureSshd: placeholder<void, PlanInput>('configureSshd'),
-  regenerateHostKeys: placeholder<void, PlanInput>('regenerateHostKeys'),
+  regenerateHostKeys: placeholder<void, ConfigInput>('regenerateHostKeys'),
   checkProxyAgent: placeholder<void, ConfigInput>('checkProxyAgent'),
   markReportPending: placeholder<void, MarkerInput>('markReportPending'),
   markProvisioned: placeholder<void, MarkerInput>('markProvisioned'),
@@ -258,6 +267,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     /** Claimed, yet IMDS still calls the VM pre-provisioned: its data cannot be trusted to be the customer's. */
     poolAfterClaim: ({ context }) => context.reprovision !== null && normalizePpsType(context.metadata?.ppsType) !== 'None',
     stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
+    /** This VM's own host keys are in place (or their step is left out): sshd's drop-in may be proved now. */
+    hostKeysReplaced: stateIn('#provisioning.provisioning.hostKeys.done'),
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
     notOnAzure: (_, params: { check: PlatformCheck }) => !params.check.onAzure,
@@ -395,6 +406,10 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
         ppsType: context.ppsType,
       });
     }),
+    /** Logins may start: READY=1 (the notifier sends it once, however often it is told). */
+    tellSystemdReady: enqueueActions(({ enqueue }) => {
+      enqueue.sendTo('systemd', { type: 'systemd.ready' as const });
+    }),
     /** Entered a final state: how the run ended, and whether the fabric accepted its last report. */
     recordEnd: assign({ end: (_, params: NonNullable<ProvisioningContext['end']>) => params }),
     recordKvpFailure: assign({
@@ -424,11 +439,14 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     pollError: null,
     end: null,
   }),
-  invoke: {
-    id: 'kvp',
-    src: 'kvpWriter',
-    onError: { actions: { type: 'recordKvpFailure', params: ({ event }) => ({ error: event.error }) } },
-  },
+  invoke: [
+    {
+      id: 'kvp',
+      src: 'kvpWriter',
+      onError: { actions: { type: 'recordKvpFailure', params: ({ event }) => ({ error: event.error }) } },
+    },
+    { id: 'systemd', src: 'systemdNotifier' },
+  ],
   output: ({ context }) => outputOf(context),
   on: {
     TERMINATE: { target: '.reportingFailure', actions: 'recordTerminated' },
@@ -490,8 +508,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     provisioning: {
       type: 'parallel',
       tags: [HEALTH_IN_PROGRESS],
-      // `work` before `inProgress`: regions start their actors in document order, so the IMDS request, which Ready
-      // waits on, leaves before the in-progress report, which nothing waits on.
+      // `work` before `hostKeys` before `inProgress`: regions start their actors in document order, so the IMDS
+      // request, which Ready waits on, leaves first, and the in-progress report, which nothing waits on, last.
       states: {
         work: {
           initial: 'gathering',
@@ -643,12 +661,11 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                     done: { type: 'final' },
                   },
                 },
-                // The image's host keys are the captured machine's: this VM gets its own before sshd starts. Then the
-                // drop-in, whose `sshd -T` proof must not run while the old keys are gone and the new not yet in.
+                // The drop-in's `sshd -T` proof must not run while the image's host keys are gone and this VM's not yet in.
                 sshd: {
-                  initial: 'replacingHostKeys',
+                  initial: 'awaitingHostKeys',
                   states: {
-                    replacingHostKeys: osStep('hostKeys', 'regenerateHostKeys', 'configuring', 'host-keys'),
+                    awaitingHostKeys: { always: { guard: 'hostKeysReplaced', target: 'configuring' } },
                     configuring: osStep('sshd', 'configureSshd', 'done', 'sshd'),
                     done: { type: 'final' },
                   },
@@ -662,6 +679,24 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                 },
               },
             },
+          },
+        },
+        // The image's host keys are the captured machine's; this VM's own depend on nothing IMDS or the media say, so
+        // they are made while the metadata is fetched, off sshd's critical path. A pool VM makes them again once claimed.
+        hostKeys: {
+          initial: 'replacing',
+          states: {
+            replacing: {
+              always: { guard: { type: 'stepSkipped', params: { step: 'host-keys' } }, target: 'done' },
+              invoke: {
+                id: 'hostKeys',
+                src: 'regenerateHostKeys',
+                input: ({ context }) => ({ config: context.config }),
+                onDone: 'done',
+                onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+              },
+            },
+            done: { type: 'final' },
           },
         },
         inProgress: {
@@ -760,7 +795,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     },
     reportingReady: {
       tags: [HEALTH_READY],
-      entry: { type: 'writeReportToKvp', params: { health: HEALTH_READY } },
+      // The OS is configured and the report-pending marker is down: logins no longer wait for anything.
+      entry: ['tellSystemdReady', { type: 'writeReportToKvp', params: { health: HEALTH_READY } }],
       initial: 'requesting',
       after: { wireserverTotalTimeout: { target: 'readyNotAccepted', actions: 'recordReportTimeout' } },
       on: {
@@ -783,7 +819,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     },
     reportingFailure: {
       tags: [HEALTH_FAILED],
-      entry: { type: 'writeReportToKvp', params: { health: HEALTH_FAILED } },
+      // Provisioning is over: whatever it left in place is what logins get, without waiting for the report.
+      entry: ['tellSystemdReady', { type: 'writeReportToKvp', params: { health: HEALTH_FAILED } }],
       initial: 'requesting',
       after: { failureReportTimeout: { target: 'failedUnreported', actions: 'recordReportTimeout' } },
       on: {
@@ -796,8 +833,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       states: finalReportStates('failureReport', HEALTH_FAILED, '#provisioning.failed', '#provisioning.failedUnreported'),
     },
     provisioned: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'provisioned', reported: true } } },
-    alreadyProvisioned: { type: 'final', entry: { type: 'recordEnd', params: { result: 'already-provisioned', reported: false } } },
-    notOnAzure: { type: 'final', entry: { type: 'recordEnd', params: { result: 'not-on-azure', reported: false } } },
+    alreadyProvisioned: { type: 'final', entry: ['tellSystemdReady', { type: 'recordEnd', params: { result: 'already-provisioned', reported: false } }] },
+    notOnAzure: { type: 'final', entry: ['tellSystemdReady', { type: 'recordEnd', params: { result: 'not-on-azure', reported: false } }] },
     waitingInterrupted: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'waiting-for-reuse', reported: true } } },
     readyNotAccepted: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'failed', reported: false } } },
     markerNotWritten: { type: 'final', tags: [HEALTH_READY], entry: { type: 'recordEnd', params: { result: 'failed', reported: true } } },
@@ -813,7 +850,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
  */
 function osStep(
   id: string,
-  src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'regenerateHostKeys' | 'saveCustomData',
+  src: 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'saveCustomData',
   next: string,
   step: StepName,
   skipTo = next,

@@ -71,8 +71,8 @@ export const IMDS_HEAD_START_MS = 50;
 /** Builds the `actors` map handed to `createProvisioningMachine`. */
 export function provisioningActors(deps: ProvisioningDeps) {
   const { log } = deps;
-  const step = (name: string, run: (input: PlanInput, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string; console?: string }>) =>
-    fromPromise<void, PlanInput>(async ({ input, signal }) => {
+  const step = <In extends { config: Config } = PlanInput>(name: string, run: (input: In, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string; console?: string }>) =>
+    fromPromise<void, In>(async ({ input, signal }) => {
       const started = Date.now();
       const result = await run(input, signal).catch((error: unknown) => {
         if (!signal.aborted) logFailure(log, name, error);
@@ -260,7 +260,12 @@ export function provisioningActors(deps: ProvisioningDeps) {
         throw error;
       }
     }),
-    regenerateHostKeys: step('hostKeys', ({ plan }, signal) => deps.provisioner.regenerateHostKeys(plan.hostname, signal)),
+    // Made while IMDS is asked, after its request has left (as the media read waits): ssh-keygen's fork and its
+    // CPU must not delay the request Ready waits on.
+    regenerateHostKeys: step<{ config: Config }>('hostKeys', async (_input, signal) => {
+      await imdsHeadStart.wait(signal);
+      return deps.provisioner.regenerateHostKeys(signal);
+    }),
     saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
 
     markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {

@@ -35,16 +35,18 @@ export interface HostKey {
   publicKey: string;
 }
 
-/** Replaces the host keys in `dir` (under the context's root) by new ones of `types`; comment `root@<hostname>`. */
+/**
+ * Replaces the host keys in `dir` (under the context's root) by new ones of `types`. They carry no comment: they are
+ * made before the VM's hostname is known (while IMDS is asked), and a comment naming the image's would mislead.
+ */
 export async function regenerateHostKeys(
-  request: { dir: string; types: readonly HostKeyType[]; hostname: string },
+  request: { dir: string; types: readonly HostKeyType[] },
   context: OsContext,
   signal: AbortSignal,
 ): Promise<StepResult> {
   const dir = under(context.root, request.dir);
   if (!existsSync(dir)) return { backend: 'none', detail: `${dir} does not exist: no ssh host keys to replace` };
   const types = [...new Set(request.types)];
-  const comment = `root@${request.hostname}`;
   const warnings: string[] = [];
   let missing = false;
   const generated = await Promise.all(
@@ -53,7 +55,7 @@ export async function regenerateHostKeys(
       await rm(temp, { force: true });
       await rm(`${temp}.pub`, { force: true });
       try {
-        await context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', comment, '-f', temp], { signal, timeoutMs: 60_000 });
+        await context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', temp], { signal, timeoutMs: 60_000 });
         const publicKey = (await readFile(`${temp}.pub`, 'utf8')).trim();
         return { type, temp, publicKey };
       } catch (error) {

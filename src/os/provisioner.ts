@@ -45,8 +45,8 @@ export interface Provisioner {
   configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult>;
   /** Waits until Azure's Guest Proxy Agent reports ready (`azure-proxy-agent --status --wait`). */
   checkProxyAgent(signal: AbortSignal): Promise<StepResult>;
-  /** Replaces the image's SSH host keys by new ones (config `[host_keys]`); comment `root@<hostname>`. */
-  regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult>;
+  /** Replaces the image's SSH host keys by new ones (config `[host_keys]`). */
+  regenerateHostKeys(signal: AbortSignal): Promise<StepResult>;
   /** Saves the custom data and user data held in `secrets` as 0600 root files (config `[custom_data]`). */
   saveCustomData(secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
 }

@@ -152,10 +152,10 @@ export class RealProvisioner implements Provisioner {
     return { backend: 'azure-proxy-agent', detail };
   }
 
-  async regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult> {
+  async regenerateHostKeys(signal: AbortSignal): Promise<StepResult> {
     const cfg = this.config.host_keys;
     if (!cfg.regenerate) return { backend: 'none', detail: 'host key regeneration disabled by config' };
-    return regenerateHostKeys({ dir: cfg.dir, types: cfg.types, hostname: machineHostname(validateHostname(hostname)) }, this.context, signal);
+    return regenerateHostKeys({ dir: cfg.dir, types: cfg.types }, this.context, signal);
   }
 
   /** The user's passwd entry, or USER_MISSING. */

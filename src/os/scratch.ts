@@ -97,12 +97,11 @@ export class ScratchProvisioner extends RealProvisioner {
   }
 
   /** Records the ssh-keygen runs the real backend would make; the scratch tree has no host keys to replace. */
-  override async regenerateHostKeys(hostname: string, signal: AbortSignal): Promise<StepResult> {
+  override async regenerateHostKeys(signal: AbortSignal): Promise<StepResult> {
     const cfg = this.config.host_keys;
-    if (!cfg.regenerate) return super.regenerateHostKeys(hostname, signal);
-    const name = machineHostname(validateHostname(hostname));
+    if (!cfg.regenerate) return super.regenerateHostKeys(signal);
     for (const type of new Set(cfg.types)) {
-      await this.context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', `root@${name}`, '-f', path.posix.join(cfg.dir, `ssh_host_${type}_key`)], { signal });
+      await this.context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', path.posix.join(cfg.dir, `ssh_host_${type}_key`)], { signal });
     }
     return { backend: 'scratch', detail: `new ssh host keys would be made: ${[...new Set(cfg.types)].join(', ')}` };
   }

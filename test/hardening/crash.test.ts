@@ -161,6 +161,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     },
   },
   'provisioning.work': imdsGate,
+  // The host keys are made once the IMDS request has left: done while IMDS is gated.
+  'provisioning.hostKeys': imdsGate,
+  'provisioning.hostKeys.replacing': poller,
+  'provisioning.hostKeys.done': imdsGate,
   'provisioning.work.gathering': imdsGate,
   'provisioning.work.gathering.imds': imdsGate,
   'provisioning.work.gathering.imds.fetching': imdsGate,
@@ -213,7 +217,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   },
   'provisioning.work.configuringOs.account.done': sshdBlocked('account'),
   'provisioning.work.configuringOs.sshd': poller,
-  'provisioning.work.configuringOs.sshd.replacingHostKeys': poller,
+  'provisioning.work.configuringOs.sshd.awaitingHostKeys': {
+    transient:
+      'eventless: the scratch backend makes the host keys while IMDS is gated, long before the OS stage, so its always transition leaves the state in the macrostep that enters it',
+  },
   'provisioning.work.configuringOs.sshd.configuring': midWrite('etc/ssh/sshd_config.d'),
   'provisioning.work.configuringOs.sshd.done': poller,
   'provisioning.work.configuringOs.customData': poller,

@@ -14,7 +14,7 @@ import { apply, oraclePaths } from './oracle-paths.js';
 import { modelEvents, serializeState, shortEvent, type ModelEvent } from './support.js';
 
 const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport', 'poolReadyReport']);
-const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys']);
+const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd']);
 const MARKER_IDS = new Set(['marker', 'pendingMarker', 'provisionedMarker', 'waitingMarker']);
 
 const seenFailure = (f: Failure | null | undefined): SeenFailure | null => {
@@ -75,6 +75,7 @@ function compare(run: Run, oracle: ProvisioningOracle, after: string) {
   eq('actors started', run.gates.map(describeGate).sort(), [...oracle.starts].sort());
   eq('actors in flight', liveIds(run), oracle.live());
   eq('KVP records', run.kvp.map((r) => describeKvp(r.event)), oracle.kvp);
+  eq('systemd told', run.systemd, oracle.systemd);
   eq('run over', run.actor.getSnapshot().status === 'done', oracle.done);
   eq('output', seenOutput(run), oracle.output);
   if (oracle.done && oracle.kvpAlive) eq('KVP writer stopped', run.kvpStopped, true);

@@ -18,8 +18,14 @@
  * - once gathered, when `[azure_proxy_agent] require`, or `enable` and this run's media (the customer's once claimed)
  *   says ProvisionGuestProxyAgent: wait for the Guest Proxy Agent first (its failure fails the run; no answer within
  *   wait_secs + 10 s → PROXY_AGENT_STATUS_FAILURE); then the decisions below.
- * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ sshd,
- *   each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the provisioned marker.
+ * - the SSH host keys are replaced from the start of the work, beside IMDS and the media (they depend on neither);
+ *   their failure fails the run at once; a pool VM leaves them unfinished and makes them again once claimed.
+ * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ (host
+ *   keys done → sshd), each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the
+ *   provisioned marker.
+ * - systemd is told READY (once) when the Ready report or the failure report starts, or when the run ends without
+ *   provisioning (already provisioned, not on Azure): logins never wait for a report. A pool VM waiting to be claimed
+ *   has not told it; stopped while waiting, it never does.
  * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
  *   deadline (`[hostname_publishing] timeout_secs`) is a warning "hostname not published: …" and the run goes on.
  * - any failing step → ProvisioningFailed naming that step (its code), no marker, its exit code.
@@ -49,7 +55,9 @@ export { describeFailure, describePlan, expectedPlan, type SeenFailure, type See
 
 type Lane = string[];
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
-const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['hostKeys', 'sshd'], ['customData']];
+const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
+/** The lane sshd is in: it waits for the host keys, made since the work began. */
+const SSHD_LANE = 2;
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
 const KEYS_LANE: Lane = ['sshKeys'];
 /** The name `--only`/`--skip` give each OS step; publishing the hostname goes with the hostname. */
@@ -69,6 +77,8 @@ export class ProvisioningOracle {
   /** Every actor start so far, described (`readyReport Ready vm=…`, `user imds:azureuser@vm`). */
   starts: string[] = [];
   kvp: string[] = [];
+  /** What systemd was told. */
+  systemd: string[] = [];
   output: SeenOutput | null = null;
   private warnings: string[] = [];
 
@@ -89,6 +99,8 @@ export class ProvisioningOracle {
   private lastImdsError: string | undefined;
   private metadata: InstanceMetadata | null = null;
   private mediaReading = false;
+  /** The host keys are being made (from the start of the work until done, failed or the work is left). */
+  private hostKeys: 'running' | 'over' = 'over';
   private mediaDeadline = 0;
   private mediaFailure: SeenFailure | null = null;
   private media: MediaMetadata | null = null;
@@ -133,6 +145,8 @@ export class ProvisioningOracle {
         break;
       case 'work':
         if (this.inProgress === 'sending') ids.push('inProgressReport');
+        // In the OS stage the host keys head sshd's lane.
+        if (this.hostKeys === 'running' && this.stage !== 'os') ids.push('hostKeys');
         if (this.stage === 'gathering') {
           if (this.imds === 'requesting') ids.push('imds');
           if (this.mediaReading) ids.push('media');
@@ -182,6 +196,7 @@ export class ProvisioningOracle {
     if (this.inProgress === 'backoff') return [];
     return live.filter((id) => {
       if (id === 'inProgressReport') return atStart;
+      if (id === 'hostKeys' && this.stage !== 'os') return atStart;
       // IMDS may answer before the media only on its first attempt: both orders of arrival on every path's first
       // answers, without multiplying the retries' interleavings (arrival-order.test.ts plays every pair both ways).
       if (id === 'imds') return !this.mediaReading || this.lastImdsError === undefined;
@@ -226,12 +241,13 @@ export class ProvisioningOracle {
       return JSON.stringify({ ...common, pool: this.pool, polled: this.pollError !== null, had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code] });
     }
     if (this.phase !== 'work') return JSON.stringify({ ...common, output: this.output });
-    if (coarse) return JSON.stringify({ ...common, stage: this.stage });
+    if (coarse) return JSON.stringify({ ...common, stage: this.stage, hostKeys: this.hostKeys });
     return JSON.stringify({
       ...common,
       // Whether InProgress was accepted or abandoned changes nothing later; only its retry timer does.
       inProgress: this.inProgress === 'backoff',
       imds: this.imds,
+      hostKeys: this.hostKeys,
       retried: this.lastImdsError !== undefined,
       imdsFailure: this.imdsFailure?.code ?? null,
       metadata: this.metadata && { password: !this.metadata.disablePasswordAuthentication, pps: this.metadata.ppsType },
@@ -251,13 +267,19 @@ export class ProvisioningOracle {
         this.config = output as Config;
         return this.enter('platform');
       case 'platform':
-        if (!(output as { onAzure: boolean }).onAzure) return this.end({ state: 'notOnAzure', result: 'not-on-azure', exitCode: 0, reported: false });
+        if (!(output as { onAzure: boolean }).onAzure) {
+          this.tellReady();
+          return this.end({ state: 'notOnAzure', result: 'not-on-azure', exitCode: 0, reported: false });
+        }
         return this.enter('vmId');
       case 'vmId':
         this.vmId = output as string;
         return this.failure ? this.reportFailure() : this.enter('marker');
       case 'marker':
-        if (output === 'provisioned') return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
+        if (output === 'provisioned') {
+          this.tellReady();
+          return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
+        }
         if (output === 'report-pending') return this.reportReady();
         if (output === 'waiting-for-reuse') {
           this.ppsType = 'Running';
@@ -288,8 +310,10 @@ export class ProvisioningOracle {
         this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
         this.warningsBeforeOs = this.warnings.length;
         this.lanes = OS_LANES.map((lane) => lane.filter((id) => !this.skipped(id)));
+        // The host keys, still being made, head sshd's lane: sshd starts once they are done.
+        if (this.hostKeys === 'running') this.lanes[SSHD_LANE]!.unshift('hostKeys');
+        for (const lane of this.lanes) if (lane.length && lane[0] !== 'hostKeys') this.start(lane[0]!);
         if (this.skipped('user')) this.addKeysLane(2);
-        for (const lane of this.lanes) if (lane.length) this.start(lane[0]!);
         return this.osDone();
       }
       case 'poolReadyReport':
@@ -307,6 +331,9 @@ export class ProvisioningOracle {
         this.imdsFailure = null;
         this.lastImdsError = undefined;
         return this.provision();
+      case 'hostKeys':
+        this.hostKeys = 'over';
+        return this.stage === 'os' ? this.laneStepDone(id) : undefined;
       case 'pendingMarker':
         return this.reportReady();
       case 'readyReport':
@@ -507,6 +534,8 @@ export class ProvisioningOracle {
     this.proxyChecked = false;
     this.mediaDeadline = this.now + this.config.provisioning_media.timeout_secs * 1000;
     this.start('media', this.claim ? 'claimed' : '');
+    this.hostKeys = this.skipped('hostKeys') ? 'over' : 'running';
+    if (this.hostKeys === 'running') this.start('hostKeys');
   }
 
   private skipped(id: string): boolean {
@@ -536,6 +565,7 @@ export class ProvisioningOracle {
 
   private reportPoolReady() {
     this.phase = 'pool';
+    this.hostKeys = 'over';
     this.poolDeadline = this.now + this.config.wireserver.total_retry_timeout_secs * 1000;
     this.writeKvp('Ready');
     this.sendPoolReady();
@@ -606,6 +636,7 @@ export class ProvisioningOracle {
   }
 
   private reportReady() {
+    this.tellReady();
     this.phase = 'report';
     this.report = { kind: 'ready', attempt: 'requesting', retryAt: 0, deadline: this.now + this.config.wireserver.total_retry_timeout_secs * 1000 };
     this.writeKvp('Ready');
@@ -613,6 +644,8 @@ export class ProvisioningOracle {
   }
 
   private reportFailure() {
+    this.tellReady();
+    this.hostKeys = 'over';
     this.phase = 'report';
     const budget = this.terminating ? 1500 : this.config.wireserver.total_retry_timeout_secs * 1000;
     this.report = { kind: 'failure', attempt: 'requesting', retryAt: 0, deadline: this.now + budget };
@@ -624,6 +657,10 @@ export class ProvisioningOracle {
     const report = this.report!;
     const id = report.kind === 'ready' ? 'readyReport' : 'failureReport';
     this.start(id, report.kind === 'ready' ? `Ready vm=${this.vmId} pps=${this.ppsType}` : `NotReady/ProvisioningFailed vm=${this.vmId} pps=${this.ppsType} ${describeFailure(this.failure)}`);
+  }
+
+  private tellReady() {
+    if (!this.systemd.includes('READY')) this.systemd.push('READY');
   }
 
   private writeKvp(what: string) {
@@ -639,7 +676,7 @@ export class ProvisioningOracle {
     if (id === 'hostnamePublish') this.publishDeadline = this.now + this.config.hostname_publishing.timeout_secs * 1000;
     const describedDetail =
       detail ??
-      (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys'].includes(id)
+      (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)
         ? describePlan(this.plan)
         : ['marker', 'pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
           ? `vm=${this.vmId}`

@@ -9,7 +9,8 @@ import { BootstateError } from '../../src/errors.js';
 import { pastMarker, startRun, throughOs, type Run } from './harness.js';
 import { MEDIA_CUSTOMER, MEDIA_WITH_USERNAME, METADATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, TEST_CONFIG, VM_ID } from './support.js';
 
-const OS_STEPS = ['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData'];
+/** The steps that apply a plan; the host keys, which need none, are made from the start of each pass. */
+const OS_STEPS = ['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'];
 const POLL_MS = TEST_CONFIG.preprovisioning.poll_interval_secs * 1000;
 const notYet = () => new BootstateError('HTTP_STATUS', 'reprovisiondata answered HTTP 404', { data: [['status', '404']], retryable: true });
 const started = (run: Run, ids: string[]) => run.gates.filter((g) => ids.includes(g.id));
@@ -43,6 +44,8 @@ describe('a pre-provisioned VM of type Running', () => {
 
     expect(run.pending('reprovision').input).toMatchObject({ attempt: 1, previousError: null });
     expect(started(run, OS_STEPS)).toEqual([]);
+    // The host keys begun beside IMDS were given up when the placeholder's pass ended: the customer's pass makes its own.
+    expect(started(run, ['hostKeys']).map((g) => g.signal.aborted)).toEqual([true]);
     expect(run.gates.some((g) => g.id === 'pendingMarker' || g.id === 'readyReport')).toBe(false);
   });
 
@@ -78,9 +81,10 @@ describe('a pre-provisioned VM of type Running', () => {
     const plan = run.pending('validate').input.plan;
     expect(plan).toMatchObject({ username: 'customer', hostname: 'vm-customer', hasCustomData: true, customDataFound: true });
     await throughOs(run);
-    for (const gate of started(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'hostKeys', 'customData'])) {
+    for (const gate of started(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'])) {
       expect(gate.input.plan.username).toBe('customer');
     }
+    expect(started(run, ['hostKeys']).map((g) => [g.signal.aborted, g.settled])).toEqual([[true, false], [false, true]]);
     await run.resolve('pendingMarker');
     expect(run.pending('readyReport').input).toMatchObject({ health: HEALTH_READY, ppsType: 'Running' });
     await run.resolve('readyReport');
@@ -210,12 +214,14 @@ describe('steps left out with --only / --skip', () => {
     await run.resolve('media', null);
     await run.resolve('imds', METADATA);
     await run.resolve('validate', run.pending('validate').input.plan);
-    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname']);
+    expect(started(run, [...OS_STEPS.slice(1), 'hostKeys']).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname']);
     await run.resolve('hostname');
     await run.resolve('hostnamePublish');
+    // sshd waits for the host keys, made since the work began.
+    expect(started(run, ['sshd'])).toEqual([]);
     await run.resolve('hostKeys');
     await run.resolve('sshd');
-    expect(started(run, OS_STEPS.slice(1)).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname', 'sshd']);
+    expect(started(run, [...OS_STEPS.slice(1), 'hostKeys']).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname', 'sshd']);
     await run.resolve('pendingMarker');
     expect(run.pending('readyReport').input.health).toBe(HEALTH_READY);
     expect(run.gates.filter((g) => g.id === 'inProgressReport')[0]!.input.health).toBe(HEALTH_IN_PROGRESS);

@@ -280,11 +280,15 @@ const SEQUENTIAL_REGIONS: Record<string, string[]> = {
  */
 export function mayMove(snapshot: AnyMachineSnapshot, node: AnyStateNode): boolean {
   const context = snapshot.context as ProvisioningContext;
-  if (under(node, 'provisioning.inProgress')) {
-    const workAtStart =
-      snapshot.matches({ provisioning: { work: { gathering: { imds: { fetching: 'requesting' }, media: 'reading' } } } }) &&
-      context.imdsFailure === null;
-    if (!workAtStart) return false;
+  const workAtStart = () =>
+    snapshot.matches({ provisioning: { work: { gathering: { imds: { fetching: 'requesting' }, media: 'reading' } } } }) &&
+    context.imdsFailure === null;
+  if (under(node, 'provisioning.inProgress') && !workAtStart()) return false;
+  // The host keys finish at the start of the work, or in the OS stage as the head of sshd's lane.
+  if (under(node, 'provisioning.hostKeys') && !workAtStart()) {
+    const configuring = snapshot.machine.getStateNodeById('provisioning.provisioning.work.configuringOs') as AnyStateNode;
+    const before = ['hostname', 'account'].map((key) => configuring.states[key] as AnyStateNode);
+    if (!snapshot.matches({ provisioning: { work: 'configuringOs' } }) || !before.every((region) => isFinalChildActive(snapshot, region))) return false;
   }
   if (under(node, 'provisioning.work') && snapshot.matches({ provisioning: { inProgress: 'backoff' } })) return false;
   for (const [parallelPath, order] of Object.entries(SEQUENTIAL_REGIONS)) {

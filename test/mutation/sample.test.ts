@@ -20,9 +20,9 @@ const allNodes = (node: AnyStateNode): AnyStateNode[] => [node, ...Object.values
 describe('mutation check', () => {
   it('kills a mutant caught in an endless loop of eventless transitions instead of hanging with it', async () => {
     const chart = CHARTS.find((c) => c.name === 'provisioning')!;
-    // With the host keys and sshd left out, the region's two steps hand over to each other for ever: never final,
+    // With the host keys and sshd left out, the region's two states hand over to each other for ever: never final,
     // never a step to wait for.
-    const looping = mutantsOf(chart.machine).find((m) => m.id.endsWith('sshd.configuring always[0] retarget → provisioning.provisioning.work.configuringOs.sshd.replacingHostKeys'));
+    const looping = mutantsOf(chart.machine).find((m) => m.id.endsWith('sshd.configuring always[0] retarget → provisioning.provisioning.work.configuringOs.sshd.awaitingHostKeys'));
     expect(looping, 'the looping mutant').toBeDefined();
     const verdict = await (await judgeOf(chart)).judge(looping!);
     expect(verdict.killed).toBe(true);

@@ -1,0 +1,148 @@
+/**
+ * When systemd hears READY=1, path by path, written from issue 26's rule rather than from the chart: logins wait for
+ * everything they need (user, keys, password, sshd drop-in, host keys, hostname) and for nothing else — not for a
+ * report, however long the wireserver refuses it. The host keys are made beside IMDS, and sshd's drop-in waits for
+ * them.
+ */
+import { describe, expect, it } from 'vitest';
+import { HEALTH_FAILED, HEALTH_READY } from '../../machines/provisioning.js';
+import { BootstateError } from '../../src/errors.js';
+import { pastMarker, startRun, type Run } from './harness.js';
+import { METADATA, METADATA_POOL_RUNNING, NOT_ON_AZURE, TEST_CONFIG, VM_ID } from './support.js';
+
+const RETRY_MS = TEST_CONFIG.wireserver.retry_interval_secs * 1000;
+const unavailable = () => new BootstateError('HTTP_STATUS', 'wireserver answered 503', { data: [['status', '503']], retryable: true });
+const imdsDown = () => new BootstateError('HTTP_STATUS', 'IMDS answered 503', { data: [['status', '503']], retryable: true });
+
+async function throughGathering(run: Run) {
+  await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+  await run.resolve('media', null);
+  await run.resolve('imds', METADATA);
+}
+
+describe('READY=1', () => {
+  it('comes once the OS is configured and the report-pending marker is down, and stays while Ready is refused', async () => {
+    const run = startRun();
+    await throughGathering(run);
+    await run.resolve('validate', run.pending('validate').input.plan);
+    for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'hostKeys']) await run.resolve(id);
+    // Everything but the drop-in is in place: not yet.
+    expect(run.systemd).toEqual([]);
+    await run.resolve('sshd');
+    await run.resolve('customData');
+    expect(run.systemd).toEqual([]);
+    await run.resolve('pendingMarker');
+    expect(run.systemd).toEqual(['READY']);
+    expect(run.pending('readyReport').input.health).toBe(HEALTH_READY);
+    // The wireserver refuses for a while: still one READY, and the report goes on being retried.
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      await run.reject('readyReport', unavailable());
+      await run.advance(RETRY_MS);
+    }
+    expect(run.gates.filter((g) => g.id === 'readyReport')).toHaveLength(4);
+    await run.resolve('readyReport');
+    await run.resolve('provisionedMarker');
+    expect(run.systemd).toEqual(['READY']);
+    expect(run.actor.getSnapshot().output).toMatchObject({ result: 'provisioned' });
+  });
+
+  it('comes when provisioning is given up (the IMDS budget), before the failure report is accepted', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.resolve('media', null);
+    await run.resolve('hostKeys');
+    const budget = TEST_CONFIG.imds.total_retry_timeout_secs * 1000;
+    const interval = TEST_CONFIG.imds.retry_interval_secs * 1000;
+    while (run.clock.now() + interval < budget) {
+      await run.reject('imds', imdsDown());
+      expect(run.systemd).toEqual([]);
+      await run.advance(interval);
+    }
+    await run.advance(budget - run.clock.now());
+    expect(run.systemd).toEqual(['READY']);
+    expect(run.pending('failureReport').input).toMatchObject({ health: HEALTH_FAILED, failure: { code: 'TIMEOUT' } });
+    await run.reject('failureReport', unavailable());
+    expect(run.systemd).toEqual(['READY']);
+  });
+
+  it('comes at once when the VM was provisioned in an earlier boot, or is not an Azure VM', async () => {
+    const provisioned = startRun();
+    await pastMarker(provisioned, TEST_CONFIG, VM_ID, 'provisioned');
+    expect(provisioned.systemd).toEqual(['READY']);
+
+    const elsewhere = startRun();
+    await elsewhere.resolve('config', TEST_CONFIG);
+    expect(elsewhere.systemd).toEqual([]);
+    await elsewhere.resolve('platform', NOT_ON_AZURE);
+    expect(elsewhere.systemd).toEqual(['READY']);
+  });
+
+  it('comes for a report-pending VM with its Ready report: the OS was configured in the earlier boot', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'report-pending');
+    expect(run.systemd).toEqual(['READY']);
+    expect(run.pending('readyReport').input.health).toBe(HEALTH_READY);
+  });
+
+  it('does not come while a pool VM waits to be claimed, nor when it is stopped while waiting', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.resolve('media', null);
+    await run.resolve('imds', METADATA_POOL_RUNNING);
+    await run.resolve('poolReadyReport');
+    await run.resolve('waitingMarker');
+    expect(run.pending('reprovision')).toBeDefined();
+    expect(run.systemd).toEqual([]);
+    await run.send({ type: 'TERMINATE' });
+    expect(run.actor.getSnapshot().output).toMatchObject({ result: 'waiting-for-reuse' });
+    expect(run.systemd).toEqual([]);
+  });
+
+  it('comes with the failure report when a step fails, and SIGTERM does not send it twice', async () => {
+    const run = startRun();
+    await throughGathering(run);
+    await run.reject('validate', new BootstateError('INVALID_USERNAME', 'username is not valid'));
+    expect(run.systemd).toEqual(['READY']);
+    await run.send({ type: 'TERMINATE' });
+    expect(run.systemd).toEqual(['READY']);
+  });
+});
+
+describe('the host keys', () => {
+  it('are made from the start of the work, beside IMDS and the media, and sshd waits for them', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    expect(run.pending('hostKeys').input).toEqual({ config: TEST_CONFIG });
+    expect(run.pending('imds')).toBeDefined();
+    await run.resolve('media', null);
+    await run.resolve('imds', METADATA);
+    await run.resolve('validate', run.pending('validate').input.plan);
+    for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys']) await run.resolve(id);
+    expect(run.gates.some((g) => g.id === 'sshd')).toBe(false);
+    await run.resolve('hostKeys');
+    expect(run.pending('sshd').input.plan.username).toBe(METADATA.adminUsername);
+  });
+
+  it('made before the plan is ready let sshd start with the other OS steps', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    await run.resolve('hostKeys');
+    await run.resolve('media', null);
+    await run.resolve('imds', METADATA);
+    await run.resolve('validate', run.pending('validate').input.plan);
+    expect(run.pending('sshd')).toBeDefined();
+    for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'customData']) await run.resolve(id);
+    await run.resolve('pendingMarker');
+    expect(run.systemd).toEqual(['READY']);
+  });
+
+  it('that cannot be made fail the run at once, naming the step, with IMDS abandoned', async () => {
+    const run = startRun();
+    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const imds = run.pending('imds');
+    await run.reject('hostKeys', new BootstateError('HOST_KEYS_FAILED', 'no host key could be made'));
+    expect(imds.signal.aborted).toBe(true);
+    expect(run.pending('failureReport').input.failure).toMatchObject({ code: 'HOST_KEYS_FAILED' });
+    expect(run.systemd).toEqual(['READY']);
+  });
+});
