@@ -29,6 +29,8 @@ export interface SdNotifierOptions {
   runner?: Runner;
   /** Told once when messages cannot be delivered (no addon and no systemd-notify, or the socket refuses them). */
   warn?(message: string): void;
+  /** Monotonic milliseconds, for the start deadline already granted. */
+  now?: () => number;
 }
 
 export class SdNotifier {
@@ -42,6 +44,9 @@ export class SdNotifier {
   private readonly warnOnce: (message: string) => void;
   private readySent = false;
   private lastStatus: string | null = null;
+  /** Until when (this.now) the extensions sent so far keep the start job alive; systemd never shortens it. */
+  private extendedUntil = -Infinity;
+  private readonly now: () => number;
   private dead = false;
   /** Fallback sends, one after another so systemd sees them in order. */
   private queue: Promise<void> = Promise.resolve();
@@ -63,6 +68,7 @@ export class SdNotifier {
     this.addon = options.addon ?? nativeAddon;
     this.command = options.systemdNotify ?? 'systemd-notify';
     this.runner = options.runner ?? run;
+    this.now = options.now ?? (() => performance.now());
     let warned = false;
     this.warnOnce = (message) => {
       if (warned) return;
@@ -90,7 +96,8 @@ export class SdNotifier {
 
   /**
    * `STATUS=text`, unless it is the line already shown; with `extendUsec` (before READY only: systemd ignores it
-   * afterwards) also `EXTEND_TIMEOUT_USEC=`, the start timeout from now on, which is sent even for the same text.
+   * afterwards) also `EXTEND_TIMEOUT_USEC=`, the start timeout from now on, when that moves the deadline on by more
+   * than a second (systemd only ever moves it later).
    */
   status(text: string, extendUsec?: number): void {
     const fields: string[] = [];
@@ -98,13 +105,21 @@ export class SdNotifier {
       this.lastStatus = text;
       fields.push(`STATUS=${oneLine(text)}`);
     }
-    if (extendUsec !== undefined && !this.readySent) fields.push(`EXTEND_TIMEOUT_USEC=${Math.max(1, Math.ceil(extendUsec))}`);
+    if (extendUsec !== undefined && !this.readySent) fields.push(...this.extension(extendUsec));
     if (fields.length) this.send(fields);
   }
 
-  /** `EXTEND_TIMEOUT_USEC=usec` alone. */
+  /** `EXTEND_TIMEOUT_USEC=usec` alone, when it moves the start deadline on. */
   extendTimeout(usec: number): void {
-    this.send([`EXTEND_TIMEOUT_USEC=${Math.max(1, Math.ceil(usec))}`]);
+    const fields = this.extension(usec);
+    if (fields.length) this.send(fields);
+  }
+
+  private extension(usec: number): string[] {
+    const until = this.now() + usec / 1000;
+    if (until <= this.extendedUntil + 1000) return [];
+    this.extendedUntil = until;
+    return [`EXTEND_TIMEOUT_USEC=${Math.max(1, Math.ceil(usec))}`];
   }
 
   /** Resolves once every fallback send has ended (the addon's are synchronous). */

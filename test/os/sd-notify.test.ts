@@ -57,13 +57,17 @@ describe("the native addon's notify", () => {
 });
 
 describe('SdNotifier', () => {
-  it('sends READY=1 once, a STATUS line only when it changes, and EXTEND_TIMEOUT_USEC only before READY', async () => {
+  it('sends READY=1 once, a STATUS line only when it changes, and EXTEND_TIMEOUT_USEC only before READY and when it moves the deadline on', async () => {
     const r = await receiver(path.join(dir, 'notify'));
-    const notify = new SdNotifier({ socket: r.address });
+    let now = 0;
+    const notify = new SdNotifier({ socket: r.address, now: () => now });
     notify.status('waiting for IMDS: attempt 1, 300 s left', 310_000_000);
     notify.status('waiting for IMDS: attempt 1, 300 s left');
+    now = 5_000;
     notify.status('waiting for IMDS: attempt 1, 300 s left', 305_000_000.4);
-    notify.status('configuring the OS');
+    notify.status('waiting for IMDS: attempt 2, 295 s left', 300_000_000);
+    now = 10_000;
+    notify.status('configuring the OS', 310_000_000);
     notify.ready();
     notify.ready();
     notify.status('reporting Ready: attempt 2', 10_000_000);
@@ -71,8 +75,8 @@ describe('SdNotifier', () => {
     await r.waitFor((m) => m.lines.includes('STATUS=provisioned'));
     expect(r.messages().map((m) => m.lines)).toEqual([
       ['STATUS=waiting for IMDS: attempt 1, 300 s left', 'EXTEND_TIMEOUT_USEC=310000000'],
-      ['EXTEND_TIMEOUT_USEC=305000001'],
-      ['STATUS=configuring the OS'],
+      ['STATUS=waiting for IMDS: attempt 2, 295 s left'],
+      ['STATUS=configuring the OS', 'EXTEND_TIMEOUT_USEC=310000000'],
       ['READY=1'],
       ['STATUS=reporting Ready: attempt 2'],
       ['STATUS=provisioned'],
