@@ -12,6 +12,8 @@ export interface NotifyMessage {
   lines: string[];
   /** The receiver's CLOCK_MONOTONIC seconds when it arrived. */
   at: number;
+  /** Milliseconds since the epoch when it arrived (to compare with the fake fabric's `receivedAt`). */
+  wallMs: number;
 }
 
 export interface NotifyReceiver {
@@ -47,8 +49,8 @@ export async function startNotifyReceiver(address: string, options: { netns?: st
         buffer = buffer.slice(newline + 1);
         if (line === 'listening') resolve();
         else {
-          const parsed = JSON.parse(line) as { pid: number | null; data: string; at: number };
-          received.push({ pid: parsed.pid, lines: parsed.data.split('\n').filter(Boolean), at: parsed.at });
+          const parsed = JSON.parse(line) as { pid: number | null; data: string; at: number; wall: number };
+          received.push({ pid: parsed.pid, lines: parsed.data.split('\n').filter(Boolean), at: parsed.at, wallMs: parsed.wall * 1000 });
         }
       }
     });
