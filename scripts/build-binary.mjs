@@ -24,8 +24,8 @@ execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { env: { ...pr
 
 // Every script, the caches the build's provisioning run wrote, the files the scripts read as bytes, Graphviz.
 const assets = {};
-// The executable runs on its build's architecture only: one flock addon.
-const ownAddon = (name) => !name.startsWith('flock-') || name === `flock-${process.arch}.node`;
+// The executable runs on its build's architecture only: one native addon.
+const ownAddon = (name) => !name.startsWith('native-') || name === `native-${process.arch}.node`;
 for (const name of [...SCRIPTS.map(scriptFile), ...Object.keys(bundledAssets()).filter(ownAddon), VIZ_FILE]) assets[name] = join(dist, name);
 // The caches go in as copies whose key lines the loop below pads (scripts/loader.cjs reads them up to the newline).
 const caches = mkdtempSync(join(tmpdir(), 'bootstate-sea-caches-'));

@@ -1,7 +1,7 @@
-// Compiles src/native/flock.c into build/native/flock-<arch>.node for x64 and arm64 with the C compilers at hand
+// Compiles src/native/native.c into build/native/native-<arch>.node for x64 and arm64 with the C compilers at hand
 // (cc for this machine; Debian's gcc-x86-64-linux-gnu / gcc-aarch64-linux-gnu cross compilers for the other).
 // N-API needs only Node's headers, no linking against node, so a plain compiler call does what node-gyp would.
-// An architecture with no compiler is skipped with a note: bootstate then falls back to flock(1) there.
+// An architecture with no compiler is skipped with a note: bootstate then falls back to flock(1) and systemd-notify(1) there.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { arch } from 'node:os';
@@ -33,17 +33,17 @@ export function buildNativeAddons() {
   const include = nodeHeaders();
   const built = {};
   if (!include) {
-    process.stderr.write("build-native: Node's headers (node_api.h) not found; bootstate uses flock(1) instead of the addon\n");
+    process.stderr.write("build-native: Node's headers (node_api.h) not found; bootstate uses flock(1) and systemd-notify(1) instead of the addon\n");
     return built;
   }
   for (const target of ARCHES) {
     const cc = compilerFor(target);
     if (!cc) {
-      process.stderr.write(`build-native: no C compiler for ${target} (apt-get install gcc-${TRIPLES[target].replace(/_/g, '-')}); bootstate uses flock(1) there\n`);
+      process.stderr.write(`build-native: no C compiler for ${target} (apt-get install gcc-${TRIPLES[target].replace(/_/g, '-')}); bootstate uses flock(1) and systemd-notify(1) there\n`);
       continue;
     }
-    const out = join(NATIVE_DIR, `flock-${target}.node`);
-    execFileSync(cc, ['-Os', '-s', '-shared', '-fPIC', '-fvisibility=hidden', '-Wall', '-Werror', '-I', include, '-o', out, join(root, 'src/native/flock.c')], { stdio: 'inherit' });
+    const out = join(NATIVE_DIR, `native-${target}.node`);
+    execFileSync(cc, ['-Os', '-s', '-shared', '-fPIC', '-fvisibility=hidden', '-Wall', '-Werror', '-I', include, '-o', out, join(root, 'src/native/native.c')], { stdio: 'inherit' });
     built[target] = readFileSync(out);
   }
   return built;

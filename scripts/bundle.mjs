@@ -69,7 +69,7 @@ const lazyFsPromises = {
  */
 const require = createRequire(import.meta.url);
 
-/** The assets: name → bytes. The flock addons are what scripts/build-native.mjs compiled, per architecture. */
+/** The assets: name → bytes. The native addons are what scripts/build-native.mjs compiled, per architecture. */
 export function assets() {
   const llhttp = join(root, 'node_modules/undici/lib/llhttp');
   const files = {
@@ -78,7 +78,7 @@ export function assets() {
   };
   for (const arch of ['x64', 'arm64']) {
     try {
-      files[`flock-${arch}.node`] = readFileSync(join(root, `build/native/flock-${arch}.node`));
+      files[`native-${arch}.node`] = readFileSync(join(root, `build/native/native-${arch}.node`));
     } catch (error) {
       if (error.code !== 'ENOENT') throw error;
     }

@@ -23,7 +23,9 @@ import type { PlatformCheck } from './os/platform.js';
 import type { VmId } from './os/vmid.js';
 import { RealProvisioner } from './os/real.js';
 import { ScratchProvisioner } from './os/scratch.js';
+import { SdNotifier } from './os/sd-notify.js';
 import { SecretStore } from './secrets.js';
+import { SystemdStatus } from './actors/systemd-status.js';
 import { Sinks } from './sinks.js';
 import { markerStore, type CaughtSignals, type LoadedConfig, type LockOutcome, type ProvisionOptions, type ProvisionResult } from './provision.js';
 
@@ -66,11 +68,15 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   }
   if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
 
+  // Under Type=notify: READY=1 when the chart says so (systemdNotifier), and before exit in any case, since a
+  // process that exits without it fails the start; STATUS= lines from what the chart is doing.
+  const systemd = SdNotifier.fromEnvironment({ warn: (message) => log.warn({ step: 'systemd' }, message) });
   for (const warning of lock.warnings) log.warn({ step: 'lock', code: warning.code, reason: warning.reason }, warning.message);
   if (lock.refused) {
     // The instance holding the lock reports; a second report from here could only contradict it.
     const failure = toFailure(lock.refused.error);
     log.error({ code: failure.code, reason: failure.reason }, (lock.refused.error as Error).message);
+    await readyBeforeExit(systemd);
     closeLog();
     return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [], sinksOff: sinks.off, kvpReport: 'off' };
   }
@@ -115,6 +121,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
     reports,
     kvp,
     onKvpReport: ({ written, error }) => (kvpReport = written ? 'written' : `failed: ${error}`),
+    systemd,
     onVmId: (vmId) => {
       kvp?.setVmId(vmId);
       if (config.journal.enable && !journal && sinks.isOn('journal')) {
@@ -137,6 +144,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   const observeTransitions = transitions ? sinks.observer('kvp telemetry', (event: InspectionEvent) => transitions.inspect(event)) : null;
   const observeLive = live ? sinks.observer('live inspector', (event: InspectionEvent) => live!.inspect(event)) : null;
   const observeCaller = options.inspect ? sinks.observer('inspect', options.inspect) : null;
+  const status = systemd.active ? new SystemdStatus(systemd) : null;
   const actor = createActor(createProvisioningMachine(actors), {
     input: { config, groups: options.groups },
     inspect: (event) => {
@@ -144,6 +152,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
       observeTransitions?.(event);
       observeLive?.(event);
       observeCaller?.(event);
+      status?.inspect(event);
     },
   });
 
@@ -203,6 +212,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   first?.drop();
   await closeAll();
   instance?.release();
+  await readyBeforeExit(systemd);
   closeLog();
   return {
     ...output,
@@ -212,6 +222,15 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
     sinksOff: sinks.off,
     kvpReport,
   };
+}
+
+/**
+ * The safety net under the chart's `systemd.ready`: a Type=notify process that exits without READY=1 fails its
+ * start, whatever its exit code says.
+ */
+async function readyBeforeExit(systemd: SdNotifier): Promise<void> {
+  systemd.ready();
+  await systemd.flush();
 }
 
 /** What the end-of-run lines read from the chart's final context. */

@@ -11,6 +11,7 @@ import {
   type PollInput,
   type ProvisioningPlan,
   type ReportInput,
+  type SystemdEvent,
 } from '../../machines/provisioning.js';
 import type { FirstImdsRequest } from '../azure/first-imds-request.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../azure/imds.js';
@@ -26,6 +27,7 @@ import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
 import { checkPlatform, type PlatformCheck } from '../os/platform.js';
 import { readVmId, type VmId } from '../os/vmid.js';
+import type { SdNotifier } from '../os/sd-notify.js';
 import type { SecretStore } from '../secrets.js';
 import { headStart } from '../head-start.js';
 import type { ReportBook } from './report-book.js';
@@ -61,6 +63,8 @@ export interface ProvisioningDeps {
   onVmId?(vmId: string): void;
   /** Called after each KVP report attempt: written, or the reason it was not. */
   onKvpReport?(outcome: { written: boolean; error?: string }): void;
+  /** The service manager, told READY=1 when the chart says logins may start; absent or inactive outside systemd. */
+  systemd?: Pick<SdNotifier, 'ready'>;
 }
 
 type PlanInput = { config: Config; plan: ProvisioningPlan };
@@ -122,6 +126,15 @@ export function provisioningActors(deps: ProvisioningDeps) {
         deps.onKvpReport?.({ written, error });
       });
       // No flush on stop: the runner flushes once after the final state, with the final state's span included.
+      return undefined;
+    }),
+
+    // Lives as long as the run, like the KVP writer: the chart sends `systemd.ready` on entering the states where
+    // everything a login needs is in place or provisioning has definitively failed.
+    systemdNotifier: fromCallback<SystemdEvent>(({ receive }) => {
+      receive((event) => {
+        if (event.type === 'systemd.ready') deps.systemd?.ready();
+      });
       return undefined;
     }),
 

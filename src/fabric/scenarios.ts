@@ -78,6 +78,17 @@ export const SCENARIOS = {
   'pps-unclaimed': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Running' }),
   /** A pool VM of a type this agent cannot serve. */
   'pps-savable': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Savable' }),
+  /** IMDS answers 503 to every request, which is retryable: the agent retries until its IMDS budget is spent. */
+  'imds-unavailable': (fabric: FakeFabric) => fabric.setImds({ status: 503, body: { error: 'Service Unavailable' } }),
+  /** The first three Ready reports get 503 (retryable); the fourth is accepted. */
+  'ready-unavailable-3': (fabric: FakeFabric) => {
+    let unavailable = 3;
+    fabric.setWireserver((request) => {
+      if (!request.body.includes('"state":"Ready"') || unavailable === 0) return 'ok';
+      unavailable -= 1;
+      return { status: 503, body: 'Service Unavailable' };
+    });
+  },
   /** The first Ready report is refused with 403; later ones are accepted. */
   'ready-rejected-once': (fabric: FakeFabric) => {
     let rejected = false;

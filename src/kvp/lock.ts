@@ -2,7 +2,7 @@
  * `flock(2)` on a pool file (and the instance lock). flock locks belong to the open file description, not the
  * process, which is what cloud-init and azure-init (both `flock` writers) exclude each other with.
  *
- * The call itself is made by a tiny embedded N-API addon (src/native/flock-addon.ts) — no fork, well under a
+ * The call itself is made by a tiny embedded N-API addon (src/native/native-addon.ts) — no fork, well under a
  * millisecond. Where the addon cannot load, util-linux `flock(1)` does it instead: a child that inherits our
  * descriptor as its fd 3 and runs `flock -x 3` locks *our* description, and the lock stays held after the child
  * exits until `flock -u 3` runs the same way or we close the descriptor. Each spawn forks the whole Node process
@@ -15,7 +15,7 @@
 import fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { BootstateError } from '../errors.js';
-import { flockAddon, LOCK_EX, LOCK_SH, LOCK_UN } from '../native/flock-addon.js';
+import { LOCK_EX, LOCK_SH, LOCK_UN, nativeAddon } from '../native/native-addon.js';
 
 export type LockMode = 'exclusive' | 'shared';
 
@@ -39,7 +39,7 @@ function conflict(options: LockOptions, what: string): BootstateError {
 
 /** true when the addon did it; false when flock(1) has to. */
 function nativeFlock(fd: number, op: number, options: LockOptions, what: string): boolean {
-  const addon = options.flockPath === undefined ? flockAddon() : null;
+  const addon = options.flockPath === undefined ? nativeAddon() : null;
   if (!addon) return false;
   const errno = addon.flock(fd, op, Math.max(0, options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS));
   if (errno === 0) return true;

@@ -61,8 +61,9 @@ export interface Vm {
   /**
    * Runs the agent once, as a boot of this VM would (with `args`, e.g. a dry run). With `terminateWhen` (a shell
    * condition evaluated inside the VM), the agent gets SIGTERM once the condition holds, as a shutdown would send it.
+   * `env` adds to the agent's environment (e.g. NOTIFY_SOCKET, as systemd gives a Type=notify unit).
    */
-  boot(args?: string[], options?: { terminateWhen?: string }): Promise<BootResult>;
+  boot(args?: string[], options?: { terminateWhen?: string; env?: NodeJS.ProcessEnv }): Promise<BootResult>;
   /** Every request the fabric received so far, in arrival order. */
   requests(): Promise<RecordedRequest[]>;
   /** `state` or `state/subStatus` of each health report so far. */
@@ -113,7 +114,7 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
       const text = await readFile(path.join(sandbox.root, 'argv.log'), 'utf8').catch(() => '');
       return text.split('\n').filter(Boolean).map((line) => line.split('\0'));
     },
-    async boot(args: string[] = [], bootOptions: { terminateWhen?: string } = {}) {
+    async boot(args: string[] = [], bootOptions: { terminateWhen?: string; env?: NodeJS.ProcessEnv } = {}) {
       const started = performance.now();
       const script = bootOptions.terminateWhen
         ? `PATH="$E2E_SHIMS:$PATH" "$@" & pid=$!; until ${bootOptions.terminateWhen}; do sleep 0.05; done; kill -TERM $pid; wait $pid; rc=$?; hostname > /run/.e2e-uts-hostname; exit $rc`
@@ -125,7 +126,12 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
         {
           netns: ns.name,
           timeoutMs: 120_000,
-          env: { E2E_SHIMS: shims, BOOTSTATE_CONFIG: undefined, BOOTSTATE_USER_GROUPS: undefined, BOOTSTATE_LOG: undefined },
+          env: {
+            E2E_SHIMS: shims, BOOTSTATE_CONFIG: undefined, BOOTSTATE_USER_GROUPS: undefined, BOOTSTATE_LOG: undefined,
+            // Never the socket of whatever started the test run; a test gives its own receiver's in `env`.
+            NOTIFY_SOCKET: undefined,
+            ...bootOptions.env,
+          },
         },
       );
       const uts = await readFile(sandbox.hostPath('/run/.e2e-uts-hostname'), 'utf8').catch(() => '');
@@ -142,12 +148,20 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
  * Starts serve.ts inside `netns` on 169.254.169.254:80 and 168.63.129.16:80/32526; resolves once it listens.
  * `imdsDoc` is a file with the IMDS document to serve instead of the scenario's.
  */
-export async function startFabric(netns: string, scenario: string, record: string, imdsDoc?: string, imdsDelayMs?: number): Promise<ChildProcess> {
+export async function startFabric(
+  netns: string,
+  scenario: string,
+  record: string,
+  imdsDoc?: string,
+  imdsDelayMs?: number,
+  options: { healthUnavailableWhile?: string } = {},
+): Promise<ChildProcess> {
   const argv = [
     'ip', 'netns', 'exec', netns, process.execPath, '--import', 'tsx', SERVE,
     '--imds', '169.254.169.254:80', '--wireserver', '168.63.129.16:80', '--host-plugin', '168.63.129.16:32526',
     '--record', record, '--scenario', scenario, ...(imdsDoc ? ['--imds-doc', imdsDoc] : []),
     ...(imdsDelayMs ? ['--imds-delay-ms', String(imdsDelayMs)] : []),
+    ...(options.healthUnavailableWhile ? ['--health-unavailable-while', options.healthUnavailableWhile] : []),
   ];
   const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

@@ -3,13 +3,13 @@
  *
  *   npx tsx test/fabric/serve.ts --imds 169.254.169.254:80 --wireserver 168.63.129.16:80 \
  *     --host-plugin 168.63.129.16:32526 --record /tmp/requests.jsonl [--scenario happy] [--imds-doc FILE] \
- *     [--imds-delay-ms N]
+ *     [--imds-delay-ms N] [--health-unavailable-while FILE]
  *
  * Prints one JSON line `{"ready":true,...}` once every service listens, appends each request to the record file
  * as a JSON line, and exits on SIGTERM/SIGINT. `FAKE_FABRIC_SCENARIO` and `FAKE_FABRIC_IMDS_DOC` stand in for
  * the two options when they are not given.
  */
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { type Listen, startFakeFabric } from '../../src/fabric/fake-fabric.js';
 import { applyScenario } from '../../src/fabric/scenarios.js';
@@ -32,6 +32,8 @@ const { values } = parseArgs({
     'imds-doc': { type: 'string' },
     /** Every IMDS answer waits N ms first, whatever the scenario answers then. */
     'imds-delay-ms': { type: 'string' },
+    /** Every health POST gets 503 while FILE exists (a test removes it to let the reports through). */
+    'health-unavailable-while': { type: 'string' },
   },
 });
 
@@ -48,6 +50,8 @@ const fabric = await startFakeFabric({
 applyScenario(fabric, scenario);
 if (docFile) fabric.setImdsDocument(JSON.parse(readFileSync(docFile, 'utf8')));
 if (values['imds-delay-ms']) fabric.delayImds(Number(values['imds-delay-ms']));
+const unavailableWhile = values['health-unavailable-while'];
+if (unavailableWhile) fabric.setWireserver(() => (existsSync(unavailableWhile) ? { status: 503, body: 'Service Unavailable' } : 'ok'));
 
 process.stdout.write(
   `${JSON.stringify({

@@ -110,9 +110,9 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     const opened = await provisionTraced('openat', '--scratch');
     expect(opened).toContain('bootstate-provision.bundle.js');
     expect(opened).toContain('bootstate-run.bundle.js');
-    // undici's HTTP parser and the flock addon come as files beside the scripts, not as base64 inside them.
+    // undici's HTTP parser and the native addon come as files beside the scripts, not as base64 inside them.
     expect(opened).toContain('llhttp_simd.wasm');
-    expect(opened).toContain(`flock-${process.arch}.node`);
+    expect(opened).toContain(`native-${process.arch}.node`);
     expect(opened).not.toContain('bootstate-commands.bundle.js');
     expect(opened).not.toMatch(/"[^"]*llhttp\.wasm"/);
   });

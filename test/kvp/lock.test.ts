@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
 import { type LockOptions, lockFd, unlockFd, withExclusiveLock, withSharedLock } from '../../src/kvp/lock.js';
-import { flockAddonStatus } from '../../src/native/flock-addon.js';
+import { nativeAddonStatus } from '../../src/native/native-addon.js';
 import { python, tempDir } from './helpers.js';
 
 let dir: string;
@@ -21,7 +21,7 @@ const probe = (mode: 'ex' | 'sh') => python('lock-probe.py', [pool, mode]).trim(
 describe('the flock(2) addon', () => {
   it('loads here (npm run build compiles it for this architecture) and leaves no file behind', () => {
     const before = fs.readdirSync('/run').filter((name) => name.startsWith('bootstate-native-'));
-    expect(flockAddonStatus()).toBe('loaded');
+    expect(nativeAddonStatus()).toBe('loaded');
     expect(fs.readdirSync('/run').filter((name) => name.startsWith('bootstate-native-'))).toEqual(before);
   });
 });

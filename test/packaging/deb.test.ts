@@ -137,9 +137,16 @@ describe('the .deb', () => {
 describe('the first-boot unit', () => {
   const unit = () => unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate.service'));
 
-  it('runs once, to completion, as /usr/bin/bootstate provision', () => {
-    expect(unit()['Service.Type']).toEqual(['oneshot']);
+  it('runs once as /usr/bin/bootstate provision, and is active once the agent itself says READY=1', () => {
+    expect(unit()['Service.Type']).toEqual(['notify']);
+    expect(unit()['Service.NotifyAccess']).toEqual(['main']);
+    expect(unit()['Service.RemainAfterExit']).toEqual(['yes']);
     expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'provision']);
+  });
+
+  it('bounds the start (the agent extends it while it waits within its budgets) and leaves the stop room for the failure report', () => {
+    expect(unit()['Service.TimeoutStartSec']).toEqual(['90s']);
+    expect(unit()['Service.TimeoutStopSec']).toEqual(['15s']);
   });
 
   it('waits for the network and finishes before sshd and logins start', () => {

@@ -1,9 +1,10 @@
 /**
- * The flock(2) addon (src/native/flock.c), shipped beside the built program's scripts (or in the SEA's assets) and
+ * The native addon (src/native/native.c: flock(2), and the sd_notify datagram), shipped beside the built program's scripts (or in the SEA's assets) and
  * loaded once per process. The shared object is written into a fresh directory that mkdtemp creates 0700 for us
  * alone, checked to be ours, dlopen'ed and unlinked at once with its directory, so no path to it outlives the load
  * and no other user can swap it in between. When it cannot load (no build for this architecture, every candidate
- * directory noexec, an old kernel), the caller falls back to flock(1); `flockAddonStatus()` says why.
+ * directory noexec, an old kernel), the callers fall back to flock(1) and systemd-notify(1); `nativeAddonStatus()`
+ * says why.
  */
 import { closeSync, constants, lstatSync, mkdtempSync, openSync, readFileSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,43 +12,46 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundled, bundledAsset } from '../bundled-asset.js';
 
-export interface FlockAddon {
+export interface NativeAddon {
   /** flock(2) on `fd`; op 1 shared, 2 exclusive, 8 unlock; waits up to `timeoutMs`. Returns 0 or an errno. */
   flock(fd: number, op: number, timeoutMs: number): number;
+  /** One datagram holding `message` to the AF_UNIX socket `socketPath` (`@name`: abstract). Returns 0 or an errno. */
+  notify(socketPath: string, message: string): number;
 }
 
 export const LOCK_SH = 1;
 export const LOCK_EX = 2;
 export const LOCK_UN = 8;
 
-let loaded: { addon: FlockAddon | null; status: string } | undefined;
+let loaded: { addon: NativeAddon | null; status: string } | undefined;
 
-/** The addon, loading it on first use; null when it cannot be loaded here (see flockAddonStatus). */
-export function flockAddon(): FlockAddon | null {
+/** The addon, loading it on first use; null when it cannot be loaded here (see nativeAddonStatus). */
+export function nativeAddon(): NativeAddon | null {
   loaded ??= load();
   return loaded.addon;
 }
 
 /** 'loaded', or why the addon is not in use. */
-export function flockAddonStatus(): string {
+export function nativeAddonStatus(): string {
   loaded ??= load();
   return loaded.status;
 }
 
 function addonBytes(): Buffer | null {
-  if (bundled) return bundledAsset(`flock-${process.arch}.node`);
+  if (bundled) return bundledAsset(`native-${process.arch}.node`);
   // Unbundled (tsx, vitest): what `npm run build` compiled.
   try {
-    return readFileSync(fileURLToPath(new URL(`../../build/native/flock-${process.arch}.node`, import.meta.url)));
+    return readFileSync(fileURLToPath(new URL(`../../build/native/native-${process.arch}.node`, import.meta.url)));
   } catch {
     return null;
   }
 }
 
-function load(): { addon: FlockAddon | null; status: string } {
-  if (process.env.BOOTSTATE_FLOCK === 'flock(1)') return { addon: null, status: 'disabled by BOOTSTATE_FLOCK' };
+function load(): { addon: NativeAddon | null; status: string } {
+  // For tests of the fallbacks (flock(1), systemd-notify(1)) on a machine where the addon loads.
+  if (process.env.BOOTSTATE_NATIVE === 'off') return { addon: null, status: 'disabled by BOOTSTATE_NATIVE=off' };
   const bytes = addonBytes();
-  if (!bytes) return { addon: null, status: `no flock addon built for ${process.arch}` };
+  if (!bytes) return { addon: null, status: `no native addon built for ${process.arch}` };
   const failures: string[] = [];
   // /run is a root-only tmpfs on systemd machines and rarely noexec; /tmp and $TMPDIR come next.
   for (const base of [...new Set([process.env.RUNTIME_DIRECTORY, '/run', tmpdir()])]) {
@@ -58,12 +62,12 @@ function load(): { addon: FlockAddon | null; status: string } {
       failures.push(`${base}: ${(error as Error).message}`);
     }
   }
-  return { addon: null, status: `flock addon not loadable (${failures.join('; ')})` };
+  return { addon: null, status: `native addon not loadable (${failures.join('; ')})` };
 }
 
-function loadFrom(base: string, bytes: Buffer): FlockAddon {
+function loadFrom(base: string, bytes: Buffer): NativeAddon {
   const dir = mkdtempSync(join(base, 'bootstate-native-'));
-  const file = join(dir, 'flock.node');
+  const file = join(dir, 'native.node');
   try {
     // A sticky or root-only parent keeps anyone else from replacing the directory after this check.
     const dirStat = lstatSync(dir);
@@ -77,10 +81,12 @@ function loadFrom(base: string, bytes: Buffer): FlockAddon {
     } finally {
       closeSync(fd);
     }
-    const module = { exports: {} as Partial<FlockAddon> };
+    const module = { exports: {} as Partial<NativeAddon> };
     process.dlopen(module, file);
-    if (typeof module.exports.flock !== 'function') throw new Error('the addon exports no flock function');
-    return module.exports as FlockAddon;
+    if (typeof module.exports.flock !== 'function' || typeof module.exports.notify !== 'function') {
+      throw new Error('the addon does not export flock and notify');
+    }
+    return module.exports as NativeAddon;
   } finally {
     try {
       unlinkSync(file);
