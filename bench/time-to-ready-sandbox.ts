@@ -93,14 +93,15 @@ async function captureCommands(build: Build, config: string): Promise<string[][]
   const trace = join(work, 'execve.trace');
   await timeInSandbox(['strace', '-f', '-qq', '-v', '-s', '65535', '-e', 'trace=execve', '-o', trace, ...build.argv, 'provision', '--config', config], 'strace');
   const commands: string[][] = [];
-  // Two processes exec'ing at once split a call: `PID execve(…) <unfinished ...>`, then `PID <... execve resumed>) = 0`.
+  // Two processes exec'ing at once split a call: `PID execve(…) <unfinished ...>`, then `PID <... execve resumed>) = 0`,
+  // where strace pads the short line to align its `= 0`.
   const unfinished = new Map<string, RegExpExecArray>();
   for (const line of readFileSync(trace, 'utf8').split('\n').slice(1)) {
     const pid = /^(\d+) /.exec(line)?.[1] ?? '';
-    let match = /execve\("([^"]+)", (\[.*?\]), .*\) = 0$/.exec(line);
+    let match = /execve\("([^"]+)", (\[.*?\]), .*\)\s+= 0$/.exec(line);
     const started = /execve\("([^"]+)", (\[.*?\]), .*<unfinished \.\.\.>$/.exec(line);
     if (started) unfinished.set(pid, started);
-    if (/<\.\.\. execve resumed>.*\) = 0$/.test(line)) match = unfinished.get(pid) ?? null;
+    if (/<\.\.\. execve resumed>.*\)\s+= 0$/.test(line)) match = unfinished.get(pid) ?? null;
     if (!match) continue;
     const argv = JSON.parse(match[2]) as string[];
     if (!NOT_PROVISIONING.has(basename(match[1]))) commands.push([match[1], ...argv.slice(1)]);
