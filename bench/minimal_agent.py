@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """The minimal straight-line agent bootstate is measured against (bench/time-to-ready-sandbox.ts).
 
-One IMDS GET, useradd, passwd -l, the SSH keys, an sshd drop-in, the hostname, one Ready POST, exit — in that
-order, with no retries, no validation, no markers, no locks, no telemetry and no error handling: the least a
-first boot can do. Standard library only.
+One IMDS GET, useradd, passwd -l, the SSH keys, an sshd drop-in, the hostname, new SSH host keys, one Ready POST,
+exit — in that order, with no retries, no validation, no markers, no locks, no telemetry and no error handling: the
+least a first boot can do. Standard library only.
 
-Usage: python3 bench/minimal_agent.py IMDS_URL HEALTH_URL
+The host keys are replaced as bootstate replaces them by default (`[host_keys]`): the image's `ssh_host_*_key` and
+`.pub` in /etc/ssh are removed and `ssh-keygen -q -t TYPE -N '' -C root@HOSTNAME` makes one key of each of rsa,
+ecdsa and ed25519 — here one after another, as a straight-line agent would (bootstate runs the three at once).
+`--keep-host-keys` leaves them out, for the comparison with bootstate's `host_keys.regenerate = false`.
+
+Usage: python3 bench/minimal_agent.py IMDS_URL HEALTH_URL [--keep-host-keys]
 """
+import glob
 import json
 import os
 import pwd
@@ -15,6 +21,7 @@ import sys
 import urllib.request
 
 imds_url, health_url = sys.argv[1:3]
+replace_host_keys = "--keep-host-keys" not in sys.argv[3:]
 
 with urllib.request.urlopen(urllib.request.Request(imds_url, headers={"Metadata": "true"}), timeout=30) as response:
     compute = json.load(response)["compute"]
@@ -42,6 +49,13 @@ with open("/etc/ssh/sshd_config.d/00-minimal.conf", "w") as f:
 with open("/etc/hostname", "w") as f:
     f.write(profile["computerName"] + "\n")
 subprocess.run(["hostname", profile["computerName"]], check=True)
+
+if replace_host_keys:
+    for path in glob.glob("/etc/ssh/ssh_host_*_key") + glob.glob("/etc/ssh/ssh_host_*_key.pub"):
+        os.remove(path)
+    for key_type in ("rsa", "ecdsa", "ed25519"):
+        comment = "root@" + profile["computerName"]
+        subprocess.run(["ssh-keygen", "-q", "-t", key_type, "-N", "", "-C", comment, "-f", f"/etc/ssh/ssh_host_{key_type}_key"], check=True)
 
 body = json.dumps({"state": "Ready"}).encode()
 request = urllib.request.Request(health_url, data=body, method="POST", headers={"content-type": "application/json"})

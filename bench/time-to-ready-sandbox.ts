@@ -6,19 +6,30 @@
  * with strace in the warm-up run, minus `flock` (KVP telemetry locking, not provisioning work). Needs root and
  * strace; otherwise it reports why it did not run. Target: ≤ 1.3 × floor.
  *
- * The second comparison is the one a VM owner sees: spawn → Ready arrived *and* the process exited, against
+ * The second comparison is the one a VM owner sees: start → Ready arrived *and* the process exited, against
  * bench/minimal_agent.py, a straight-line Python agent doing the same job (IMDS GET, useradd, passwd -l, keys,
- * sshd drop-in, hostname, Ready POST) in an identical fresh sandbox. Target: ≤ 1.0 × the Python agent.
+ * sshd drop-in, hostname, new SSH host keys of the same three types, Ready POST) in an identical fresh sandbox.
+ * Target: ≤ 1.0 × the Python agent. Beside it, what that costs the machine: the CPU time (user + system) of the
+ * whole process tree, the agent and every command it ran (target ≤ 1.2 × the Python agent), and the peak RSS of
+ * its largest process (target ≤ 60 MiB). Both agents run with their defaults but for the fabric's address; the
+ * same comparison without host keys (bootstate `host_keys.regenerate = false`, the Python agent
+ * `--keep-host-keys`) shows the agents' own cost apart from ssh-keygen's, whose RSA prime search varies by ×3
+ * from run to run.
+ *
+ * Each command runs under bench/process_tree.py inside the sandbox, which waits for the whole tree and reads its
+ * rusage; times start at its fork of the command, so neither the sandbox's entry nor the wrapper's own start is
+ * in them. Python is the interpreter itself (sys.executable), never a version manager's shim: pyenv's costs
+ * ~80 ms of CPU per start, which would be counted to the Python agent.
  *
  *   node --import tsx bench/time-to-ready-sandbox.ts
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { canSandbox, createSandbox, runInSandbox } from '../test/e2e/ns.js';
-import { type Build, type Fabric, REPO, RUNS, type Row, builds, interleave, report, startFabric, versus } from './harness.js';
+import { type Build, type Fabric, REPO, RUNS, type Row, builds, interleave, median, report, startFabric, versus } from './harness.js';
 
 const NOT_PROVISIONING = new Set(['flock']);
 
@@ -27,36 +38,53 @@ if (!canSandbox || spawnSync('strace', ['-V']).status !== 0) {
   process.exit(0);
 }
 
+const loadAtStart = loadavg();
 const work = mkdtempSync(join(tmpdir(), 'bootstate-bench-sandbox-'));
 const fabric = await startFabric();
 
 interface SandboxTiming {
+  /** Start → the Ready POST arrived, ms. */
   ready: number;
+  /** Start → the command exited, ms. */
   exit: number;
+  /** User + system CPU time of the command's whole process tree, ms. */
+  cpu: number;
+  /** Peak RSS of the tree's largest process, MiB. */
+  rssMiB: number;
 }
 
-/** Spawn → Ready arrival and spawn → exit for `argv` run inside a fresh sandbox, built and removed untimed. */
+/** The Python interpreter itself: a shim (pyenv's is a bash script) would add its own start to every Python run. */
+const PYTHON = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).stdout.trim() || 'python3';
+/** CLOCK_MONOTONIC ms at performance.now() = 0: the clock bench/process_tree.py's times are on. */
+const monotonicOrigin = () => Number(process.hrtime.bigint()) / 1e6 - performance.now();
+
+let runsDone = 0;
+
+/** Ready arrival, exit, CPU and peak RSS of `argv` run inside a fresh sandbox, built and removed untimed. */
 async function timeInSandbox(argv: string[], label: string): Promise<SandboxTiming> {
   const sandbox = await createSandbox({ hostname: 'bench' });
+  const usageFile = join(work, `usage-${runsDone++}.json`);
   try {
     const ready = fabric.expect('health', '"Ready"');
-    const start = performance.now();
-    const result = runInSandbox(sandbox, argv, { cwd: REPO, timeoutMs: 120_000, env: { BOOTSTATE_LOG: 'error' } });
+    const wrapped = [PYTHON, '-S', '-E', join(REPO, 'bench/process_tree.py'), usageFile, ...argv];
+    const result = runInSandbox(sandbox, wrapped, { cwd: REPO, timeoutMs: 120_000, env: { BOOTSTATE_LOG: 'error' } });
     const outcome = await Promise.race([ready.then((arrival) => ({ arrival })), result.then((r) => ({ r }))]);
     const finished = await result;
-    const exit = performance.now() - start;
     if (!('arrival' in outcome) || finished.exitCode !== 0) {
       throw new Error(`${label}: exited ${finished.exitCode} without Ready: ${finished.stderr.slice(-1500)}`);
     }
-    return { ready: outcome.arrival.at - start, exit };
+    const usage = JSON.parse(readFileSync(usageFile, 'utf8')) as { start: number; exit: number; user_ms: number; sys_ms: number; maxrss_kib: number };
+    const start = usage.start / 1e6 - monotonicOrigin();
+    return { ready: outcome.arrival.at - start, exit: (usage.exit - usage.start) / 1e6, cpu: usage.user_ms + usage.sys_ms, rssMiB: usage.maxrss_kib / 1024 };
   } finally {
+    rmSync(usageFile, { force: true });
     await sandbox.cleanup();
   }
 }
 
-function configFor(f: Fabric): string {
-  const file = join(work, 'bench.toml');
-  writeFileSync(file, `[imds]\nendpoint = ${JSON.stringify(f.imdsUrl)}\n\n[wireserver]\nhealth_endpoint = ${JSON.stringify(f.healthUrl)}\n`);
+function configFor(f: Fabric, extra = '', name = 'bench.toml'): string {
+  const file = join(work, name);
+  writeFileSync(file, `[imds]\nendpoint = ${JSON.stringify(f.imdsUrl)}\n\n[wireserver]\nhealth_endpoint = ${JSON.stringify(f.healthUrl)}\n${extra}`);
   return file;
 }
 
@@ -65,14 +93,15 @@ async function captureCommands(build: Build, config: string): Promise<string[][]
   const trace = join(work, 'execve.trace');
   await timeInSandbox(['strace', '-f', '-qq', '-v', '-s', '65535', '-e', 'trace=execve', '-o', trace, ...build.argv, 'provision', '--config', config], 'strace');
   const commands: string[][] = [];
-  // Two processes exec'ing at once split a call: `PID execve(…) <unfinished ...>`, then `PID <... execve resumed>) = 0`.
+  // Two processes exec'ing at once split a call: `PID execve(…) <unfinished ...>`, then `PID <... execve resumed>) = 0`,
+  // where strace pads the short line to align its `= 0`.
   const unfinished = new Map<string, RegExpExecArray>();
   for (const line of readFileSync(trace, 'utf8').split('\n').slice(1)) {
     const pid = /^(\d+) /.exec(line)?.[1] ?? '';
-    let match = /execve\("([^"]+)", (\[.*?\]), .*\) = 0$/.exec(line);
+    let match = /execve\("([^"]+)", (\[.*?\]), .*\)\s+= 0$/.exec(line);
     const started = /execve\("([^"]+)", (\[.*?\]), .*<unfinished \.\.\.>$/.exec(line);
     if (started) unfinished.set(pid, started);
-    if (/<\.\.\. execve resumed>.*\) = 0$/.test(line)) match = unfinished.get(pid) ?? null;
+    if (/<\.\.\. execve resumed>.*\)\s+= 0$/.test(line)) match = unfinished.get(pid) ?? null;
     if (!match) continue;
     const argv = JSON.parse(match[2]) as string[];
     if (!NOT_PROVISIONING.has(basename(match[1]))) commands.push([match[1], ...argv.slice(1)]);
@@ -88,25 +117,42 @@ try {
   writeFileSync(commandsFile, JSON.stringify(commands));
   const floorArgv = [process.execPath, join(REPO, 'bench/floor-client.mjs'), fabric.imdsUrl, fabric.healthUrl, commandsFile];
 
-  const pythonArgv = ['python3', join(REPO, 'bench/minimal_agent.py'), fabric.imdsUrl, fabric.healthUrl];
+  const noHostKeys = configFor(fabric, '\n[host_keys]\nregenerate = false\n', 'bench-no-host-keys.toml');
+  const pythonArgv = [PYTHON, join(REPO, 'bench/minimal_agent.py'), fabric.imdsUrl, fabric.healthUrl];
   const variants: Record<string, () => Promise<SandboxTiming>> = {
     floor: () => timeInSandbox(floorArgv, 'floor'),
     python: () => timeInSandbox(pythonArgv, 'python'),
+    'python, no host keys': () => timeInSandbox([...pythonArgv, '--keep-host-keys'], 'python, no host keys'),
   };
-  for (const build of all) variants[build.name] = () => timeInSandbox([...build.argv, 'provision', '--config', config], build.name);
+  for (const build of all) {
+    variants[build.name] = () => timeInSandbox([...build.argv, 'provision', '--config', config], build.name);
+    variants[`${build.name}, no host keys`] = () => timeInSandbox([...build.argv, 'provision', '--config', noHostKeys], `${build.name}, no host keys`);
+  }
   const samples = await interleave(variants, Math.min(RUNS, 10));
   const commandList = commands.map((argv) => basename(argv[0])).join(', ');
-  const ready = (name: string) => samples[name].map((t) => t.ready);
-  const exit = (name: string) => samples[name].map((t) => t.exit);
+  const of = (name: string, field: keyof SandboxTiming) => samples[name].map((t) => t[field]);
+  const PYTHON_AGENT = 'minimal Python agent (bench/minimal_agent.py)';
   const rows: Row[] = all.flatMap((build) => [
-    versus(`time to Ready and exit (real backend, sandbox), ${build.name}`, exit(build.name), 'minimal Python agent (bench/minimal_agent.py)', exit('python'), {
+    versus(`time to Ready and exit (real backend, sandbox), ${build.name}`, of(build.name, 'exit'), PYTHON_AGENT, of('python', 'exit'), {
       target: '≤ 1.0',
     }),
-    versus(`time to Ready (real backend, sandbox), ${build.name}`, ready(build.name), 'node + IMDS GET + same commands + Ready POST', ready('floor'), {
+    versus(`CPU to Ready and exit (user+sys of the process tree, sandbox), ${build.name}`, of(build.name, 'cpu'), PYTHON_AGENT, of('python', 'cpu'), {
+      target: '≤ 1.2',
+      note: 'both replace the host keys: rsa, ecdsa, ed25519',
+    }),
+    versus(`CPU to Ready and exit without host keys, ${build.name}`, of(`${build.name}, no host keys`, 'cpu'), `${PYTHON_AGENT}, --keep-host-keys`, of('python, no host keys', 'cpu'), {
+      note: 'host_keys.regenerate = false',
+    }),
+    versus(`peak RSS (largest process, sandbox), ${build.name}`, of(build.name, 'rssMiB'), PYTHON_AGENT, of('python', 'rssMiB'), {
+      unit: 'MiB',
+      target: '≤ 60 MiB',
+    }),
+    versus(`time to Ready (real backend, sandbox), ${build.name}`, of(build.name, 'ready'), 'node + IMDS GET + same commands + Ready POST', of('floor', 'ready'), {
       target: '≤ 1.3',
       note: `commands: ${commandList}`,
     }),
   ]);
+  process.stderr.write(`time-to-ready-sandbox: load average ${loadAtStart.map((l) => l.toFixed(2)).join(' ')} at the start, ${loadavg().map((l) => l.toFixed(2)).join(' ')} at the end; CPU medians: ${Object.keys(samples).map((n) => `${n} ${median(of(n, 'cpu')).toFixed(0)} ms`).join(', ')}\n`);
   report('time-to-ready-sandbox', rows);
 } finally {
   await fabric.close();
