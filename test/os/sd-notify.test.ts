@@ -129,6 +129,8 @@ describe('SdNotifier', () => {
       notify.ready();
       await notify.flush();
       await r.waitFor((m) => m.lines.includes('READY=1'));
+      // Each systemd-notify's barrier may arrive after its message: wait for the second one.
+      await r.waitFor((m) => m.lines.includes('BARRIER=1') && r.messages().filter((n) => n.lines.includes('BARRIER=1')).length >= 2);
       expect(warnings).toEqual([]);
       // systemd 252's systemd-notify then waits on a BARRIER=1 of its own (from its own PID), which the manager
       // answers before any access check.
