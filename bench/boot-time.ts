@@ -7,14 +7,12 @@
  *
  *   node --import tsx bench/boot-time.ts          BENCH_BOOT_RUNS=N sets the repetitions (default 7)
  */
-import { mkdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { run } from '../src/os/exec.js';
 import { canSandbox } from '../test/e2e/ns.js';
 import { createMachine, type Machine } from '../test/boot/machine.js';
-import { createRig, imdsDocument, type Rig } from '../test/boot/scenario.js';
+import { bakeKey, createRig, imdsDocument } from '../test/boot/scenario.js';
 import { fmt, interleave, median, report } from './harness.js';
 
 const RUNS = Number(process.env.BENCH_BOOT_RUNS ?? 7);
@@ -28,26 +26,9 @@ if (!canSandbox) {
 const rig = await createRig();
 let serial = 0;
 
-/** The no-agent root: the admin user and its key made with the image's own useradd in a layer over the root. */
-async function bakeKey(r: Rig): Promise<string> {
-  const layer = path.join(r.workDir, 'baked');
-  for (const d of ['upper', 'work', 'merged']) await mkdir(path.join(layer, d), { recursive: true });
-  const inRoot = `useradd -m -s /bin/bash -U "$1"
-install -d -m 0700 -o "$1" -g "$1" "/home/$1/.ssh"
-printf '%s\\n' "$2" > "/home/$1/.ssh/authorized_keys"
-chown "$1:$1" "/home/$1/.ssh/authorized_keys"
-chmod 0600 "/home/$1/.ssh/authorized_keys"`;
-  await run([
-    'unshare', '--mount', '--propagation', 'private', 'sh', '-c',
-    'set -e; mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged"; shift 2; exec chroot "$@"',
-    'bake', r.debian, layer, path.join(layer, 'merged'), 'sh', '-ec', inRoot, 'bake', USER, r.publicKey,
-  ]);
-  return path.join(layer, 'upper');
-}
-
 let baked: string;
 try {
-  baked = await bakeKey(rig);
+  baked = await bakeKey(rig, USER);
 } catch (error) {
   await rig.cleanup();
   throw error;

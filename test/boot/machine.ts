@@ -39,6 +39,8 @@ export interface MachineOptions {
   media?: string;
   /** Capabilities the container keeps beyond nspawn's default set, e.g. CAP_NET_ADMIN for systemd-networkd. */
   capabilities?: string[];
+  /** A host file: while it exists the fabric answers every health POST with 503 (remove it to let reports in). */
+  healthUnavailableWhile?: string;
 }
 
 export interface Machine {
@@ -111,7 +113,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
         doc = path.join(dir, 'imds-document.json');
         await writeFile(doc, JSON.stringify(options.imdsDocument));
       }
-      fabric = await startFabric(netns.name, options.scenario ?? 'happy', record, doc);
+      fabric = await startFabric(netns.name, options.scenario ?? 'happy', record, doc, undefined, { healthUnavailableWhile: options.healthUnavailableWhile });
     }
   } catch (error) {
     fabric?.kill('SIGKILL');

@@ -7,6 +7,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { withOsProfile } from '../../src/fabric/imds-document.js';
+import { run } from '../../src/os/exec.js';
 import { REPO } from '../e2e/ns.js';
 import { buildDeb, debianRoot, installDeb, requireTools } from './debian-root.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
@@ -66,4 +67,32 @@ export async function mediaImage(dir: string, options: { username: string; hostn
 function ovfEnv(options: { username: string; hostname: string; password: string; key: string }): string {
   const { key, ...rest } = options;
   return ovfDocument({ ...rest, keys: [key], disableSshPasswordAuthentication: false });
+}
+
+/**
+ * A layer over the Debian root with `user` and the rig's key made by the image's own useradd: the no-agent boot
+ * (the physical limit of a boot to the first login) that the benchmark and the readiness tests compare with.
+ */
+export async function bakeKey(rig: Rig, user: string): Promise<string> {
+  const layer = path.join(rig.workDir, `baked-${user}`);
+  for (const d of ['upper', 'work', 'merged']) await mkdir(path.join(layer, d), { recursive: true });
+  const inRoot = `useradd -m -s /bin/bash -U "$1"
+install -d -m 0700 -o "$1" -g "$1" "/home/$1/.ssh"
+printf '%s\\n' "$2" > "/home/$1/.ssh/authorized_keys"
+chown "$1:$1" "/home/$1/.ssh/authorized_keys"
+chmod 0600 "/home/$1/.ssh/authorized_keys"`;
+  await run([
+    'unshare', '--mount', '--propagation', 'private', 'sh', '-c',
+    'set -e; mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged"; shift 2; exec chroot "$@"',
+    'bake', rig.debian, layer, path.join(layer, 'merged'), 'sh', '-ec', inRoot, 'bake', user, rig.publicKey,
+  ]);
+  return path.join(layer, 'upper');
+}
+
+/** A layer holding only a drop-in of bootstate's configuration, to stack over the .deb's layer. */
+export async function configLayer(rig: Rig, name: string, toml: string): Promise<string> {
+  const dir = path.join(rig.workDir, `config-${name}`);
+  await mkdir(path.join(dir, 'etc/bootstate/bootstate.toml.d'), { recursive: true });
+  await writeFile(path.join(dir, 'etc/bootstate/bootstate.toml.d', `50-${name}.toml`), toml);
+  return dir;
 }
