@@ -7,9 +7,11 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 
-/** A running process: its pid, its argument vector as /proc/PID/cmdline holds it, and its real uid (null: unknown). */
+/** A running process: its pid, command name, argument vector as /proc/PID/cmdline holds it, and real uid (null: unknown). */
 export interface ClientProcess {
   pid: number;
+  /** /proc/PID/comm: the first 15 bytes of the command name. */
+  comm: string;
   argv: string[];
   uid: number | null;
 }
@@ -81,11 +83,12 @@ export async function processesNamed(names: string[], root = '/'): Promise<Clien
   }
   const found: ClientProcess[] = [];
   for (const pid of entries) {
-    if (!/^\d+$/.test(pid) || !comms.includes(read(`${pid}/comm`).trim())) continue;
+    const comm = /^\d+$/.test(pid) ? read(`${pid}/comm`).trim() : '';
+    if (!comms.includes(comm)) continue;
     if (ownNet !== null && link(`${pid}/ns/net`) !== ownNet) continue;
     const argv = read(`${pid}/cmdline`).split('\0').filter((a, i, all) => a !== '' || i < all.length - 1);
     const uid = /^Uid:\s+(\d+)/m.exec(read(`${pid}/status`))?.[1];
-    if (argv.length > 0) found.push({ pid: Number(pid), argv, uid: uid === undefined ? null : Number(uid) });
+    if (argv.length > 0) found.push({ pid: Number(pid), comm, argv, uid: uid === undefined ? null : Number(uid) });
   }
   return found.sort((a, b) => a.pid - b.pid);
 }

@@ -9,7 +9,7 @@
  * keys removed and the new ones renamed into place, so a failed `ssh-keygen` never leaves sshd without a key. A type
  * that fails is a warning naming it.
  */
-import { createHash } from 'node:crypto';
+import type * as Crypto from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -24,6 +24,9 @@ export type HostKeyType = (typeof HOST_KEY_TYPES)[number];
 
 /** An image's key files: `ssh_host_<type>_key` and its `.pub`. */
 export const HOST_KEY_FILE = /^ssh_host_[A-Za-z0-9]+_key(\.pub)?$/;
+/** node:crypto on first use: loading it costs a start milliseconds, and only a run that made keys hashes them. */
+const crypto = (): typeof Crypto => process.getBuiltinModule('node:crypto');
+
 /** Temporary names begin with a dot: neither sshd's defaults nor the pattern above ever match one. */
 const tempName = (type: string) => `.bootstate-new-ssh_host_${type}_key`;
 
@@ -125,7 +128,7 @@ export function fingerprintBlock(keys: HostKey[]): string {
 export function fingerprintOf(publicKey: string): string {
   const [type = '', base64 = '', ...comment] = publicKey.trim().split(/\s+/);
   const blob = Buffer.from(base64, 'base64');
-  const digest = createHash('sha256').update(blob).digest('base64').replace(/=+$/, '');
+  const digest = crypto().createHash('sha256').update(blob).digest('base64').replace(/=+$/, '');
   const label = type === 'ssh-ed25519' ? 'ED25519' : type.startsWith('ecdsa-') ? 'ECDSA' : type === 'ssh-rsa' ? 'RSA' : type.toUpperCase();
   return `${keyBits(type, blob)} SHA256:${digest} ${comment.join(' ') || 'no comment'} (${label})`;
 }

@@ -18,6 +18,7 @@ import type { HostnamePublishingBackendName } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import type { OsContext } from './backends.js';
 import {
+  type ClientProcess,
   dhclientSendsHostname,
   interfaceIndex,
   networkdManages,
@@ -41,7 +42,16 @@ export interface PublishOptions {
 interface Request {
   iface: string;
   hostname: string;
+  /** The running processes named `name` (15 bytes of it, as /proc keeps), from one scan shared by all backends. */
+  running(name: string): Promise<ClientProcess[]>;
 }
+
+/** The DHCP client each backend looks for. */
+const CLIENT_OF: Record<HostnamePublishingBackendName, string> = {
+  networkd: 'systemd-networkd',
+  networkmanager: 'NetworkManager',
+  dhclient: 'dhclient',
+};
 
 /** A backend: null when its client does not manage the interface, else what it did. */
 export type Publisher = (request: Request, context: OsContext, options: PublishOptions, signal: AbortSignal) => Promise<StepResult | null>;
@@ -49,8 +59,8 @@ export type Publisher = (request: Request, context: OsContext, options: PublishO
 const remaining = (options: PublishOptions) => Math.max(1, options.deadline - Date.now());
 
 export const PUBLISHERS: Record<string, Publisher> = {
-  networkd: async ({ iface, hostname }, context, options, signal) => {
-    if ((await processesNamed(['systemd-networkd'], options.probeRoot)).length === 0) return null;
+  networkd: async ({ iface, hostname, running }, context, options, signal) => {
+    if ((await running(CLIENT_OF.networkd)).length === 0) return null;
     const index = await interfaceIndex(iface, options.probeRoot);
     if (index === null) return null;
     const run = path.join(options.probeRoot, 'run/systemd/netif');
@@ -61,8 +71,8 @@ export const PUBLISHERS: Record<string, Publisher> = {
     return outcome('networkd', iface, hostname, 'systemd-networkd restarted', options.observe ? await renewed(lease, before, options, signal) : null);
   },
 
-  networkmanager: async ({ iface, hostname }, context, options, signal) => {
-    if ((await processesNamed(['NetworkManager'], options.probeRoot)).length === 0) return null;
+  networkmanager: async ({ iface, hostname, running }, context, options, signal) => {
+    if ((await running(CLIENT_OF.networkmanager)).length === 0) return null;
     const index = await interfaceIndex(iface, options.probeRoot);
     if (index === null) return null;
     const state = await readFile(path.join(options.probeRoot, 'run/NetworkManager/devices', String(index)), 'utf8').catch(() => '');
@@ -74,9 +84,9 @@ export const PUBLISHERS: Record<string, Publisher> = {
     return outcome('networkmanager', iface, hostname, 'connection reapplied with the new DHCP hostname', null);
   },
 
-  dhclient: async ({ iface, hostname }, context, options, signal) => {
+  dhclient: async ({ iface, hostname, running }, context, options, signal) => {
     // Its command line is run again as root: only a client root started may name what runs.
-    const client = (await processesNamed(['dhclient'], options.probeRoot)).find(({ argv, uid }) => {
+    const client = (await running(CLIENT_OF.dhclient)).find(({ argv, uid }) => {
       if (uid !== 0) return false;
       const args = parseDhclientArgs(argv);
       return !args.stopping && !args.ipv6 && !args.networkManager && (args.interfaces.length === 0 || args.interfaces.includes(iface));
@@ -118,13 +128,20 @@ export async function publishHostname(
   // No routed interface means no DHCP network a name could be published on (not an Azure VM's network): not a warning.
   if (!iface) return { backend: 'none', detail: 'hostname not published: no interface has an IPv4 default route' };
   const warnings: string[] = [];
+  // One pass over /proc finds every configured backend's client: a pass reads each process's comm.
+  const clients = backends.flatMap((name) => (Object.hasOwn(CLIENT_OF, name) ? [CLIENT_OF[name as HostnamePublishingBackendName]] : []));
+  let scan: Promise<ClientProcess[]> | undefined;
+  const running = async (name: string) => {
+    scan ??= processesNamed(clients, options.probeRoot);
+    return (await scan).filter((p) => p.comm === name.slice(0, 15));
+  };
   for (const name of backends) {
     const publisher = Object.hasOwn(PUBLISHERS, name) ? PUBLISHERS[name] : undefined;
     if (!publisher) {
       warnings.push(`hostname publishing: unknown backend ${name}`);
       continue;
     }
-    const result = await publisher({ iface, hostname }, context, options, signal);
+    const result = await publisher({ iface, hostname, running }, context, options, signal);
     if (result) return { ...result, warnings: [...warnings, ...(result.warnings ?? [])] };
   }
   warnings.push(`hostname not published: no running DHCP client (${backends.join(', ')}) manages ${iface}; Azure DNS keeps the name of the last DHCP request`);
