@@ -102,6 +102,18 @@ const controls: string[] = [];
 
 const UNIT_PROPS = ['ActiveState', 'SubState', 'Result', 'ExecMainStatus', 'StatusText', 'ExecMainStartTimestampMonotonic', 'ActiveEnterTimestampMonotonic', 'ExecMainExitTimestampMonotonic'];
 
+/** bootstate.service's properties once its process is over (exited or failed). */
+const unitEnded = (boot: Boot, what: string) =>
+  until(
+    what,
+    async () => {
+      const props = await show(boot, 'bootstate.service', UNIT_PROPS);
+      return props.SubState === 'exited' || props.SubState === 'failed' ? props : null;
+    },
+    60_000,
+    () => storyOf(boot),
+  );
+
 async function bootUnavailable(): Promise<Unavailable> {
   // The no-agent boot of the same root first, alone, then the agent's: the same load for both.
   const baseline = await machine('base', { layers: [await bakeKey(rig, USER), rig.debian], fabric: false });
@@ -127,15 +139,7 @@ async function bootUnavailable(): Promise<Unavailable> {
   );
   const retryingState = await show(boot, 'bootstate.service', UNIT_PROPS);
   await rm(control);
-  const after = await until(
-    'bootstate.service exiting once the wireserver answers 200',
-    async () => {
-      const props = await show(boot, 'bootstate.service', UNIT_PROPS);
-      return props.SubState === 'exited' || props.SubState === 'failed' ? props : null;
-    },
-    60_000,
-    () => storyOf(boot),
-  );
+  const after = await unitEnded(boot, 'bootstate.service exiting once the wireserver answers 200');
   const story = await storyOf(boot);
   await boot.shutdown();
   return { baselineMs, login, retrying, retryingState, after, reports: await m.reportKinds(), story };
@@ -181,15 +185,7 @@ async function bootImdsDown(): Promise<ImdsDown> {
     () => storyOf(boot),
   );
   await rm(control);
-  const after = await until(
-    'bootstate.service ending once the wireserver answers 200',
-    async () => {
-      const props = await show(boot, 'bootstate.service', UNIT_PROPS);
-      return props.SubState === 'exited' || props.SubState === 'failed' ? props : null;
-    },
-    60_000,
-    () => storyOf(boot),
-  );
+  const after = await unitEnded(boot, 'bootstate.service ending once the wireserver answers 200');
   const story = await storyOf(boot);
   await boot.shutdown();
   return {
