@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, readlink, stat, writeFile } from 'node:fs/promises';
-import { hostname } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeReport } from '../../src/azure/report.js';
@@ -169,9 +169,21 @@ interface HostSnapshot {
   group: string;
   hostnameFile: string;
   hostname: string;
-  mounts: string[];
+  /** Mount points that belong to this suite: under a sandbox root or named with its prefix (`ip netns add` mounts). */
+  ourMounts: string[];
+  /** The host's own mount points: neither ours nor the transient ones other suites make while this one runs. */
+  hostMounts: string[];
   ourNetns: string[];
   ourLoops: string[];
+}
+
+/** Where the suites running beside this one mount: named network namespaces, and roots and images in temp dirs. */
+const TRANSIENT = ['/run/netns/', `${tmpdir()}/`, `${process.env.BOOTSTATE_TEST_CACHE ?? '/var/cache/bootstate-test'}/`];
+
+async function mounts(roots: string[]): Promise<Pick<HostSnapshot, 'ourMounts' | 'hostMounts'>> {
+  const all = await mountPoints();
+  const ours = (m: string) => m.includes(PREFIX) || roots.some((root) => m === root || m.startsWith(`${root}/`));
+  return { ourMounts: all.filter(ours), hostMounts: all.filter((m) => !ours(m) && !TRANSIENT.some((t) => m.startsWith(t))) };
 }
 
 async function snapshotHost(): Promise<HostSnapshot> {
@@ -182,7 +194,7 @@ async function snapshotHost(): Promise<HostSnapshot> {
     group: await readFile('/etc/group', 'utf8'),
     hostnameFile: await readFile('/etc/hostname', 'utf8').catch(() => '<none>'),
     hostname: hostname(),
-    mounts: await mountPoints(),
+    ...(await mounts(roots)),
     // Other suites may run at the same time with namespaces and loop devices of their own: only ours count.
     ourNetns: (await netnsNames()).filter((n) => n.startsWith(PREFIX)),
     ourLoops: (await loopDevices()).filter((l) => roots.some((root) => l.includes(root)) || l.includes(PREFIX)),
@@ -537,7 +549,7 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
     it("keeps its users, hostname, mounts, and has none of the suite's namespaces or loop devices left", async () => {
       await Promise.allSettled(Object.values(scenarios));
       const after = await snapshotHost();
-      expect(after).toEqual({ ...host, ourLoops: [], ourNetns: [] });
+      expect(after).toEqual({ ...host, ourMounts: [], ourLoops: [], ourNetns: [] });
     });
   });
 });
