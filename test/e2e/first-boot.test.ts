@@ -177,13 +177,17 @@ interface HostSnapshot {
   ourLoops: string[];
 }
 
-/** Where the suites running beside this one mount: named network namespaces, and roots and images in temp dirs. */
-const TRANSIENT = ['/run/netns/', `${tmpdir()}/`, `${process.env.BOOTSTATE_TEST_CACHE ?? '/var/cache/bootstate-test'}/`];
+/**
+ * Where suites running beside this one mount: named network namespaces (the first `ip netns add` on a machine also
+ * makes /run/netns itself a mount point, for good), and roots and images in temp dirs and the boot tests' cache.
+ */
+const TRANSIENT = ['/run/netns', tmpdir(), process.env.BOOTSTATE_TEST_CACHE ?? '/var/cache/bootstate-test'];
+const transient = (m: string) => TRANSIENT.some((t) => m === t || m.startsWith(`${t}/`));
 
 async function mounts(roots: string[]): Promise<Pick<HostSnapshot, 'ourMounts' | 'hostMounts'>> {
   const all = await mountPoints();
   const ours = (m: string) => m.includes(PREFIX) || roots.some((root) => m === root || m.startsWith(`${root}/`));
-  return { ourMounts: all.filter(ours), hostMounts: all.filter((m) => !ours(m) && !TRANSIENT.some((t) => m.startsWith(t))) };
+  return { ourMounts: all.filter(ours), hostMounts: all.filter((m) => !ours(m) && !transient(m)) };
 }
 
 async function snapshotHost(): Promise<HostSnapshot> {
