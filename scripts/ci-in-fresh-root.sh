@@ -8,17 +8,19 @@
 # with /proc, /sys, /dev and tmpfs /tmp and /run, so namespaces, loop devices and systemd-nspawn work inside it as
 # they do on the host. Every agent run inside stays in the namespaces the tests create, as on the host.
 #
-# Usage (root): scripts/ci-in-fresh-root.sh [--keep] [--log FILE]     Exit status is .ci/run's.
+# Usage (root): scripts/ci-in-fresh-root.sh [--keep] [--log FILE] [--cmd 'COMMAND']     Exit status is .ci/run's
+# (or COMMAND's, run in the clone instead of .ci/run, e.g. to look into one suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] || { echo "ci-in-fresh-root: needs root on Linux" >&2; exit 1; }
 command -v mmdebstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null; }
 
-keep=0 log=
+keep=0 log= cmd=.ci/run
 while [ $# -gt 0 ]; do
   case "$1" in
     --keep) keep=1 ;;
     --log) log=$2; shift ;;
+    --cmd) cmd=$2; shift ;;
     *) echo "ci-in-fresh-root: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -53,7 +55,7 @@ echo "ci-in-fresh-root: clone of $(git rev-parse --short HEAD); .ci/run's output
 
 set +e
 unshare --mount --fork -- sh -c '
-  root=$1 extra_ca=$2
+  root=$1 extra_ca=$2 cmd=$3
   mount --make-rprivate /
   mount --bind "$root" "$root"
   mount -t proc proc "$root/proc"
@@ -62,10 +64,10 @@ unshare --mount --fork -- sh -c '
   mount -t tmpfs tmpfs "$root/tmp"
   mount -t tmpfs tmpfs "$root/run"
   exec chroot "$root" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-    LANG=C.UTF-8 ${extra_ca:+NODE_EXTRA_CA_CERTS=$extra_ca} sh -c "cd /src/bootstate && exec .ci/run"
-' ci-in-fresh-root "$root" "$extra_ca" >"$log" 2>&1
+    LANG=C.UTF-8 ${extra_ca:+NODE_EXTRA_CA_CERTS=$extra_ca} sh -c "cd /src/bootstate && $cmd"
+' ci-in-fresh-root "$root" "$extra_ca" "$cmd" >"$log" 2>&1
 code=$?
 set -e
 tail -n 30 "$log"
-echo "ci-in-fresh-root: .ci/run exited $code" >&2
+echo "ci-in-fresh-root: $cmd exited $code" >&2
 exit "$code"
