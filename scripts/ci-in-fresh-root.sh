@@ -63,7 +63,10 @@ unshare --mount --fork -- sh -c '
   mount --rbind /dev "$root/dev"
   mount -t tmpfs tmpfs "$root/tmp"
   mount -t tmpfs tmpfs "$root/run"
-  exec chroot "$root" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+  # pivot_root, not chroot: the root must be the root of its mount tree, as on a machine. Under a chroot, entering a
+  # container'"'"'s namespaces with nsenter lands in the host'"'"'s tree instead, and every booted test times out.
+  cd "$root" && mkdir -p .host && pivot_root . .host && cd / && umount -l /.host && rmdir /.host
+  exec /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
     LANG=C.UTF-8 ${extra_ca:+NODE_EXTRA_CA_CERTS=$extra_ca} sh -c "cd /src/bootstate && $cmd"
 ' ci-in-fresh-root "$root" "$extra_ca" "$cmd" >"$log" 2>&1
 code=$?
