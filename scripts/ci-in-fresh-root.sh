@@ -12,6 +12,7 @@
 # (or COMMAND's, run in the clone instead of .ci/run, e.g. to look into one suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/fresh-root.sh
 [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] || { echo "ci-in-fresh-root: needs root on Linux" >&2; exit 1; }
 command -v mmdebstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null; }
 
@@ -36,20 +37,7 @@ trap cleanup EXIT
 echo "ci-in-fresh-root: minimal Debian $SUITE in $root" >&2
 mmdebstrap --quiet --variant=minbase --include=ca-certificates,git "$SUITE" "$root"
 
-node_bin=$(readlink -f "$(command -v node)")
-npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
-install -m 0755 "$node_bin" "$root/usr/bin/node"
-mkdir -p "$root/usr/lib/node_modules"
-cp -a "$npm_dir" "$root/usr/lib/node_modules/npm"
-ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/bin/npm"
-ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/bin/npx"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-extra_ca=
-if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
-  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
-  chroot "$root" update-ca-certificates >/dev/null
-  extra_ca=/etc/ssl/certs/ca-certificates.crt
-fi
+fresh_root_node "$root"
 git clone --quiet --no-local "$PWD" "$root/src/bootstate"
 echo "ci-in-fresh-root: clone of $(git rev-parse --short HEAD); .ci/run's output goes to $log" >&2
 
@@ -68,7 +56,7 @@ unshare --mount --fork -- sh -c '
   cd "$root" && mkdir -p .host && pivot_root . .host && cd / && umount -l /.host && rmdir /.host
   exec /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
     LANG=C.UTF-8 ${extra_ca:+NODE_EXTRA_CA_CERTS=$extra_ca} sh -c "cd /src/bootstate && $cmd"
-' ci-in-fresh-root "$root" "$extra_ca" "$cmd" >"$log" 2>&1
+' ci-in-fresh-root "$root" "${NODE_EXTRA_CA_CERTS:-}" "$cmd" >"$log" 2>&1
 code=$?
 set -e
 tail -n 30 "$log"

@@ -11,6 +11,7 @@
 # machine is exactly what step 3 proves (the tools are present). Takes a few minutes, mostly downloads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/fresh-root.sh
 [ "$(id -u)" = 0 ] || { echo "fresh-machine-check: needs root (mmdebstrap, chroot)" >&2; exit 1; }
 command -v mmdebstrap >/dev/null || { echo "fresh-machine-check: needs mmdebstrap (apt-get install mmdebstrap)" >&2; exit 1; }
 
@@ -26,23 +27,9 @@ step "minimal Debian $SUITE root in $root"
 mmdebstrap --quiet --variant=minbase --include=ca-certificates "$SUITE" "$root"
 
 step "Node $(node --version) and npm from this machine; the project's tracked files"
-node_bin=$(readlink -f "$(command -v node)")
-npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
-install -m 0755 "$node_bin" "$root/usr/bin/node"
-mkdir -p "$root/usr/lib/node_modules"
-cp -a "$npm_dir" "$root/usr/lib/node_modules/npm"
-ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/bin/npm"
-ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/bin/npx"
+fresh_root_node "$root"
 mkdir -p "$root/src/bootstate"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$root/src/bootstate"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-# The network this machine is on may re-sign TLS with a local CA (a proxy); the fresh root must trust it too.
-if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
-  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
-  chroot "$root" update-ca-certificates >/dev/null
-  # Node keeps its own CA list; this machine's npm is told about the local CA the same way.
-  export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
-fi
 chroot "$root" useradd -m builder
 chroot "$root" chown -R builder: /src/bootstate
 
