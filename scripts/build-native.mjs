@@ -23,6 +23,9 @@ function nodeHeaders() {
     join(dirname(process.execPath), '../include/node'),
     join(process.env.HOME ?? '/root', `.cache/node-gyp/${process.versions.node}/include/node`),
     '/usr/include/node',
+    // Node-API is ABI-stable, so the headers of the node-api-headers package serve any Node when this one came
+    // without its own (Debian's nodejs keeps them in libnode-dev; a copied binary has none).
+    join(root, 'node_modules/node-api-headers/include'),
   ];
   return dirs.find((dir) => existsSync(join(dir, 'node_api.h'))) ?? null;
 }
