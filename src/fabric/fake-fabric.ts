@@ -85,6 +85,12 @@ export interface FakeFabric {
   requestsTo(route: RouteName): RecordedRequest[];
   /** Resolves once `count` requests have reached `route`. */
   waitForRequests(route: RouteName, count: number, timeoutMs?: number): Promise<RecordedRequest[]>;
+  /**
+   * Resolves once no client holds a connection to any of the services (every request a client sent before it went
+   * away has been recorded); rejects after `timeoutMs`. A client killed mid-request is only done when the kernel has
+   * closed its sockets and the server has read what was already sent.
+   */
+  idle(timeoutMs?: number): Promise<void>;
   /** Stops listening and destroys every open connection at once, including stalled ones. */
   close(): Promise<void>;
 }
@@ -214,6 +220,15 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
         waiters.add(check);
         check();
       }),
+    async idle(timeoutMs = 5_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (imds.open() + wire.open() + plugin.open() > 0) {
+        if (Date.now() > deadline) throw new Error(`fake fabric: connections still open after ${timeoutMs} ms`);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      // A request read to its end is recorded on the turn its body ends, before its socket's close is handled.
+      await new Promise((resolve) => setImmediate(resolve));
+    },
     close: async () => {
       await Promise.all([imds.close(), wire.close(), plugin.close()]);
     },
@@ -255,6 +270,8 @@ function parseOrRaw(text: string): unknown {
 
 interface Listening {
   address: Listen;
+  /** Connections open now. */
+  open(): number;
   close(): Promise<void>;
 }
 
@@ -287,6 +304,7 @@ async function listen(
   const port = (server.address() as { port: number }).port;
   return {
     address: { host, port },
+    open: () => sockets.size,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();

@@ -394,8 +394,19 @@ function endState(root: string, code: number | null, reports: string[], ms: numb
   };
 }
 
+/**
+ * Where the roots go: a disk, not tmpfs. Some holds catch the agent in a state that lasts only as long as the fsync
+ * after it (a region's final state while its sibling syncs, a quick media read): on tmpfs fsync returns at once and
+ * the agent is past the state before SIGSTOP lands (every attempt failed where /tmp is tmpfs, as on Debian 13 and
+ * in scripts/ci-in-fresh-root.sh). /var/tmp is kept across reboots, so it is on a disk wherever /tmp is not.
+ */
+const ROOTS = process.env.BOOTSTATE_CRASH_ROOTS ?? (existsSync('/var/tmp') ? '/var/tmp' : tmpdir());
+
+const seeded: string[] = [];
+
 function seedRoot(prefix: string, loginDefs = true): string {
-  const root = mkdtempSync(join(tmpdir(), prefix));
+  const root = mkdtempSync(join(ROOTS, prefix));
+  seeded.push(root);
   if (loginDefs) {
     mkdirSync(join(root, 'etc'), { recursive: true });
     writeFileSync(join(root, 'etc/login.defs'), LOGIN_DEFS);
@@ -447,6 +458,8 @@ async function crashAt(state: string, hold: Hold): Promise<CaseResult> {
       attempts.push({ killedIn: kill.killedAt?.value ?? null, landed: kill.landed });
       if (!kill.landed) continue;
       hold.afterKill?.(ctx);
+      // What the killed agent had already sent belongs to its run, not to the next boot's.
+      await fabric.idle();
       const killReports = reportKinds(fabric);
       const readyAccepted = journalValues(root).some((v) => isActive(v, 'markingProvisioned'));
       const afterKill = { markers: markers(root).sort(), readyAccepted, temps: tempFiles(root) };
@@ -524,6 +537,7 @@ beforeAll(async () => {
 }, 360_000);
 
 afterAll(() => {
+  for (const root of seeded) rmSync(root, { recursive: true, force: true });
   mkdirSync('test-output', { recursive: true });
   const summary = {
     totalMs,
