@@ -74,17 +74,25 @@ function ovfEnv(options: { username: string; hostname: string; password: string;
  * (the physical limit of a boot to the first login) that the benchmark and the readiness tests compare with.
  */
 export async function bakeKey(rig: Rig, user: string): Promise<string> {
-  const layer = path.join(rig.workDir, `baked-${user}`);
-  for (const d of ['upper', 'work', 'merged']) await mkdir(path.join(layer, d), { recursive: true });
   const inRoot = `useradd -m -s /bin/bash -U "$1"
 install -d -m 0700 -o "$1" -g "$1" "/home/$1/.ssh"
 printf '%s\\n' "$2" > "/home/$1/.ssh/authorized_keys"
 chown "$1:$1" "/home/$1/.ssh/authorized_keys"
 chmod 0600 "/home/$1/.ssh/authorized_keys"`;
+  return bakeLayer(rig, `baked-${user}`, [rig.debian], inRoot, [user, rig.publicKey]);
+}
+
+/**
+ * Runs `script` (sh -e, with `args`) chrooted in an overlay of `lowers` (top first) and returns the new layer's upper
+ * directory: what the script changed, to stack over those layers.
+ */
+export async function bakeLayer(rig: Rig, name: string, lowers: string[], script: string, args: string[] = []): Promise<string> {
+  const layer = path.join(rig.workDir, name);
+  for (const d of ['upper', 'work', 'merged']) await mkdir(path.join(layer, d), { recursive: true });
   await run([
     'unshare', '--mount', '--propagation', 'private', 'sh', '-c',
     'set -e; mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged"; shift 2; exec chroot "$@"',
-    'bake', rig.debian, layer, path.join(layer, 'merged'), 'sh', '-ec', inRoot, 'bake', user, rig.publicKey,
+    'bake', lowers.join(':'), layer, path.join(layer, 'merged'), 'sh', '-ec', script, 'bake', ...args,
   ]);
   return path.join(layer, 'upper');
 }

@@ -16,6 +16,7 @@ import { decodeRecords } from '../../src/kvp/codec.js';
 import { attachLoop, cryptMatches, vmFile, withVm as withVmIn, loopDevices, mountPoints, netnsNames, type BootResult, type Vm, type VmOptions, lastFailure } from './boot.js';
 import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
+import { CACHE as BOOT_CACHE } from '../boot/debian-root.js';
 
 const PREFIX = `bs-e2e-${process.pid}`;
 const IMDS_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN/Rb85Ri4GtZokp7+G4Wiooo9ItAifFWeNtrUbNH45R azureuser@laptop';
@@ -181,7 +182,7 @@ interface HostSnapshot {
  * Where suites running beside this one mount: named network namespaces (the first `ip netns add` on a machine also
  * makes /run/netns itself a mount point, for good), and roots and images in temp dirs and the boot tests' cache.
  */
-const TRANSIENT = ['/run/netns', tmpdir(), process.env.BOOTSTATE_TEST_CACHE ?? '/var/cache/bootstate-test'];
+const TRANSIENT = ['/run/netns', tmpdir(), BOOT_CACHE];
 const transient = (m: string) => TRANSIENT.some((t) => m === t || m.startsWith(`${t}/`));
 
 async function mounts(roots: string[]): Promise<Pick<HostSnapshot, 'ourMounts' | 'hostMounts'>> {

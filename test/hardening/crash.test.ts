@@ -400,7 +400,7 @@ function endState(root: string, code: number | null, reports: string[], ms: numb
  * the agent is past the state before SIGSTOP lands (every attempt failed where /tmp is tmpfs, as on Debian 13 and
  * in scripts/ci-in-fresh-root.sh). /var/tmp is kept across reboots, so it is on a disk wherever /tmp is not.
  */
-const ROOTS = process.env.BOOTSTATE_CRASH_ROOTS ?? (existsSync('/var/tmp') ? '/var/tmp' : tmpdir());
+const ROOTS = existsSync('/var/tmp') ? '/var/tmp' : tmpdir();
 
 const seeded: string[] = [];
 
