@@ -187,7 +187,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     transient: 'final region state: the media region is already final, so the IMDS deadline leaves gathering in the same macrostep',
   },
   'provisioning.work.gathering.media': imdsGate,
-  'provisioning.work.gathering.media.reading': poller,
+  'provisioning.work.gathering.media.reading': {
+    elsewhere:
+      'with the media disabled (these runs have no media), the read only waits for the IMDS request to be written, which happens before the chart starts, so the state is over within a turn or two of the event loop and a poller lands in it by chance (it took four attempts on a quiet machine). Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model covers its transitions with a media read the test controls',
+  },
   'provisioning.work.gathering.media.read': imdsGate,
   'provisioning.work.gathering.media.unreadable': {
     transient: 'only entered when the media reader throws; with media disabled (dry run) it returns null and never throws',
@@ -209,7 +212,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'provisioning.work.configuringOs.account.creatingUser': poller,
   'provisioning.work.configuringOs.account.credentials': poller,
   'provisioning.work.configuringOs.account.credentials.password': poller,
-  'provisioning.work.configuringOs.account.credentials.password.setting': poller,
+  'provisioning.work.configuringOs.account.credentials.password.setting': {
+    elsewhere:
+      'in the scratch backend the step reads etc/passwd once (the user lookup) and only records `passwd -l`, so it is over within one file read and a poller lands in it by chance (first attempt on one machine, six misses in six on the CI machine, each frozen with the password done and the keys still writing). Nothing is written in it; a kill there is a kill in credentials while the keys step writes, which the sshKeys.writing and password.done holds cover, and test/model covers its transitions',
+  },
   // The keys step is still writing when the password step is done: killed while its temp file exists.
   'provisioning.work.configuringOs.account.credentials.password.done': midWrite(`home/${USER}/.ssh`),
   'provisioning.work.configuringOs.account.credentials.sshKeys': midWrite(`home/${USER}/.ssh`),
