@@ -9,6 +9,7 @@ import { BootstateError } from '../errors.js';
 import {
   type CodecOptions,
   type KvpRecord,
+  KEY_FIELD_BYTES,
   MAX_RECORDS,
   RECORD_BYTES,
   checkField,
@@ -26,6 +27,8 @@ export const DEFAULT_KVP_DIR = '/var/lib/hyperv';
 export const GUEST_POOL = 1;
 /** Key prefix of bootstate's own telemetry: the records a full pool gives up for the provisioning report. */
 export const OWN_KEY_PREFIX = 'bootstate-';
+/** Key of the outcome record (azure-init's and cloud-init's too). */
+export const REPORT_KEY = 'PROVISIONING_REPORT';
 
 export interface KvpStoreOptions extends CodecOptions, LockOptions {
   /** The pool file; overrides `dir` and `pool`. */
@@ -87,12 +90,14 @@ export function readBootTime(statFile = '/proc/stat'): Date {
   return new Date(Number(match[1]) * 1000);
 }
 
-const { O_RDONLY, O_RDWR, O_WRONLY, O_APPEND, O_CREAT } = fs.constants;
+const { O_RDONLY, O_RDWR, O_APPEND, O_CREAT } = fs.constants;
 
 export class KvpStore {
   readonly path: string;
   /** Records refused because the pool already held 1,024 records. */
   droppedRecords = 0;
+  /** Bytes of a torn record of ours (a killed run's partial write) cut from the end of the file. */
+  cutTornBytes = 0;
   readonly #options: KvpStoreOptions;
 
   constructor(options: KvpStoreOptions = {}) {
@@ -104,7 +109,7 @@ export class KvpStore {
   append(records: readonly KvpRecord[]): AppendResult {
     for (const record of records) validateRecord(record, this.#options);
     if (records.length === 0) return { written: 0, dropped: 0 };
-    return this.#locked('exclusive', O_WRONLY | O_APPEND | O_CREAT, 'append to', (fd) => this.#appendIn(fd, records));
+    return this.#locked('exclusive', O_RDWR | O_APPEND | O_CREAT, 'append to', (fd) => this.#appendIn(fd, records));
   }
 
   /**
@@ -270,14 +275,30 @@ export class KvpStore {
     const size = fs.fstatSync(fd).size;
     const torn = size % RECORD_BYTES;
     if (torn === 0) return size;
-    if (!this.#options.repair) {
+    // A SIGKILL can stop a write at a page boundary: a partial record whose key is one this agent writes is what a
+    // killed run of ours left, under the lock, and nothing can read it. Anything else is refused, byte for byte.
+    if (!this.#options.repair && !this.#tornTailIsOurs(fd, size, torn)) {
       const message = `kvp pool ${this.path} is corrupt: ${size} bytes is not a multiple of ${RECORD_BYTES} (use repair to drop the last ${torn} bytes)`;
       throw new BootstateError('KVP_FAILED', message, {
         data: [['error', message], ['path', this.path], ['size', String(size)]],
       });
     }
-    if (mayCut) fs.ftruncateSync(fd, size - torn);
+    if (mayCut) {
+      fs.ftruncateSync(fd, size - torn);
+      if (!this.#options.repair) this.cutTornBytes += torn;
+    }
     return size - torn;
+  }
+
+  /** Whether the `torn` bytes at the end of the file begin a record with our report key or our telemetry prefix. */
+  #tornTailIsOurs(fd: number, size: number, torn: number): boolean {
+    const head = Buffer.alloc(Math.min(torn, KEY_FIELD_BYTES));
+    const n = fs.readSync(fd, head, 0, head.length, size - torn);
+    const nul = head.subarray(0, n).indexOf(0);
+    const key = head.subarray(0, nul < 0 ? n : nul).toString('latin1');
+    const whole = nul >= 0;
+    const own = this.#options.ownPrefix ?? OWN_KEY_PREFIX;
+    return (key.startsWith(own) && key.length > own.length) || (whole ? key === REPORT_KEY : key.length >= own.length && REPORT_KEY.startsWith(key));
   }
 
   #readAll(fd: number, mayCut: boolean): KvpRecord[] {

@@ -10,14 +10,14 @@ import { DEFAULT_CONFIG } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { type KvpRecord, SAFE_KEY_BYTES, SAFE_VALUE_BYTES, sanitizeText, splitValue, truncateUtf8 } from './codec.js';
-import { KvpStore, readBootTime } from './store.js';
+import { KvpStore, readBootTime, REPORT_KEY } from './store.js';
 import { ZERO_VM_ID } from '../azure/health.js';
 
 export { pinoDestination } from './log-sink.js';
 
 export const KVP_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 export type KvpLevel = (typeof KVP_LEVELS)[number];
-export const REPORT_KEY = 'PROVISIONING_REPORT';
+export { REPORT_KEY };
 /** Keys of records flushed before `setVmId` was called carry the zero VM id (as azure-init's do when unreadable). */
 export { ZERO_VM_ID };
 const TRUNCATED = ' …[truncated]';

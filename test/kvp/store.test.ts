@@ -158,6 +158,39 @@ describe('KvpStore', () => {
     expect(store.info()).toMatchObject({ corrupt: true, tornBytes: 100, records: 1 });
   });
 
+  // A SIGKILL stops a long write at a page boundary (a multiple of 4,096 bytes into the file): every such cut of our
+  // own records leaves a partial record of 512, 1,024, 1,536 or 2,048 bytes whose key is whole.
+  it.each([
+    ['telemetry', 'bootstate-00000000-0000-0000-0000-000000000000|1|INFO|provision|x'],
+    ['the report', 'PROVISIONING_REPORT'],
+  ])('cuts a torn record of ours (%s, as a killed run leaves it at a page boundary) and writes after the whole ones', (_what, key) => {
+    const file = path.join(dir, 'pool');
+    const records = Array.from({ length: 9 }, (_, i) => rec(i === 8 ? key : `CLOUD_INIT|${i}`, 'v'));
+    for (const pages of [1, 2, 3, 4]) {
+      const whole = encodeRecords(records);
+      const cutAt = pages * 4096 + 8 * RECORD_BYTES - (8 * RECORD_BYTES) % 4096;
+      const bytes = Buffer.concat([encodeRecords(records.slice(0, 8)), whole.subarray(8 * RECORD_BYTES, Math.min(whole.length, cutAt))]);
+      if (bytes.length % RECORD_BYTES === 0) continue;
+      fs.writeFileSync(file, bytes);
+      const torn = bytes.length % RECORD_BYTES;
+      const store = new KvpStore({ path: file });
+      store.append([rec('bootstate-x|2', 'next')]);
+      expect(rawRecords(file)).toEqual([...records.slice(0, 8), rec('bootstate-x|2', 'next')]);
+      expect(store.cutTornBytes).toBe(torn);
+    }
+  });
+
+  it('still refuses a torn tail whose key is another writer\'s, and leaves it as it was', () => {
+    const file = path.join(dir, 'pool');
+    const bytes = encodeRecords([rec('a', '1'), rec('CLOUD_INIT|7', 'v')]).subarray(0, RECORD_BYTES + 1536);
+    fs.writeFileSync(file, bytes);
+    const store = new KvpStore({ path: file });
+    expect(kvpError(() => store.append([rec('bootstate-x|1', 'v')])).message).toMatch(/is corrupt: 4096 bytes/);
+    expect(kvpError(() => store.upsert('PROVISIONING_REPORT', 'v')).message).toMatch(/is corrupt/);
+    expect(fs.readFileSync(file)).toEqual(bytes);
+    expect(store.cutTornBytes).toBe(0);
+  });
+
   it('with repair, reads skip the torn tail and the next write drops it', () => {
     const file = path.join(dir, 'pool');
     fill(file, [rec('a', '1')]);
