@@ -50,10 +50,12 @@ describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () 
     expect(await readFile(sandbox.hostPath('/etc/group'), 'utf8')).toMatch(/^wheel:x:\d+:azureuser$/m);
   });
 
-  it('locks the password with passwd -l, leaving ! in the sandbox shadow', async () => {
+  it("leaves a password useradd left locked as it is: ! in the sandbox shadow, passwd not needed", async () => {
+    const before = await shadowOf(sandbox, 'azureuser');
+    expect(before).toMatch(/^!/);
     const [result] = await steps(sandbox, { steps: [{ op: 'password', args: 'azureuser' }] });
-    expect(result!.ok).toMatchObject({ backend: 'passwd' });
-    expect(await shadowOf(sandbox, 'azureuser')).toMatch(/^!/);
+    expect(result!.ok).toMatchObject({ backend: 'passwd', detail: expect.stringMatching(/already locked in \/etc\/shadow; passwd not needed/) });
+    expect(await shadowOf(sandbox, 'azureuser')).toBe(before);
   });
 
   it('sets a provided password through chpasswd, leaving only a hash in the shadow file', async () => {
@@ -63,6 +65,16 @@ describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () 
     expect(result!.ok).toMatchObject({ backend: 'chpasswd' });
     expect(await shadowOf(sandbox, 'pwuser')).toMatch(/^\$(y|6|5|2b|gy)\$/);
     expect(await readFile(sandbox.hostPath('/etc/shadow'), 'utf8')).not.toContain(secret);
+  });
+
+  it('locks a password that is set with passwd -l: ! before the hash in the sandbox shadow', async () => {
+    await steps(sandbox, { steps: [{ op: 'user', args: { username: 'lockuser', groups: [] } }] }, undefined);
+    await steps(sandbox, { steps: [{ op: 'password', args: 'lockuser' }] }, 'Correct-h0rse-battery');
+    const hash = await shadowOf(sandbox, 'lockuser');
+    expect(hash).toMatch(/^\$/);
+    const [result] = await steps(sandbox, { steps: [{ op: 'password', args: 'lockuser' }] });
+    expect(result!.ok).toMatchObject({ backend: 'passwd', detail: 'password locked for lockuser' });
+    expect(await shadowOf(sandbox, 'lockuser')).toBe(`!${hash}`);
   });
 
   it('refuses a password step for a user that does not exist', async () => {
