@@ -58,8 +58,10 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
 
   await ensureSshdRuntimeDir(context.root);
   let detail = `wrote ${file} (PasswordAuthentication ${want})`;
+  let pidFile: string | null = null;
   try {
     const dump = await context.run(['sshd', '-T', '-f', mainPath], { signal, timeoutMs: 30_000 });
+    pidFile = sshdDumpValue(dump.stdout, 'pidfile');
     const effective = sshdDumpValue(dump.stdout, 'passwordauthentication');
     if (effective !== want) {
       throw sshdError(`sshd's effective PasswordAuthentication is ${effective ?? 'unset'}, wanted ${want}: an earlier setting wins over ${file}`, [
@@ -86,6 +88,12 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
 
   if (!config.reload_sshd) return { backend: 'sshd_config.d', detail: `${detail}; reload disabled`, warnings };
   if (!(await systemdIsInit(context.root))) return { backend: 'sshd_config.d', detail: `${detail}; systemd is not PID 1, sshd not reloaded`, warnings };
+  // A listening sshd writes its PidFile; without one there is no daemon holding an older configuration (on a first
+  // boot sshd.service is ordered after this unit, and a socket-activated sshd reads its configuration when it starts),
+  // so the systemctl round trip is left out. PidFile none tells nothing: then systemctl decides, as before.
+  if (pidFile !== null && pidFile !== 'none' && !(await exists(under(context.root, pidFile)))) {
+    return { backend: 'sshd_config.d', detail: `${detail}; sshd is not running (no ${pidFile}), nothing to reload`, warnings };
+  }
   const reload = await context
     .run(['systemctl', 'try-reload-or-restart', 'ssh.service', 'sshd.service'], { signal, timeoutMs: 60_000, allowFailure: true })
     .catch((error: unknown) => ({ exitCode: -1, stderr: stderrOf(error) }));
@@ -97,6 +105,10 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
 /** Creates /run/sshd: sshd refuses to run (even `-T`) without it, and only its own unit normally creates it. */
 export async function ensureSshdRuntimeDir(root: string): Promise<void> {
   await mkdir(under(root, '/run/sshd'), { recursive: true, mode: 0o755 }).catch(() => undefined);
+}
+
+async function exists(file: string): Promise<boolean> {
+  return access(file).then(() => true, () => false);
 }
 
 /** Whether systemd is the init system (the documented check: /run/systemd/system exists). */
