@@ -11,6 +11,7 @@ import { findAdminUsers } from '../os/admin-users.js';
 import { HOST_KEY_FILE } from '../os/host-keys.js';
 import { isMarkerName } from '../os/marker.js';
 import { readRegularInRoot, resolveInRoot } from '../os/paths.js';
+import { shadowHash } from '../os/validate.js';
 
 export type Change =
   /** A file (or, `recursive`, a directory) removed. */
@@ -118,7 +119,7 @@ async function bootstateState(root: string, config: Config): Promise<Change[]> {
 
 /** Whether the `root:` line of a shadow file holds a password hash (or an empty field, which logs in without one). */
 export function rootHasPassword(shadow: string | null): boolean {
-  const field = shadow?.split('\n').find((line) => line.startsWith('root:'))?.split(':')[1];
+  const field = shadowHash(shadow, 'root');
   return field !== undefined && !HASHLESS.test(field);
 }
 

@@ -2,14 +2,13 @@
  * The password step (spec §8.3): locked by default; when the provisioning media carried a password it is set
  * with chpasswd, the `user:password` line written to its stdin only and the buffer zeroed afterwards.
  */
-import { readFile } from 'node:fs/promises';
 import { BootstateError } from '../errors.js';
 import type { PasswordBackendName } from '../config/defaults.js';
 import type { SecretStore } from '../secrets.js';
 import type { Backend, OsContext } from './backends.js';
-import { under } from './paths.js';
+import { readRegularInRoot } from './paths.js';
 import type { StepResult } from './provisioner.js';
-import { MAX_PASSWORD_LENGTH } from './validate.js';
+import { MAX_PASSWORD_LENGTH, shadowHash } from './validate.js';
 
 export interface PasswordArgs {
   username: string;
@@ -45,10 +44,7 @@ export async function setWithChpasswd(args: PasswordArgs, context: OsContext, si
  * less on a first boot's critical path). Anything unreadable or unexpected reads as not locked, and the tool runs.
  */
 export async function lockedInShadow(username: string, context: OsContext): Promise<boolean> {
-  const text = await readFile(under(context.root, '/etc/shadow'), 'utf8').catch(() => null);
-  if (text === null) return false;
-  const entry = text.split('\n').find((line) => line.startsWith(`${username}:`));
-  return entry?.split(':')[1]?.startsWith('!') ?? false;
+  return shadowHash(await readRegularInRoot(context.root, '/etc/shadow'), username)?.startsWith('!') ?? false;
 }
 
 /** Locks with `argv` unless the shadow entry already is. */

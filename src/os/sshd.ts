@@ -4,7 +4,7 @@
  * counts is the effective value, which `sshd -T` reports and we check. sshd is reloaded when it runs under
  * systemd; otherwise the unit's `Before=ssh.service` ordering means sshd starts after we wrote the file.
  */
-import { access, mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { SshConfig } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
@@ -12,7 +12,7 @@ import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';
 import { sshdDumpValue } from './authorized-keys-file.js';
 import { firstLine, isCommandMissing, stderrOf } from './exec.js';
-import { under } from './paths.js';
+import { exists, under } from './paths.js';
 import type { StepResult } from './provisioner.js';
 
 export const SSHD_DROPIN_NAME = '00-bootstate.conf';
@@ -107,18 +107,9 @@ export async function ensureSshdRuntimeDir(root: string): Promise<void> {
   await mkdir(under(root, '/run/sshd'), { recursive: true, mode: 0o755 }).catch(() => undefined);
 }
 
-async function exists(file: string): Promise<boolean> {
-  return access(file).then(() => true, () => false);
-}
-
 /** Whether systemd is the init system (the documented check: /run/systemd/system exists). */
 export async function systemdIsInit(root = '/'): Promise<boolean> {
-  try {
-    await access(under(root, '/run/systemd/system'));
-    return true;
-  } catch {
-    return false;
-  }
+  return exists(under(root, '/run/systemd/system'));
 }
 
 function sshdError(message: string, data: Array<[string, string]>, cause?: unknown): BootstateError {

@@ -178,6 +178,11 @@ export interface PasswdEntry {
   shell: string;
 }
 
+/** The password field of `name` in the text of a shadow(5) file, or undefined when it has no entry. */
+export function shadowHash(shadow: string | null, name: string): string | undefined {
+  return shadow?.split('\n').find((line) => line.startsWith(`${name}:`))?.split(':')[1];
+}
+
 /** Parses a passwd(5) file; a missing file reads as empty. */
 export async function readPasswd(file: string): Promise<PasswdEntry[]> {
   let text: string;
