@@ -1,19 +1,21 @@
 /**
  * The first-boot provisioning statechart: the whole control flow of `bootstate provision`.
  *
- * config → VM id → marker → (InProgress report ‖ host keys ‖ metadata → validation → OS) → report pending → Ready →
- * marker, and from anywhere: → ProvisioningFailed. systemd hears READY=1 on entering the Ready or the failure report
- * (and the ends that provision nothing), so logins never wait for a report. A pre-provisioned pool VM leaves the metadata stage for `preprovisioned`
+ * config → VM id → marker → (InProgress report ‖ host keys ‖ metadata → validation → OS → configured) → report
+ * pending → Ready → marker, and from anywhere: → ProvisioningFailed. systemd hears READY=1 once the OS is configured
+ * (`configured`), on entering the failure report, and at the ends that provision nothing, so logins never wait for a
+ * report; host keys sshd can take while it runs (rsa) are made beside the rest, and only the reports wait for them. A pre-provisioned pool VM leaves the metadata stage for `preprovisioned`
  * (Ready to the pool → marker → poll `reprovisiondata`) and comes back to `provisioning` with the customer's data. Health is a tag of the state that reports it. Retries, backoff and total
  * deadlines are states and `after` delays: leaving a state aborts its actor, so a deadline holds whatever a server
  * does. Nothing here performs I/O; every actor is a named placeholder that `src/provision.ts` replaces with the real ones.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, setup, stateIn, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, or, setup, stateIn, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health } from '../src/azure/health.js';
 import type { InstanceMetadata, MediaMetadata } from '../src/azure/metadata.js';
 import { poolType, normalizePpsType, pollErrorKind } from '../src/azure/pps.js';
 import { DEFAULT_CONFIG, type Config, type StepName } from '../src/config/defaults.js';
 import { failure, toFailure, type Failure } from '../src/errors.js';
+import type { HostKeyType } from '../src/os/host-keys.js';
 import type { MarkerState } from '../src/os/provisioner.js';
 import type { PlatformCheck } from '../src/os/platform.js';
 
@@ -55,6 +57,8 @@ export interface ProvisioningContext {
   /** Why the provisioning media could not be used; validation decides whether that fails the run. */
   mediaFailure: Failure | null;
   imdsFailure: Failure | null;
+  /** Host key types the host key step left for the background (sshd reads them per connection). */
+  hostKeysLater: HostKeyType[];
   plan: ProvisioningPlan | null;
   failure: Failure | null;
   /** The error that kept the final report from being accepted. */
@@ -110,6 +114,10 @@ export interface PollInput {
 
 export interface ConfigInput {
   config: Config;
+}
+/** The host key types made in the background. */
+export interface HostKeysInput extends ConfigInput {
+  types: HostKeyType[];
 }
 export interface MarkerInput {
   config: Config;
@@ -227,7 +235,8 @@ const PLACEHOLDER_ACTORS = {
   setPassword: placeholder<void, PlanInput>('setPassword'),
   writeSshKeys: placeholder<void, PlanInput>('writeSshKeys'),
   configureSshd: placeholder<void, PlanInput>('configureSshd'),
-  regenerateHostKeys: placeholder<void, ConfigInput>('regenerateHostKeys'),
+  regenerateHostKeys: placeholder<HostKeyType[], ConfigInput>('regenerateHostKeys'),
+  addHostKeys: placeholder<void, HostKeysInput>('addHostKeys'),
   checkProxyAgent: placeholder<void, ConfigInput>('checkProxyAgent'),
   markReportPending: placeholder<void, MarkerInput>('markReportPending'),
   markProvisioned: placeholder<void, MarkerInput>('markProvisioned'),
@@ -268,7 +277,10 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     poolAfterClaim: ({ context }) => context.reprovision !== null && normalizePpsType(context.metadata?.ppsType) !== 'None',
     stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
     /** This VM's own host keys are in place (or their step is left out): sshd's drop-in may be proved now. */
-    hostKeysReplaced: stateIn('#provisioning.provisioning.hostKeys.done'),
+    hostKeysReplaced: or([stateIn('#provisioning.provisioning.hostKeys.adding'), stateIn('#provisioning.provisioning.hostKeys.done')]),
+    /** Every host key is in place, those made after READY included. */
+    hostKeysComplete: stateIn('#provisioning.provisioning.hostKeys.done'),
+    noHostKeysLater: ({ context }) => context.hostKeysLater.length === 0,
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
     notOnAzure: (_, params: { check: PlatformCheck }) => !params.check.onAzure,
@@ -325,6 +337,15 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
         failure('PROXY_AGENT_STATUS_FAILURE', [['error', `no answer within ${context.config.azure_proxy_agent.wait_secs + 10} s`]]),
     }),
     /** Publishing the hostname is best effort: its failure is a warning, never the run's failure. */
+    recordHostKeysLate: assign({
+      warnings: ({ context }) => [
+        ...context.warnings,
+        `ssh host keys ${context.hostKeysLater.join(', ')} not made within ${context.config.os.timeout_secs} s; sshd offers the others`,
+      ],
+    }),
+    recordHostKeysFailure: assign({
+      warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `ssh host keys ${context.hostKeysLater.join(', ')} not made: ${toFailure(params.error).reason}`],
+    }),
     recordPublishFailure: assign({
       warnings: ({ context }, params: { error: unknown }) => [...context.warnings, `hostname not published: ${toFailure(params.error).reason}`],
     }),
@@ -383,6 +404,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       mediaFailure: null,
       imdsFailure: null,
       plan: null,
+      hostKeysLater: [],
       pollAttempts: 0,
       pollError: null,
     }),
@@ -428,6 +450,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     mediaFailure: null,
     imdsFailure: null,
     plan: null,
+    hostKeysLater: [],
     failure: null,
     reportFailure: null,
     terminating: false,
@@ -609,7 +632,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
             },
             configuringOs: {
               type: 'parallel',
-              onDone: '#provisioning.markingReportPending',
+              onDone: 'configured',
               after: {
                 osTimeout: { target: '#provisioning.reportingFailure', actions: { type: 'recordOsTimeout', params: { phase: 'OS configuration' } } },
               },
@@ -679,6 +702,13 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                 },
               },
             },
+            // Everything a login needs is in place: systemd hears READY=1 and starts sshd. Host keys made in the
+            // background (sshd reads them per connection) may still be on their way: the reports wait for them.
+            configured: {
+              entry: 'tellSystemdReady',
+              always: { guard: 'hostKeysComplete', target: '#provisioning.markingReportPending' },
+              after: { osTimeout: { target: '#provisioning.markingReportPending', actions: 'recordHostKeysLate' } },
+            },
           },
         },
         // The image's host keys are the captured machine's; this VM's own depend on nothing IMDS or the media say, so
@@ -692,8 +722,20 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                 id: 'hostKeys',
                 src: 'regenerateHostKeys',
                 input: ({ context }) => ({ config: context.config }),
-                onDone: 'done',
+                onDone: { target: 'adding', actions: assign({ hostKeysLater: ({ event }) => event.output ?? [] }) },
                 onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
+              },
+            },
+            // Types sshd can take while it runs (rsa by default, the slow one): made in the background, sshd's
+            // drop-in and READY=1 do not wait for them.
+            adding: {
+              always: { guard: 'noHostKeysLater', target: 'done' },
+              invoke: {
+                id: 'laterHostKeys',
+                src: 'addHostKeys',
+                input: ({ context }) => ({ config: context.config, types: context.hostKeysLater }),
+                onDone: 'done',
+                onError: { target: 'done', actions: { type: 'recordHostKeysFailure', params: ({ event }) => ({ error: event.error }) } },
               },
             },
             done: { type: 'final' },

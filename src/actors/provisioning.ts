@@ -22,7 +22,8 @@ import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure, type Failure } from '../errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
-import type { MarkerState, MarkerStore, Provisioner } from '../os/provisioner.js';
+import type { HostKeyType } from '../os/host-keys.js';
+import type { MarkerState, MarkerStore, Provisioner, StepResult } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
 import { checkPlatform, type PlatformCheck } from '../os/platform.js';
@@ -75,16 +76,21 @@ export const IMDS_HEAD_START_MS = 50;
 /** Builds the `actors` map handed to `createProvisioningMachine`. */
 export function provisioningActors(deps: ProvisioningDeps) {
   const { log } = deps;
-  const step = <In extends { config: Config } = PlanInput>(name: string, run: (input: In, signal: AbortSignal) => Promise<{ backend: string; warnings?: string[]; detail?: string; console?: string }>) =>
+  /** Runs one OS step: its failure logged (unless aborted), its warnings, its line with the time it took, its console text. */
+  const logged = async <R extends StepResult>(name: string, signal: AbortSignal, run: () => Promise<R>): Promise<R> => {
+    const started = Date.now();
+    const result = await run().catch((error: unknown) => {
+      if (!signal.aborted) logFailure(log, name, error);
+      throw error;
+    });
+    for (const warning of result.warnings ?? []) log.warn({ step: name, backend: result.backend }, warning);
+    log.info({ step: name, backend: result.backend, ms: Date.now() - started }, result.detail ?? `${name} done`);
+    if (result.console) deps.console(result.console);
+    return result;
+  };
+  const step = <In extends { config: Config } = PlanInput>(name: string, run: (input: In, signal: AbortSignal) => Promise<StepResult>) =>
     fromPromise<void, In>(async ({ input, signal }) => {
-      const started = Date.now();
-      const result = await run(input, signal).catch((error: unknown) => {
-        if (!signal.aborted) logFailure(log, name, error);
-        throw error;
-      });
-      for (const warning of result.warnings ?? []) log.warn({ step: name, backend: result.backend }, warning);
-      log.info({ step: name, backend: result.backend, ms: Date.now() - started }, result.detail ?? `${name} done`);
-      if ('console' in result && result.console) deps.console(result.console);
+      await logged(name, signal, () => run(input, signal));
     });
 
   // The IMDS request is the one Ready waits on. The media read starts in the same step but waits until it has been
@@ -275,9 +281,13 @@ export function provisioningActors(deps: ProvisioningDeps) {
     }),
     // Made while IMDS is asked, after its request has left (as the media read waits): ssh-keygen's fork and its
     // CPU must not delay the request Ready waits on.
-    regenerateHostKeys: step<{ config: Config }>('hostKeys', async (_input, signal) => {
+    // Its output: the types left for addHostKeys, made in the background (logins do not wait for them).
+    regenerateHostKeys: fromPromise<HostKeyType[], { config: Config }>(async ({ signal }) => {
       await imdsHeadStart.wait(signal);
-      return deps.provisioner.regenerateHostKeys(signal);
+      return (await logged('hostKeys', signal, () => deps.provisioner.regenerateHostKeys(signal))).later;
+    }),
+    addHostKeys: fromPromise<void, { config: Config; types: HostKeyType[] }>(async ({ input, signal }) => {
+      await logged('hostKeys', signal, () => deps.provisioner.addHostKeys(input.types, signal));
     }),
     saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
 

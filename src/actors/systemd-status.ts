@@ -94,6 +94,9 @@ export function phaseOf(snapshot: StatusSnapshot): Phase | null {
   }
   if (is({ provisioning: { work: 'validating' } })) return { key: 'validating', budgetSecs: config.os.timeout_secs, text: () => 'configuring the OS' };
   if (is({ provisioning: { work: 'configuringOs' } })) return { key: 'os', budgetSecs: config.os.timeout_secs, text: () => 'configuring the OS' };
+  if (is({ provisioning: { work: 'configured' } })) {
+    return { key: 'configured', budgetSecs: config.os.timeout_secs, text: () => 'OS configured, logins open: making the last ssh host keys' };
+  }
   if (is({ provisioning: { work: { gathering: { imds: 'fetching' } } } })) {
     return {
       key: 'gathering',

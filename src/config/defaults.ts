@@ -39,6 +39,12 @@ export interface HostKeysConfig {
   types: Array<'rsa' | 'ecdsa' | 'ed25519'>;
   /** Where sshd's host keys live (`ssh_host_<type>_key` and `.pub`). */
   dir: string;
+  /**
+   * Types of `types` that logins do not wait for, where sshd loads its host keys on each connection (OpenSSH before
+   * 9.8): made beside the rest at a lower CPU priority, offered from the first connection after they exist. Where
+   * sshd loads its keys once, at its start, they are made with the others.
+   */
+  background: Array<'rsa' | 'ecdsa' | 'ed25519'>;
 }
 
 /** Azure's Guest Proxy Agent, which guards IMDS and the wireserver on VMs that ask for it (src/os/proxy-agent.ts). */
@@ -212,7 +218,7 @@ export const DEFAULT_CONFIG: Config = {
     sshd_config_path: '/etc/ssh/sshd_config',
     reload_sshd: true,
   },
-  host_keys: { regenerate: true, types: ['rsa', 'ecdsa', 'ed25519'], dir: '/etc/ssh' },
+  host_keys: { regenerate: true, types: ['rsa', 'ecdsa', 'ed25519'], dir: '/etc/ssh', background: ['rsa'] },
   platform: { check: true },
   azure_proxy_agent: { enable: true, require: false, wait_secs: 120 },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },

@@ -74,6 +74,7 @@ const sections = {
     regenerate: v.boolean(),
     types: v.pipe(v.array(v.picklist(['rsa', 'ecdsa', 'ed25519'])), v.minLength(1, 'must name at least one key type')),
     dir: absolutePath,
+    background: v.array(v.picklist(['rsa', 'ecdsa', 'ed25519'])),
   }),
   platform: v.strictObject({ check: v.boolean() }),
   azure_proxy_agent: v.strictObject({ enable: v.boolean(), require: v.boolean(), wait_secs: positiveSecs }),

@@ -24,6 +24,7 @@ export const GUARD_WORDS: Record<string, string> = {
   havePlan: 'plan made',
   notOnAzure: 'not on Azure',
   proxyAgentWanted: 'proxy agent',
+  hostKeysComplete: 'all host keys in',
 };
 
 /** A guard's name in words. */
@@ -48,6 +49,7 @@ export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
   sshKeys: { done: 'SSH keys written', error: 'SSH keys failed' },
   sshd: { done: 'sshd configured', error: 'sshd configuration failed' },
   hostKeys: { done: 'SSH host keys replaced', error: 'SSH host keys failed' },
+  laterHostKeys: { done: 'background SSH host keys made', error: 'background SSH host keys failed' },
   pendingMarker: { done: 'report-pending marker written', error: 'report-pending marker failed' },
   readyReport: { done: 'Ready report accepted', error: 'Ready report failed' },
   provisionedMarker: { done: 'provisioned marker written', error: 'provisioned marker failed' },

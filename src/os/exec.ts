@@ -15,6 +15,8 @@ export interface RunOptions {
   maxOutputBytes?: number;
   /** Resolve with the result instead of throwing when the command exits non-zero. */
   allowFailure?: boolean;
+  /** Niceness given to the child right after it starts (work that must not compete with the boot around it). */
+  nice?: number;
 }
 
 export interface RunResult {
@@ -51,6 +53,13 @@ export function run(argv: string[], options: RunOptions = {}): Promise<RunResult
       env: withSbinPath(options.env ?? process.env),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
+    if (options.nice !== undefined && child.pid !== undefined) {
+      try {
+        process.getBuiltinModule('node:os').setPriority(child.pid, options.nice);
+      } catch {
+        // gone already, or not allowed: it runs at our priority
+      }
+    }
     const out = new Capture(max);
     const err = new Capture(max);
     let endedBy: RunResult['endedBy'] = 'exit';

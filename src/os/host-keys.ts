@@ -38,27 +38,24 @@ export interface HostKey {
   publicKey: string;
 }
 
-/**
- * Replaces the host keys in `dir` (under the context's root) by new ones of `types`. They carry no comment: they are
- * made before the VM's hostname is known (while IMDS is asked), and a comment naming the image's would mislead.
- */
-export async function regenerateHostKeys(
-  request: { dir: string; types: readonly HostKeyType[] },
-  context: OsContext,
-  signal: AbortSignal,
-): Promise<StepResult> {
-  const dir = under(context.root, request.dir);
-  if (!existsSync(dir)) return { backend: 'none', detail: `${dir} does not exist: no ssh host keys to replace` };
-  const types = [...new Set(request.types)];
+/** The host key step's result: the types left for `addHostKeys`, made in the background. */
+export interface HostKeysResult extends StepResult {
+  later: HostKeyType[];
+}
+
+type Fresh = { type: HostKeyType; temp: string; publicKey: string };
+
+/** Generates `types` side by side under temporary names; a type that fails is a warning, not a throw. */
+async function generate(dir: string, types: HostKeyType[], context: OsContext, signal: AbortSignal, nice?: number) {
   const warnings: string[] = [];
   let missing = false;
   const generated = await Promise.all(
-    types.map(async (type) => {
+    types.map(async (type): Promise<Fresh | null> => {
       const temp = path.join(dir, tempName(type));
       await rm(temp, { force: true });
       await rm(`${temp}.pub`, { force: true });
       try {
-        await context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', temp], { signal, timeoutMs: 60_000 });
+        await context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', temp], { signal, timeoutMs: 60_000, nice });
         const publicKey = (await readFile(`${temp}.pub`, 'utf8')).trim();
         return { type, temp, publicKey };
       } catch (error) {
@@ -71,9 +68,50 @@ export async function regenerateHostKeys(
       }
     }),
   );
-  const fresh = generated.filter((g): g is NonNullable<typeof g> => g !== null);
+  return { fresh: generated.filter((g): g is Fresh => g !== null), warnings, missing };
+}
+
+/** Renames each new key into place, root-owned, 0600 (private) and 0644 (public). */
+async function install(dir: string, fresh: Fresh[], context: OsContext): Promise<void> {
+  for (const { type, temp } of fresh) {
+    const key = path.join(dir, `ssh_host_${type}_key`);
+    for (const [from, to, mode] of [[temp, key, 0o600], [`${temp}.pub`, `${key}.pub`, 0o644]] as const) {
+      await chown(from, context.rootOwner.uid, context.rootOwner.gid);
+      await chmod(from, mode);
+      await rename(from, to);
+    }
+  }
+}
+
+function installError(dir: string, error: unknown): BootstateError {
+  return new BootstateError('HOST_KEYS_FAILED', `cannot install the new ssh host keys in ${dir}: ${(error as Error).message}`, {
+    data: [['path', dir], ['error', (error as Error).message]],
+    cause: error,
+  });
+}
+
+const keysOf = (fresh: Fresh[]): HostKey[] => fresh.map(({ type, publicKey }) => ({ type, publicKey, fingerprint: fingerprintOf(publicKey) }));
+
+/**
+ * Replaces the host keys in `dir` (under the context's root) by new ones of `types`. They carry no comment: they are
+ * made before the VM's hostname is known (while IMDS is asked), and a comment naming the image's would mislead.
+ * Types in `later` are not made now but returned, for `addHostKeys` in the background (all of the image's keys are
+ * removed all the same); when every type is in `later`, all are made now. The console block of fingerprints
+ * is printed once every key exists: here when nothing is left for later.
+ */
+export async function regenerateHostKeys(
+  request: { dir: string; types: readonly HostKeyType[]; later?: readonly HostKeyType[] },
+  context: OsContext,
+  signal: AbortSignal,
+): Promise<HostKeysResult> {
+  const dir = under(context.root, request.dir);
+  if (!existsSync(dir)) return { backend: 'none', detail: `${dir} does not exist: no ssh host keys to replace`, later: [] };
+  const types = [...new Set(request.types)];
+  const deferred = types.filter((t) => request.later?.includes(t));
+  const later = deferred.length < types.length ? deferred : [];
+  const { fresh, warnings, missing } = await generate(dir, types.filter((t) => !later.includes(t)), context, signal);
   // openssh-server brings ssh-keygen: without it there is no sshd whose keys could be shared.
-  if (missing) return { backend: 'none', detail: 'ssh-keygen is not installed: the ssh host keys are left as they are', warnings: ['ssh-keygen is not installed; ssh host keys not replaced'] };
+  if (missing) return { backend: 'none', detail: 'ssh-keygen is not installed: the ssh host keys are left as they are', warnings: ['ssh-keygen is not installed; ssh host keys not replaced'], later: [] };
   if (fresh.length === 0) {
     throw new BootstateError('HOST_KEYS_FAILED', `no ssh host key could be generated in ${dir}: ${warnings.join('; ')}`, {
       data: [['path', dir], ['error', warnings.join('; ')]],
@@ -84,25 +122,50 @@ export async function regenerateHostKeys(
   try {
     removed = (await readdir(dir)).filter((name) => HOST_KEY_FILE.test(name));
     for (const name of removed) await rm(path.join(dir, name), { force: true });
-    for (const { type, temp } of fresh) {
-      const key = path.join(dir, `ssh_host_${type}_key`);
-      for (const [from, to, mode] of [[temp, key, 0o600], [`${temp}.pub`, `${key}.pub`, 0o644]] as const) {
-        await chown(from, context.rootOwner.uid, context.rootOwner.gid);
-        await chmod(from, mode);
-        await rename(from, to);
-      }
-    }
+    await install(dir, fresh, context);
   } catch (error) {
-    throw new BootstateError('HOST_KEYS_FAILED', `cannot install the new ssh host keys in ${dir}: ${(error as Error).message}`, {
-      data: [['path', dir], ['error', (error as Error).message]],
-      cause: error,
-    });
+    throw installError(dir, error);
   }
-  const keys: HostKey[] = fresh.map(({ type, publicKey }) => ({ type, publicKey, fingerprint: fingerprintOf(publicKey) }));
+  const keys = keysOf(fresh);
   const replaced = removed.filter((n) => !n.endsWith('.pub')).length;
+  const rest = later.length ? `; ${later.join(', ')} on its way (logins do not wait for it)` : '';
   return {
     backend: 'ssh-keygen',
-    detail: `new ssh host keys (${replaced} of the image's replaced): ${keys.map((k) => k.fingerprint).join(', ')}`,
+    detail: `new ssh host keys (${replaced} of the image's replaced): ${keys.map((k) => k.fingerprint).join(', ')}${rest}`,
+    warnings,
+    ...(later.length ? {} : { console: fingerprintBlock(keys) }),
+    later,
+  };
+}
+
+/**
+ * Adds host keys of `types` to `dir` while the rest of the first boot goes on (an sshd already running reads them
+ * on its next connection), at a lower CPU priority than the boot around it. Nothing here fails the run: sshd already has keys,
+ * so a type that cannot be made is a warning. Then the console block of every key of `all` in `dir`.
+ */
+export async function addHostKeys(
+  request: { dir: string; types: readonly HostKeyType[]; all: readonly HostKeyType[] },
+  context: OsContext,
+  signal: AbortSignal,
+): Promise<StepResult> {
+  const dir = under(context.root, request.dir);
+  const { fresh, warnings } = await generate(dir, [...new Set(request.types)], context, signal, 10);
+  signal.throwIfAborted();
+  try {
+    await install(dir, fresh, context);
+  } catch (error) {
+    warnings.push(installError(dir, error).message);
+    return { backend: 'ssh-keygen', detail: 'no ssh host key added', warnings };
+  }
+  const keys: HostKey[] = [];
+  for (const type of new Set(request.all)) {
+    const publicKey = (await readFile(path.join(dir, `ssh_host_${type}_key.pub`), 'utf8').catch(() => '')).trim();
+    if (publicKey) keys.push({ type, publicKey, fingerprint: fingerprintOf(publicKey) });
+  }
+  const added = keysOf(fresh);
+  return {
+    backend: 'ssh-keygen',
+    detail: added.length ? `ssh host keys added: ${added.map((k) => k.fingerprint).join(', ')}` : 'no ssh host key added',
     warnings,
     console: fingerprintBlock(keys),
   };

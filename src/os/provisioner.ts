@@ -3,6 +3,7 @@
  * writes under a directory and records the commands it would run (the demo and tests use it).
  */
 import type { SecretStore } from '../secrets.js';
+import type { HostKeysResult, HostKeyType } from './host-keys.js';
 
 export interface StepResult {
   /** Which backend did the work (e.g. `hostnamectl`, `hostname`, `useradd`). */
@@ -45,8 +46,13 @@ export interface Provisioner {
   configureSshd(passwordAuthentication: boolean, signal: AbortSignal): Promise<StepResult>;
   /** Waits until Azure's Guest Proxy Agent reports ready (`azure-proxy-agent --status --wait`). */
   checkProxyAgent(signal: AbortSignal): Promise<StepResult>;
-  /** Replaces the image's SSH host keys by new ones (config `[host_keys]`). */
-  regenerateHostKeys(signal: AbortSignal): Promise<StepResult>;
+  /**
+   * Replaces the image's SSH host keys by new ones (config `[host_keys]`); the result names the types left for
+   * `addHostKeys`, made in the background.
+   */
+  regenerateHostKeys(signal: AbortSignal): Promise<HostKeysResult>;
+  /** Adds the host keys of `types` while sshd may be running; never fails the run (warnings). */
+  addHostKeys(types: readonly HostKeyType[], signal: AbortSignal): Promise<StepResult>;
   /** Saves the custom data and user data held in `secrets` as 0600 root files (config `[custom_data]`). */
   saveCustomData(secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
 }

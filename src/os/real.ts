@@ -8,7 +8,7 @@ import type { Config } from '../config/defaults.js';
 import { BootstateError, escapeValue } from '../errors.js';
 import type { SecretStore } from '../secrets.js';
 import { resolveAuthorizedKeysFiles } from './authorized-keys-file.js';
-import { sshdDumpFlags } from './sshd-capability.js';
+import { sshdDumpFlags, sshdLoadsKeysPerConnection } from './sshd-capability.js';
 import { tryBackends, type OsContext } from './backends.js';
 import { run as defaultRun, type Runner } from './exec.js';
 import { saveCustomData } from './custom-data.js';
@@ -19,7 +19,7 @@ import { under } from './paths.js';
 import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
 import { keepKeysSshdAccepts } from './key-policy.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
-import { regenerateHostKeys } from './host-keys.js';
+import { addHostKeys, regenerateHostKeys, type HostKeysResult, type HostKeyType } from './host-keys.js';
 import { checkProxyAgent } from './proxy-agent.js';
 import { configureSshd, ensureSshdRuntimeDir } from './sshd.js';
 import { sudoRuleFor, writeSudoers } from './sudoers.js';
@@ -152,10 +152,17 @@ export class RealProvisioner implements Provisioner {
     return { backend: 'azure-proxy-agent', detail };
   }
 
-  async regenerateHostKeys(signal: AbortSignal): Promise<StepResult> {
+  async regenerateHostKeys(signal: AbortSignal): Promise<HostKeysResult> {
     const cfg = this.config.host_keys;
-    if (!cfg.regenerate) return { backend: 'none', detail: 'host key regeneration disabled by config' };
-    return regenerateHostKeys({ dir: cfg.dir, types: cfg.types }, this.context, signal);
+    if (!cfg.regenerate) return { backend: 'none', detail: 'host key regeneration disabled by config', later: [] };
+    // Only an sshd that reads its keys per connection offers a key made after it started.
+    const later = cfg.background.length && (await sshdLoadsKeysPerConnection()) ? cfg.background : [];
+    return regenerateHostKeys({ dir: cfg.dir, types: cfg.types, later }, this.context, signal);
+  }
+
+  async addHostKeys(types: readonly HostKeyType[], signal: AbortSignal): Promise<StepResult> {
+    const cfg = this.config.host_keys;
+    return addHostKeys({ dir: cfg.dir, types, all: cfg.types }, this.context, signal);
   }
 
   /** The user's passwd entry, or USER_MISSING. */

@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import type { RunOptions, RunResult } from './exec.js';
+import type { HostKeysResult } from './host-keys.js';
 import { under } from './paths.js';
 import type { StepResult, UserRequest } from './provisioner.js';
 import { RealProvisioner } from './real.js';
@@ -97,13 +98,14 @@ export class ScratchProvisioner extends RealProvisioner {
   }
 
   /** Records the ssh-keygen runs the real backend would make; the scratch tree has no host keys to replace. */
-  override async regenerateHostKeys(signal: AbortSignal): Promise<StepResult> {
+  override async regenerateHostKeys(signal: AbortSignal): Promise<HostKeysResult> {
     const cfg = this.config.host_keys;
     if (!cfg.regenerate) return super.regenerateHostKeys(signal);
     for (const type of new Set(cfg.types)) {
       await this.context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', path.posix.join(cfg.dir, `ssh_host_${type}_key`)], { signal });
     }
-    return { backend: 'scratch', detail: `new ssh host keys would be made: ${[...new Set(cfg.types)].join(', ')}` };
+    // No sshd runs on a scratch tree: every key is made before, none is left for later.
+    return { backend: 'scratch', detail: `new ssh host keys would be made: ${[...new Set(cfg.types)].join(', ')}`, later: [] };
   }
 }
 

@@ -31,15 +31,40 @@ async function findOnPath(command: string): Promise<string | null> {
   return null;
 }
 
-let memo: Promise<string[]> | undefined;
+/** What the sshd binary on PATH says of itself, read once per process (about 1 MB, never run). */
+interface SshdBinary {
+  dumpFlags: string[];
+  keysPerConnection: boolean;
+}
 
-/** The flags to try, in order, for `sshd -G`/`-T` dumps; probed once per process. */
-export function sshdDumpFlags(): Promise<string[]> {
+let memo: Promise<SshdBinary> | undefined;
+
+function sshdBinary(): Promise<SshdBinary> {
   memo ??= (async () => {
     const binary = await findOnPath('sshd');
-    if (!binary) return [...BOTH_DUMP_FLAGS];
-    const text = await readFile(binary, 'latin1').catch(() => '');
-    return dumpFlagsFromBinary(text);
+    const text = binary ? await readFile(binary, 'latin1').catch(() => '') : '';
+    return { dumpFlags: dumpFlagsFromBinary(text), keysPerConnection: keysPerConnectionFromBinary(text) };
   })();
   return memo;
+}
+
+/** The flags to try, in order, for `sshd -G`/`-T` dumps. */
+export async function sshdDumpFlags(): Promise<string[]> {
+  return [...(await sshdBinary()).dumpFlags];
+}
+
+/**
+ * Whether the sshd binary in `text` reads its host keys again for every connection. Before OpenSSH 9.8 the listener
+ * re-executes itself for each connection (`sshd -R`), and that process loads the keys from disk: a key file added
+ * while sshd runs is offered from the next connection on. From 9.8 the per-connection work is `sshd-session`, which
+ * gets the keys the listener loaded at its start; the binary then names that program. A binary without sshd's usage
+ * line is not recognised: false, the safe answer (keys made before logins start).
+ */
+export function keysPerConnectionFromBinary(text: string): boolean {
+  return /usage: sshd \[-[0-9A-Za-z]+\]/.test(text) && !text.includes('sshd-session');
+}
+
+/** Whether this machine's sshd loads its host keys per connection (see above). */
+export async function sshdLoadsKeysPerConnection(): Promise<boolean> {
+  return (await sshdBinary()).keysPerConnection;
 }

@@ -19,6 +19,7 @@ describe('phaseOf', () => {
     [{ provisioning: { work: { gathering: { imds: 'fetched', media: 'reading' } }, inProgress: 'sent' } }, 'reading the provisioning media', 30],
     [{ provisioning: { work: 'checkingProxyAgent', inProgress: 'sent' } }, 'waiting for the Azure Guest Proxy Agent, 130 s left', 130],
     [{ provisioning: { work: 'validating', inProgress: 'sent' } }, 'configuring the OS', 300],
+    [{ provisioning: { work: 'configured', hostKeys: 'adding', inProgress: 'sent' } }, 'OS configured, logins open: making the last ssh host keys', 300],
     ['reportingReady', 'reporting Ready: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'reportingPoolReady' }, 'pool VM: reporting Ready to the pool: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'waiting' }, 'pool VM: waiting to be claimed, poll 1', null],

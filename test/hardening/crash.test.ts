@@ -167,6 +167,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   // The host keys are made once the IMDS request has left: done while IMDS is gated.
   'provisioning.hostKeys': imdsGate,
   'provisioning.hostKeys.replacing': poller,
+  'provisioning.hostKeys.adding': {
+    transient:
+      'eventless when nothing is left for the background: the scratch backend has no sshd and leaves no type for later, so its always transition leaves the state in the macrostep that enters it (test/model covers the background keys)',
+  },
   'provisioning.hostKeys.done': imdsGate,
   'provisioning.work.gathering': imdsGate,
   'provisioning.work.gathering.imds': imdsGate,
@@ -238,6 +242,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
       "the reference metadata carries no custom data, so the step only finds nothing to save and is over within the turn of the event loop that enters it; since the host keys are made beside IMDS, nothing else in the OS stage is slow enough for the poller to freeze the agent there (six misses in six under load). Saving custom data with a kill mid-write is not in this matrix; the atomic writer it uses is (the keys' and the sshd drop-in's midWrite holds)",
   },
   'provisioning.work.configuringOs.customData.done': poller,
+  'provisioning.work.configured': {
+    transient:
+      'eventless once every host key is in: the scratch backend makes all of them while IMDS is gated, so the state is left in the macrostep that enters it, with READY sent (test/model covers a wait for background keys)',
+  },
   preprovisioned: POOL_VM,
   'preprovisioned.reportingPoolReady': POOL_VM,
   'preprovisioned.reportingPoolReady.requesting': POOL_VM,

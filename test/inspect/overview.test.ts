@@ -23,7 +23,8 @@ describe('overview of the provisioning chart', () => {
 
   it('keeps the parallel regions side by side, each simple region one box listing its steps', () => {
     expect(graph.nodes.get(P)?.children).toEqual([`${P}.work`, `${P}.hostKeys`, `${P}.inProgress`]);
-    expect(graph.nodes.get(`${P}.hostKeys`)?.summary).toEqual(['→ replacing']);
+    // The host keys: the image's replaced, then the background types added.
+    expect(graph.nodes.get(`${P}.hostKeys`)?.summary).toEqual(['→ replacing', '→ adding']);
     expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
     expect(graph.nodes.get(`${P}.work.configuringOs`)?.children).toEqual(
       ['hostname', 'account', 'sshd', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
@@ -39,8 +40,11 @@ describe('overview of the provisioning chart', () => {
 
   it('shows in each state that tells systemd READY=1 that it does so', () => {
     const told = [...graph.nodes.values()].filter((node) => node.entry.includes('tellSystemdReady')).map((node) => node.id);
-    expect(told.sort()).toEqual(['provisioning.alreadyProvisioned', 'provisioning.notOnAzure', 'provisioning.reportingFailure', 'provisioning.reportingReady']);
-    expect(toDot(graph, { compact: true }).match(/on entry: READY=1 to systemd/g)).toHaveLength(4);
+    // `configured`: the OS is configured (the first boot); reportingReady: a resumed report-pending VM.
+    expect(told.sort()).toEqual([
+      'provisioning.alreadyProvisioned', 'provisioning.notOnAzure', 'provisioning.provisioning.work.configured', 'provisioning.reportingFailure', 'provisioning.reportingReady',
+    ]);
+    expect(toDot(graph, { compact: true }).match(/on entry: READY=1 to systemd/g)).toHaveLength(5);
   });
 
   it('writes the ways into reportingFailure in the states they leave, and keeps every other transition', () => {

@@ -41,6 +41,7 @@ export function describeGate(gate: Gate): string {
   }
   if (MARKER_IDS.has(gate.id)) return `${gate.id} vm=${input?.vmId}`;
   if (gate.id === 'media') return input?.claimed ? 'media claimed' : 'media';
+  if (gate.id === 'laterHostKeys') return `laterHostKeys ${input?.types?.join(',')}`;
   if (gate.id === 'reprovision') return `reprovision attempt=${input?.attempt} previous=${input?.previousError}`;
   return gate.id;
 }

@@ -41,6 +41,7 @@ const GATED = [
   'writeSshKeys',
   'configureSshd',
   'regenerateHostKeys',
+  'addHostKeys',
   'checkProxyAgent',
   'markReportPending',
   'markProvisioned',

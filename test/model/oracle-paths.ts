@@ -61,6 +61,9 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
       const plan = oracle.planToValidate!;
       return [{ ...plan, sshKeys: Array.from({ length: plan.sshKeys }, (_, i) => `ssh-ed25519 key${i}`), hostname: `${plan.hostname}-validated` }];
     }
+    case 'hostKeys':
+      // What the step leaves for the background: nothing, or rsa (only where it heads sshd's lane, to keep the walk small).
+      return oracle.hostKeysInOs ? [[], ['rsa']] : [[]];
     default:
       return [undefined];
   }
@@ -98,7 +101,7 @@ export function apply(oracle: ProvisioningOracle, event: ModelEvent): void {
 const label = (e: ModelEvent) => `${e.type}${e.error ? `:${(e.error as { retryable?: boolean }).retryable}` : ''}${e.output !== undefined ? `:${JSON.stringify(e.output)}` : ''}`;
 
 /** Shortest event sequences reaching every (oracle state, event) pair; none is a prefix of another. */
-export function oraclePaths(limit = 20000): ModelEvent[][] {
+export function oraclePaths(limit = 30000): ModelEvent[][] {
   const paths: Array<{ events: ModelEvent[]; extended: boolean; oracle: ProvisioningOracle }> = [];
   const seen = new Set<string>();
   let frontier: Array<{ oracle: ProvisioningOracle; path: (typeof paths)[number] | null }> = [{ oracle: new ProvisioningOracle(), path: null }];

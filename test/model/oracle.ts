@@ -19,12 +19,15 @@
  *   says ProvisionGuestProxyAgent: wait for the Guest Proxy Agent first (its failure fails the run; no answer within
  *   wait_secs + 10 s → PROXY_AGENT_STATUS_FAILURE); then the decisions below.
  * - the SSH host keys are replaced from the start of the work, beside IMDS and the media (they depend on neither);
- *   their failure fails the run at once; a pool VM leaves them unfinished and makes them again once claimed.
+ *   their failure fails the run at once; a pool VM leaves them unfinished and makes them again once claimed. The
+ *   types that step leaves for the background (sshd reads keys per connection) are made right after it; their
+ *   failure, or the OS timeout counted from the OS being configured, is a warning, and the run goes on.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ (host
- *   keys done → sshd), each phase bounded by the OS timeout; then the report-pending marker; then Ready; then the
- *   provisioned marker.
- * - systemd is told READY (once) when the Ready report or the failure report starts, or when the run ends without
- *   provisioning (already provisioned, not on Azure): logins never wait for a report. A pool VM waiting to be claimed
+ *   keys done → sshd), each phase bounded by the OS timeout; then (configured) the background host keys done; then
+ *   the report-pending marker; then Ready; then the provisioned marker.
+ * - systemd is told READY (once) when the OS is configured, when the Ready report (a resumed one) or the failure
+ *   report starts, or when the run ends without provisioning (already provisioned, not on Azure): logins never wait
+ *   for a report, nor for the background host keys. A pool VM waiting to be claimed
  *   has not told it; stopped while waiting, it never does.
  * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
  *   deadline (`[hostname_publishing] timeout_secs`) is a warning "hostname not published: …" and the run goes on.
@@ -99,12 +102,13 @@ export class ProvisioningOracle {
   private lastImdsError: string | undefined;
   private metadata: InstanceMetadata | null = null;
   private mediaReading = false;
-  /** The host keys are being made (from the start of the work until done, failed or the work is left). */
-  private hostKeys: 'running' | 'over' = 'over';
+  /** The host keys are being made (from the start of the work until done, failed or the work is left); `adding`: the background ones. */
+  private hostKeys: 'running' | 'adding' | 'over' = 'over';
+  private hostKeysLater: string[] = [];
   private mediaDeadline = 0;
   private mediaFailure: SeenFailure | null = null;
   private media: MediaMetadata | null = null;
-  private stage: 'gathering' | 'proxyAgent' | 'validating' | 'os' = 'gathering';
+  private stage: 'gathering' | 'proxyAgent' | 'validating' | 'os' | 'configured' = 'gathering';
   private proxyChecked = false;
   private proxyDeadline = 0;
   private plan: SeenPlan | null = null;
@@ -147,6 +151,7 @@ export class ProvisioningOracle {
         if (this.inProgress === 'sending') ids.push('inProgressReport');
         // In the OS stage the host keys head sshd's lane.
         if (this.hostKeys === 'running' && this.stage !== 'os') ids.push('hostKeys');
+        if (this.hostKeys === 'adding') ids.push('laterHostKeys');
         if (this.stage === 'gathering') {
           if (this.imds === 'requesting') ids.push('imds');
           if (this.mediaReading) ids.push('media');
@@ -178,6 +183,11 @@ export class ProvisioningOracle {
     return this.phase === 'end';
   }
 
+  /** The host keys head sshd's lane: where a path lets them leave a type for the background. */
+  get hostKeysInOs(): boolean {
+    return this.phase === 'work' && this.stage === 'os';
+  }
+
   /** The plan validation was given, so a path can answer with the validated one. */
   get planToValidate(): SeenPlan | null {
     return this.phase === 'work' && this.stage === 'validating' ? expectedPlan(this.metadata, this.claim ?? this.media) : null;
@@ -197,6 +207,8 @@ export class ProvisioningOracle {
     return live.filter((id) => {
       if (id === 'inProgressReport') return atStart;
       if (id === 'hostKeys' && this.stage !== 'os') return atStart;
+      // The background host keys end once the OS is configured (their other orders change nothing anyone sees).
+      if (id === 'laterHostKeys') return this.stage === 'configured';
       // IMDS may answer before the media only on its first attempt: both orders of arrival on every path's first
       // answers, without multiplying the retries' interleavings (arrival-order.test.ts plays every pair both ways).
       if (id === 'imds') return !this.mediaReading || this.lastImdsError === undefined;
@@ -331,9 +343,14 @@ export class ProvisioningOracle {
         this.imdsFailure = null;
         this.lastImdsError = undefined;
         return this.provision();
-      case 'hostKeys':
-        this.hostKeys = 'over';
+      case 'hostKeys': {
+        this.hostKeysLater = (output as string[] | undefined) ?? [];
+        this.hostKeys = this.hostKeysLater.length ? 'adding' : 'over';
+        if (this.hostKeys === 'adding') this.start('laterHostKeys', this.hostKeysLater.join(','));
         return this.stage === 'os' ? this.laneStepDone(id) : undefined;
+      }
+      case 'laterHostKeys':
+        return this.laterHostKeysOver();
       case 'pendingMarker':
         return this.reportReady();
       case 'readyReport':
@@ -406,6 +423,9 @@ export class ProvisioningOracle {
       case 'hostnamePublish':
         this.warnings.push(`hostname not published: ${reasonOf(error)}`);
         return this.laneStepDone(id);
+      case 'laterHostKeys':
+        this.warnings.push(`ssh host keys ${this.hostKeysLater.join(', ')} not made: ${reasonOf(error)}`);
+        return this.laterHostKeysOver();
       case 'poolReadyReport':
         if (retryable) {
           this.pool = 'readyBackoff';
@@ -498,6 +518,15 @@ export class ProvisioningOracle {
       if (this.stage === 'proxyAgent') {
         timers.push({ at: this.proxyDeadline, fire: () => ((this.failure = { code: 'PROXY_AGENT_STATUS_FAILURE' }), this.reportFailure()) });
       }
+      if (this.stage === 'configured' && this.hostKeys === 'adding') {
+        timers.push({
+          at: this.osDeadline,
+          fire: () => {
+            this.warnings.push(`ssh host keys ${this.hostKeysLater.join(', ')} not made within ${this.config.os.timeout_secs} s; sshd offers the others`);
+            this.laterHostKeysOver();
+          },
+        });
+      }
       if (this.stage === 'validating' || this.stage === 'os') {
         const phase = this.stage === 'validating' ? 'validation' : 'OS configuration';
         timers.push({ at: this.osDeadline, fire: () => ((this.failure = { code: 'TIMEOUT', phase }), this.reportFailure()) });
@@ -559,8 +588,18 @@ export class ProvisioningOracle {
     return this.osDone();
   }
 
+  /** Every OS lane is through: logins may start (READY); the reports wait for the background host keys. */
   private osDone() {
-    if (this.lanes.every((l) => l.length === 0)) this.enter('pendingMarker');
+    if (!this.lanes.every((l) => l.length === 0)) return;
+    this.stage = 'configured';
+    this.tellReady();
+    this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
+    if (this.hostKeys !== 'adding') this.enter('pendingMarker');
+  }
+
+  private laterHostKeysOver() {
+    this.hostKeys = 'over';
+    if (this.stage === 'configured') this.enter('pendingMarker');
   }
 
   private reportPoolReady() {

@@ -21,7 +21,7 @@ async function throughGathering(run: Run) {
 }
 
 describe('READY=1', () => {
-  it('comes once the OS is configured and the report-pending marker is down, and stays while Ready is refused', async () => {
+  it('comes once the OS is configured, before the report-pending marker, and stays while Ready is refused', async () => {
     const run = startRun();
     await throughGathering(run);
     await run.resolve('validate', run.pending('validate').input.plan);
@@ -29,10 +29,11 @@ describe('READY=1', () => {
     // Everything but the drop-in is in place: not yet.
     expect(run.systemd).toEqual([]);
     await run.resolve('sshd');
-    await run.resolve('customData');
     expect(run.systemd).toEqual([]);
-    await run.resolve('pendingMarker');
+    await run.resolve('customData');
     expect(run.systemd).toEqual(['READY']);
+    expect(run.actor.getSnapshot().matches({ provisioning: { work: 'configured' } })).toBe(false);
+    await run.resolve('pendingMarker');
     expect(run.pending('readyReport').input.health).toBe(HEALTH_READY);
     // The wireserver refuses for a while: still one READY, and the report goes on being retried.
     for (let attempt = 1; attempt <= 3; attempt++) {
@@ -44,6 +45,43 @@ describe('READY=1', () => {
     await run.resolve('provisionedMarker');
     expect(run.systemd).toEqual(['READY']);
     expect(run.actor.getSnapshot().output).toMatchObject({ result: 'provisioned' });
+  });
+
+  it('does not wait for host keys made in the background; the report-pending marker and Ready do', async () => {
+    const run = startRun();
+    await throughGathering(run);
+    // The fast keys are in; rsa is left for the background and starts at once.
+    await run.resolve('hostKeys', ['rsa']);
+    expect(run.pending('laterHostKeys').input.types).toEqual(['rsa']);
+    await run.resolve('validate', run.pending('validate').input.plan);
+    for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'customData']) await run.resolve(id);
+    expect(run.systemd).toEqual(['READY']);
+    expect(run.actor.getSnapshot().matches({ provisioning: { work: 'configured' } })).toBe(true);
+    expect(run.gates.some((g) => g.id === 'pendingMarker')).toBe(false);
+    await run.resolve('laterHostKeys');
+    await run.resolve('pendingMarker');
+    await run.resolve('readyReport');
+    await run.resolve('provisionedMarker');
+    expect(run.actor.getSnapshot().output).toMatchObject({ result: 'provisioned' });
+  });
+
+  it('goes on to Ready with a warning when the background host keys fail or outlast the OS timeout', async () => {
+    for (const end of ['fail', 'timeout'] as const) {
+      const run = startRun();
+      await throughGathering(run);
+      await run.resolve('hostKeys', ['rsa']);
+      await run.resolve('validate', run.pending('validate').input.plan);
+      for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'customData']) await run.resolve(id);
+      if (end === 'fail') await run.reject('laterHostKeys', new BootstateError('SUBPROCESS_FAILED', 'ssh-keygen was killed'));
+      else await run.advance(TEST_CONFIG.os.timeout_secs * 1000);
+      expect(run.latest('laterHostKeys')!.signal.aborted).toBe(end === 'timeout');
+      await run.resolve('pendingMarker');
+      await run.resolve('readyReport');
+      await run.resolve('provisionedMarker');
+      const snapshot = run.actor.getSnapshot();
+      expect(snapshot.output).toMatchObject({ result: 'provisioned' });
+      expect(snapshot.context.warnings.at(-1)).toMatch(end === 'fail' ? /^ssh host keys rsa not made: / : /^ssh host keys rsa not made within \d+ s; sshd offers the others$/);
+    }
   });
 
   it('comes when provisioning is given up (the IMDS budget), before the failure report is accepted', async () => {

@@ -109,6 +109,9 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE];
     case 'reprovision':
       return [MEDIA_CUSTOMER, { ...MEDIA_CUSTOMER, provisionGuestProxyAgent: true }];
+    case 'hostKeys':
+      // Nothing left for the background, or rsa (sshd reads keys per connection).
+      return [[], ['rsa']];
     case 'media':
       return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_PROXY_AGENT];
     case 'validate':
@@ -125,7 +128,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'sshd':
     case 'pendingMarker':
     case 'provisionedMarker':
-    case 'hostKeys':
+    case 'laterHostKeys':
     case 'proxyAgent':
     case 'customData':
     case 'poolReadyReport':
@@ -158,6 +161,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   failureReport: 'HTTP_STATUS',
   kvp: 'KVP_FAILED',
   hostKeys: 'HOST_KEYS_FAILED',
+  laterHostKeys: 'HOST_KEYS_FAILED',
   proxyAgent: 'PROXY_AGENT_STATUS_FAILURE',
   customData: 'CUSTOM_DATA_FAILED',
   poolReadyReport: 'HTTP_STATUS',
@@ -285,6 +289,8 @@ export function mayMove(snapshot: AnyMachineSnapshot, node: AnyStateNode): boole
     context.imdsFailure === null;
   if (under(node, 'provisioning.inProgress') && !workAtStart()) return false;
   // The host keys finish at the start of the work, or in the OS stage as the head of sshd's lane.
+  // The background host keys end once the OS is configured.
+  if (under(node, 'provisioning.hostKeys.adding')) return snapshot.matches({ provisioning: { work: 'configured' } });
   if (under(node, 'provisioning.hostKeys') && !workAtStart()) {
     const configuring = snapshot.machine.getStateNodeById('provisioning.provisioning.work.configuringOs') as AnyStateNode;
     const before = ['hostname', 'account'].map((key) => configuring.states[key] as AnyStateNode);

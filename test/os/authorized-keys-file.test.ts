@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
 import { expandAuthorizedKeysFile, resolveAuthorizedKeysFiles, sshdDumpValue } from '../../src/os/authorized-keys-file.js';
 import type { RunOptions, RunResult, Runner } from '../../src/os/exec.js';
-import { dumpFlagsFromBinary, sshdDumpFlags } from '../../src/os/sshd-capability.js';
+import { dumpFlagsFromBinary, keysPerConnectionFromBinary, sshdDumpFlags, sshdLoadsKeysPerConnection } from '../../src/os/sshd-capability.js';
 
 const context = { username: 'alice', home: '/home/alice', uid: 1000 };
 
@@ -97,6 +97,20 @@ describe('which dump flags sshd has, from its binary', () => {
     expect(dumpFlagsFromBinary('\0usage: sshd [-46DdeGiqTtV] [-C connection_spec]\0')).toEqual(['-G', '-T']);
     expect(dumpFlagsFromBinary('\0usage: sshd [-46DdeiqTtV] [-C connection_spec]\0')).toEqual(['-T']);
     expect(dumpFlagsFromBinary('#!/bin/sh\nexec /usr/sbin/sshd "$@"\n')).toEqual(['-G', '-T']);
+  });
+
+  it('tells an sshd that loads its host keys per connection (re-executed, before 9.8) from one with sshd-session', () => {
+    expect(keysPerConnectionFromBinary('\0usage: sshd [-46DdeiqTtV] [-C connection_spec]\0')).toBe(true);
+    expect(keysPerConnectionFromBinary('\0usage: sshd [-46DdeGiqTtV] [-C connection_spec]\0/usr/lib/openssh/sshd-session\0')).toBe(false);
+    // Not an sshd binary it recognises: the keys are made before logins start.
+    expect(keysPerConnectionFromBinary('#!/bin/sh\nexec /usr/sbin/sshd "$@"\n')).toBe(false);
+  });
+
+  it('finds per-connection host keys exactly when the installed sshd has no sshd-session beside it', async () => {
+    const version = spawnSync('sshd', ['-V'], { encoding: 'utf8' });
+    if (version.error) throw new Error(`sshd is needed here (openssh-server): ${version.error.message}`);
+    const [, major, minor] = /OpenSSH_(\d+)\.(\d+)/.exec(version.stderr) ?? [];
+    expect(await sshdLoadsKeysPerConnection()).toBe(Number(major) * 100 + Number(minor) < 908);
   });
 
   it('agrees with what the installed sshd does when asked for -G', async () => {

@@ -58,6 +58,13 @@ describe('run', () => {
     expect(error.retryable).toBe(true);
   });
 
+  it('runs the child at the niceness asked for, set before it reads its stdin', async () => {
+    // The child waits for its stdin, which is written after the priority was set: no race with its exec.
+    const own = Number((await run(['sh', '-c', 'read x; nice'], { stdin: Buffer.from('go\n') })).stdout.trim());
+    const niced = Number((await run(['sh', '-c', 'read x; nice'], { stdin: Buffer.from('go\n'), nice: own + 10 })).stdout.trim());
+    expect(niced).toBe(Math.min(19, own + 10));
+  });
+
   it('caps captured output', async () => {
     const result = await run(['sh', '-c', 'head -c 100000 /dev/zero'], { maxOutputBytes: 1000 });
     expect(result.stdout.length).toBe(1000);

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
 import type { OsContext } from '../../src/os/backends.js';
 import { run, type Runner } from '../../src/os/exec.js';
-import { fingerprintBlock, fingerprintOf, regenerateHostKeys } from '../../src/os/host-keys.js';
+import { addHostKeys, fingerprintBlock, fingerprintOf, regenerateHostKeys } from '../../src/os/host-keys.js';
 
 const uid = process.getuid?.() ?? 0;
 const gid = process.getgid?.() ?? 0;
@@ -104,6 +104,47 @@ describe('regenerateHostKeys', () => {
 
     const none = await regenerateHostKeys({ dir: '/etc/ssh-absent', types: ['ed25519'] }, context(), signal);
     expect(none.backend).toBe('none');
+  });
+});
+
+describe('host keys made in the background', () => {
+  it('the image keys all go, the others are made now, the background types are returned and made by addHostKeys, niced, with the block of all', async () => {
+    const seen: Array<{ type: string; nice?: number }> = [];
+    const recording: Runner = (argv, options) => {
+      seen.push({ type: argv[argv.indexOf('-t') + 1]!, nice: options?.nice });
+      return run(argv, options);
+    };
+    const first = await regenerateHostKeys({ dir: '/etc/ssh', types: ['rsa', 'ecdsa', 'ed25519'], later: ['rsa'] }, context(recording), signal);
+    expect(first.later).toEqual(['rsa']);
+    // Not even the image's rsa key stays: it is the captured machine's.
+    expect(await keyFiles()).toEqual(['ssh_host_ecdsa_key', 'ssh_host_ecdsa_key.pub', 'ssh_host_ed25519_key', 'ssh_host_ed25519_key.pub', 'sshd_config']);
+    expect(first.console).toBeUndefined();
+    expect(first.detail).toMatch(/; rsa on its way \(logins do not wait for it\)$/);
+
+    const second = await addHostKeys({ dir: '/etc/ssh', types: first.later, all: ['rsa', 'ecdsa', 'ed25519'] }, context(recording), signal);
+    expect(await keyFiles()).toContain('ssh_host_rsa_key');
+    expect((await stat(path.join(etcSsh, 'ssh_host_rsa_key'))).mode & 0o777).toBe(0o600);
+    expect(seen.sort((a, b) => a.type.localeCompare(b.type))).toEqual([{ type: 'ecdsa' }, { type: 'ed25519' }, { type: 'rsa', nice: 10 }]);
+    const lines = second.console!.trimEnd().split('\n');
+    for (const type of ['rsa', 'ecdsa', 'ed25519']) {
+      expect(lines).toContain(execFileSync('ssh-keygen', ['-l', '-f', path.join(etcSsh, `ssh_host_${type}_key.pub`)], { encoding: 'utf8' }).trim());
+    }
+    expect(second.detail).toMatch(/^ssh host keys added: 3072 SHA256:\S+ no comment \(RSA\)$/);
+  });
+
+  it('when every type is for the background, all are made at once: sshd must start with a key', async () => {
+    const result = await regenerateHostKeys({ dir: '/etc/ssh', types: ['ed25519'], later: ['ed25519'] }, context(), signal);
+    expect(result.later).toEqual([]);
+    expect(result.console).toContain('(ED25519)');
+  });
+
+  it('a background type that cannot be made is a warning, never a failure: sshd already has keys', async () => {
+    await regenerateHostKeys({ dir: '/etc/ssh', types: ['rsa', 'ed25519'], later: ['rsa'] }, context(), signal);
+    const failing: Runner = () => Promise.reject(new BootstateError('SUBPROCESS_FAILED', 'ssh-keygen killed by SIGKILL'));
+    const result = await addHostKeys({ dir: '/etc/ssh', types: ['rsa'], all: ['rsa', 'ed25519'] }, context(failing), signal);
+    expect(result.warnings).toEqual(['host key rsa not generated: ssh-keygen killed by SIGKILL']);
+    expect(result.detail).toBe('no ssh host key added');
+    expect(await keyFiles()).toEqual(['ssh_host_ed25519_key', 'ssh_host_ed25519_key.pub', 'sshd_config']);
   });
 });
 
