@@ -280,7 +280,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     hostKeysReplaced: or([stateIn('#provisioning.provisioning.hostKeys.adding'), stateIn('#provisioning.provisioning.hostKeys.done')]),
     /** Every host key is in place, those made after READY included. */
     hostKeysComplete: stateIn('#provisioning.provisioning.hostKeys.done'),
-    noHostKeysLater: ({ context }) => context.hostKeysLater.length === 0,
+    /** The host key step left types for the background. */
+    hostKeysLeft: (_, params: { later: HostKeyType[] | undefined }) => (params.later?.length ?? 0) > 0,
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
     notOnAzure: (_, params: { check: PlatformCheck }) => !params.check.onAzure,
@@ -722,14 +723,20 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                 id: 'hostKeys',
                 src: 'regenerateHostKeys',
                 input: ({ context }) => ({ config: context.config }),
-                onDone: { target: 'adding', actions: assign({ hostKeysLater: ({ event }) => event.output ?? [] }) },
+                onDone: [
+                  {
+                    guard: { type: 'hostKeysLeft', params: ({ event }) => ({ later: event.output }) },
+                    target: 'adding',
+                    actions: assign({ hostKeysLater: ({ event }) => event.output }),
+                  },
+                  { target: 'done' },
+                ],
                 onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
               },
             },
             // Types sshd can take while it runs (rsa by default, the slow one): made in the background, sshd's
             // drop-in and READY=1 do not wait for them.
             adding: {
-              always: { guard: 'noHostKeysLater', target: 'done' },
               invoke: {
                 id: 'laterHostKeys',
                 src: 'addHostKeys',

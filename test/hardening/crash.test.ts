@@ -169,7 +169,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'provisioning.hostKeys.replacing': poller,
   'provisioning.hostKeys.adding': {
     transient:
-      'eventless when nothing is left for the background: the scratch backend has no sshd and leaves no type for later, so its always transition leaves the state in the macrostep that enters it (test/model covers the background keys)',
+      'entered only when the host key step leaves a type for the background (an sshd that loads its keys per connection); the scratch backend has no sshd and leaves none (test/model covers the background keys)',
   },
   'provisioning.hostKeys.done': imdsGate,
   'provisioning.work.gathering': imdsGate,
