@@ -4,7 +4,7 @@
  * config → VM id → marker → (InProgress report ‖ host keys ‖ metadata → validation → OS → configured) → report
  * pending → Ready → marker, and from anywhere: → ProvisioningFailed. systemd hears READY=1 once the OS is configured
  * (`configured`), on entering the failure report, and at the ends that provision nothing, so logins never wait for a
- * report; host keys sshd can take while it runs (rsa) are made beside the rest, and only the reports wait for them. A pre-provisioned pool VM leaves the metadata stage for `preprovisioned`
+ * report; host keys sshd can take while it runs (rsa) are made after READY=1, and only the reports wait for them. A pre-provisioned pool VM leaves the metadata stage for `preprovisioned`
  * (Ready to the pool → marker → poll `reprovisiondata`) and comes back to `provisioning` with the customer's data. Health is a tag of the state that reports it. Retries, backoff and total
  * deadlines are states and `after` delays: leaving a state aborts its actor, so a deadline holds whatever a server
  * does. Nothing here performs I/O; every actor is a named placeholder that `src/provision.ts` replaces with the real ones.
@@ -277,7 +277,13 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     poolAfterClaim: ({ context }) => context.reprovision !== null && normalizePpsType(context.metadata?.ppsType) !== 'None',
     stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
     /** This VM's own host keys are in place (or their step is left out): sshd's drop-in may be proved now. */
-    hostKeysReplaced: or([stateIn('#provisioning.provisioning.hostKeys.adding'), stateIn('#provisioning.provisioning.hostKeys.done')]),
+    hostKeysReplaced: or([
+      stateIn('#provisioning.provisioning.hostKeys.waiting'),
+      stateIn('#provisioning.provisioning.hostKeys.adding'),
+      stateIn('#provisioning.provisioning.hostKeys.done'),
+    ]),
+    /** READY=1 was sent: what is left may now take the CPU. */
+    osConfigured: stateIn('#provisioning.provisioning.work.configured'),
     /** Every host key is in place, those made after READY included. */
     hostKeysComplete: stateIn('#provisioning.provisioning.hostKeys.done'),
     /** The host key step left types for the background. */
@@ -703,8 +709,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                 },
               },
             },
-            // Everything a login needs is in place: systemd hears READY=1 and starts sshd. Host keys made in the
-            // background (sshd reads them per connection) may still be on their way: the reports wait for them.
+            // Everything a login needs is in place: systemd hears READY=1 and starts sshd. Host keys left for the
+            // background (sshd reads them per connection) are made now; the reports wait for them, logins do not.
             configured: {
               entry: 'tellSystemdReady',
               always: { guard: 'hostKeysComplete', target: '#provisioning.markingReportPending' },
@@ -726,7 +732,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                 onDone: [
                   {
                     guard: { type: 'hostKeysLeft', params: ({ event }) => ({ later: event.output }) },
-                    target: 'adding',
+                    target: 'waiting',
                     actions: assign({ hostKeysLater: ({ event }) => event.output }),
                   },
                   { target: 'done' },
@@ -734,8 +740,9 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
                 onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
               },
             },
-            // Types sshd can take while it runs (rsa by default, the slow one): made in the background, sshd's
-            // drop-in and READY=1 do not wait for them.
+            // Types sshd can take while it runs (rsa by default, the slow one): sshd's drop-in and READY=1 do not wait
+            // for them, and they are made once READY=1 was sent, so their CPU never delays it.
+            waiting: { always: { guard: 'osConfigured', target: 'adding' } },
             adding: {
               invoke: {
                 id: 'laterHostKeys',

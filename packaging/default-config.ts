@@ -47,7 +47,7 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'host_keys.regenerate': 'On the first boot of a new VM id, replace the image\'s SSH host keys by new ones and print their fingerprints to the console.',
   'host_keys.types': 'Host key types generated: rsa, ecdsa, ed25519.',
   'host_keys.dir': 'Where sshd\'s host keys live (ssh_host_<type>_key and .pub).',
-  'host_keys.background': 'Of those types, the ones logins do not wait for where sshd loads its keys per connection (OpenSSH before 9.8): made beside the rest at a lower CPU priority; made with the others elsewhere.',
+  'host_keys.background': 'Of those types, the ones logins do not wait for where sshd loads its keys per connection (OpenSSH before 9.8): made after READY=1 at the lowest CPU priority; made with the others elsewhere.',
   'platform.check': 'Do nothing off Azure: without Azure\'s DMI chassis asset tag or a possible provisioning media, exit 0 at once, sending nothing (skipped when IMDS or the wireserver is configured elsewhere).',
   'azure_proxy_agent.enable': 'Wait for Azure\'s Guest Proxy Agent (azure-proxy-agent --status --wait) when the provisioning media\'s ProvisionGuestProxyAgent asks for it.',
   'azure_proxy_agent.require': 'Wait for the Guest Proxy Agent whatever the media says.',

@@ -41,7 +41,7 @@ export interface HostKeysConfig {
   dir: string;
   /**
    * Types of `types` that logins do not wait for, where sshd loads its host keys on each connection (OpenSSH before
-   * 9.8): made beside the rest at a lower CPU priority, offered from the first connection after they exist. Where
+   * 9.8): made after READY=1 at the lowest CPU priority, offered from the first connection after they exist. Where
    * sshd loads its keys once, at its start, they are made with the others.
    */
   background: Array<'rsa' | 'ecdsa' | 'ed25519'>;

@@ -139,8 +139,8 @@ export async function regenerateHostKeys(
 }
 
 /**
- * Adds host keys of `types` to `dir` while the rest of the first boot goes on (an sshd already running reads them
- * on its next connection), at a lower CPU priority than the boot around it. Nothing here fails the run: sshd already has keys,
+ * Adds host keys of `types` to `dir` once logins may start (an sshd already running reads them on its next
+ * connection), at the lowest CPU priority (nice 19): sshd's start and the first login come first. Nothing here fails the run: sshd already has keys,
  * so a type that cannot be made is a warning. Then the console block of every key of `all` in `dir`.
  */
 export async function addHostKeys(
@@ -149,7 +149,7 @@ export async function addHostKeys(
   signal: AbortSignal,
 ): Promise<StepResult> {
   const dir = under(context.root, request.dir);
-  const { fresh, warnings } = await generate(dir, [...new Set(request.types)], context, signal, 10);
+  const { fresh, warnings } = await generate(dir, [...new Set(request.types)], context, signal, 19);
   signal.throwIfAborted();
   try {
     await install(dir, fresh, context);

@@ -167,6 +167,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   // The host keys are made once the IMDS request has left: done while IMDS is gated.
   'provisioning.hostKeys': imdsGate,
   'provisioning.hostKeys.replacing': poller,
+  'provisioning.hostKeys.waiting': {
+    transient:
+      'entered only when the host key step leaves a type for the background (an sshd that loads its keys per connection); the scratch backend has no sshd and leaves none (test/model covers the background keys)',
+  },
   'provisioning.hostKeys.adding': {
     transient:
       'entered only when the host key step leaves a type for the background (an sshd that loads its keys per connection); the scratch backend has no sshd and leaves none (test/model covers the background keys)',

@@ -23,8 +23,8 @@ describe('overview of the provisioning chart', () => {
 
   it('keeps the parallel regions side by side, each simple region one box listing its steps', () => {
     expect(graph.nodes.get(P)?.children).toEqual([`${P}.work`, `${P}.hostKeys`, `${P}.inProgress`]);
-    // The host keys: the image's replaced, then the background types added.
-    expect(graph.nodes.get(`${P}.hostKeys`)?.summary).toEqual(['→ replacing', '→ adding']);
+    // The host keys: the image's replaced, then the background types added once READY=1 was sent.
+    expect(graph.nodes.get(`${P}.hostKeys`)?.summary).toEqual(['→ replacing', '→ waiting', '→ adding']);
     expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
     expect(graph.nodes.get(`${P}.work.configuringOs`)?.children).toEqual(
       ['hostname', 'account', 'sshd', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),

@@ -20,8 +20,8 @@
  *   wait_secs + 10 s → PROXY_AGENT_STATUS_FAILURE); then the decisions below.
  * - the SSH host keys are replaced from the start of the work, beside IMDS and the media (they depend on neither);
  *   their failure fails the run at once; a pool VM leaves them unfinished and makes them again once claimed. The
- *   types that step leaves for the background (sshd reads keys per connection) are made right after it; their
- *   failure, or the OS timeout counted from the OS being configured, is a warning, and the run goes on.
+ *   types that step leaves for the background (sshd reads keys per connection) are made once the OS is configured
+ *   (READY); their failure, or the OS timeout counted from then, is a warning, and the run goes on.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ (host
  *   keys done → sshd), each phase bounded by the OS timeout; then (configured) the background host keys done; then
  *   the report-pending marker; then Ready; then the provisioned marker.
@@ -103,7 +103,7 @@ export class ProvisioningOracle {
   private metadata: InstanceMetadata | null = null;
   private mediaReading = false;
   /** The host keys are being made (from the start of the work until done, failed or the work is left); `adding`: the background ones. */
-  private hostKeys: 'running' | 'adding' | 'over' = 'over';
+  private hostKeys: 'running' | 'waiting' | 'adding' | 'over' = 'over';
   private hostKeysLater: string[] = [];
   private mediaDeadline = 0;
   private mediaFailure: SeenFailure | null = null;
@@ -345,8 +345,7 @@ export class ProvisioningOracle {
         return this.provision();
       case 'hostKeys': {
         this.hostKeysLater = (output as string[] | undefined) ?? [];
-        this.hostKeys = this.hostKeysLater.length ? 'adding' : 'over';
-        if (this.hostKeys === 'adding') this.start('laterHostKeys', this.hostKeysLater.join(','));
+        this.hostKeys = this.hostKeysLater.length ? 'waiting' : 'over';
         return this.stage === 'os' ? this.laneStepDone(id) : undefined;
       }
       case 'laterHostKeys':
@@ -594,7 +593,9 @@ export class ProvisioningOracle {
     this.stage = 'configured';
     this.tellReady();
     this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
-    if (this.hostKeys !== 'adding') this.enter('pendingMarker');
+    if (this.hostKeys !== 'waiting') return this.enter('pendingMarker');
+    this.hostKeys = 'adding';
+    this.start('laterHostKeys', this.hostKeysLater.join(','));
   }
 
   private laterHostKeysOver() {

@@ -50,12 +50,14 @@ describe('READY=1', () => {
   it('does not wait for host keys made in the background; the report-pending marker and Ready do', async () => {
     const run = startRun();
     await throughGathering(run);
-    // The fast keys are in; rsa is left for the background and starts at once.
+    // The fast keys are in; rsa is left for the background, made only once READY=1 was sent.
     await run.resolve('hostKeys', ['rsa']);
-    expect(run.pending('laterHostKeys').input.types).toEqual(['rsa']);
     await run.resolve('validate', run.pending('validate').input.plan);
-    for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'customData']) await run.resolve(id);
+    for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd']) await run.resolve(id);
+    expect(run.latest('laterHostKeys')).toBeUndefined();
+    await run.resolve('customData');
     expect(run.systemd).toEqual(['READY']);
+    expect(run.pending('laterHostKeys').input.types).toEqual(['rsa']);
     expect(run.actor.getSnapshot().matches({ provisioning: { work: 'configured' } })).toBe(true);
     expect(run.gates.some((g) => g.id === 'pendingMarker')).toBe(false);
     await run.resolve('laterHostKeys');
