@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { BootstateError } from '../errors.js';
 import type { RunOptions, RunResult } from './exec.js';
-import type { HostKeysResult } from './host-keys.js';
+import type { HostKeysResult, HostKeyType } from './host-keys.js';
 import { under } from './paths.js';
 import type { StepResult, UserRequest } from './provisioner.js';
 import { RealProvisioner } from './real.js';
@@ -106,6 +106,15 @@ export class ScratchProvisioner extends RealProvisioner {
     }
     // No sshd runs on a scratch tree: every key is made before, none is left for later.
     return { backend: 'scratch', detail: `new ssh host keys would be made: ${[...new Set(cfg.types)].join(', ')}`, later: [] };
+  }
+
+  /** Never asked for (nothing is left for later above); records the ssh-keygen runs should it be. */
+  override async addHostKeys(types: readonly HostKeyType[], signal: AbortSignal): Promise<StepResult> {
+    const cfg = this.config.host_keys;
+    for (const type of new Set(types)) {
+      await this.context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', path.posix.join(cfg.dir, `ssh_host_${type}_key`)], { signal });
+    }
+    return { backend: 'scratch', detail: `ssh host keys would be added: ${[...new Set(types)].join(', ')}` };
   }
 }
 
