@@ -75,8 +75,21 @@ let vms: {
   captured: Promise<Vm & { deprovision: RunResult }>;
 };
 
+/**
+ * Waits for bootstate's process to end: the system is running once the unit says READY=1, and the agent goes on
+ * (host keys made in the background, the Ready report) for a moment after that.
+ */
+async function agentEnded(boot: Boot): Promise<void> {
+  for (const until = Date.now() + 180_000; Date.now() < until; ) {
+    const state = (await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'SubState', '--value'])).stdout.trim();
+    if (state !== 'running' && state !== 'start') return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 async function observe(machine: Machine, boot: Boot, login: { user: string } | null, beforeShutdown?: (boot: Boot) => Promise<void>): Promise<Seen> {
   const system = await boot.settled();
+  await agentEnded(boot);
   const show = await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'Result', '-p', 'ExecMainStatus']);
   const props = Object.fromEntries(show.stdout.trim().split('\n').map((l) => l.split('=', 2) as [string, string]));
   const manager = await journal(boot, ['-b', '_PID=1']);
