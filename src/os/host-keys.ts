@@ -90,7 +90,8 @@ function installError(dir: string, error: unknown): BootstateError {
   });
 }
 
-const keysOf = (fresh: Fresh[]): HostKey[] => fresh.map(({ type, publicKey }) => ({ type, publicKey, fingerprint: fingerprintOf(publicKey) }));
+const hostKey = (type: HostKeyType, publicKey: string): HostKey => ({ type, publicKey, fingerprint: fingerprintOf(publicKey) });
+const keysOf = (fresh: Fresh[]): HostKey[] => fresh.map(({ type, publicKey }) => hostKey(type, publicKey));
 
 /**
  * Replaces the host keys in `dir` (under the context's root) by new ones of `types`. They carry no comment: they are
@@ -140,8 +141,9 @@ export async function regenerateHostKeys(
 
 /**
  * Adds host keys of `types` to `dir` once logins may start (an sshd already running reads them on its next
- * connection), at the lowest CPU priority (nice 19): sshd's start and the first login come first. Nothing here fails the run: sshd already has keys,
- * so a type that cannot be made is a warning. Then the console block of every key of `all` in `dir`.
+ * connection), at the lowest CPU priority (nice 19): sshd's start and the first login come first. Nothing here
+ * fails the run: sshd already has keys, so a type that cannot be made is a warning. Then the console block of every
+ * key of `all` in `dir`.
  */
 export async function addHostKeys(
   request: { dir: string; types: readonly HostKeyType[]; all: readonly HostKeyType[] },
@@ -150,7 +152,6 @@ export async function addHostKeys(
 ): Promise<StepResult> {
   const dir = under(context.root, request.dir);
   const { fresh, warnings } = await generate(dir, [...new Set(request.types)], context, signal, 19);
-  signal.throwIfAborted();
   try {
     await install(dir, fresh, context);
   } catch (error) {
@@ -160,7 +161,7 @@ export async function addHostKeys(
   const keys: HostKey[] = [];
   for (const type of new Set(request.all)) {
     const publicKey = (await readFile(path.join(dir, `ssh_host_${type}_key.pub`), 'utf8').catch(() => '')).trim();
-    if (publicKey) keys.push({ type, publicKey, fingerprint: fingerprintOf(publicKey) });
+    if (publicKey) keys.push(hostKey(type, publicKey));
   }
   const added = keysOf(fresh);
   return {

@@ -101,20 +101,23 @@ export class ScratchProvisioner extends RealProvisioner {
   override async regenerateHostKeys(signal: AbortSignal): Promise<HostKeysResult> {
     const cfg = this.config.host_keys;
     if (!cfg.regenerate) return super.regenerateHostKeys(signal);
-    for (const type of new Set(cfg.types)) {
-      await this.context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', path.posix.join(cfg.dir, `ssh_host_${type}_key`)], { signal });
-    }
+    await this.recordKeygen(cfg.types, signal);
     // No sshd runs on a scratch tree: every key is made before, none is left for later.
     return { backend: 'scratch', detail: `new ssh host keys would be made: ${[...new Set(cfg.types)].join(', ')}`, later: [] };
   }
 
   /** Never asked for (nothing is left for later above); records the ssh-keygen runs should it be. */
   override async addHostKeys(types: readonly HostKeyType[], signal: AbortSignal): Promise<StepResult> {
-    const cfg = this.config.host_keys;
-    for (const type of new Set(types)) {
-      await this.context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', path.posix.join(cfg.dir, `ssh_host_${type}_key`)], { signal });
-    }
+    await this.recordKeygen(types, signal);
     return { backend: 'scratch', detail: `ssh host keys would be added: ${[...new Set(types)].join(', ')}` };
+  }
+
+  /** One recorded `ssh-keygen` per type, as the real backend would run it. */
+  private async recordKeygen(types: readonly HostKeyType[], signal: AbortSignal): Promise<void> {
+    const dir = this.config.host_keys.dir;
+    for (const type of new Set(types)) {
+      await this.context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', path.posix.join(dir, `ssh_host_${type}_key`)], { signal });
+    }
   }
 }
 
