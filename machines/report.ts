@@ -41,9 +41,14 @@ export const reportMachine = setup({
   id: 'report',
   context: ({ input }) => ({ ...input, failure: null }),
   initial: 'reporting',
-  output: ({ context }) => ({ accepted: context.failure === null, failure: context.failure }),
+  // The final state says whether the report was accepted; the failure says why not.
+  output: ({ context, event }) => {
+    const accepted = (event.output as { accepted?: boolean } | undefined)?.accepted === true;
+    return { accepted, failure: accepted ? null : context.failure };
+  },
   states: {
     reporting: {
+      meta: { retry: { attempt: 'requesting', backoff: 'backoff', every: 'retryInterval', deadline: 'totalTimeout' } },
       initial: 'requesting',
       after: {
         totalTimeout: {
@@ -62,7 +67,7 @@ export const reportMachine = setup({
           invoke: {
             id: 'post',
             src: 'post',
-            onDone: { target: '#report.accepted', actions: assign({ failure: null }) },
+            onDone: '#report.accepted',
             onError: [
               {
                 guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
@@ -76,7 +81,7 @@ export const reportMachine = setup({
         backoff: { after: { retryInterval: 'requesting' } },
       },
     },
-    accepted: { type: 'final' },
-    notAccepted: { type: 'final' },
+    accepted: { type: 'final', output: { accepted: true } },
+    notAccepted: { type: 'final', output: { accepted: false } },
   },
 });

@@ -23,6 +23,11 @@ export interface GraphNode {
   invokes: string[];
   /** The names of the state's own entry actions, in order (not the timers XState adds for `after`). */
   entry: string[];
+  /**
+   * A retry loop among the state's children, as the chart declares it in `meta.retry`: the attempt and the backoff
+   * state (ids), the delay between attempts and the state's total deadline, if any.
+   */
+  retry?: { attempt: string; backoff: string; every: { name?: string; ms?: number }; deadline?: { name?: string; ms?: number } };
   /** In an overview: what a collapsed retry unit does, e.g. `retries every 2 s, gives up after 5 min`. */
   badge?: string;
   /** In an overview: the steps of a region drawn as one node, in order. */
@@ -108,6 +113,17 @@ function entryNames(node: AnyStateNode): string[] {
   return list.map((action) => (typeof action === 'string' ? action : ((action as { type?: unknown })?.type as string | undefined) ?? 'inline action'));
 }
 
+/** The retry loop a state declares in `meta.retry` (delay names), with the delays' values as far as they are known. */
+function retryOf(machine: AnyStateMachine, node: AnyStateNode, options: GraphOptions): Pick<GraphNode, 'retry'> {
+  const retry = (node.meta as { retry?: { attempt?: unknown; backoff?: unknown; every?: unknown; deadline?: unknown } } | undefined)?.retry;
+  const states = node.states as Record<string, AnyStateNode>;
+  if (!retry || typeof retry.attempt !== 'string' || typeof retry.backoff !== 'string') return {};
+  const [attempt, backoff] = [states[retry.attempt], states[retry.backoff]];
+  if (!attempt || !backoff) throw new Error(`${statePath(node)}: meta.retry names ${retry.attempt} and ${retry.backoff}, which are not both its children`);
+  const deadline = retry.deadline === undefined ? {} : { deadline: delayOf(machine, retry.deadline, options) };
+  return { retry: { attempt: statePath(attempt), backoff: statePath(backoff), every: delayOf(machine, retry.every, options), ...deadline } };
+}
+
 /** Classifies a transition by its event type. */
 function kindOf(eventType: string): EdgeKind {
   if (eventType === '') return 'always';
@@ -155,6 +171,7 @@ export function buildGraph(machine: AnyStateMachine, options: GraphOptions = {})
       tags: [...node.tags],
       invokes: node.invoke.map((invoke) => `${invoke.id} (${srcName(invoke.src)})`),
       entry: entryNames(node),
+      ...retryOf(machine, node, options),
     });
     const transitions: AnyTransitionDefinition[] = [...node.transitions.values()].flat();
     transitions.push(...(node.always ?? []));

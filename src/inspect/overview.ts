@@ -1,6 +1,6 @@
 /**
- * The overview of a chart: every retry loop (an attempt state and a backoff state whose timer leads back to it)
- * drawn as one unit with a badge, "retries every 2 s, gives up after 5 min", and the many ways out of one
+ * The overview of a chart: every retry loop the chart declares (`meta.retry`: an attempt state and a backoff state
+ * whose timer leads back to it) drawn as one unit with a badge, "retries every 2 s, gives up after 5 min", and the many ways out of one
  * top-level block into the same state merged into one edge. The full chart keeps every state; the overview is
  * what fits in a README and on a screen at a glance.
  */
@@ -13,28 +13,6 @@ export interface Overview {
   graph: MachineGraph;
   /** Every state of the full chart → the node that shows it in the overview. */
   alias: Map<string, string>;
-}
-
-interface RetryUnit {
-  attempt: string;
-  backoff: string;
-  every?: number;
-}
-
-/** Finds attempt ⇄ backoff pairs: a backoff whose only way out is a timer back to a sibling that invokes and fails into it. */
-function retryUnits(graph: MachineGraph): RetryUnit[] {
-  const units: RetryUnit[] = [];
-  for (const node of graph.nodes.values()) {
-    if (node.children.length || node.invokes.length || node.type !== 'atomic') continue;
-    const out = graph.edges.filter((edge) => edge.source === node.id);
-    const attempt = out[0]?.targets[0];
-    if (!out.length || !attempt || out.some((edge) => edge.kind !== 'after' || edge.targets.length !== 1 || edge.targets[0] !== attempt)) continue;
-    const attemptNode = graph.nodes.get(attempt);
-    if (!attemptNode || attemptNode.parent !== node.parent || !attemptNode.invokes.length) continue;
-    if (!graph.edges.some((edge) => edge.source === attempt && edge.targets.includes(node.id))) continue;
-    units.push({ attempt, backoff: node.id, every: out[0]!.delay?.ms });
-  }
-  return units;
 }
 
 /** The badge of a retry unit. */
@@ -102,18 +80,21 @@ export function overviewOf(graph: MachineGraph): Overview {
   const nodes = new Map<string, GraphNode>([...graph.nodes].map(([id, node]) => [id, { ...node, children: [...node.children] }]));
   const alias = new Map<string, string>([...graph.nodes.keys()].map((id) => [id, id]));
   const hidden = new Set<string>();
-  for (const unit of retryUnits(graph)) {
-    const parent = nodes.get(graph.nodes.get(unit.attempt)!.parent!)!;
-    const whole = parent.type === 'compound' && parent.id !== graph.root && parent.children.length === 2;
-    const shown = whole ? parent.id : unit.attempt;
-    const deadline = whole ? graph.edges.find((edge) => edge.source === parent.id && edge.kind === 'after')?.delay?.ms : undefined;
-    const attempt = nodes.get(unit.attempt)!;
-    nodes.set(shown, { ...nodes.get(shown)!, badge: badgeOf(unit.every, deadline), invokes: attempt.invokes, children: whole ? [] : nodes.get(shown)!.children, initial: whole ? undefined : nodes.get(shown)!.initial });
-    for (const id of whole ? [unit.attempt, unit.backoff] : [unit.backoff]) {
+  // Each retry loop the chart declares (`meta.retry`) becomes one box with a badge: the state that holds it when the
+  // loop is all it holds, else the attempt state, with the backoff hidden.
+  for (const holder of graph.nodes.values()) {
+    if (!holder.retry) continue;
+    const { attempt, backoff, every, deadline } = holder.retry;
+    const whole = holder.children.length === 2 && holder.id !== graph.root;
+    const shown = whole ? holder.id : attempt;
+    const node = nodes.get(shown)!;
+    const badge = badgeOf(every.ms, whole ? deadline?.ms : undefined);
+    nodes.set(shown, { ...node, badge, invokes: nodes.get(attempt)!.invokes, ...(whole ? { children: [], initial: undefined } : {}) });
+    for (const id of whole ? [attempt, backoff] : [backoff]) {
       alias.set(id, shown);
       hidden.add(id);
     }
-    if (!whole) parent.children = parent.children.filter((child) => child !== unit.backoff);
+    if (!whole) nodes.get(holder.id)!.children = nodes.get(holder.id)!.children.filter((child) => child !== backoff);
   }
   collapseRegions(nodes, alias, hidden, graph.root);
   for (const id of hidden) nodes.delete(id);

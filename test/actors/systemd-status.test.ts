@@ -15,11 +15,11 @@ const at = (value: unknown, context: Partial<ProvisioningContext> = {}): StatusS
 
 describe('phaseOf', () => {
   it.each([
-    [{ provisioning: { work: { gathering: { imds: 'fetching', media: 'reading' } }, inProgress: 'sending' } }, 'waiting for IMDS: attempt 1, 300 s left', 300],
-    [{ provisioning: { work: { gathering: { imds: 'fetched', media: 'reading' } }, inProgress: 'sent' } }, 'reading the provisioning media', 30],
-    [{ provisioning: { work: 'checkingProxyAgent', inProgress: 'sent' } }, 'waiting for the Azure Guest Proxy Agent, 130 s left', 130],
-    [{ provisioning: { work: 'validating', inProgress: 'sent' } }, 'configuring the OS', 300],
-    [{ provisioning: { work: 'configured', hostKeys: 'adding', inProgress: 'sent' } }, 'OS configured, logins open: making the last ssh host keys', 300],
+    [{ provisioning: { work: { gathering: { imds: 'fetching', media: 'reading' } }, inProgress: { sending: 'requesting' } } }, 'waiting for IMDS: attempt 1, 300 s left', 300],
+    [{ provisioning: { work: { gathering: { imds: 'done', media: 'reading' } }, inProgress: 'done' } }, 'reading the provisioning media', 30],
+    [{ provisioning: { work: 'checkingProxyAgent', inProgress: 'done' } }, 'waiting for the Azure Guest Proxy Agent, 130 s left', 130],
+    [{ provisioning: { work: 'validating', inProgress: 'done' } }, 'configuring the OS', 300],
+    [{ provisioning: { work: 'configured', hostKeys: 'adding', inProgress: 'done' } }, 'OS configured, logins open: making the last ssh host keys', 300],
     ['reportingReady', 'reporting Ready: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'reportingPoolReady' }, 'pool VM: reporting Ready to the pool: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'waiting' }, 'pool VM: waiting to be claimed, poll 1', null],

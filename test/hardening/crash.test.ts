@@ -147,7 +147,15 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     },
     ready: (ctx) => arrived(ctx, 'imds') && arrived(ctx, 'inProgress'),
   },
-  'provisioning.inProgress.backoff': {
+  'provisioning.inProgress.sending.requesting': {
+    how: 'InProgress POST and IMDS gated',
+    setup: (ctx) => {
+      ctx.fabric.setImds({ gate: ctx.gate });
+      wire(ctx, { inProgress: { gate: ctx.gate } });
+    },
+    ready: (ctx) => arrived(ctx, 'imds') && arrived(ctx, 'inProgress'),
+  },
+  'provisioning.inProgress.sending.backoff': {
     how: 'InProgress answered 503 with retry_interval_secs = 30; IMDS gated',
     options: { wireserver: slowWire },
     setup: (ctx) => {
@@ -155,14 +163,8 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
       wire(ctx, { inProgress: { status: 503 } });
     },
   },
-  'provisioning.inProgress.sent': imdsGate,
-  'provisioning.inProgress.abandoned': {
-    how: 'InProgress answered 403 (not retryable); IMDS gated',
-    setup: (ctx) => {
-      ctx.fabric.setImds({ gate: ctx.gate });
-      wire(ctx, { inProgress: { status: 403 } });
-    },
-  },
+  // Accepted or given up, the same final state: held with IMDS gated after the report was accepted.
+  'provisioning.inProgress.done': imdsGate,
   'provisioning.work': imdsGate,
   // The host keys are made once the IMDS request has left: done while IMDS is gated.
   'provisioning.hostKeys': imdsGate,
@@ -185,27 +187,16 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     options: { imds: { retry_interval_secs: 30, total_retry_timeout_secs: 60 } },
     setup: (ctx) => ctx.fabric.setImds({ status: 503 }),
   },
-  'provisioning.work.gathering.imds.fetched': {
-    transient: 'final region state: the media region is already final, so IMDS\'s answer leaves gathering in the same macrostep',
-  },
-  'provisioning.work.gathering.imds.failed': {
-    transient: 'final region state: the media region is already final, so a non-retryable IMDS error leaves gathering in the same macrostep',
-  },
-  'provisioning.work.gathering.imds.timedOut': {
-    transient: 'final region state: the media region is already final, so the IMDS deadline leaves gathering in the same macrostep',
+  'provisioning.work.gathering.imds.done': {
+    transient: 'final region state: the media region is already final, so IMDS\'s answer, its non-retryable error or its deadline leaves gathering in the same macrostep',
   },
   'provisioning.work.gathering.media': imdsGate,
   'provisioning.work.gathering.media.reading': {
     elsewhere:
       'with the media disabled (these runs have no media), the read only waits for the IMDS request to be written, which happens before the chart starts, so the state is over within a turn or two of the event loop and a poller lands in it by chance (it took four attempts on a quiet machine). Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model covers its transitions with a media read the test controls',
   },
-  'provisioning.work.gathering.media.read': imdsGate,
-  'provisioning.work.gathering.media.unreadable': {
-    transient: 'only entered when the media reader throws; with media disabled (dry run) it returns null and never throws',
-  },
-  'provisioning.work.gathering.media.abandoned': {
-    transient: 'only entered when the media read outlasts provisioning_media.timeout_secs; with media disabled (dry run) it returns at once',
-  },
+  // Read (here: disabled, so nothing), unusable or abandoned, the same final state, held with IMDS gated.
+  'provisioning.work.gathering.media.done': imdsGate,
   'provisioning.work.checkingProxyAgent': {
     transient: 'entered only when the media or the configuration asks for the Guest Proxy Agent; the crash runs ask for none',
   },
@@ -256,8 +247,8 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'preprovisioned.reportingPoolReady.backoff': POOL_VM,
   'preprovisioned.markingWaiting': POOL_VM,
   'preprovisioned.waiting': POOL_VM,
-  'preprovisioned.waiting.polling': POOL_VM,
-  'preprovisioned.waiting.pausing': POOL_VM,
+  'preprovisioned.waiting.requesting': POOL_VM,
+  'preprovisioned.waiting.backoff': POOL_VM,
   waitingInterrupted: POOL_VM,
   // An empty marker is created in place (docs/durability.md): no temp file to catch, the poller kills it mid-step.
   markingReportPending: poller,

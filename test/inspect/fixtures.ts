@@ -59,6 +59,7 @@ export function fixtureMachine(options: FixtureOptions) {
             },
           },
           metadata: {
+            meta: { retry: { attempt: 'requesting', backoff: 'backoff', every: 'retryInterval' } },
             initial: 'requesting',
             states: {
               requesting: {

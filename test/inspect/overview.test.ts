@@ -88,7 +88,7 @@ describe('words', () => {
 
   it('names states one way: the path below the machine, as the journal’s values spell them', () => {
     expect(stateName('provisioning', `${P}.work.validating`)).toBe('provisioning.work.validating');
-    expect(leafNames({ provisioning: { inProgress: 'sent', work: 'validating' } })).toEqual(['provisioning.inProgress.sent', 'provisioning.work.validating']);
+    expect(leafNames({ provisioning: { inProgress: 'done', work: 'validating' } })).toEqual(['provisioning.inProgress.done', 'provisioning.work.validating']);
     expect([500, 2000, 300_000].map(spokenDelay)).toEqual(['500 ms', '2 s', '5 min']);
     expect(['markerProvisioned', 'configFailed', 'versionsAvailable'].map(guardWords)).toEqual(['provisioned', 'config failed', 'versions available']);
   });

@@ -114,7 +114,7 @@ describe('instance metadata', () => {
     await run.resolve('imds', METADATA);
 
     expect(media.signal.aborted).toBe(false);
-    expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'fetched', media: 'reading' } } } })).toBe(true);
+    expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'done', media: 'reading' } } } })).toBe(true);
     expect(run.gates.some((g) => g.id === 'validate')).toBe(false);
     await run.resolve('media', MEDIA_POOL_RUNNING);
     expect(run.gates.some((g) => g.id === 'validate')).toBe(false);
@@ -148,7 +148,7 @@ describe('instance metadata', () => {
     const run = startRun();
     await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
     await run.resolve('imds', METADATA_PASSWORD_LOGINS);
-    expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'fetched', media: 'reading' } } } })).toBe(true);
+    expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'done', media: 'reading' } } } })).toBe(true);
 
     await run.resolve('media', MEDIA_WITH_USERNAME);
     expect(run.pending('validate').input.plan).toMatchObject({ source: 'imds', username: 'azureuser', passwordAuthentication: true, passwordProvided: true });

@@ -70,7 +70,7 @@ const invoker = new Map<string, AnyStateNode>(
 );
 
 const REPORTS = [
-  { state: { provisioning: { inProgress: 'sending' } }, id: 'inProgressReport', health: HEALTH_IN_PROGRESS },
+  { state: { provisioning: { inProgress: { sending: 'requesting' } } }, id: 'inProgressReport', health: HEALTH_IN_PROGRESS },
   { state: { reportingReady: 'requesting' }, id: 'readyReport', health: HEALTH_READY },
   { state: { reportingFailure: 'requesting' }, id: 'failureReport', health: HEALTH_FAILED },
   { state: { preprovisioned: { reportingPoolReady: 'requesting' } }, id: 'poolReadyReport', health: HEALTH_READY },

@@ -296,7 +296,7 @@ export function mayMove(snapshot: AnyMachineSnapshot, node: AnyStateNode): boole
     const before = ['hostname', 'account'].map((key) => configuring.states[key] as AnyStateNode);
     if (!snapshot.matches({ provisioning: { work: 'configuringOs' } }) || !before.every((region) => isFinalChildActive(snapshot, region))) return false;
   }
-  if (under(node, 'provisioning.work') && snapshot.matches({ provisioning: { inProgress: 'backoff' } })) return false;
+  if (under(node, 'provisioning.work') && snapshot.matches({ provisioning: { inProgress: { sending: 'backoff' } } })) return false;
   for (const [parallelPath, order] of Object.entries(SEQUENTIAL_REGIONS)) {
     const index = order.findIndex((key) => under(node, `${parallelPath}.${key}`));
     if (index <= 0) continue;

@@ -24,30 +24,5 @@ export function equivalence(chart: string, mutant: Mutant): string | null {
   return null;
 }
 
-const RULES: Record<string, Array<{ match: RegExp; argument: string }>> = {
-  report: [
-    {
-      match: /retarget → report\.(accepted|notAccepted)$/,
-      argument:
-        'accepted and notAccepted are final states with no actions or output of their own; the output (and so the exit code and message of `bootstate report`) reads only context.failure, and the command keeps no journal.',
-    },
-  ],
-  provisioning: [
-    {
-      match: /^provisioning\.(readyNotAccepted|failedUnreported) entry #0 recordEnd entry dropped$/,
-      argument:
-        "outputOf reads context.end ?? { result: 'failed', reported: false }: exactly what readyNotAccepted and failedUnreported record, so a run ending there without recording it has the same output.",
-    },
-    {
-      match:
-        /^provisioning\.(provisioned entry #0 recordEnd entry moved → provisioning\.markingProvisioned|alreadyProvisioned entry #1 recordEnd entry moved → provisioning\.checkingMarker|notOnAzure entry #1 recordEnd entry moved → provisioning\.checkingPlatform|waitingInterrupted entry #0 recordEnd entry moved → provisioning\.preprovisioned\.waiting|readyNotAccepted entry #0 recordEnd entry moved → provisioning\.reportingReady(\.requesting)?|markerNotWritten entry #0 recordEnd entry moved → provisioning\.markingProvisioned|failed entry #0 recordEnd entry moved → provisioning\.reportingFailure\.requesting|failedUnreported entry #0 recordEnd entry moved → provisioning\.reportingFailure(\.requesting)?)$/,
-      argument:
-        'context.end is read only once the run is over (the output), and every final state records its own end on entry. Moved into the state the final is entered from, the record is made one step earlier on the same way in, and every other way out of that state ends in a final that overwrites it (or, for readyNotAccepted and failedUnreported, in outputOf\'s default, which is the same record).',
-    },
-    {
-      match: /^provisioning\.reportingFailure\.(requesting error failureReport\[[01]\]|requesting error failureReport) action dropped #0 recordReportFailure$|^provisioning\.reportingFailure after failureReportTimeout\[0\] action dropped #0 recordReportTimeout$/,
-      argument:
-        'reportFailure is read only when failure is null (output, log detail); every way into reportingFailure sets failure, so recording why the failure report was refused changes nothing seen.',
-    },
-  ],
-};
+/** Arguments for single mutants no structural rule above explains; none are needed today. */
+const RULES: Record<string, Array<{ match: RegExp; argument: string }>> = {};

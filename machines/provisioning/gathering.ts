@@ -1,0 +1,109 @@
+/**
+ * Gathering what the plan is made from: IMDS and the provisioning media, side by side, then the Guest Proxy Agent
+ * when this VM asks for it, then the decision what kind of run this is (a pool VM, a refused pool type, a plan, or
+ * no metadata at all).
+ */
+import { assign } from 'xstate';
+import { toFailure } from '../../src/errors.js';
+import { poolAfterClaim, proxyAgentSilent } from './plan.js';
+import { retried, withError } from './retry.js';
+import { chart } from './setup.js';
+import type { ProvisioningContext } from './types.js';
+
+const FAIL = '#provisioning.reportingFailure';
+const IMDS_DONE = '#provisioning.provisioning.work.gathering.imds.done';
+
+/** Once everything that can change the plan has arrived: a pool VM waits, a refused one fails, the rest is validated. */
+const DECISIONS = [
+  { guard: 'poolRunning', target: '#provisioning.preprovisioned', actions: 'recordPoolType' },
+  { guard: 'poolUnsupported', target: FAIL, actions: 'recordPoolUnsupported' },
+  {
+    guard: 'poolAfterClaim',
+    target: FAIL,
+    actions: { type: 'recordFailure', params: ({ context }: { context: ProvisioningContext }) => ({ error: poolAfterClaim(context.metadata?.ppsType) }) },
+  },
+  { guard: 'havePlan', target: '#provisioning.provisioning.work.validating', actions: 'recordPlan' },
+  { target: FAIL, actions: 'recordNoMetadata' },
+] as const;
+
+export const gathering = chart.createStateConfig({
+  type: 'parallel',
+  onDone: [{ guard: 'proxyAgentWanted', target: 'checkingProxyAgent' }, ...DECISIONS],
+  states: {
+    imds: {
+      initial: 'fetching',
+      states: {
+        fetching: retried({
+          invoke: {
+            id: 'imds',
+            src: 'fetchMetadata',
+            input: ({ context }) => ({ config: context.config }),
+            onDone: { target: IMDS_DONE, actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }) },
+          },
+          every: 'imdsRetryInterval',
+          deadline: { after: 'imdsTotalTimeout', then: { target: IMDS_DONE, actions: 'recordImdsTimeout' } },
+          onRetry: { type: 'recordImdsFailure', params: withError },
+          onFatal: { target: IMDS_DONE, actions: { type: 'recordImdsFailure', params: withError } },
+        }),
+        done: { type: 'final' },
+      },
+    },
+    // The media is always waited for: besides the password it carries pool flags and CustomData, which IMDS may not
+    // mention, so an answer that arrives second must change the plan as one that arrives first would. Its own short
+    // deadline keeps a wedged device from holding the run.
+    media: {
+      initial: 'reading',
+      states: {
+        reading: {
+          after: {
+            mediaTimeout: {
+              target: 'done',
+              actions: {
+                type: 'warn',
+                params: ({ context }) => ({
+                  text: `provisioning media: not read within ${context.config.provisioning_media.timeout_secs} s; provisioning goes on without it`,
+                }),
+              },
+            },
+          },
+          invoke: {
+            id: 'media',
+            src: 'readMedia',
+            input: ({ context }) => ({ config: context.config, claimed: context.reprovision !== null }),
+            onDone: { target: 'done', actions: assign({ media: ({ event }) => event.output }) },
+            onError: {
+              target: 'done',
+              actions: assign({
+                warnings: ({ context, event }) => [...context.warnings, `provisioning media: ${toFailure(event.error).reason}`],
+                mediaFailure: ({ event }) => toFailure(event.error),
+              }),
+            },
+          },
+        },
+        done: { type: 'final' },
+      },
+    },
+  },
+});
+
+// The media (or the configuration) asks for Azure's Guest Proxy Agent: nothing goes on until it is ready.
+export const checkingProxyAgent = chart.createStateConfig({
+  after: {
+    proxyAgentTimeout: {
+      target: FAIL,
+      actions: {
+        type: 'recordFailure',
+        params: ({ context }) => ({
+          error: proxyAgentSilent(context.config.azure_proxy_agent.wait_secs + 10),
+        }),
+      },
+    },
+  },
+  invoke: {
+    id: 'proxyAgent',
+    src: 'checkProxyAgent',
+    input: ({ context }) => ({ config: context.config }),
+    onDone: [...DECISIONS],
+    onError: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+  },
+});

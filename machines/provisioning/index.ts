@@ -1,0 +1,76 @@
+/**
+ * The first-boot provisioning statechart: the control flow of `bootstate provision`.
+ *
+ * config → platform → VM id → marker → provisioning (work ‖ host keys ‖ InProgress report) → report-pending marker
+ * → Ready → provisioned marker; from anywhere: → ProvisioningFailed. systemd hears READY=1 once the OS is configured,
+ * on entering the failure report, and at the ends that provision nothing, so logins never wait for a report. A pool
+ * VM leaves gathering for `preprovisioned` and comes back to `provisioning` with the customer's data. Health is a
+ * tag of the state that reports it. Retries, backoff and total deadlines are states and `after` delays: leaving a
+ * state aborts its actor, so a deadline holds whatever a server does. Nothing here performs I/O: every actor is a
+ * named placeholder that `src/actors/provisioning.ts` provides for real.
+ *
+ * One file a part: `startup.ts` (the first states), `first-boot.ts` with `gathering.ts` and `configuring-os.ts`
+ * (provisioning), `pool.ts` (pool VMs), `reports.ts` (the end); `setup.ts` names every actor, guard, delay and
+ * action; `retry.ts` builds every retry loop.
+ */
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+import { ZERO_VM_ID } from '../../src/azure/health.js';
+import { provisioning } from './first-boot.js';
+import { outputOf } from './plan.js';
+import { preprovisioned } from './pool.js';
+import { finals, markingProvisioned, markingReportPending, reportingFailure, reportingReady } from './reports.js';
+import { withError } from './retry.js';
+import { provisioningSetup, type ProvisioningActors } from './setup.js';
+import { checkingMarker, checkingPlatform, loadingConfig, readingVmId } from './startup.js';
+import type { RunEnd } from './types.js';
+
+/** Builds the chart, StateNode tree included, on each call, with `actors` in place of the placeholders of their names. */
+export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = {}) =>
+  provisioningSetup(actors).createMachine({
+    id: 'provisioning',
+    context: ({ input }) => ({
+      config: input?.config ?? DEFAULT_CONFIG,
+      extraGroups: input?.groups ?? [],
+      vmId: ZERO_VM_ID,
+      metadata: null,
+      media: null,
+      mediaFailure: null,
+      imdsFailure: null,
+      plan: null,
+      hostKeysLater: [],
+      failure: null,
+      reportFailure: null,
+      terminating: false,
+      kvpStopped: false,
+      warnings: [],
+      ppsType: 'None',
+      reprovision: null,
+      pollAttempts: 0,
+      pollError: null,
+    }),
+    invoke: [
+      { id: 'kvp', src: 'kvpWriter', onError: { actions: { type: 'recordKvpFailure', params: withError } } },
+      { id: 'systemd', src: 'systemdNotifier' },
+    ],
+    // The final state the run ended in says how; a run that has not ended has failed unreported.
+    output: ({ context, event }) => outputOf(context, (event.output as RunEnd | undefined) ?? { result: 'failed', reported: false }),
+    on: { TERMINATE: { target: '.reportingFailure', actions: 'recordTerminated' } },
+    initial: 'loadingConfig',
+    states: {
+      loadingConfig,
+      checkingPlatform,
+      readingVmId,
+      checkingMarker,
+      provisioning,
+      preprovisioned,
+      markingReportPending,
+      reportingReady,
+      markingProvisioned,
+      reportingFailure,
+      ...finals,
+    },
+  });
+
+export type ProvisioningMachine = ReturnType<typeof createProvisioningMachine>;
+export { PLACEHOLDER_ACTORS, type ProvisioningActors } from './setup.js';
+export type * from './types.js';

@@ -1,0 +1,90 @@
+/**
+ * The end of a run: the report-pending marker, the Ready report, the provisioned marker; or the failure report.
+ * Each final state says how the run ended (`output`), and the chart's output is made from it.
+ */
+import { HEALTH_FAILED, HEALTH_READY } from '../../src/azure/health.js';
+import { retried, withError } from './retry.js';
+import { chart } from './setup.js';
+import type { RunEnd } from './types.js';
+
+export const markingReportPending = chart.createStateConfig({
+  invoke: {
+    id: 'pendingMarker',
+    src: 'markReportPending',
+    input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+    onDone: 'reportingReady',
+    onError: { target: 'reportingFailure', actions: { type: 'recordFailure', params: withError } },
+  },
+});
+
+export const reportingReady = retried({
+  // The OS is configured and the report-pending marker is down: logins no longer wait for anything.
+  state: {
+    tags: [HEALTH_READY],
+    entry: ['tellSystemdReady', { type: 'writeReportToKvp', params: { health: HEALTH_READY } }],
+    // Provisioning is complete and the report-pending marker is down: the next boot reports Ready.
+    on: { TERMINATE: { target: 'readyNotAccepted', actions: 'recordReadyTerminated' } },
+  },
+  invoke: {
+    id: 'readyReport',
+    src: 'reportHealth',
+    input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_READY, failure: null, ppsType: context.ppsType }),
+    onDone: '#provisioning.markingProvisioned',
+  },
+  every: 'wireserverRetryInterval',
+  deadline: { after: 'wireserverTotalTimeout', then: { target: '#provisioning.readyNotAccepted', actions: 'recordReportTimeout' } },
+  onRetry: { type: 'recordReportFailure', params: withError },
+  onFatal: { target: '#provisioning.readyNotAccepted', actions: { type: 'recordReportFailure', params: withError } },
+});
+
+export const markingProvisioned = chart.createStateConfig({
+  tags: [HEALTH_READY],
+  // Ready was accepted; finishing the marker takes milliseconds, so SIGTERM waits for it.
+  on: { TERMINATE: {} },
+  invoke: {
+    id: 'provisionedMarker',
+    src: 'markProvisioned',
+    input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+    onDone: 'provisioned',
+    onError: { target: 'markerNotWritten', actions: { type: 'recordFailure', params: withError } },
+  },
+});
+
+// The run has failed (context.failure says why); the report only decides whether the fabric heard it.
+export const reportingFailure = retried({
+  state: {
+    tags: [HEALTH_FAILED],
+    // Provisioning is over: whatever it left in place is what logins get, without waiting for the report.
+    entry: ['tellSystemdReady', { type: 'writeReportToKvp', params: { health: HEALTH_FAILED } }],
+    on: {
+      TERMINATE: [
+        // The short budget counts from the first SIGTERM; later ones change nothing.
+        { guard: 'terminating' },
+        { target: 'reportingFailure', reenter: true, actions: 'recordTerminated' },
+      ],
+    },
+  },
+  invoke: {
+    id: 'failureReport',
+    src: 'reportHealth',
+    input: ({ context }) => ({ config: context.config, vmId: context.vmId, health: HEALTH_FAILED, failure: context.failure, ppsType: context.ppsType }),
+    onDone: '#provisioning.failed',
+  },
+  every: 'wireserverRetryInterval',
+  deadline: { after: 'failureReportTimeout', then: { target: '#provisioning.failedUnreported' } },
+  onFatal: { target: '#provisioning.failedUnreported' },
+});
+
+const end = (result: RunEnd['result'], reported: boolean): RunEnd => ({ result, reported });
+
+/** The ways a run ends. */
+export const finals = {
+  provisioned: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('provisioned', true) }),
+  alreadyProvisioned: chart.createStateConfig({ type: 'final', entry: 'tellSystemdReady', output: end('already-provisioned', false) }),
+  notOnAzure: chart.createStateConfig({ type: 'final', entry: 'tellSystemdReady', output: end('not-on-azure', false) }),
+  waitingInterrupted: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('waiting-for-reuse', true) }),
+  readyNotAccepted: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('failed', false) }),
+  markerNotWritten: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('failed', true) }),
+  failed: chart.createStateConfig({ type: 'final', tags: [HEALTH_FAILED], output: end('failed', true) }),
+  failedUnreported: chart.createStateConfig({ type: 'final', tags: [HEALTH_FAILED], output: end('failed', false) }),
+};

@@ -1,0 +1,198 @@
+/**
+ * The chart's vocabulary: every actor it invokes (as a named placeholder: the chart performs no I/O), every guard,
+ * delay and action, by name. The state files build on `chart` (`chart.createStateConfig`), so each is typed against
+ * exactly these names.
+ */
+import { assign, enqueueActions, fromCallback, fromPromise, or, setup, stateIn } from 'xstate';
+import { HEALTH_FAILED, type Health } from '../../src/azure/health.js';
+import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import { normalizePpsType, pollErrorKind } from '../../src/azure/pps.js';
+import type { Config, StepName } from '../../src/config/defaults.js';
+import { failure, toFailure } from '../../src/errors.js';
+import type { HostKeyType } from '../../src/os/host-keys.js';
+import type { MarkerState } from '../../src/os/provisioner.js';
+import type { PlatformCheck } from '../../src/os/platform.js';
+import { noMetadataFailure, planFrom, seconds, timedOut, unclaimedPool } from './plan.js';
+import type * as T from './types.js';
+
+/** A named actor that `src/actors/provisioning.ts` provides for real. */
+const placeholder = <Out, In = void>(name: string) =>
+  fromPromise<Out, In>(async () => {
+    throw new Error(`actor ${name} was not provided`);
+  });
+
+export const PLACEHOLDER_ACTORS = {
+  kvpWriter: fromCallback<T.KvpEvent>(() => undefined),
+  systemdNotifier: fromCallback<T.SystemdEvent>(() => undefined),
+  loadConfig: placeholder<Config>('loadConfig'),
+  checkPlatform: placeholder<PlatformCheck, T.ConfigInput>('checkPlatform'),
+  readVmId: placeholder<string>('readVmId'),
+  checkMarker: placeholder<MarkerState, T.MarkerInput>('checkMarker'),
+  reportHealth: placeholder<void, T.ReportInput>('reportHealth'),
+  fetchMetadata: placeholder<InstanceMetadata, T.ConfigInput>('fetchMetadata'),
+  readMedia: placeholder<MediaMetadata | null, T.MediaInput>('readMedia'),
+  validatePlan: placeholder<T.ProvisioningPlan, T.ValidateInput>('validatePlan'),
+  setHostname: placeholder<void, T.PlanInput>('setHostname'),
+  publishHostname: placeholder<void, T.PlanInput>('publishHostname'),
+  createUser: placeholder<void, T.PlanInput>('createUser'),
+  setPassword: placeholder<void, T.PlanInput>('setPassword'),
+  writeSshKeys: placeholder<void, T.PlanInput>('writeSshKeys'),
+  configureSshd: placeholder<void, T.PlanInput>('configureSshd'),
+  regenerateHostKeys: placeholder<HostKeyType[], T.ConfigInput>('regenerateHostKeys'),
+  addHostKeys: placeholder<void, T.HostKeysInput>('addHostKeys'),
+  checkProxyAgent: placeholder<void, T.ConfigInput>('checkProxyAgent'),
+  markReportPending: placeholder<void, T.MarkerInput>('markReportPending'),
+  markProvisioned: placeholder<void, T.MarkerInput>('markProvisioned'),
+  saveCustomData: placeholder<void, T.PlanInput>('saveCustomData'),
+  markWaitingForReuse: placeholder<void, T.MarkerInput>('markWaitingForReuse'),
+  pollReprovisionData: placeholder<MediaMetadata, T.PollInput>('pollReprovisionData'),
+};
+
+export type ProvisioningActors = typeof PLACEHOLDER_ACTORS;
+
+const WORK = '#provisioning.provisioning.work';
+const HOST_KEYS = '#provisioning.provisioning.hostKeys';
+
+/** The chart's setup; `actors` replace the placeholders of the same names (a run sets it up with the real ones). */
+export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => setup({
+  types: {
+    context: {} as T.ProvisioningContext,
+    events: {} as T.ProvisioningEvent,
+    input: {} as T.ProvisioningInput,
+    output: {} as T.ProvisioningOutput,
+    tags: {} as Health,
+  },
+  actors: { ...PLACEHOLDER_ACTORS, ...actors },
+  guards: {
+    configFailed: ({ context }) => context.failure !== null,
+    terminating: ({ context }) => context.terminating,
+    markerProvisioned: (_, params: { state: MarkerState }) => params.state === 'provisioned',
+    markerReportPending: (_, params: { state: MarkerState }) => params.state === 'report-pending',
+    markerWaitingForReuse: (_, params: { state: MarkerState }) => params.state === 'waiting-for-reuse',
+    /** A pool VM of the type this agent serves: report Ready to the pool and wait to be claimed. */
+    poolRunning: ({ context }) => unclaimedPool(context)?.type === 'Running',
+    /** A pool type this agent cannot serve: never provision the placeholder identity. */
+    poolUnsupported: ({ context }) => {
+      const type = unclaimedPool(context)?.type;
+      return type !== undefined && type !== 'None' && type !== 'Running';
+    },
+    /** Claimed, yet IMDS still calls the VM pre-provisioned: its data cannot be trusted to be the customer's. */
+    poolAfterClaim: ({ context }) =>
+      context.reprovision !== null && normalizePpsType(context.metadata?.ppsType) !== 'None',
+    stepSkipped: ({ context }, params: { step: StepName }) => context.config.steps.skip.includes(params.step),
+    /** This VM's own host keys are in place (or their step is left out): sshd's drop-in may be proved now. */
+    hostKeysReplaced: or([stateIn(`${HOST_KEYS}.waiting`), stateIn(`${HOST_KEYS}.adding`), stateIn(`${HOST_KEYS}.done`)]),
+    /** READY=1 was sent: what is left may now take the CPU. */
+    osConfigured: stateIn(`${WORK}.configured`),
+    /** Every host key is in place, those made after READY included. */
+    hostKeysComplete: stateIn(`${HOST_KEYS}.done`),
+    /** The host key step left types for the background. */
+    hostKeysLeft: (_, params: { later: HostKeyType[] | undefined }) => (params.later?.length ?? 0) > 0,
+    retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
+    havePlan: ({ context }) => planFrom(context) !== null,
+    notOnAzure: (_, params: { check: PlatformCheck }) => !params.check.onAzure,
+    /** The configuration requires the Guest Proxy Agent, or the media of this run (the customer's, once claimed) asks for it. */
+    proxyAgentWanted: ({ context }) =>
+      context.config.azure_proxy_agent.require ||
+      (context.config.azure_proxy_agent.enable && (context.reprovision ?? context.media)?.provisionGuestProxyAgent === true),
+  },
+  delays: {
+    imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
+    imdsTotalTimeout: ({ context }) => seconds(context.config.imds.total_retry_timeout_secs),
+    /** Local work has a deadline too: a hung file system or command must not hold the first boot forever. */
+    osTimeout: ({ context }) => seconds(context.config.os.timeout_secs),
+    mediaTimeout: ({ context }) => seconds(context.config.provisioning_media.timeout_secs),
+    /** The agent's own --wait, and a little more for the command itself. */
+    proxyAgentTimeout: ({ context }) => seconds(context.config.azure_proxy_agent.wait_secs + 10),
+    hostnamePublishTimeout: ({ context }) => seconds(context.config.hostname_publishing.timeout_secs),
+    /** Once terminating, retries come quickly so one more attempt fits the short budget. */
+    wireserverRetryInterval: ({ context }) =>
+      context.terminating ? Math.min(200, seconds(context.config.wireserver.retry_interval_secs)) : seconds(context.config.wireserver.retry_interval_secs),
+    wireserverTotalTimeout: ({ context }) => seconds(context.config.wireserver.total_retry_timeout_secs),
+    reprovisionPollInterval: ({ context }) => seconds(context.config.preprovisioning.poll_interval_secs),
+    /** On SIGTERM the failure report gets a short budget so the agent exits within 2 s. */
+    failureReportTimeout: ({ context }) =>
+      context.terminating ? 1500 : seconds(context.config.wireserver.total_retry_timeout_secs),
+  },
+  actions: {
+    /** The run fails: with the error an actor threw, or the failure a state built. */
+    recordFailure: assign({ failure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    /** Something went wrong that the run survives: a line for the log and the run's warnings. */
+    warn: assign({ warnings: ({ context }, params: { text: string }) => [...context.warnings, params.text] }),
+    recordImdsFailure: assign({ imdsFailure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    recordImdsTimeout: assign({
+      imdsFailure: ({ context }) =>
+        timedOut(`IMDS did not answer usefully within ${context.config.imds.total_retry_timeout_secs} s`, context.imdsFailure),
+    }),
+    recordReportFailure: assign({ reportFailure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    recordReportTimeout: assign({
+      reportFailure: ({ context }) =>
+        timedOut(`the wireserver did not accept the report within ${context.config.wireserver.total_retry_timeout_secs} s`, context.reportFailure),
+    }),
+    recordNoMetadata: assign({ failure: ({ context }) => noMetadataFailure(context) }),
+    recordPlan: assign({ plan: ({ context }) => planFrom(context) }),
+    recordPoolType: assign({ ppsType: ({ context }) => unclaimedPool(context)?.type ?? context.ppsType }),
+    recordPoolUnsupported: assign(({ context }) => {
+      const pool = unclaimedPool(context)!;
+      return {
+        ppsType: pool.type,
+        failure: failure('PPS_UNSUPPORTED', [
+          ['error', `preprovisioning type ${pool.raw} is not supported by this agent; the placeholder identity was not provisioned`],
+          ['pps_type', pool.raw],
+          ['source', pool.source],
+        ]),
+      };
+    }),
+    recordPollFailure: assign({
+      pollAttempts: ({ context }) => context.pollAttempts + 1,
+      pollError: (_, params: { error: unknown }) => pollErrorKind(toFailure(params.error)),
+    }),
+    /** A wait for the claim counts its polls from its start. */
+    startWait: assign({ pollAttempts: 0, pollError: null }),
+    /** The customer's document replaces everything the pool VM was given; the next pass reads IMDS afresh. */
+    recordClaim: assign({
+      reprovision: (_, params: { media: MediaMetadata }) => params.media,
+      metadata: null,
+      media: null,
+      mediaFailure: null,
+      imdsFailure: null,
+      plan: null,
+      hostKeysLater: [],
+    }),
+    recordResumedWait: assign({ ppsType: 'Running' }),
+    recordReadyTerminated: assign({
+      terminating: true,
+      reportFailure: () => failure('TERMINATED', [['error', 'received SIGTERM while reporting Ready']]),
+    }),
+    recordTerminated: assign({
+      terminating: true,
+      failure: ({ context }) => context.failure ?? failure('TERMINATED', [['error', 'received SIGTERM']]),
+    }),
+    /** Sent before the HTTP report starts, so the host hears the outcome even when HTTP fails. */
+    writeReportToKvp: enqueueActions(({ context, enqueue }, params: { health: T.KvpEvent['health'] }) => {
+      if (context.kvpStopped) return;
+      const report: T.KvpEvent = {
+        type: 'kvp.report',
+        health: params.health,
+        vmId: context.vmId,
+        failure: params.health === HEALTH_FAILED ? context.failure : null,
+        ppsType: context.ppsType,
+      };
+      enqueue.sendTo('kvp', report);
+    }),
+    /** Logins may start: READY=1 (the notifier sends it once, however often it is told). */
+    tellSystemdReady: enqueueActions(({ enqueue }) => {
+      enqueue.sendTo('systemd', { type: 'systemd.ready' as const });
+    }),
+    recordKvpFailure: assign({
+      kvpStopped: true,
+      warnings: ({ context }, params: { error: unknown }) => [
+        ...context.warnings,
+        `kvp writer stopped: ${toFailure(params.error).reason}`,
+      ],
+    }),
+  },
+});
+
+/** The chart's setup with its placeholder actors: what every state file builds on. */
+export const chart = provisioningSetup();

@@ -1,0 +1,119 @@
+/** The provisioning chart's types: its context, input and output, its events, and the input of each actor. */
+import type { Health, HEALTH_FAILED, HEALTH_READY } from '../../src/azure/health.js';
+import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import type { Config } from '../../src/config/defaults.js';
+import type { Failure } from '../../src/errors.js';
+import type { HostKeyType } from '../../src/os/host-keys.js';
+
+/** What provisioning will apply, resolved from IMDS (or the provisioning media). No secrets. */
+export interface ProvisioningPlan {
+  source: 'imds' | 'media';
+  username: string;
+  hostname: string;
+  groups: string[];
+  sshKeys: string[];
+  passwordAuthentication: boolean;
+  passwordProvided: boolean;
+  /** The platform says the VM owner gave custom data (IMDS `extended.compute.hasCustomData`). */
+  hasCustomData: boolean;
+  /** Custom data arrived in ovf-env.xml. */
+  customDataFound: boolean;
+}
+
+/** How a run ended: `waiting-for-reuse` is a pool VM stopped while it waited (its next boot waits again). */
+export type ProvisioningResult = 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'not-on-azure' | 'failed';
+
+export interface ProvisioningOutput {
+  result: ProvisioningResult;
+  exitCode: number;
+  reason?: string;
+  code?: string;
+  /** Whether the final health report was accepted by the wireserver. */
+  reported: boolean;
+}
+
+/** What each final state of the chart says about the run; the chart's output is made from it. */
+export interface RunEnd {
+  result: ProvisioningResult;
+  reported: boolean;
+}
+
+export interface ProvisioningContext {
+  config: Config;
+  /** Groups from `--groups`, merged over the configured ones. */
+  extraGroups: string[];
+  vmId: string;
+  metadata: InstanceMetadata | null;
+  media: MediaMetadata | null;
+  /** Why the provisioning media could not be used; validation decides whether that fails the run. */
+  mediaFailure: Failure | null;
+  imdsFailure: Failure | null;
+  /** Host key types the host key step left for the background (sshd reads them per connection). */
+  hostKeysLater: HostKeyType[];
+  plan: ProvisioningPlan | null;
+  failure: Failure | null;
+  /** Why Ready was not accepted (the run had not failed before it). */
+  reportFailure: Failure | null;
+  terminating: boolean;
+  /** The KVP writer failed and left: reports still go over HTTP, without their KVP record. */
+  kvpStopped: boolean;
+  warnings: string[];
+  /** The preprovisioning type carried in every encoded report (`None` for an ordinary VM). */
+  ppsType: string;
+  /** The customer's ovf-env.xml, once a pool VM has been claimed (`reprovisiondata`). */
+  reprovision: MediaMetadata | null;
+  /** Failed polls of `reprovisiondata` in this wait, and the kind of the last one: the logging policy reads them. */
+  pollAttempts: number;
+  pollError: string | null;
+}
+
+export interface ProvisioningInput {
+  config?: Config;
+  groups?: string[];
+}
+
+export type ProvisioningEvent = { type: 'TERMINATE' };
+
+/**
+ * What the chart tells the service manager (the root-level `systemd` actor): `systemd.ready` the moment nothing a
+ * login needs is still to come — the OS is configured, or provisioning is over without configuring it — so sshd and
+ * user sessions, ordered after the unit, start while the report is still being delivered.
+ */
+export type SystemdEvent = { type: 'systemd.ready' };
+
+/** Events the chart sends to the root-level KVP writer. */
+export type KvpEvent = { type: 'kvp.report'; health: typeof HEALTH_READY | typeof HEALTH_FAILED; vmId: string; failure: Failure | null; ppsType: string };
+
+/** Plain input of each actor, taken from context. */
+export interface ConfigInput {
+  config: Config;
+}
+export interface ReportInput extends ConfigInput {
+  vmId: string;
+  health: Health;
+  failure: Failure | null;
+  ppsType: string;
+}
+/** Input of one poll of `reprovisiondata`: which attempt this is and how the previous one failed. */
+export interface PollInput extends ConfigInput {
+  attempt: number;
+  previousError: string | null;
+}
+/** The host key types made in the background. */
+export interface HostKeysInput extends ConfigInput {
+  types: HostKeyType[];
+}
+export interface MarkerInput extends ConfigInput {
+  vmId: string;
+}
+/** The media is read once more after a pool VM is claimed, for the customer's document only. */
+export interface MediaInput extends ConfigInput {
+  claimed: boolean;
+}
+export interface PlanInput extends ConfigInput {
+  plan: ProvisioningPlan;
+}
+/** Validation also decides whether unreadable provisioning media fails the run. */
+export interface ValidateInput extends PlanInput {
+  mediaFailure: Failure | null;
+}
