@@ -146,7 +146,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   const observeCaller = options.inspect ? sinks.observer('inspect', options.inspect) : null;
   const status = systemd.active ? new SystemdStatus(systemd) : null;
   const actor = createActor(createProvisioningMachine(actors), {
-    input: { config, groups: options.groups },
+    input: { config, groups: options.groups, imdsSent: first !== null },
     inspect: (event) => {
       observeJournal(event);
       observeTransitions?.(event);

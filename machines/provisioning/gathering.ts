@@ -37,12 +37,13 @@ export const gathering = chart.createStateConfig({
           invoke: {
             id: 'imds',
             src: 'fetchMetadata',
-            input: ({ context }) => ({ config: context.config }),
+            // Attempt 1 of the first pass may be the request the run sent before the chart was loaded.
+            input: ({ context }) => ({ config: context.config, attempt: context.imdsRetries + 1, sent: context.imdsSent && context.imdsRetries === 0 }),
             onDone: { target: IMDS_DONE, actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }) },
           },
           every: 'imdsRetryInterval',
           deadline: { after: 'imdsTotalTimeout', then: { target: IMDS_DONE, actions: 'recordImdsTimeout' } },
-          onRetry: { type: 'recordImdsFailure', params: withError },
+          onRetry: { type: 'recordImdsRetry', params: withError },
           onFatal: { target: IMDS_DONE, actions: { type: 'recordImdsFailure', params: withError } },
         }),
         done: { type: 'final' },

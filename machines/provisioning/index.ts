@@ -36,6 +36,8 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       media: null,
       mediaFailure: null,
       imdsFailure: null,
+      imdsRetries: 0,
+      imdsSent: input?.imdsSent ?? false,
       plan: null,
       hostKeysLater: [],
       failure: null,

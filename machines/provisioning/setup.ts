@@ -29,7 +29,7 @@ export const PLACEHOLDER_ACTORS = {
   readVmId: placeholder<string>('readVmId'),
   checkMarker: placeholder<MarkerState, T.MarkerInput>('checkMarker'),
   reportHealth: placeholder<void, T.ReportInput>('reportHealth'),
-  fetchMetadata: placeholder<InstanceMetadata, T.ConfigInput>('fetchMetadata'),
+  fetchMetadata: placeholder<InstanceMetadata, T.ImdsInput>('fetchMetadata'),
   readMedia: placeholder<MediaMetadata | null, T.MediaInput>('readMedia'),
   validatePlan: placeholder<T.ProvisioningPlan, T.ValidateInput>('validatePlan'),
   setHostname: placeholder<void, T.PlanInput>('setHostname'),
@@ -120,6 +120,11 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => s
     /** Something went wrong that the run survives: a line for the log and the run's warnings. */
     warn: assign({ warnings: ({ context }, params: { text: string }) => [...context.warnings, params.text] }),
     recordImdsFailure: assign({ imdsFailure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    /** A retryable IMDS error: the next attempt is a new request. */
+    recordImdsRetry: assign({
+      imdsFailure: (_, params: { error: unknown }) => toFailure(params.error),
+      imdsRetries: ({ context }) => context.imdsRetries + 1,
+    }),
     recordImdsTimeout: assign({
       imdsFailure: ({ context }) =>
         timedOut(`IMDS did not answer usefully within ${context.config.imds.total_retry_timeout_secs} s`, context.imdsFailure),
@@ -158,6 +163,8 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => s
       imdsFailure: null,
       plan: null,
       hostKeysLater: [],
+      imdsRetries: 0,
+      imdsSent: false,
     }),
     recordResumedWait: assign({ ppsType: 'Running' }),
     recordReadyTerminated: assign({

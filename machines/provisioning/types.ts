@@ -48,6 +48,10 @@ export interface ProvisioningContext {
   /** Why the provisioning media could not be used; validation decides whether that fails the run. */
   mediaFailure: Failure | null;
   imdsFailure: Failure | null;
+  /** IMDS attempts of this pass that failed and were retried: the next attempt's number is one more. */
+  imdsRetries: number;
+  /** The run's first IMDS request was sent before the chart started: this pass's first attempt is it. */
+  imdsSent: boolean;
   /** Host key types the host key step left for the background (sshd reads them per connection). */
   hostKeysLater: HostKeyType[];
   plan: ProvisioningPlan | null;
@@ -70,6 +74,8 @@ export interface ProvisioningContext {
 export interface ProvisioningInput {
   config?: Config;
   groups?: string[];
+  /** The run sent its first IMDS request before the chart was loaded: IMDS attempt 1 is already on its way. */
+  imdsSent?: boolean;
 }
 
 export type ProvisioningEvent = { type: 'TERMINATE' };
@@ -93,6 +99,11 @@ export interface ReportInput extends ConfigInput {
   health: Health;
   failure: Failure | null;
   ppsType: string;
+}
+/** Input of one IMDS attempt: its number in this pass, and whether it is the request the run sent before the chart. */
+export interface ImdsInput extends ConfigInput {
+  attempt: number;
+  sent: boolean;
 }
 /** Input of one poll of `reprovisiondata`: which attempt this is and how the previous one failed. */
 export interface PollInput extends ConfigInput {

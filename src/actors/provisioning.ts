@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import {
   HEALTH_FAILED,
   HEALTH_IN_PROGRESS,
+  type ImdsInput,
   type KvpEvent,
   type PollInput,
   type ProvisioningPlan,
@@ -189,10 +190,10 @@ export function provisioningActors(deps: ProvisioningDeps) {
       log.info({ state: input.health }, sent ? 'health report accepted' : 'health report not sent');
     }),
 
-    fetchMetadata: fromPromise<InstanceMetadata, { config: Config }>(async ({ input, signal }) => {
+    fetchMetadata: fromPromise<InstanceMetadata, ImdsInput>(async ({ input, signal }) => {
       const attempt = nextAttempt('imds');
       try {
-        const first = deps.firstImds?.take(input.config.imds, signal);
+        const first = input.sent ? (deps.firstImds?.take(signal) ?? null) : null;
         void first?.sent.then(imdsHeadStart.open);
         const metadata = await (first
           ? first.response.then((res) => instanceMetadataFrom(res, input.config.imds, deps.secrets))

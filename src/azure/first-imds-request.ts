@@ -1,10 +1,8 @@
 /**
  * A first boot's first IMDS request, sent by src/provision.ts as soon as the config is loaded, the instance lock is
- * held and no marker says this VM is provisioned: before the logger, the chart and the OS code are even loaded
- * (~20 ms of a start on a small VM). The chart's IMDS actor takes it as its first attempt, and from then on it is an
- * attempt like any other: the actor's signal aborts it, the chart's deadline and retries apply, its failure is the
- * actor's error. It is only ever the first attempt of the first IMDS state, with exactly the settings that state
- * asks for; anything else, and it is dropped (aborted if still in flight) and the actor sends its own.
+ * held and no marker says this VM is provisioned: before the logger, the chart and the OS code are even loaded. The chart is told it was sent (`imdsSent` in its input) and its IMDS attempt 1 takes it; from then on it is
+ * an attempt like any other: the actor's signal aborts it, the chart's deadline and retries apply, its failure is
+ * the actor's error. A chart that goes another way (a marker) drops it, aborting it if still in flight.
  */
 import type { ImdsConfig } from '../config/defaults.js';
 import { headStart } from '../head-start.js';
@@ -20,14 +18,12 @@ export interface TakenRequest {
 }
 
 export class FirstImdsRequest {
-  readonly #config: ImdsConfig;
   readonly #controller = new AbortController();
   readonly #response: Promise<HttpResponse>;
   readonly #sent: Promise<void>;
   #open = true;
 
   constructor(config: ImdsConfig) {
-    this.#config = config;
     let markSent!: () => void;
     this.#sent = new Promise((resolve) => (markSent = resolve));
     this.#response = requestInstanceMetadata({ config, signal: this.#controller.signal, onSent: () => markSent() });
@@ -35,17 +31,10 @@ export class FirstImdsRequest {
     this.#response.catch(() => undefined);
   }
 
-  /**
-   * The request, for the IMDS actor whose signal is `signal` and whose settings are `config` (the same object the
-   * request was sent with). Once only; null after that, after `drop`, or for other settings (then dropped).
-   */
-  take(config: ImdsConfig, signal: AbortSignal): TakenRequest | null {
+  /** The request, for the IMDS attempt whose signal is `signal`. Once only; null after that or after `drop`. */
+  take(signal: AbortSignal): TakenRequest | null {
     if (!this.#open) return null;
     this.#open = false;
-    if (config !== this.#config) {
-      this.#controller.abort();
-      return null;
-    }
     if (signal.aborted) this.#controller.abort(signal.reason);
     else signal.addEventListener('abort', () => this.#controller.abort(signal.reason), { once: true });
     return { response: this.#response, sent: this.#sent };

@@ -96,7 +96,7 @@ describe('the IMDS request before the media read', () => {
     try {
       const actors = actorsFor(events);
       const config = configFor(imds.url);
-      const fetching = createActor(actors.fetchMetadata, { input: { config } }).start();
+      const fetching = createActor(actors.fetchMetadata, { input: { config, attempt: 1, sent: false } }).start();
       const media = createActor(actors.readMedia, { input: { config, claimed: false } }).start();
       const report = createActor(actors.reportHealth, { input: { config, vmId: 'x', health: HEALTH_IN_PROGRESS, failure: null, ppsType: 'None' } }).start();
       await Promise.all([toPromise(media), toPromise(report)]);
@@ -117,7 +117,7 @@ describe('the IMDS request before the media read', () => {
     try {
       const actors = actorsFor(events);
       const config = configFor(`http://127.0.0.1:${listener.port}`);
-      const fetching = createActor(actors.fetchMetadata, { input: { config } }).start();
+      const fetching = createActor(actors.fetchMetadata, { input: { config, attempt: 1, sent: false } }).start();
       const started = Date.now();
       const media = createActor(actors.readMedia, { input: { config, claimed: false } }).start();
       await toPromise(media);
