@@ -11,7 +11,7 @@ import type { Config } from './config/defaults.js';
 import { EXIT_FAILURE, EXIT_OK } from './errors.js';
 import { startFakeFabric, type FakeFabric } from './fabric/fake-fabric.js';
 import { createLogger } from './log.js';
-import { runProvision } from './provision.js';
+import { runProvision } from './run/provision.js';
 import { listFiles, shellCommand, statePrinter } from './run-output.js';
 
 /** Runs the demo and resolves to its exit code (the provisioning run's). */

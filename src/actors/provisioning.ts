@@ -14,7 +14,7 @@ import {
   type ReportInput,
   type SystemdEvent,
 } from '../../machines/provisioning.js';
-import type { FirstImdsRequest } from '../azure/first-imds-request.js';
+import type { FirstImdsRequest } from '../run/first-imds-request.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../azure/imds.js';
 import { pollErrorKind, shouldLogPoll } from '../azure/pps.js';
 import { fetchReprovisionDataOnce, parseReprovisionData } from '../azure/reprovision.js';
@@ -31,7 +31,7 @@ import { checkPlatform, type PlatformCheck } from '../os/platform.js';
 import { readVmId, type VmId } from '../os/vmid.js';
 import type { SdNotifier } from '../os/sd-notify.js';
 import type { SecretStore } from '../secrets.js';
-import { headStart } from '../head-start.js';
+import { headStart } from '../run/head-start.js';
 import type { ReportBook } from './report-book.js';
 
 export interface ProvisioningDeps {
@@ -42,17 +42,17 @@ export interface ProvisioningDeps {
   provisioner: Provisioner;
   markers(config: Config): MarkerStore;
   /**
-   * The IMDS request src/provision.ts sent before the chart was loaded: the first IMDS attempt takes it instead of
+   * The IMDS request src/run/provision.ts sent before the chart was loaded: the first IMDS attempt takes it instead of
    * sending one; a marker that makes IMDS unnecessary drops it.
    */
   firstImds?: FirstImdsRequest | null;
   /**
-   * This VM id and its marker state as src/provision.ts read them, with the instance lock already held: the chart's
+   * This VM id and its marker state as src/run/provision.ts read them, with the instance lock already held: the chart's
    * VM id and marker steps take them instead of reading both again. Absent when either could not be read; the
    * steps then read them, and fail with the reason.
    */
   beforeChart?: { vmId: VmId; marker: MarkerState } | null;
-  /** Whether this is an Azure VM, as src/provision.ts found before the first request; absent: the step checks. */
+  /** Whether this is an Azure VM, as src/run/provision.ts found before the first request; absent: the step checks. */
   platform?: PlatformCheck;
   readMedia(config: Config, secrets: SecretStore, signal: AbortSignal): Promise<MediaMetadata | null>;
   secrets: SecretStore;

@@ -29,7 +29,7 @@ export async function provisionCommand(values: ParsedArgs['values']): Promise<nu
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const { runProvision } = await import('../provision.js');
+  const { runProvision } = await import('../run/provision.js');
   const { statePrinter, shellCommand, listFiles } = dryRun !== undefined ? await import('../run-output.js') : ({} as never);
   if (dryRun !== undefined) out(`bootstate dry run into ${root}: metadata is read, nothing outside this directory changes, no health report is sent\n`);
   const result = await runProvision({

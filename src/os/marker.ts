@@ -14,6 +14,7 @@ import { BootstateError } from '../errors.js';
 import type { MarkerState, MarkerStore } from './provisioner.js';
 import { syncDir } from './atomic.js';
 import { checkRegular, kindOf, UnexpectedFileError } from './open-regular.js';
+import type { Config } from '../config/defaults.js';
 
 const PROVISIONED = '.provisioned';
 const PENDING = '.report-pending';
@@ -192,3 +193,6 @@ function namesIn(dir: string): string[] {
     return [];
   }
 }
+
+/** The marker store of a run: our data directory, and azure-init's provisioned markers. */
+export const markerStore = (config: Config): FileMarkerStore => new FileMarkerStore(config.data_dir.path, [AZURE_INIT_DATA_DIR]);

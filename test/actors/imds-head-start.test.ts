@@ -1,5 +1,5 @@
 /**
- * The IMDS request's head start (src/head-start.ts): the media read, which the chart starts in the same step
+ * The IMDS request's head start (src/run/head-start.ts): the media read, which the chart starts in the same step
  * as the IMDS request, begins only once that request has been written to its socket, its attempt has ended, or
  * IMDS_HEAD_START_MS have passed for a connection that never completes. The in-progress report does not wait, so a
  * run that fails as soon as IMDS answers has still told the fabric it started.
@@ -11,7 +11,7 @@ import pino from 'pino';
 import { createActor, toPromise } from 'xstate';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HEALTH_IN_PROGRESS } from '../../machines/provisioning.js';
-import { headStart } from '../../src/head-start.js';
+import { headStart } from '../../src/run/head-start.js';
 import { IMDS_HEAD_START_MS, provisioningActors, type ProvisioningDeps } from '../../src/actors/provisioning.js';
 import { closeAll } from '../../src/azure/http.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';

@@ -123,11 +123,11 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   },
   checkingPlatform: {
     elsewhere:
-      'lasts one turn of the event loop: the platform was checked before the chart started (src/provision.ts) and its actor only hands the answer over, so a poller lands in it only by chance. Nothing is written in it; a kill there is a kill between loadingConfig (atStart here) and readingVmId (poller here), and test/model/startup.test.ts covers its transitions',
+      'lasts one turn of the event loop: the platform was checked before the chart started (src/run/provision.ts) and its actor only hands the answer over, so a poller lands in it only by chance. Nothing is written in it; a kill there is a kill between loadingConfig (atStart here) and readingVmId (poller here), and test/model/startup.test.ts covers its transitions',
   },
   readingVmId: {
     elsewhere:
-      'lasts one turn of the event loop, like checkingPlatform: the VM id was read before the chart started (src/provision.ts readBeforeChart) and its actor only hands it over and logs it, so on a loaded machine a poller lands in it only by chance (it froze the agent in checkingMarker five times in six under a load of 4.6). Nothing is written in it; a kill there is a kill between loadingConfig (atStart here) and checkingMarker (poller here), and test/model/startup.test.ts covers its transitions',
+      'lasts one turn of the event loop, like checkingPlatform: the VM id was read before the chart started (src/run/provision.ts readBeforeChart) and its actor only hands it over and logs it, so on a loaded machine a poller lands in it only by chance (it froze the agent in checkingMarker five times in six under a load of 4.6). Nothing is written in it; a kill there is a kill between loadingConfig (atStart here) and checkingMarker (poller here), and test/model/startup.test.ts covers its transitions',
   },
   checkingMarker: poller,
   provisioning: imdsGate,

@@ -1,35 +1,38 @@
 /**
- * The body of a provisioning run, loaded by src/provision.ts once the config is loaded, the instance lock taken and,
- * on a first boot, the first IMDS request sent: sets up logging, KVP and the journal, builds the chart with the real
+ * The second half of a provisioning run, loaded by provision.ts once the config is loaded, the instance lock taken
+ * and, on a first boot, the first IMDS request sent: sets up logging, KVP and the journal, builds the chart with the real
  * actors, runs it to its final state and returns its output.
  */
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
-import { createProvisioningMachine, HEALTH_FAILED, ZERO_VM_ID, type ProvisioningOutput } from '../machines/provisioning.js';
-import { provisioningActors } from './actors/provisioning.js';
-import { ReportBook } from './actors/report-book.js';
-import { TransitionTelemetry } from './actors/transition-telemetry.js';
-import type { FirstImdsRequest } from './azure/first-imds-request.js';
-import { closeAll } from './azure/http.js';
-import { DryRunReporter } from './azure/dry-run-reporter.js';
-import { HealthReporter } from './azure/wireserver.js';
-import type { Config } from './config/defaults.js';
-import { EXIT_FAILURE, toFailure, type Failure } from './errors.js';
-import { createJournal } from './inspect/journal.js';
-import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
-import { createLogger, type Logger } from './log.js';
-import { readProvisioningMedia } from './os/media.js';
-import type { MarkerState, Provisioner } from './os/provisioner.js';
-import type { PlatformCheck } from './os/platform.js';
-import type { VmId } from './os/vmid.js';
-import { RealProvisioner } from './os/real.js';
-import { ScratchProvisioner } from './os/scratch.js';
-import { SdNotifier } from './os/sd-notify.js';
-import { SecretStore } from './secrets.js';
-import { SystemdStatus } from './actors/systemd-status.js';
-import { Sinks } from './sinks.js';
-import { markerStore, type CaughtSignals, type LoadedConfig, type LockOutcome, type ProvisionOptions, type ProvisionResult } from './provision.js';
+import { createProvisioningMachine, HEALTH_FAILED, ZERO_VM_ID, type ProvisioningOutput } from '../../machines/provisioning.js';
+import { provisioningActors } from '../actors/provisioning.js';
+import { ReportBook } from '../actors/report-book.js';
+import { TransitionTelemetry } from '../actors/transition-telemetry.js';
+import type { FirstImdsRequest } from './first-imds-request.js';
+import { closeAll } from '../azure/http.js';
+import { DryRunReporter } from '../azure/dry-run-reporter.js';
+import { HealthReporter } from '../azure/wireserver.js';
+import type { Config } from '../config/defaults.js';
+import { EXIT_FAILURE, toFailure, type Failure } from '../errors.js';
+import { createJournal } from '../inspect/journal.js';
+import { KvpTelemetry, pinoDestination } from '../kvp/telemetry.js';
+import { createLogger, type Logger } from '../log.js';
+import { readProvisioningMedia } from '../os/media.js';
+import type { MarkerState, Provisioner } from '../os/provisioner.js';
+import type { PlatformCheck } from '../os/platform.js';
+import type { VmId } from '../os/vmid.js';
+import { RealProvisioner } from '../os/real.js';
+import { ScratchProvisioner } from '../os/scratch.js';
+import { SdNotifier } from '../os/sd-notify.js';
+import { SecretStore } from '../secrets.js';
+import { SystemdStatus } from '../actors/systemd-status.js';
+import { Sinks } from '../sinks.js';
+import { markerStore } from '../os/marker.js';
+import type { LockOutcome } from './instance-lock.js';
+import type { CaughtSignals } from './signals.js';
+import type { LoadedConfig, ProvisionOptions, ProvisionResult } from './types.js';
 
-/** What src/provision.ts prepared: the config, the instance lock, and the first IMDS request if it sent one. */
+/** What provision.ts prepared: the config, the instance lock, and the first IMDS request if it sent one. */
 export interface Prepared {
   loaded: LoadedConfig;
   config: Config;
@@ -93,7 +96,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   const early: Array<[InspectionEvent, Date]> = [];
   let live: { inspect(event: InspectionEvent): void; stop(): Promise<void> } | null = null;
   if (options.inspectUrl) {
-    const { startLiveInspector } = await import('./inspect/live.js');
+    const { startLiveInspector } = await import('../inspect/live.js');
     live = startLiveInspector(options.inspectUrl, { onProblem: (message) => log.warn({ step: 'inspect' }, message) });
   }
 

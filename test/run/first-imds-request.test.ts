@@ -3,7 +3,7 @@
  * first IMDS attempt uses, only for exactly the settings it was sent with, and it is aborted when nobody takes it.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FirstImdsRequest } from '../../src/azure/first-imds-request.js';
+import { FirstImdsRequest } from '../../src/run/first-imds-request.js';
 import { closeAll } from '../../src/azure/http.js';
 import { instanceMetadataFrom } from '../../src/azure/imds.js';
 import { DEFAULT_CONFIG, type ImdsConfig } from '../../src/config/defaults.js';

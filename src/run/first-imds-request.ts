@@ -1,13 +1,13 @@
 /**
- * A first boot's first IMDS request, sent by src/provision.ts as soon as the config is loaded, the instance lock is
+ * A first boot's first IMDS request, sent by src/run/provision.ts as soon as the config is loaded, the instance lock is
  * held and no marker says this VM is provisioned: before the logger, the chart and the OS code are even loaded. The chart is told it was sent (`imdsSent` in its input) and its IMDS attempt 1 takes it; from then on it is
  * an attempt like any other: the actor's signal aborts it, the chart's deadline and retries apply, its failure is
  * the actor's error. A chart that goes another way (a marker) drops it, aborting it if still in flight.
  */
 import type { ImdsConfig } from '../config/defaults.js';
-import { headStart } from '../head-start.js';
-import type { HttpResponse } from './http.js';
-import { requestInstanceMetadata } from './imds.js';
+import { headStart } from './head-start.js';
+import type { HttpResponse } from '../azure/http.js';
+import { requestInstanceMetadata } from '../azure/imds.js';
 
 /** The request as its taker sees it. */
 export interface TakenRequest {

@@ -1,0 +1,79 @@
+/**
+ * One provisioning run per machine: an exclusive `flock(2)` on `<data_dir>/bootstate.lock`, held for the whole
+ * run. A second agent started meanwhile exits at once with a clear message instead of provisioning twice. The
+ * kernel drops the lock when the process dies, so a crash never leaves a stale lock behind.
+ */
+import { closeSync, constants, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from '../config/defaults.js';
+import { BootstateError, toFailure } from '../errors.js';
+import { lockFd } from '../kvp/lock.js';
+import { openRegularSync } from '../os/open-regular.js';
+
+export interface InstanceLock {
+  path: string;
+  release(): void;
+}
+
+/** Takes the instance lock or throws ALREADY_RUNNING (another agent holds it) / IO (cannot create it). */
+export function acquireInstanceLock(dataDir: string): InstanceLock {
+  const path = join(dataDir, 'bootstate.lock');
+  let fd: number;
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    fd = openRegularSync(path, { flags: constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT });
+  } catch (error) {
+    throw new BootstateError('IO', `cannot open ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    lockFd(fd, 'exclusive', { timeoutMs: 0, subject: path });
+  } catch (error) {
+    closeSync(fd);
+    if (error instanceof BootstateError && error.retryable) {
+      throw new BootstateError('ALREADY_RUNNING', `another bootstate is already provisioning this machine (it holds ${path})`, {
+        data: [['lock', path]],
+      });
+    }
+    throw error;
+  }
+  return {
+    path,
+    release() {
+      closeSync(fd);
+    },
+  };
+}
+
+/** Where the instance lock goes when `<data_dir>` cannot hold it, so two agents never provision at once. */
+export const RUNTIME_LOCK_DIR = '/run/bootstate';
+
+/**
+ * One agent at a time. An unusable data directory still gets one: the lock moves to the runtime directory (under
+ * the scratch root for dry and scratch runs); only when neither can hold it does the run go on unlocked.
+ */
+export function takeInstanceLock(config: Config, scratchDir: string | undefined): LockOutcome {
+  const outcome: LockOutcome = { instance: null, warnings: [] };
+  const lockDirs = [config.data_dir.path, scratchDir ? join(scratchDir, RUNTIME_LOCK_DIR) : RUNTIME_LOCK_DIR];
+  for (const [index, dir] of lockDirs.entries()) {
+    try {
+      outcome.instance = acquireInstanceLock(dir);
+      if (index > 0) outcome.warnings.push({ code: 'IO', message: `instance lock taken in ${dir} because ${config.data_dir.path} cannot hold it` });
+      return outcome;
+    } catch (error) {
+      const failure = toFailure(error);
+      if (failure.code === 'ALREADY_RUNNING') return { ...outcome, refused: { error } };
+      const last = index === lockDirs.length - 1;
+      outcome.warnings.push({ code: failure.code, reason: failure.reason, message: `${last ? 'running without the instance lock' : 'instance lock not taken'}: ${(error as Error).message}` });
+    }
+  }
+  return outcome;
+}
+
+/** What the instance lock came to: held (or not, and why), or refused because another agent holds it. */
+export interface LockOutcome {
+  instance: InstanceLock | null;
+  /** Lines for the log once it exists: why the lock moved, or why the run goes on without it. */
+  warnings: Array<{ code: string; reason?: string; message: string }>;
+  /** Another agent holds it: this run reports nothing. */
+  refused?: { error: unknown };
+}

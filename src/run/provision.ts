@@ -1,0 +1,103 @@
+/**
+ * The first half of a provisioning run (see README.md here): loads the config, catches the terminating signals,
+ * checks the platform, takes the instance lock, reads the VM id and its marker and, on a first boot, sends the first
+ * IMDS request (first-imds-request.ts); only then does it load the second half (run-chart.ts: logging, KVP, the
+ * journal, the chart with its real actors, the OS steps), whose modules are most of what a start evaluates.
+ */
+import { join } from 'node:path';
+import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
+import { loadConfig } from '../config/load.js';
+import type { StepSelection } from '../config/steps.js';
+import { toFailure } from '../errors.js';
+import { markerStore } from '../os/marker.js';
+import type { MarkerState } from '../os/provisioner.js';
+import { checkPlatform } from '../os/platform.js';
+import { readVmId, type VmId } from '../os/vmid.js';
+import { FirstImdsRequest } from './first-imds-request.js';
+import { takeInstanceLock } from './instance-lock.js';
+import { catchSignals } from './signals.js';
+import type { LoadedConfig, ProvisionOptions, ProvisionResult } from './types.js';
+
+/**
+ * How long loading the rest waits at most for the first IMDS request to be written. On a VM that takes well under a
+ * millisecond; the bound is for a connection that hangs, whose attempt then goes on beside the rest.
+ */
+export const FIRST_REQUEST_HEAD_START_MS = 50;
+
+/** Provisions this VM (or a dry-run directory) once and returns the chart's output. */
+export async function runProvision(options: ProvisionOptions = {}): Promise<ProvisionResult> {
+  const dryRunDir = options.dryRun ? options.scratchDir : undefined;
+  const adjust = (c: Config): Config => {
+    const adjusted = (options.adjustConfig ?? ((x: Config) => x))(c);
+    return dryRunDir ? keepUnder(dryRunDir, adjusted) : adjusted;
+  };
+  const loaded = await loadConfig({
+    systemFile: options.systemConfigFile ?? SYSTEM_CONFIG_FILE,
+    dropinDir: options.dropinDir ?? SYSTEM_CONFIG_DROPIN_DIR,
+    override: options.configPath ?? process.env.BOOTSTATE_CONFIG,
+  }).then(
+    (result) => ({ ok: true as const, config: adjust(result.config), warnings: result.warnings }),
+    (error: unknown) => ({ ok: false as const, error, config: adjust(DEFAULT_CONFIG), warnings: [] }),
+  );
+  const config: Config = withSkippedSteps(loaded.config, options.steps);
+  if (!loaded.ok && options.scratchDir) {
+    // A dry run must not fall back to the defaults: they point at this machine's /var and the real fabric.
+    const failure = toFailure(loaded.error);
+    (options.stderr ?? process.stderr).write(`bootstate: ${(loaded.error as Error)?.message ?? failure.reason}; dry run not started\n`);
+    return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [], sinksOff: [], kvpReport: 'off' };
+  }
+
+  const signals = options.handleSignals ? catchSignals() : null;
+  // Off Azure (no asset tag, no media) nothing is read or sent: the chart ends in notOnAzure.
+  const platform = await checkPlatform(config, options.sysRoot ?? '/');
+  const lock = takeInstanceLock(config, options.scratchDir);
+  const beforeChart = loaded.ok && !lock.refused && platform.onAzure ? await readBeforeChart(config, options.sysRoot ?? '/') : null;
+  // The first IMDS attempt, sent now when this boot will want it: this VM id has no marker, ours or azure-init's.
+  // A provisioned VM's boots, a pending Ready and a pool VM waiting to be claimed send no request.
+  const first = beforeChart?.marker === 'none' ? new FirstImdsRequest(config.imds) : null;
+  try {
+    await first?.written(FIRST_REQUEST_HEAD_START_MS);
+    const { provisionLoaded } = await import('./run-chart.js');
+    return await provisionLoaded(options, { loaded, config, lock, beforeChart, platform, first, signals });
+  } finally {
+    signals?.stop();
+    first?.drop();
+  }
+}
+
+/**
+ * This VM id and its marker state, read as the chart would read them, once the lock is held; the chart takes them
+ * from here. Null when either cannot be read (a planted marker, an unreadable data directory): the chart then reads
+ * them itself and reports why, and no IMDS request goes out before it.
+ */
+async function readBeforeChart(config: Config, sysRoot: string): Promise<{ vmId: VmId; marker: MarkerState } | null> {
+  try {
+    const vmId = await readVmId({ sysRoot });
+    return { vmId, marker: await markerStore(config).state(vmId.vmId) };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A dry run's config: the data dir (markers, lock, journals, saved custom data), the log and the KVP pool directory
+ * moved under `dir`, so nothing outside it is written.
+ */
+export function keepUnder(dir: string, config: Config): Config {
+  return {
+    ...config,
+    data_dir: { path: join(dir, config.data_dir.path) },
+    log_path: { path: config.log_path.path ? join(dir, config.log_path.path) : '' },
+    telemetry: { ...config.telemetry, kvp_dir: join(dir, config.telemetry.kvp_dir) },
+    custom_data: {
+      ...config.custom_data,
+      custom_data_path: config.custom_data.custom_data_path ? join(dir, config.custom_data.custom_data_path) : '',
+      user_data_path: config.custom_data.user_data_path ? join(dir, config.custom_data.user_data_path) : '',
+    },
+  };
+}
+/** The config with the steps `--only`/`--skip` leave out added to `[steps] skip`. */
+function withSkippedSteps(config: Config, steps: StepSelection | undefined): Config {
+  if (!steps || steps.skip.length === 0) return config;
+  return { ...config, steps: { skip: [...new Set([...config.steps.skip, ...steps.skip])] } };
+}

@@ -1,0 +1,58 @@
+/** What a provisioning run is asked to do and what it returns, shared by its two halves (provision.ts, run-chart.ts). */
+import type { InspectionEvent } from 'xstate';
+import type { ProvisioningOutput } from '../../machines/provisioning.js';
+import type { Config } from '../config/defaults.js';
+import type { StepSelection } from '../config/steps.js';
+import type { LogFormat } from '../log-text.js';
+import type { SinkFailure } from '../sinks.js';
+
+export interface ProvisionOptions {
+  /** `--config FILE|DIR`. */
+  configPath?: string;
+  /** `--groups`, merged over the configured groups. */
+  groups?: string[];
+  systemConfigFile?: string;
+  dropinDir?: string;
+  /** Adjusts the loaded config (the demo points it at its embedded fabric). */
+  adjustConfig?(config: Config): Config;
+  /** Provision into DIR with the scratch backend (files under DIR, commands recorded) instead of changing this machine. */
+  scratchDir?: string;
+  /**
+   * `--dry-run DIR` (with `scratchDir`): also keep the data dir, log, KVP pool and journals under DIR, and send no
+   * health report — each one is passed to `onNote` instead.
+   */
+  dryRun?: boolean;
+  /** What a dry run would have told the fabric, one line each. */
+  onNote?: (line: string) => void;
+  sysRoot?: string;
+  /** `--inspect ws://…`: stream allow-listed inspection events to a Stately inspector. */
+  inspectUrl?: string;
+  /** Extra observers (the demo prints transitions). */
+  inspect?: (event: InspectionEvent) => void;
+  /** Install handlers for TERMINATING_SIGNALS that send TERMINATE (the CLI does; tests running in-process do not). */
+  handleSignals?: boolean;
+  /** `--only` / `--skip`: OS steps this run leaves out, merged into `[steps] skip`. */
+  steps?: StepSelection;
+  /** Where stderr log lines go; default fd 2. */
+  stderr?: { write(line: string): unknown };
+  /** Where console text goes (the new host keys' fingerprint block); default fd 1, which the unit copies to the console. */
+  stdout?: { write(text: string): unknown };
+  /** `--log-format`: stderr as JSON or text lines (default: text under systemd). */
+  logFormat?: LogFormat;
+}
+
+export interface ProvisionResult extends ProvisioningOutput {
+  journalPath: string | null;
+  config: Config;
+  /** Commands the scratch backend recorded (dry runs and the demo). */
+  commands: string[][];
+  /** Sinks turned off during the run (journal, log file, stderr, kvp telemetry, live inspector) and why. */
+  sinksOff: SinkFailure[];
+  /** The KVP copy of the report: `written`, `off` (disabled or never attempted), or `failed: <reason>`. */
+  kvpReport: string;
+}
+
+/** The loaded configuration, as the run uses it. */
+export type LoadedConfig =
+  | { ok: true; config: Config; warnings: string[] }
+  | { ok: false; error: unknown; config: Config; warnings: string[] };
