@@ -179,7 +179,7 @@ export async function graph(values: Values): Promise<number> {
 }
 
 export async function trace(values: Values, positionals: string[]): Promise<number> {
-  // The loader turns V8's JITs off for the agent's short runs (scripts/loader.cjs); a trace is an offline pass over
+  // The loader turns V8's JITs off for the agent's short runs (scripts/build/loader.cjs); a trace is an offline pass over
   // a journal of any length, where they nearly halve the time (42 MB: 16.4 s interpreted, 9.4 s with them). The code
   // caches were checked when their scripts loaded, before this: a trace leaves dist/*.cache as they were.
   setFlagsFromString('--opt --sparkplug');

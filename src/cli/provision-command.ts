@@ -10,7 +10,7 @@ export function parseGroups(flags: string[] | undefined, env: string | undefined
 }
 
 export async function provisionCommand(values: ParsedArgs['values']): Promise<number> {
-  // One turn of the event loop first. As this script loaded, the loader (scripts/loader.cjs) began compiling undici's
+  // One turn of the event loop first. As this script loaded, the loader (scripts/build/loader.cjs) began compiling undici's
   // HTTP parser on a background thread, and V8 moves that compile on only from a task run on this thread: without
   // a turn before the first connection, nothing ran it, and that connection compiled the parser again on the main
   // thread (~3 ms before the first IMDS request).

@@ -1,4 +1,4 @@
-// The esbuild options of the program's scripts (scripts/build.mjs; the SEA carries the same). The stubs replace
+// The esbuild options of the program's scripts (scripts/build/program.mjs; the SEA carries the same). The stubs replace
 // modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it loads
 // node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
 // sonic-boom only call assert(value). One keeps out code that would only be carried: undici's fetch body code
@@ -12,8 +12,8 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const stubs = join(root, 'scripts/stubs');
+export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const stubs = join(root, 'scripts/build/stubs');
 
 /** [importer path suffix, or a directory ending in '/', import specifier, stub file]. */
 const STUBS = [
@@ -63,13 +63,13 @@ const lazyFsPromises = {
 
 /*
  * Files the scripts read as bytes, beside them in dist/ (the SEA: its assets): `require('bootstate-asset:<name>')`,
- * answered by the loader (scripts/loader.cjs). Kept out of the scripts' source because as
+ * answered by the loader (scripts/build/loader.cjs). Kept out of the scripts' source because as
  * base64 there (254 KB of 881 KB) every start read them, copied them into V8's heap twice (the source string and the
  * code cache's constants) and decoded them, before the first request.
  */
 const require = createRequire(import.meta.url);
 
-/** The assets: name → bytes. The native addons are what scripts/build-native.mjs compiled, per architecture. */
+/** The assets: name → bytes. The native addons are what scripts/build/native.mjs compiled, per architecture. */
 export function assets() {
   const llhttp = join(root, 'node_modules/undici/lib/llhttp');
   const files = {
@@ -138,7 +138,7 @@ export function nodeBundle(outfile) {
  *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
  * Each `import()` of a module another script holds becomes require('bootstate-script:<script>/<path>'), and
  * imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one UsageError.
- * The loader (scripts/loader.cjs) answers those names: the script's exports hold a function
+ * The loader (scripts/build/loader.cjs) answers those names: the script's exports hold a function
  * per module that evaluates it on first call.
  */
 const SCRIPT_PREFIX = 'bootstate-script:';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// Shows what the program's four scripts are made of (scripts/bundle.mjs): bytes per package (or source folder),
+// Shows what the program's four scripts are made of (scripts/build/bundle.mjs): bytes per package (or source folder),
 // largest first, because every byte of a script is read and held in memory whenever that script runs.
-// Usage: node scripts/bench-bundle.mjs [--top 20]
+// Usage: node scripts/build/bench-bundle.mjs [--top 20]
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 import { scriptsBuildOptions } from './bundle.mjs';

@@ -1,19 +1,19 @@
 #!/usr/bin/env node
 // The program's entry: dist/bootstate.cjs (dist/bootstate.mjs is a symlink to it), and the single executable's main
-// script (scripts/build-binary.mjs), where the same files are the executable's assets instead of files beside it.
+// script (scripts/build/binary.mjs), where the same files are the executable's assets instead of files beside it.
 // It runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes
 // compiled code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, --version);
 // bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI requires
 // `bootstate-script:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision
 // script requires it once its first IMDS request is written; the run script's imports of the provision script's
-// modules are `bootstate-script:provision/<module>` too, so both use the same instances (scripts/bundle.mjs). `bootstate-asset:<file>` is a file's
+// modules are `bootstate-script:provision/<module>` too, so both use the same instances (scripts/build/bundle.mjs). `bootstate-asset:<file>` is a file's
 // bytes, and `bootstate-wasm:<file>` one compiled as WebAssembly, in the background from the moment the script that
 // needs it starts to load (undici's HTTP parser for provision: ~4 ms off the main thread).
 // A cache file is used only when its key line matches: this node binary, its version, arch and flags (NODE_OPTIONS
 // too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still reject it. A
 // missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
 // writable. The executable's caches are the ones the build's runs wrote for the plain program (same node, same
-// flags), their key lines padded for where the blob puts them (scripts/build-binary.mjs): V8's own checks decide.
+// flags), their key lines padded for where the blob puts them (scripts/build/binary.mjs): V8's own checks decide.
 // CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (~5 ms of a 100 ms start) and resolves
 // the symlink before it looks at the extension.
 'use strict';
@@ -174,7 +174,7 @@ function keyOf(file) {
  * V8 uses a code cache where it lies only when its first byte is pointer-aligned; otherwise it copies it first: for
  * the provision script's 0.75 MB that was ~190 more page faults and ~4 ms of a start. The key line is padded with
  * spaces so the cache starts at a multiple of CACHE_ALIGN bytes into the file, and so into the buffer readScript
- * reads it into. The executable's copies are padded for where its blob puts them (scripts/build-binary.mjs).
+ * reads it into. The executable's copies are padded for where its blob puts them (scripts/build/binary.mjs).
  */
 const CACHE_ALIGN = 16;
 
