@@ -4,7 +4,7 @@
 // Usage: node scripts/build/bench-bundle.mjs [--top 20]
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
-import { scriptsBuildOptions } from './bundle.mjs';
+import { manifest, scriptsBuildOptions } from './bundle.mjs';
 
 const { values } = parseArgs({ options: { top: { type: 'string', default: '20' } } });
 
@@ -21,6 +21,7 @@ for (const options of await scriptsBuildOptions('dist')) {
     process.stdout.write(`${kib(bytes).padStart(7)} KiB  ${((100 * bytes) / output.bytes).toFixed(1).padStart(5)} %  ${group}\n`);
   }
 }
+manifest.check();
 
 /** `node_modules/@scope/name/…` → `@scope/name`; `src/os/…` → `src/os`. */
 function groupOf(file) {

@@ -1,65 +1,18 @@
-// The esbuild options of the program's scripts (scripts/build/program.mjs; the SEA carries the same). The stubs replace
-// modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it loads
-// node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
-// sonic-boom only call assert(value). One keeps out code that would only be carried: undici's fetch body code
-// (~45 KB), which its HTTP/1 client needs for FormData bodies alone. Another hands undici its fallback HTTP parser as
-// the bytes of a file beside the scripts instead of base64 in their source; its main parser comes compiled from the
-// loader.
+// The esbuild options of the program's scripts (scripts/build/program.mjs; the SEA carries the same): how the program
+// is split into scripts that load each other through the loader (scripts/build/loader.cjs), which files stay apart
+// as bytes, and, from scripts/build/manifest.mjs, every stub and patch, checked as applied once the scripts are built.
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { build as esbuildBuild } from 'esbuild';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PATCHES, STUBS } from './manifest.mjs';
+import { replacements } from './replacements.mjs';
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const stubs = join(root, 'scripts/build/stubs');
 
-/** [importer path suffix, or a directory ending in '/', import specifier, stub file]. */
-const STUBS = [
-  ['node_modules/undici/lib/', 'node:assert', 'assert.cjs'],
-  ['node_modules/sonic-boom/index.js', 'assert', 'assert.cjs'],
-  ['node_modules/undici/lib/dispatcher/client.js', './client-h2.js', 'undici-client-h2.cjs'],
-  ['node_modules/undici/lib/dispatcher/client.js', 'node:http', 'undici-http.cjs'],
-  ['node_modules/undici/lib/core/util.js', 'node:http', 'undici-http.cjs'],
-  ['node_modules/undici/lib/dispatcher/client-h1.js', '../llhttp/llhttp-wasm.js', 'llhttp-wasm.cjs'],
-  ['node_modules/undici/lib/dispatcher/client-h1.js', '../web/fetch/body.js', 'undici-fetch-body.cjs'],
-  ['node_modules/pino/lib/tools.js', './transport', 'pino-transport.cjs'],
-  ['node_modules/pino/pino.js', './lib/transport', 'pino-transport.cjs'],
-  ['node_modules/pino/lib/tools.js', 'worker_threads', 'main-thread.cjs'],
-];
-
-const stubPlugin = {
-  name: 'bootstate-stubs',
-  setup(build) {
-    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\.\/llhttp\/llhttp-wasm\.js|\.\.\/web\/fetch\/body\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
-      const from = (importer) => (importer.endsWith('/') ? args.importer.includes(importer) : args.importer.endsWith(importer));
-      const stub = STUBS.find(([importer, specifier]) => from(importer) && args.path === specifier);
-      return stub ? { path: join(stubs, stub[2]) } : undefined;
-    });
-  },
-};
-
-/*
- * node:fs/promises, loaded on first use: with it Node loads readline, the fs watchers and directory streams (~1.5 ms
- * of a start), and many modules import it at their top, while a provisioning run's first asynchronous file call
- * comes after its first IMDS request. The exported names are those of the Node that runs the build, the one the
- * program's tests and caches are made with.
- */
-const LAZY_FS_PROMISES = `'use strict';
-let promises;
-const load = () => (promises ??= require('node:fs').promises);
-for (const name of ${JSON.stringify(Object.keys((await import('node:fs')).promises))}) {
-  Object.defineProperty(exports, name, { enumerable: true, get: () => load()[name] });
-}
-`;
-const lazyFsPromises = {
-  name: 'bootstate-lazy-fs-promises',
-  setup(build) {
-    build.onResolve({ filter: /^(node:)?fs\/promises$/ }, () => ({ path: 'fs-promises', namespace: 'bootstate-lazy' }));
-    build.onLoad({ filter: /.*/, namespace: 'bootstate-lazy' }, () => ({ contents: LAZY_FS_PROMISES, loader: 'js' }));
-  },
-};
+/** The manifest's plugin, shared by every build of the scripts; `manifest.check()` once they are built. */
+export const manifest = replacements({ stubs: STUBS, patches: PATCHES }, join(root, 'scripts/build/stubs'));
 
 /*
  * Files the scripts read as bytes, beside them in dist/ (the SEA: its assets): `require('bootstate-asset:<name>')`,
@@ -90,25 +43,6 @@ const assetsApart = {
   name: 'bootstate-assets-apart',
   setup(build) {
     build.onResolve({ filter: /^bootstate-(asset|wasm):/ }, (args) => ({ path: args.path, external: true }));
-  },
-};
-
-/*
- * undici compiles its HTTP parser (llhttp, WebAssembly with SIMD) on the main thread at its first connection:
- * ~4 ms just before the first request. The loader starts compiling it on V8's background threads as it loads the
- * provision script, and `require('bootstate-wasm:<file>')` hands undici the compiled module (compiling it then if
- * the background compile has not finished). The one line changed is checked, so an undici that no longer has it
- * fails the build instead of silently compiling on the main thread again.
- */
-const LLHTTP_COMPILE = "new WebAssembly.Module(require('../llhttp/llhttp_simd-wasm.js'))";
-const llhttpFromLoader = {
-  name: 'bootstate-llhttp-from-loader',
-  setup(build) {
-    build.onLoad({ filter: /node_modules\/undici\/lib\/dispatcher\/client-h1\.js$/ }, async (args) => {
-      const source = await readFile(args.path, 'utf8');
-      if (source.split(LLHTTP_COMPILE).length !== 2) throw new Error(`${args.path}: expected exactly one ${LLHTTP_COMPILE}`);
-      return { contents: source.replace(LLHTTP_COMPILE, "require('bootstate-wasm:llhttp_simd.wasm')"), loader: 'js' };
-    });
   },
 };
 
@@ -197,7 +131,7 @@ function scriptOptions(script, outfile, plugins) {
     define: { __BOOTSTATE_BUNDLED__: 'true' },
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
-    plugins: [lazyFsPromises, stubPlugin, assetsApart, llhttpFromLoader, otherScriptsApart(script), ...plugins],
+    plugins: [manifest.plugin, assetsApart, otherScriptsApart(script), ...plugins],
     // A vm.Script has no ESM loader behind it: dynamic imports of files beside the bundle become require().
     supported: { 'dynamic-import': false },
   };

@@ -16,7 +16,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { assets, moduleInputs, nodeBundle, root, SCRIPTS, scriptsBuildOptions, VIZ_FILE } from './bundle.mjs';
+import { assets, manifest, moduleInputs, nodeBundle, root, SCRIPTS, scriptsBuildOptions, VIZ_FILE } from './bundle.mjs';
 import { buildNativeAddons } from './native.mjs';
 
 // BOOTSTATE_DIST: another output directory (scripts/build/binary.mjs passes its own).
@@ -28,6 +28,8 @@ const wrapper = { banner: { js: '(function (exports, require, module, __filename
 const scripts = await scriptsBuildOptions(dist);
 const inputs = {};
 for (const [index, options] of scripts.entries()) inputs[SCRIPTS[index]] = moduleInputs((await build({ ...options, ...wrapper, metafile: true })).metafile);
+// Every stub and patch of scripts/build/manifest.mjs did its part in one of the scripts.
+manifest.check();
 // The run script must use the provision script's modules, never copies: a second http.ts would be a second set of
 // connections that closeAll() does not close, a second marker store, a second of each.
 const copied = inputs.run.filter((path) => inputs.provision.includes(path));
