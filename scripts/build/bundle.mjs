@@ -39,10 +39,11 @@ export function assets() {
   return files;
 }
 
-const assetsApart = {
-  name: 'bootstate-assets-apart',
+/** The loader's names for files' bytes, compiled WebAssembly and V8 flags (scripts/build/loader.cjs). */
+const loaderNames = {
+  name: 'bootstate-loader-names',
   setup(build) {
-    build.onResolve({ filter: /^bootstate-(asset|wasm):/ }, (args) => ({ path: args.path, external: true }));
+    build.onResolve({ filter: /^bootstate-(asset|wasm|v8):/ }, (args) => ({ path: args.path, external: true }));
   },
 };
 
@@ -131,7 +132,7 @@ function scriptOptions(script, outfile, plugins) {
     define: { __BOOTSTATE_BUNDLED__: 'true' },
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
-    plugins: [manifest.plugin, assetsApart, otherScriptsApart(script), ...plugins],
+    plugins: [manifest.plugin, loaderNames, otherScriptsApart(script), ...plugins],
     // A vm.Script has no ESM loader behind it: dynamic imports of files beside the bundle become require().
     supported: { 'dynamic-import': false },
   };

@@ -22,13 +22,18 @@ const sea = require('node:sea');
 const { setFlagsFromString } = require('node:v8');
 const { Script } = require('node:vm');
 
-// V8 flags for a short run that must stay small, set before compiling so the flag hash in the code caches always
-// matches: undici's WebAssembly HTTP parser stays on its baseline tier (optimizing it ran on a background thread
-// exit waited for, and cost ~36 MiB); no optimizing or baseline JIT (a first boot runs each function a few times;
-// together −4 MiB). Each one is safe to set at run time; --single-threaded-gc is not (a full GC then aborts). The
-// young generation grows as V8 likes: keeping it at its initial size (--semi-space-growth-factor=1) saved 1.2 MiB of
-// peak RSS but cost ~9 ms of scavenges before the first request, since nearly everything a start allocates survives.
-setFlagsFromString('--liftoff-only --no-opt --no-sparkplug');
+// V8 flags, set here and nowhere else. A run of the agent is short and must stay small; its flags are set before
+// compiling, so the flag hash in the code caches always matches: undici's WebAssembly HTTP parser stays on its
+// baseline tier (optimizing it ran on a background thread exit waited for, 5-350 ms, and cost ~36 MiB); no
+// optimizing or baseline JIT (a first boot runs each function a few times; together -4 MiB). Each one is safe to set
+// at run time; --single-threaded-gc is not (a full GC then aborts). The young generation grows as V8 likes: keeping
+// it at its initial size (--semi-space-growth-factor=1) saved 1.2 MiB of peak RSS but cost ~9 ms of scavenges
+// before the first request, since nearly everything a start allocates survives.
+const SHORT_RUN = '--liftoff-only --no-opt --no-sparkplug';
+// `bootstate trace`, an offline pass over a journal of any length, asks for the JITs back once its scripts are
+// loaded (require('bootstate-v8:long-run')): they nearly halve its time (42 MB: 16.4 s interpreted, 9.4 s with them).
+const LONG_RUN = '--opt --sparkplug';
+setFlagsFromString(SHORT_RUN);
 
 const inExecutable = sea.isSea();
 const dir = __dirname;
@@ -50,7 +55,7 @@ const wasm = new Map();
 const cli = load('bootstate.bundle.js');
 cli.runAsProgram();
 
-/** The loader's own require() names: another script's module, the CLI's exports, a file's bytes, Graphviz. */
+/** The loader's own require() names: another script's module, the CLI's exports, V8 flags, a file's bytes, Graphviz. */
 function answer(id) {
   const script = SCRIPT.exec(id);
   if (script) {
@@ -62,6 +67,10 @@ function answer(id) {
     return scripts.get(name)[path]?.();
   }
   if (id === 'bootstate-cli') return cli;
+  if (id === 'bootstate-v8:long-run') {
+    setFlagsFromString(LONG_RUN);
+    return {};
+  }
   if (id.startsWith('bootstate-asset:')) return bytes(id.slice('bootstate-asset:'.length));
   if (id.startsWith('bootstate-wasm:')) return compiled(id.slice('bootstate-wasm:'.length));
   // Graphviz, required by `graph` and `trace` only: an ordinary CommonJS file, which Node's require finds in dist/.
