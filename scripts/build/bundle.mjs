@@ -71,11 +71,14 @@ export function nodeBundle(outfile) {
  *              the OS steps (src/provision-run.ts). It holds none of the provision script's modules: its imports
  *              of them are that script's modules, so both share one HTTP client, one marker store, one of each;
  *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
- * Each `import()` of a module another script holds becomes require('bootstate-script:<script>/<path>'), and
- * imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one UsageError.
- * The loader (scripts/build/loader.cjs) answers those names: the script's exports hold a function
- * per module that evaluates it on first call.
+ * Each `import()` of a module another script holds becomes require('bootstate-import:<script>/<path>'), a static
+ * import of one (the run script's, of the provision script's modules) require('bootstate-script:<script>/<path>'),
+ * and imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one
+ * UsageError. The loader (scripts/build/loader.cjs) answers those names: the script's exports hold a function per
+ * module that evaluates it on first call; an import gets a promise-like for the module, which the loader may
+ * settle an event-loop turn later.
  */
+const IMPORT_PREFIX = 'bootstate-import:';
 const SCRIPT_PREFIX = 'bootstate-script:';
 const CLI_MODULE = 'bootstate-cli';
 const subcommandTable = join(root, 'src/cli/subcommands.ts');
@@ -117,7 +120,7 @@ function otherScriptsApart(script) {
         const path = sourceOf(args.resolveDir, args.path);
         const owner = owners.get(path);
         const apart = owner && owner !== script && (PART_OF[owner] ?? script) === script;
-        return apart ? { path: `${SCRIPT_PREFIX}${owner}/${path}`, external: true } : undefined;
+        return apart ? { path: `${IMPORT_PREFIX}${owner}/${path}`, external: true } : undefined;
       });
     },
   };

@@ -3,12 +3,13 @@
 // script (scripts/build/binary.mjs), where the same files are the executable's assets instead of files beside it.
 // It runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes
 // compiled code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, --version);
-// bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI requires
-// `bootstate-script:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision
-// script requires it once its first IMDS request is written; the run script's imports of the provision script's
-// modules are `bootstate-script:provision/<module>` too, so both use the same instances (scripts/build/bundle.mjs). `bootstate-asset:<file>` is a file's
-// bytes, and `bootstate-wasm:<file>` one compiled as WebAssembly, in the background from the moment the script that
-// needs it starts to load (undici's HTTP parser for provision: ~4 ms off the main thread).
+// bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI imports
+// `bootstate-import:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision
+// script imports it once its first IMDS request is written; the run script's static imports of the provision
+// script's modules are `bootstate-script:provision/<module>`, so both use the same instances
+// (scripts/build/bundle.mjs). `bootstate-asset:<file>` is a file's bytes, and `bootstate-wasm:<file>` one compiled
+// as WebAssembly, in the background from the moment the script that needs it starts to load (undici's HTTP parser
+// for provision: ~4 ms off the main thread).
 // A cache file is used only when its key line matches: this node binary, its version, arch and flags (NODE_OPTIONS
 // too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still reject it. A
 // missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
@@ -47,7 +48,7 @@ process.once('exit', () => {
   for (const loaded of toWrite) writeCache(loaded);
 });
 
-const SCRIPT = /^bootstate-script:([a-z]+)\/(.+)$/;
+const SCRIPT = /^bootstate-(import|script):([a-z]+)\/(.+)$/;
 const scripts = new Map();
 /** WebAssembly each script needs, compiled while the script loads and starts. */
 const WASM_OF = { provision: ['llhttp_simd.wasm'] };
@@ -59,12 +60,15 @@ cli.runAsProgram();
 function answer(id) {
   const script = SCRIPT.exec(id);
   if (script) {
-    const [, name, path] = script;
+    const [, how, name, path] = script;
+    let compiling = false;
     if (!scripts.has(name)) {
-      for (const file of WASM_OF[name] ?? []) compileInBackground(file);
+      for (const file of WASM_OF[name] ?? []) compiling = compileInBackground(file) || compiling;
       scripts.set(name, load(`bootstate-${name}.bundle.js`));
     }
-    return scripts.get(name)[path]?.();
+    const evaluate = scripts.get(name)[path];
+    if (evaluate === undefined) return undefined;
+    return how === 'script' ? evaluate() : imported(evaluate, compiling);
   }
   if (id === 'bootstate-cli') return cli;
   if (id === 'bootstate-v8:long-run') {
@@ -78,14 +82,40 @@ function answer(id) {
   return undefined;
 }
 
+/**
+ * What an import() of another script's module is answered with: a promise-like that the import's promise takes the
+ * module from (the bundle's import() is a require() inside a promise). When loading the script started a
+ * background compile, the module is evaluated one event-loop turn later: V8 moves such a compile on only from a
+ * task run on the main thread, and a first boot has nothing asynchronous before its first connection, so without
+ * the turn that connection compiled undici's parser again on the main thread (~3 ms before the first IMDS request).
+ */
+function imported(evaluate, afterATurn) {
+  return {
+    then(resolve, reject) {
+      const settle = () => {
+        try {
+          resolve(evaluate());
+        } catch (error) {
+          reject(error);
+        }
+      };
+      if (afterATurn) setImmediate(settle);
+      else settle();
+    },
+  };
+}
+
+/** Starts compiling `file` on V8's background threads; whether it did (false: started before, or no such file). */
 function compileInBackground(file) {
-  if (wasm.has(file)) return;
+  if (wasm.has(file)) return false;
   const entry = { module: null };
   wasm.set(file, entry);
   try {
     WebAssembly.compile(bytes(file)).then((module) => (entry.module = module), () => {});
+    return true;
   } catch {
     // compiled() tries again, on the main thread, and reports what fails
+    return false;
   }
 }
 
