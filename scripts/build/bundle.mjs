@@ -89,7 +89,7 @@ const PROVISION = 'src/cli/provision-command.ts';
 const sourceOf = (dir, specifier) => relative(root, join(dir, specifier).replace(/\.js$/, '.ts'));
 
 /** Script name → the modules it holds that others load on demand (paths from the repository root). */
-export function scriptModules() {
+function scriptModules() {
   const subcommands = [...new Set([...readFileSync(subcommandTable, 'utf8').matchAll(/\bimport\('([^']+)'\)/g)].map((m) => sourceOf(dirname(subcommandTable), m[1])))];
   if (!subcommands.includes(PROVISION)) throw new Error(`${subcommandTable} no longer imports ${PROVISION}`);
   return {
@@ -126,7 +126,7 @@ function otherScriptsApart(script) {
   };
 }
 
-/** The options every script shares: the stubs, the assets apart, no dynamic import(). */
+/** The options every script shares: the manifest's stubs and patches, the loader's names, no dynamic import(). */
 function scriptOptions(script, outfile, plugins) {
   return {
     ...nodeBundle(outfile),
@@ -142,7 +142,7 @@ function scriptOptions(script, outfile, plugins) {
 }
 
 /** esbuild options for the CLI script. */
-export function cliScriptOptions(outfile) {
+function cliScriptOptions(outfile) {
   return {
     ...scriptOptions('cli', outfile, []),
     stdin: { contents: "export * from './cli.ts';\nexport * from './cli/argv.ts';\n", resolveDir: join(root, 'src'), loader: 'ts' },
@@ -193,7 +193,7 @@ export async function scriptsBuildOptions(dir) {
 }
 
 /** esbuild options for one of the scripts loaded on demand (`provision`, `commands`); Graphviz stays in its own file. */
-export function onDemandScriptOptions(script, outfile, exported = [], extraPlugins = []) {
+function onDemandScriptOptions(script, outfile, exported = [], extraPlugins = []) {
   const argvFromCli = {
     name: 'bootstate-argv-from-cli',
     setup(build) {
