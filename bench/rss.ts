@@ -6,7 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { dropFromPageCache } from '../scripts/page-cache.mjs';
+import { dropFromPageCache } from '../scripts/build/page-cache.mjs';
 import { type Build, NODE_E0, type Row, builds, interleave, median, report, startFabric, timeProvisioning } from './harness.js';
 
 const TIME = '/usr/bin/time';
@@ -21,7 +21,7 @@ const peakMiB = (stderr: string) => {
 };
 
 // The executable as a first boot finds it, on disk: mapped from the page cache a build or a copy wrote it through,
-// its code comes in large folios and adds 8–9 MiB to the figure (scripts/page-cache.mjs).
+// its code comes in large folios and adds 8–9 MiB to the figure (scripts/build/page-cache.mjs).
 for (const build of builds()) if (build.argv[0] !== process.execPath) dropFromPageCache(build.argv[0]);
 
 const fabric = await startFabric();

@@ -1,11 +1,11 @@
 /**
  * Files the built program carries beside its scripts (dist/, or the single executable's assets) and reads as bytes:
- * the flock addon, undici's HTTP parser. scripts/bundle.mjs defines `__BOOTSTATE_BUNDLED__` and leaves
+ * the flock addon, undici's HTTP parser. scripts/build/bundle.mjs defines `__BOOTSTATE_BUNDLED__` and leaves
  * `require('bootstate-asset:<name>')` to the loader; run from source (tsx, vitest) there are none.
  */
 declare const __BOOTSTATE_BUNDLED__: boolean | undefined;
 
-/** Whether this code runs from the build (scripts/bundle.mjs) rather than from source. */
+/** Whether this code runs from the build (scripts/build/bundle.mjs) rather than from source. */
 export const bundled = typeof __BOOTSTATE_BUNDLED__ !== 'undefined';
 
 /** The asset's bytes; null when not running from the build, or when the build has no such file. */

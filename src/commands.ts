@@ -6,13 +6,13 @@
 import { writeFileSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
 import { createActor, fromPromise, toPromise, type InspectionEvent } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../machines/provisioning.js';
 import { reportMachine } from '../machines/report.js';
 import { ReportBook } from './actors/report-book.js';
 import { closeAll } from './azure/http.js';
 import { HealthReporter } from './azure/wireserver.js';
+import { bundled } from './bundled-asset.js';
 import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
 import { loadConfig } from './config/load.js';
 import type { ParsedArgs } from './cli/argv.js';
@@ -179,10 +179,9 @@ export async function graph(values: Values): Promise<number> {
 }
 
 export async function trace(values: Values, positionals: string[]): Promise<number> {
-  // The loader turns V8's JITs off for the agent's short runs (scripts/loader.cjs); a trace is an offline pass over
-  // a journal of any length, where they nearly halve the time (42 MB: 16.4 s interpreted, 9.4 s with them). The code
-  // caches were checked when their scripts loaded, before this: a trace leaves dist/*.cache as they were.
-  setFlagsFromString('--opt --sparkplug');
+  // A long run: the loader gives it back the JITs it turns off for the agent's short ones (scripts/build/loader.cjs).
+  // The code caches were checked when their scripts loaded, before this: a trace leaves dist/*.cache as they were.
+  if (bundled) require('bootstate-v8:long-run');
   const { writeTrace } = await import('./inspect/render.js');
   const config = await configFrom(values.config as string | undefined);
   const written = await writeTrace({ journal: positionals[0], dataDir: config.data_dir.path, output: values.output as string | undefined });

@@ -75,7 +75,8 @@ function dispatcherFor(connectTimeoutMs: number, requestTimeoutMs: number): Agen
       headersTimeout: requestTimeoutMs,
       bodyTimeout: requestTimeoutMs,
       keepAliveTimeout: 4_000,
-      // Node's default, given here because the bundles leave node:http out of undici (scripts/stubs/undici-http.cjs).
+      // Node's default, given here because the bundles leave node:http out of undici
+      // (scripts/build/stubs/undici-http.cjs).
       maxHeaderSize: 16_384,
     });
     dispatchers.set(key, agent);

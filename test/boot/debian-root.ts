@@ -123,7 +123,7 @@ export async function installDeb(root: string, deb: string, layer: string): Prom
  * package), into `outDir` rather than dist/, which other test files build and read at the same time.
  */
 export async function buildDeb(repo: string, outDir: string): Promise<string> {
-  const result = await run([process.execPath, path.join(repo, 'scripts/build-deb.mjs')], {
+  const result = await run([process.execPath, path.join(repo, 'scripts/build/deb.mjs')], {
     cwd: repo,
     env: { ...process.env, BOOTSTATE_DIST: outDir },
     timeoutMs: 600_000,
@@ -131,7 +131,7 @@ export async function buildDeb(repo: string, outDir: string): Promise<string> {
   });
   if (result.exitCode !== 0) throw new Error(`building the .deb failed (${result.exitCode}): ${result.stderr}`);
   const deb = readdirSync(outDir).find((f) => /^bootstate_.*\.deb$/.test(f));
-  if (!deb) throw new Error(`scripts/build-deb.mjs left no .deb in ${outDir}`);
+  if (!deb) throw new Error(`scripts/build/deb.mjs left no .deb in ${outDir}`);
   return path.join(outDir, deb);
 }
 

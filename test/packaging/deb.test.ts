@@ -1,5 +1,5 @@
 /**
- * The .deb an image builder installs: built by scripts/build-deb.mjs from the binary, then inspected as dpkg
+ * The .deb an image builder installs: built by scripts/build/deb.mjs from the binary, then inspected as dpkg
  * sees it (`dpkg-deb -c`), extracted (`dpkg-deb -x`) and installed into a scratch root (`dpkg --root`).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -25,9 +25,9 @@ let extracted: string;
 
 beforeAll(() => {
   if (!existsSync(join(root, 'dist/bootstate'))) {
-    execFileSync(process.execPath, [join(root, 'scripts/build-binary.mjs')], { cwd: root, stdio: 'inherit' });
+    execFileSync(process.execPath, [join(root, 'scripts/build/binary.mjs')], { cwd: root, stdio: 'inherit' });
   }
-  execFileSync(process.execPath, [join(root, 'scripts/build-deb.mjs')], { cwd: root, stdio: 'inherit' });
+  execFileSync(process.execPath, [join(root, 'scripts/build/deb.mjs')], { cwd: root, stdio: 'inherit' });
   scratch = mkdtempSync(join(tmpdir(), 'bootstate-deb-'));
   extracted = join(scratch, 'extracted');
   execFileSync('dpkg-deb', ['-x', deb, extracted]);

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 // BOOTSTATE_DIST: another output directory, for a build that must not race other users of dist/ (the boot tests).
 const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
 const debian = join(root, 'packaging/debian');
@@ -25,7 +25,7 @@ const output = join(dist, `bootstate_${version}_${arch}.deb`);
 const changelogVersion = /^bootstate \(([^)]+)\)/.exec(readFileSync(join(debian, 'changelog'), 'utf8'))?.[1];
 if (changelogVersion !== version) throw new Error(`packaging/debian/changelog's latest entry is ${changelogVersion}, package.json says ${version}: add an entry`);
 
-if (!existsSync(binary)) execFileSync(process.execPath, [join(root, 'scripts/build-binary.mjs')], { stdio: 'inherit' });
+if (!existsSync(binary)) execFileSync(process.execPath, [join(root, 'scripts/build/binary.mjs')], { stdio: 'inherit' });
 checkUnitsMatchPostinst();
 
 rmSync(stage, { recursive: true, force: true });

@@ -1,19 +1,20 @@
 #!/usr/bin/env node
 // The program's entry: dist/bootstate.cjs (dist/bootstate.mjs is a symlink to it), and the single executable's main
-// script (scripts/build-binary.mjs), where the same files are the executable's assets instead of files beside it.
+// script (scripts/build/binary.mjs), where the same files are the executable's assets instead of files beside it.
 // It runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes
 // compiled code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, --version);
-// bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI requires
-// `bootstate-script:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision
-// script requires it once its first IMDS request is written; the run script's imports of the provision script's
-// modules are `bootstate-script:provision/<module>` too, so both use the same instances (scripts/bundle.mjs). `bootstate-asset:<file>` is a file's
-// bytes, and `bootstate-wasm:<file>` one compiled as WebAssembly, in the background from the moment the script that
-// needs it starts to load (undici's HTTP parser for provision: ~4 ms off the main thread).
+// bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI imports
+// `bootstate-import:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision
+// script imports it once its first IMDS request is written; the run script's static imports of the provision
+// script's modules are `bootstate-script:provision/<module>`, so both use the same instances
+// (scripts/build/bundle.mjs). `bootstate-asset:<file>` is a file's bytes, and `bootstate-wasm:<file>` one compiled
+// as WebAssembly, in the background from the moment the script that needs it starts to load (undici's HTTP parser
+// for provision: ~4 ms off the main thread).
 // A cache file is used only when its key line matches: this node binary, its version, arch and flags (NODE_OPTIONS
 // too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still reject it. A
 // missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
 // writable. The executable's caches are the ones the build's runs wrote for the plain program (same node, same
-// flags), their key lines padded for where the blob puts them (scripts/build-binary.mjs): V8's own checks decide.
+// flags), their key lines padded for where the blob puts them (scripts/build/binary.mjs): V8's own checks decide.
 // CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (~5 ms of a 100 ms start) and resolves
 // the symlink before it looks at the extension.
 'use strict';
@@ -22,13 +23,18 @@ const sea = require('node:sea');
 const { setFlagsFromString } = require('node:v8');
 const { Script } = require('node:vm');
 
-// V8 flags for a short run that must stay small, set before compiling so the flag hash in the code caches always
-// matches: undici's WebAssembly HTTP parser stays on its baseline tier (optimizing it ran on a background thread
-// exit waited for, and cost ~36 MiB); no optimizing or baseline JIT (a first boot runs each function a few times;
-// together −4 MiB). Each one is safe to set at run time; --single-threaded-gc is not (a full GC then aborts). The
-// young generation grows as V8 likes: keeping it at its initial size (--semi-space-growth-factor=1) saved 1.2 MiB of
-// peak RSS but cost ~9 ms of scavenges before the first request, since nearly everything a start allocates survives.
-setFlagsFromString('--liftoff-only --no-opt --no-sparkplug');
+// V8 flags, set here and nowhere else. A run of the agent is short and must stay small; its flags are set before
+// compiling, so the flag hash in the code caches always matches: undici's WebAssembly HTTP parser stays on its
+// baseline tier (optimizing it ran on a background thread exit waited for, 5-350 ms, and cost ~36 MiB); no
+// optimizing or baseline JIT (a first boot runs each function a few times; together -4 MiB). Each one is safe to set
+// at run time; --single-threaded-gc is not (a full GC then aborts). The young generation grows as V8 likes: keeping
+// it at its initial size (--semi-space-growth-factor=1) saved 1.2 MiB of peak RSS but cost ~9 ms of scavenges
+// before the first request, since nearly everything a start allocates survives.
+const SHORT_RUN = '--liftoff-only --no-opt --no-sparkplug';
+// `bootstate trace`, an offline pass over a journal of any length, asks for the JITs back once its scripts are
+// loaded (require('bootstate-v8:long-run')): they nearly halve its time (42 MB: 16.4 s interpreted, 9.4 s with them).
+const LONG_RUN = '--opt --sparkplug';
+setFlagsFromString(SHORT_RUN);
 
 const inExecutable = sea.isSea();
 const dir = __dirname;
@@ -42,7 +48,7 @@ process.once('exit', () => {
   for (const loaded of toWrite) writeCache(loaded);
 });
 
-const SCRIPT = /^bootstate-script:([a-z]+)\/(.+)$/;
+const SCRIPT = /^bootstate-(import|script):([a-z]+)\/(.+)$/;
 const scripts = new Map();
 /** WebAssembly each script needs, compiled while the script loads and starts. */
 const WASM_OF = { provision: ['llhttp_simd.wasm'] };
@@ -50,18 +56,25 @@ const wasm = new Map();
 const cli = load('bootstate.bundle.js');
 cli.runAsProgram();
 
-/** The loader's own require() names: another script's module, the CLI's exports, a file's bytes, Graphviz. */
+/** The loader's own require() names: another script's module, the CLI's exports, V8 flags, a file's bytes, Graphviz. */
 function answer(id) {
   const script = SCRIPT.exec(id);
   if (script) {
-    const [, name, path] = script;
+    const [, how, name, path] = script;
+    let compiling = false;
     if (!scripts.has(name)) {
-      for (const file of WASM_OF[name] ?? []) compileInBackground(file);
+      for (const file of WASM_OF[name] ?? []) compiling = compileInBackground(file) || compiling;
       scripts.set(name, load(`bootstate-${name}.bundle.js`));
     }
-    return scripts.get(name)[path]?.();
+    const evaluate = scripts.get(name)[path];
+    if (evaluate === undefined) return undefined;
+    return how === 'script' ? evaluate() : imported(evaluate, compiling);
   }
   if (id === 'bootstate-cli') return cli;
+  if (id === 'bootstate-v8:long-run') {
+    setFlagsFromString(LONG_RUN);
+    return {};
+  }
   if (id.startsWith('bootstate-asset:')) return bytes(id.slice('bootstate-asset:'.length));
   if (id.startsWith('bootstate-wasm:')) return compiled(id.slice('bootstate-wasm:'.length));
   // Graphviz, required by `graph` and `trace` only: an ordinary CommonJS file, which Node's require finds in dist/.
@@ -69,14 +82,40 @@ function answer(id) {
   return undefined;
 }
 
+/**
+ * What an import() of another script's module is answered with: a promise-like that the import's promise takes the
+ * module from (the bundle's import() is a require() inside a promise). When loading the script started a
+ * background compile, the module is evaluated one event-loop turn later: V8 moves such a compile on only from a
+ * task run on the main thread, and a first boot has nothing asynchronous before its first connection, so without
+ * the turn that connection compiled undici's parser again on the main thread (~3 ms before the first IMDS request).
+ */
+function imported(evaluate, afterATurn) {
+  return {
+    then(resolve, reject) {
+      const settle = () => {
+        try {
+          resolve(evaluate());
+        } catch (error) {
+          reject(error);
+        }
+      };
+      if (afterATurn) setImmediate(settle);
+      else settle();
+    },
+  };
+}
+
+/** Starts compiling `file` on V8's background threads; whether it did (false: started before, or no such file). */
 function compileInBackground(file) {
-  if (wasm.has(file)) return;
+  if (wasm.has(file)) return false;
   const entry = { module: null };
   wasm.set(file, entry);
   try {
     WebAssembly.compile(bytes(file)).then((module) => (entry.module = module), () => {});
+    return true;
   } catch {
     // compiled() tries again, on the main thread, and reports what fails
+    return false;
   }
 }
 
@@ -174,7 +213,7 @@ function keyOf(file) {
  * V8 uses a code cache where it lies only when its first byte is pointer-aligned; otherwise it copies it first: for
  * the provision script's 0.75 MB that was ~190 more page faults and ~4 ms of a start. The key line is padded with
  * spaces so the cache starts at a multiple of CACHE_ALIGN bytes into the file, and so into the buffer readScript
- * reads it into. The executable's copies are padded for where its blob puts them (scripts/build-binary.mjs).
+ * reads it into. The executable's copies are padded for where its blob puts them (scripts/build/binary.mjs).
  */
 const CACHE_ALIGN = 16;
 

@@ -1,75 +1,28 @@
-// The esbuild options of the program's scripts (scripts/build.mjs; the SEA carries the same). The stubs replace
-// modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it loads
-// node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
-// sonic-boom only call assert(value). One keeps out code that would only be carried: undici's fetch body code
-// (~45 KB), which its HTTP/1 client needs for FormData bodies alone. Another hands undici its fallback HTTP parser as
-// the bytes of a file beside the scripts instead of base64 in their source; its main parser comes compiled from the
-// loader.
+// The esbuild options of the program's scripts (scripts/build/program.mjs; the SEA carries the same): how the program
+// is split into scripts that load each other through the loader (scripts/build/loader.cjs), which files stay apart
+// as bytes, and, from scripts/build/manifest.mjs, every stub and patch, checked as applied once the scripts are built.
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { build as esbuildBuild } from 'esbuild';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PATCHES, STUBS } from './manifest.mjs';
+import { replacements } from './replacements.mjs';
 
-export const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const stubs = join(root, 'scripts/stubs');
+export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-/** [importer path suffix, or a directory ending in '/', import specifier, stub file]. */
-const STUBS = [
-  ['node_modules/undici/lib/', 'node:assert', 'assert.cjs'],
-  ['node_modules/sonic-boom/index.js', 'assert', 'assert.cjs'],
-  ['node_modules/undici/lib/dispatcher/client.js', './client-h2.js', 'undici-client-h2.cjs'],
-  ['node_modules/undici/lib/dispatcher/client.js', 'node:http', 'undici-http.cjs'],
-  ['node_modules/undici/lib/core/util.js', 'node:http', 'undici-http.cjs'],
-  ['node_modules/undici/lib/dispatcher/client-h1.js', '../llhttp/llhttp-wasm.js', 'llhttp-wasm.cjs'],
-  ['node_modules/undici/lib/dispatcher/client-h1.js', '../web/fetch/body.js', 'undici-fetch-body.cjs'],
-  ['node_modules/pino/lib/tools.js', './transport', 'pino-transport.cjs'],
-  ['node_modules/pino/pino.js', './lib/transport', 'pino-transport.cjs'],
-  ['node_modules/pino/lib/tools.js', 'worker_threads', 'main-thread.cjs'],
-];
-
-const stubPlugin = {
-  name: 'bootstate-stubs',
-  setup(build) {
-    build.onResolve({ filter: /^(\.\/client-h2\.js|\.\.\/llhttp\/llhttp-wasm\.js|\.\.\/web\/fetch\/body\.js|\.\/transport|\.\/lib\/transport|worker_threads|node:http|(node:)?assert)$/ }, (args) => {
-      const from = (importer) => (importer.endsWith('/') ? args.importer.includes(importer) : args.importer.endsWith(importer));
-      const stub = STUBS.find(([importer, specifier]) => from(importer) && args.path === specifier);
-      return stub ? { path: join(stubs, stub[2]) } : undefined;
-    });
-  },
-};
-
-/*
- * node:fs/promises, loaded on first use: with it Node loads readline, the fs watchers and directory streams (~1.5 ms
- * of a start), and many modules import it at their top, while a provisioning run's first asynchronous file call
- * comes after its first IMDS request. The exported names are those of the Node that runs the build, the one the
- * program's tests and caches are made with.
- */
-const LAZY_FS_PROMISES = `'use strict';
-let promises;
-const load = () => (promises ??= require('node:fs').promises);
-for (const name of ${JSON.stringify(Object.keys((await import('node:fs')).promises))}) {
-  Object.defineProperty(exports, name, { enumerable: true, get: () => load()[name] });
-}
-`;
-const lazyFsPromises = {
-  name: 'bootstate-lazy-fs-promises',
-  setup(build) {
-    build.onResolve({ filter: /^(node:)?fs\/promises$/ }, () => ({ path: 'fs-promises', namespace: 'bootstate-lazy' }));
-    build.onLoad({ filter: /.*/, namespace: 'bootstate-lazy' }, () => ({ contents: LAZY_FS_PROMISES, loader: 'js' }));
-  },
-};
+/** The manifest's plugin, shared by every build of the scripts; `manifest.check()` once they are built. */
+export const manifest = replacements({ stubs: STUBS, patches: PATCHES }, join(root, 'scripts/build/stubs'));
 
 /*
  * Files the scripts read as bytes, beside them in dist/ (the SEA: its assets): `require('bootstate-asset:<name>')`,
- * answered by the loader (scripts/loader.cjs). Kept out of the scripts' source because as
+ * answered by the loader (scripts/build/loader.cjs). Kept out of the scripts' source because as
  * base64 there (254 KB of 881 KB) every start read them, copied them into V8's heap twice (the source string and the
  * code cache's constants) and decoded them, before the first request.
  */
 const require = createRequire(import.meta.url);
 
-/** The assets: name → bytes. The native addons are what scripts/build-native.mjs compiled, per architecture. */
+/** The assets: name → bytes. The native addons are what scripts/build/native.mjs compiled, per architecture. */
 export function assets() {
   const llhttp = join(root, 'node_modules/undici/lib/llhttp');
   const files = {
@@ -86,29 +39,11 @@ export function assets() {
   return files;
 }
 
-const assetsApart = {
-  name: 'bootstate-assets-apart',
+/** The loader's names for files' bytes, compiled WebAssembly and V8 flags (scripts/build/loader.cjs). */
+const loaderNames = {
+  name: 'bootstate-loader-names',
   setup(build) {
-    build.onResolve({ filter: /^bootstate-(asset|wasm):/ }, (args) => ({ path: args.path, external: true }));
-  },
-};
-
-/*
- * undici compiles its HTTP parser (llhttp, WebAssembly with SIMD) on the main thread at its first connection:
- * ~4 ms just before the first request. The loader starts compiling it on V8's background threads as it loads the
- * provision script, and `require('bootstate-wasm:<file>')` hands undici the compiled module (compiling it then if
- * the background compile has not finished). The one line changed is checked, so an undici that no longer has it
- * fails the build instead of silently compiling on the main thread again.
- */
-const LLHTTP_COMPILE = "new WebAssembly.Module(require('../llhttp/llhttp_simd-wasm.js'))";
-const llhttpFromLoader = {
-  name: 'bootstate-llhttp-from-loader',
-  setup(build) {
-    build.onLoad({ filter: /node_modules\/undici\/lib\/dispatcher\/client-h1\.js$/ }, async (args) => {
-      const source = await readFile(args.path, 'utf8');
-      if (source.split(LLHTTP_COMPILE).length !== 2) throw new Error(`${args.path}: expected exactly one ${LLHTTP_COMPILE}`);
-      return { contents: source.replace(LLHTTP_COMPILE, "require('bootstate-wasm:llhttp_simd.wasm')"), loader: 'js' };
-    });
+    build.onResolve({ filter: /^bootstate-(asset|wasm|v8):/ }, (args) => ({ path: args.path, external: true }));
   },
 };
 
@@ -136,11 +71,14 @@ export function nodeBundle(outfile) {
  *              the OS steps (src/run/run-chart.ts). It holds none of the provision script's modules: its imports
  *              of them are that script's modules, so both share one HTTP client, one marker store, one of each;
  *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
- * Each `import()` of a module another script holds becomes require('bootstate-script:<script>/<path>'), and
- * imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one UsageError.
- * The loader (scripts/loader.cjs) answers those names: the script's exports hold a function
- * per module that evaluates it on first call.
+ * Each `import()` of a module another script holds becomes require('bootstate-import:<script>/<path>'), a static
+ * import of one (the run script's, of the provision script's modules) require('bootstate-script:<script>/<path>'),
+ * and imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one
+ * UsageError. The loader (scripts/build/loader.cjs) answers those names: the script's exports hold a function per
+ * module that evaluates it on first call; an import gets a promise-like for the module, which the loader may
+ * settle an event-loop turn later.
  */
+const IMPORT_PREFIX = 'bootstate-import:';
 const SCRIPT_PREFIX = 'bootstate-script:';
 const CLI_MODULE = 'bootstate-cli';
 const subcommandTable = join(root, 'src/cli/subcommands.ts');
@@ -151,7 +89,7 @@ const PROVISION = 'src/cli/provision-command.ts';
 const sourceOf = (dir, specifier) => relative(root, join(dir, specifier).replace(/\.js$/, '.ts'));
 
 /** Script name → the modules it holds that others load on demand (paths from the repository root). */
-export function scriptModules() {
+function scriptModules() {
   const subcommands = [...new Set([...readFileSync(subcommandTable, 'utf8').matchAll(/\bimport\('([^']+)'\)/g)].map((m) => sourceOf(dirname(subcommandTable), m[1])))];
   if (!subcommands.includes(PROVISION)) throw new Error(`${subcommandTable} no longer imports ${PROVISION}`);
   return {
@@ -182,13 +120,13 @@ function otherScriptsApart(script) {
         const path = sourceOf(args.resolveDir, args.path);
         const owner = owners.get(path);
         const apart = owner && owner !== script && (PART_OF[owner] ?? script) === script;
-        return apart ? { path: `${SCRIPT_PREFIX}${owner}/${path}`, external: true } : undefined;
+        return apart ? { path: `${IMPORT_PREFIX}${owner}/${path}`, external: true } : undefined;
       });
     },
   };
 }
 
-/** The options every script shares: the stubs, the assets apart, no dynamic import(). */
+/** The options every script shares: the manifest's stubs and patches, the loader's names, no dynamic import(). */
 function scriptOptions(script, outfile, plugins) {
   return {
     ...nodeBundle(outfile),
@@ -197,14 +135,14 @@ function scriptOptions(script, outfile, plugins) {
     define: { __BOOTSTATE_BUNDLED__: 'true' },
     // `import.meta.url` in src/cli.ts only tells `tsx src/cli.ts` it is the program; a bundle never needs it.
     logOverride: { 'empty-import-meta': 'silent' },
-    plugins: [lazyFsPromises, stubPlugin, assetsApart, llhttpFromLoader, otherScriptsApart(script), ...plugins],
+    plugins: [manifest.plugin, loaderNames, otherScriptsApart(script), ...plugins],
     // A vm.Script has no ESM loader behind it: dynamic imports of files beside the bundle become require().
     supported: { 'dynamic-import': false },
   };
 }
 
 /** esbuild options for the CLI script. */
-export function cliScriptOptions(outfile) {
+function cliScriptOptions(outfile) {
   return {
     ...scriptOptions('cli', outfile, []),
     stdin: { contents: "export * from './cli.ts';\nexport * from './cli/argv.ts';\n", resolveDir: join(root, 'src'), loader: 'ts' },
@@ -255,7 +193,7 @@ export async function scriptsBuildOptions(dir) {
 }
 
 /** esbuild options for one of the scripts loaded on demand (`provision`, `commands`); Graphviz stays in its own file. */
-export function onDemandScriptOptions(script, outfile, exported = [], extraPlugins = []) {
+function onDemandScriptOptions(script, outfile, exported = [], extraPlugins = []) {
   const argvFromCli = {
     name: 'bootstate-argv-from-cli',
     setup(build) {

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// Shows what the program's four scripts are made of (scripts/bundle.mjs): bytes per package (or source folder),
+// Shows what the program's four scripts are made of (scripts/build/bundle.mjs): bytes per package (or source folder),
 // largest first, because every byte of a script is read and held in memory whenever that script runs.
-// Usage: node scripts/bench-bundle.mjs [--top 20]
+// Usage: node scripts/build/bench-bundle.mjs [--top 20]
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
-import { scriptsBuildOptions } from './bundle.mjs';
+import { manifest, scriptsBuildOptions } from './bundle.mjs';
 
 const { values } = parseArgs({ options: { top: { type: 'string', default: '20' } } });
 
@@ -21,6 +21,7 @@ for (const options of await scriptsBuildOptions('dist')) {
     process.stdout.write(`${kib(bytes).padStart(7)} KiB  ${((100 * bytes) / output.bytes).toFixed(1).padStart(5)} %  ${group}\n`);
   }
 }
+manifest.check();
 
 /** `node_modules/@scope/name/…` → `@scope/name`; `src/os/…` → `src/os`. */
 function groupOf(file) {

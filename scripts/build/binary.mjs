@@ -1,18 +1,16 @@
 #!/usr/bin/env node
 // Builds dist/bootstate: a Node single executable application (the running node binary with the CLI injected),
-// so an image needs no Node.js. It carries the plain program's scripts (scripts/build.mjs, built here first into
-// the same directory) with their code caches and Graphviz as assets, and the plain program's loader
-// (scripts/loader.cjs) as its main script, which reads them from the assets when it runs inside the executable.
+// so an image needs no Node.js. It carries the plain program's scripts (scripts/build/program.mjs, built here first
+// into the same directory) with their code caches and Graphviz as assets, and the plain program's loader
+// (scripts/build/loader.cjs) as its main script, which reads them from the assets when it runs inside the executable.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { inject } from 'postject';
-import { assets as bundledAssets, SCRIPTS, scriptFile, VIZ_FILE } from './bundle.mjs';
+import { assets as bundledAssets, root, SCRIPTS, scriptFile, VIZ_FILE } from './bundle.mjs';
 import { dropFromPageCache } from './page-cache.mjs';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
 const blob = join(dist, 'bootstate.blob');
 const seaConfig = join(dist, 'sea-config.json');
@@ -20,14 +18,14 @@ const binary = join(dist, 'bootstate');
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 mkdirSync(dist, { recursive: true });
-execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { env: { ...process.env, BOOTSTATE_DIST: dist }, stdio: 'inherit' });
+execFileSync(process.execPath, [join(root, 'scripts/build/program.mjs')], { env: { ...process.env, BOOTSTATE_DIST: dist }, stdio: 'inherit' });
 
 // Every script, the caches the build's provisioning run wrote, the files the scripts read as bytes, Graphviz.
 const assets = {};
 // The executable runs on its build's architecture only: one native addon.
 const ownAddon = (name) => !name.startsWith('native-') || name === `native-${process.arch}.node`;
 for (const name of [...SCRIPTS.map(scriptFile), ...Object.keys(bundledAssets()).filter(ownAddon), VIZ_FILE]) assets[name] = join(dist, name);
-// The caches go in as copies whose key lines the loop below pads (scripts/loader.cjs reads them up to the newline).
+// The caches go in as copies whose key lines the loop below pads (the loader reads them up to the newline).
 const caches = mkdtempSync(join(tmpdir(), 'bootstate-sea-caches-'));
 try {
   for (const script of SCRIPTS) {
@@ -36,7 +34,7 @@ try {
     copyFileSync(join(dist, name), assets[name]);
   }
   // V8 reads a code cache where it lies only when it starts at a pointer-aligned address, and copies it otherwise
-  // (scripts/loader.cjs). The executable's assets lie where the blob puts them, in a segment mapped at an address
+  // (scripts/build/loader.cjs). The executable's assets lie where the blob puts them, in a segment mapped at an address
   // congruent to its file offset modulo the page size: so each cache's key line is padded until the cache starts at
   // a multiple of 8 bytes into the binary, in file order, counting what the padding before it moved it by.
   for (let round = 1; ; round++) {
@@ -73,7 +71,7 @@ async function buildExecutable() {
   // The main script is the loader, a few hundred lines run once: V8's code cache for it would save next to nothing.
   writeFileSync(
     seaConfig,
-    `${JSON.stringify({ main: join(root, 'scripts/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,
+    `${JSON.stringify({ main: join(root, 'scripts/build/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,
   );
   execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'pipe' });
   rmSync(binary, { force: true });

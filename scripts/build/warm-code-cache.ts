@@ -1,17 +1,17 @@
 /**
- * Writes the plain program's code caches (scripts/build.mjs): runs `provision --scratch` of the built program once
- * against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
+ * Writes the plain program's code caches (scripts/build/program.mjs): runs `provision --scratch` of the built program
+ * once against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
  * boot compiles, then one `report` for the other subcommands' script, and fails the build unless the first reached
  * Ready and exited 0 and the second sent its report.
  *
- *   node --import tsx scripts/warm-code-cache.ts dist/bootstate.mjs
+ *   node --import tsx scripts/build/warm-code-cache.ts dist/bootstate.mjs
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { startFakeFabric } from '../src/fabric/fake-fabric.js';
+import { startFakeFabric } from '../../src/fabric/fake-fabric.js';
 
 const entry = process.argv[2];
 const fabric = await startFakeFabric();
