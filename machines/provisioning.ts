@@ -14,7 +14,7 @@ import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Healt
 import type { InstanceMetadata, MediaMetadata } from '../src/azure/metadata.js';
 import { poolType, normalizePpsType, pollErrorKind } from '../src/azure/pps.js';
 import { DEFAULT_CONFIG, type Config, type StepName } from '../src/config/defaults.js';
-import { failure, toFailure, type Failure } from '../src/errors.js';
+import { failure, toFailure, type Failure } from '../src/core/errors.js';
 import type { HostKeyType } from '../src/os/host-keys.js';
 import type { MarkerState } from '../src/os/provisioner.js';
 import type { PlatformCheck } from '../src/os/platform.js';

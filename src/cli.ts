@@ -8,8 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { EXIT_USAGE, parseSubcommand, renderHelp, suggestion, synopsis, UsageError } from './cli/argv.js';
 import { SUBCOMMANDS } from './cli/subcommands.js';
-import { EXIT_FAILURE, EXIT_OK } from './errors.js';
-import { VERSION } from './version.js';
+import { EXIT_FAILURE, EXIT_OK } from './core/errors.js';
+import { VERSION } from './core/version.js';
 
 export const EXIT_CODES_HELP = `Exit codes:
   0   success: provisioned and Ready accepted, or already provisioned

@@ -17,7 +17,7 @@ import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './con
 import { loadConfig } from './config/load.js';
 import type { ParsedArgs } from './cli/argv.js';
 import { UsageError } from './cli/argv.js';
-import { describeFailure, EXIT_FAILURE, EXIT_OK, failure } from './errors.js';
+import { describeFailure, EXIT_FAILURE, EXIT_OK, failure } from './core/errors.js';
 import { createLogger } from './log.js';
 import type { LogFormat } from './log-text.js';
 import { FileMarkerStore } from './os/marker.js';

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Config } from './config/defaults.js';
-import { EXIT_FAILURE, EXIT_OK } from './errors.js';
+import { EXIT_FAILURE, EXIT_OK } from './core/errors.js';
 import { startFakeFabric, type FakeFabric } from './fabric/fake-fabric.js';
 import { createLogger } from './log.js';
 import { runProvision } from './provision.js';

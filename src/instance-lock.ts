@@ -5,7 +5,7 @@
  */
 import { closeSync, constants, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { BootstateError } from './errors.js';
+import { BootstateError } from './core/errors.js';
 import { lockFd } from './kvp/lock.js';
 import { openRegularSync } from './os/open-regular.js';
 

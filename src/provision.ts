@@ -12,7 +12,7 @@ import { FirstImdsRequest } from './azure/first-imds-request.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './config/defaults.js';
 import { loadConfig } from './config/load.js';
 import type { StepSelection } from './config/steps.js';
-import { toFailure } from './errors.js';
+import { toFailure } from './core/errors.js';
 import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
 import type { LogFormat } from './log-text.js';
 import { AZURE_INIT_DATA_DIR, FileMarkerStore } from './os/marker.js';

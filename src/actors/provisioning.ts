@@ -20,7 +20,7 @@ import { fetchReprovisionDataOnce, parseReprovisionData } from '../azure/reprovi
 import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
-import { BootstateError, toFailure, type Failure } from '../errors.js';
+import { BootstateError, toFailure, type Failure } from '../core/errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { HostKeyType } from '../os/host-keys.js';
 import type { MarkerState, MarkerStore, Provisioner, StepResult } from '../os/provisioner.js';
@@ -29,7 +29,7 @@ import { machineHostname, validateHostname, validateUsername } from '../os/valid
 import { checkPlatform, type PlatformCheck } from '../os/platform.js';
 import { readVmId, type VmId } from '../os/vmid.js';
 import type { SdNotifier } from '../os/sd-notify.js';
-import type { SecretStore } from '../secrets.js';
+import type { SecretStore } from '../core/secrets.js';
 import { headStart } from '../head-start.js';
 import type { ReportBook } from './report-book.js';
 

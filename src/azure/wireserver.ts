@@ -4,11 +4,11 @@
  * `Retry-After` is ignored so no server can stretch that deadline.
  */
 import type { WireserverConfig } from '../config/defaults.js';
-import { BootstateError, failure } from '../errors.js';
+import { BootstateError, failure } from '../core/errors.js';
 import type { Health } from './health.js';
 import { request } from './http.js';
 import { encodeFailureReport } from './report.js';
-import { AGENT } from '../version.js';
+import { AGENT } from '../core/version.js';
 
 export type { Health };
 

@@ -10,7 +10,7 @@ import { EXIT_USAGE } from '../cli/argv.js';
 import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
 import { checkRoot } from '../doctor/run.js';
-import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
+import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { applyChange, describeChange } from './apply.js';
 import { planDeprovision } from './plan.js';
 

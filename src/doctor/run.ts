@@ -9,7 +9,7 @@ import path from 'node:path';
 import { UsageError } from '../cli/argv.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
-import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
+import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { inspectImage, type Finding } from './findings.js';
 
 export interface DoctorIo {

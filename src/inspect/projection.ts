@@ -5,7 +5,7 @@
  * secret can reach a journal or a live inspector through here whatever the machine carries.
  */
 import type { InspectionEvent, StateValue } from 'xstate';
-import { KINDS, escapeValue, isFailure, type Failure } from '../errors.js';
+import { KINDS, escapeValue, isFailure, type Failure } from '../core/errors.js';
 import { edgeKey } from './edge-key.js';
 
 /** The allow-listed part of a final state's output. */

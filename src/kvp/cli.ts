@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { describeParseError, renderHelp, suggestion } from '../cli/argv.js';
 import { SUBCOMMANDS } from '../cli/subcommands.js';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import type { KvpRecord } from './codec.js';
 import { KvpStore, poolPath } from './store.js';
 

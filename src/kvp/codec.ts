@@ -3,7 +3,7 @@
  * field, both UTF-8 and NUL padded (spec §4.2). Safe mode enforces the limits the host can actually read
  * back (254-byte keys, 1,022-byte values, spec §4.3); unsafe mode only the field widths.
  */
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 
 export const KEY_FIELD_BYTES = 512;
 export const VALUE_FIELD_BYTES = 2048;

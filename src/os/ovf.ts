@@ -6,8 +6,8 @@
  */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { MAX_OVF_BYTES, type MediaMetadata } from '../azure/metadata.js';
-import { BootstateError, escapeValue } from '../errors.js';
-import type { SecretStore } from '../secrets.js';
+import { BootstateError, escapeValue } from '../core/errors.js';
+import type { SecretStore } from '../core/secrets.js';
 import { decodeBase64Data } from './custom-data.js';
 import { validatePassword } from './validate.js';
 

@@ -3,7 +3,7 @@
  * read it off a run: failures, plans, outputs, pool types. Written from the protocol, not from the chart.
  */
 import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
-import { toFailure, type ErrorCode } from '../../src/errors.js';
+import { toFailure, type ErrorCode } from '../../src/core/errors.js';
 
 /** A failure as the fabric and the log show it: its code, and the phase / last error it carries. */
 export interface SeenFailure {

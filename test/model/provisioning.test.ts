@@ -22,7 +22,7 @@ import { TestModel } from 'xstate/graph';
 import type { AnyMachineSnapshot, AnyStateNode } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
-import { KINDS } from '../../src/errors.js';
+import { KINDS } from '../../src/core/errors.js';
 import { ORACLE_PATHS, playAgainstOracle } from './check.js';
 import { startRun, type Run } from './harness.js';
 import {
