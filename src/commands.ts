@@ -18,8 +18,8 @@ import { loadConfig } from './config/load.js';
 import type { ParsedArgs } from './cli/argv.js';
 import { UsageError } from './cli/argv.js';
 import { describeFailure, EXIT_FAILURE, EXIT_OK, failure } from './core/errors.js';
-import { createLogger } from './log.js';
-import type { LogFormat } from './log-text.js';
+import { createLogger } from './logging/log.js';
+import type { LogFormat } from './logging/log-text.js';
 import { FileMarkerStore } from './os/marker.js';
 import { readVmId } from './os/vmid.js';
 

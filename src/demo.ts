@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import type { Config } from './config/defaults.js';
 import { EXIT_FAILURE, EXIT_OK } from './core/errors.js';
 import { startFakeFabric, type FakeFabric } from './fabric/fake-fabric.js';
-import { createLogger } from './log.js';
+import { createLogger } from './logging/log.js';
 import { runProvision } from './provision.js';
-import { listFiles, shellCommand, statePrinter } from './run-output.js';
+import { listFiles, shellCommand, statePrinter } from './logging/run-output.js';
 
 /** Runs the demo and resolves to its exit code (the provisioning run's). */
 export async function runDemo(values: { dir?: unknown; monitor?: unknown; pps?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {

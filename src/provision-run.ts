@@ -16,7 +16,7 @@ import type { Config } from './config/defaults.js';
 import { EXIT_FAILURE, toFailure, type Failure } from './core/errors.js';
 import { createJournal } from './inspect/journal.js';
 import { KvpTelemetry, pinoDestination } from './kvp/telemetry.js';
-import { createLogger, type Logger } from './log.js';
+import { createLogger, type Logger } from './logging/log.js';
 import { readProvisioningMedia } from './os/media.js';
 import type { MarkerState, Provisioner } from './os/provisioner.js';
 import type { PlatformCheck } from './os/platform.js';
@@ -26,7 +26,7 @@ import { ScratchProvisioner } from './os/scratch.js';
 import { SdNotifier } from './os/sd-notify.js';
 import { SecretStore } from './core/secrets.js';
 import { SystemdStatus } from './actors/systemd-status.js';
-import { Sinks } from './sinks.js';
+import { Sinks } from './logging/sinks.js';
 import { markerStore, type CaughtSignals, type LoadedConfig, type LockOutcome, type ProvisionOptions, type ProvisionResult } from './provision.js';
 
 /** What src/provision.ts prepared: the config, the instance lock, and the first IMDS request if it sent one. */

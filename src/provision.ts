@@ -14,12 +14,12 @@ import { loadConfig } from './config/load.js';
 import type { StepSelection } from './config/steps.js';
 import { toFailure } from './core/errors.js';
 import { acquireInstanceLock, type InstanceLock } from './instance-lock.js';
-import type { LogFormat } from './log-text.js';
+import type { LogFormat } from './logging/log-text.js';
 import { AZURE_INIT_DATA_DIR, FileMarkerStore } from './os/marker.js';
 import type { MarkerState } from './os/provisioner.js';
 import { checkPlatform } from './os/platform.js';
 import { readVmId, type VmId } from './os/vmid.js';
-import type { SinkFailure } from './sinks.js';
+import type { SinkFailure } from './logging/sinks.js';
 
 /** Signals that end a run the same way: the failure report within the short budget, unless Ready is pending. */
 export const TERMINATING_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
