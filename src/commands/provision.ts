@@ -1,7 +1,7 @@
 /** `bootstate provision`: maps the parsed options onto `runProvision`, prints what a dry run did, returns the exit code. */
 import { mkdirSync, realpathSync } from 'node:fs';
-import type { ParsedArgs } from './argv.js';
-import { UsageError } from './argv.js';
+import type { ParsedArgs } from '../cli/argv.js';
+import { UsageError } from '../cli/argv.js';
 
 /** `--groups a,b --groups c` and `BOOTSTATE_USER_GROUPS=a,b` (the flag wins) → `['a','b','c']`. */
 export function parseGroups(flags: string[] | undefined, env: string | undefined): string[] {
