@@ -14,7 +14,8 @@ import { readVmId } from '../os/vmid.js';
 export async function monitor(values: ParsedArgs['values']): Promise<number> {
   const config = await configFrom(values.config as string | undefined);
   const { runMonitor, defaultEndpoints } = await import('../monitor/run.js');
-  const { KvpTelemetry, pinoDestination } = await import('../kvp/telemetry.js');
+  const { KvpTelemetry } = await import('../kvp/telemetry.js');
+  const { pinoDestination } = await import('../kvp/log-sink.js');
   const { createJournal } = await import('../inspect/journal.js');
   const kvp = config.telemetry.kvp ? new KvpTelemetry({ config: config.telemetry }) : null;
   const { log, close, sinks } = createLogger({

@@ -13,8 +13,6 @@ import { type KvpRecord, SAFE_KEY_BYTES, SAFE_VALUE_BYTES, sanitizeText, splitVa
 import { KvpStore, readBootTime, REPORT_KEY } from './store.js';
 import { ZERO_VM_ID } from '../azure/health.js';
 
-export { pinoDestination } from './log-sink.js';
-
 export const KVP_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 export type KvpLevel = (typeof KVP_LEVELS)[number];
 export { REPORT_KEY };

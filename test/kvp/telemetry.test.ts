@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RECORD_BYTES, encodeRecords } from '../../src/kvp/codec.js';
 import { lockFd } from '../../src/kvp/lock.js';
 import { KvpStore } from '../../src/kvp/store.js';
-import { KvpTelemetry, ZERO_VM_ID, pinoDestination } from '../../src/kvp/telemetry.js';
+import { pinoDestination } from '../../src/kvp/log-sink.js';
+import { KvpTelemetry, ZERO_VM_ID } from '../../src/kvp/telemetry.js';
 import { VERSION } from '../../src/core/version.js';
 import { rawRecords, tempDir } from './helpers.js';
 
