@@ -1,14 +1,11 @@
 /**
  * The statechart as plain data: a walk over `machine.root` that lists every state node and every transition
  * (events, `after` delays, invoke `onDone`/`onError`, state `onDone`, `always`) with a label a reader understands.
- * The renderers (DOT, Mermaid, SVG) and the trace work from this graph, never from XState internals.
+ * The renderers (dot.ts, mermaid.ts, svg.ts) and the trace work from this graph, never from XState internals;
+ * they import it, and it imports none of them.
  */
 import type { AnyStateMachine, AnyStateNode, AnyTransitionDefinition } from 'xstate';
 import { edgeKey, guardName, statePath } from './edge-key.js';
-
-export { toDot, type DotHighlight } from './dot.js';
-export { toMermaid } from './mermaid.js';
-export { renderSvg } from './svg.js';
 
 export interface GraphNode {
   /** The state's dotted path, e.g. `provisioning.work.metadata`. */
