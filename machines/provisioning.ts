@@ -10,8 +10,9 @@
  * does. Nothing here performs I/O; every actor is a named placeholder that `src/provision.ts` replaces with the real ones.
  */
 import { assign, enqueueActions, fromCallback, fromPromise, or, setup, stateIn, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
-import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health } from '../src/azure/health.js';
-import type { InstanceMetadata, MediaMetadata } from '../src/azure/metadata.js';
+import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../src/azure/health.js';
+import { ZERO_VM_ID } from '../src/core/metadata.js';
+import type { InstanceMetadata, MediaMetadata } from '../src/core/metadata.js';
 import { poolType, normalizePpsType, pollErrorKind } from '../src/azure/pps.js';
 import { DEFAULT_CONFIG, type Config, type StepName } from '../src/config/defaults.js';
 import { failure, toFailure, type Failure } from '../src/core/errors.js';

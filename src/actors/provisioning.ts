@@ -17,7 +17,7 @@ import type { FirstImdsRequest } from '../azure/first-imds-request.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../azure/imds.js';
 import { pollErrorKind, shouldLogPoll } from '../azure/pps.js';
 import { fetchReprovisionDataOnce, parseReprovisionData } from '../azure/reprovision.js';
-import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
+import type { InstanceMetadata, MediaMetadata } from '../core/metadata.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure, type Failure } from '../core/errors.js';

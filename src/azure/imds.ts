@@ -11,7 +11,7 @@ import { randomUUID } from '../core/random.js';
 import * as v from 'valibot';
 import type { ImdsConfig } from '../config/defaults.js';
 import { BootstateError } from '../core/errors.js';
-import type { InstanceMetadata } from './metadata.js';
+import type { InstanceMetadata } from '../core/metadata.js';
 import { request, type HttpResponse } from './http.js';
 import { decodeBase64Data } from '../os/custom-data.js';
 import type { SecretStore } from '../core/secrets.js';

@@ -10,7 +10,7 @@ import { BootstateError } from '../core/errors.js';
 import type { ParseOvfOptions } from '../os/ovf.js';
 import { AGENT } from '../core/version.js';
 import { request, type HttpResponse } from './http.js';
-import { MAX_OVF_BYTES, type MediaMetadata } from './metadata.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../core/metadata.js';
 
 export const REPROVISION_PATH = '/metadata/reprovisiondata?api-version=2019-06-01';
 

@@ -5,7 +5,7 @@
  * (billion laughs, external entities) can reach the parser. The password and the decoded CustomData go into the SecretStore only.
  */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import { MAX_OVF_BYTES, type MediaMetadata } from '../azure/metadata.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../core/metadata.js';
 import { BootstateError, escapeValue } from '../core/errors.js';
 import type { SecretStore } from '../core/secrets.js';
 import { decodeBase64Data } from './custom-data.js';

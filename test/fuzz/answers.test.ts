@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll, type HttpResponse } from '../../src/azure/http.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../../src/azure/imds.js';
-import { MAX_OVF_BYTES, type MediaMetadata } from '../../src/azure/metadata.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../../src/core/metadata.js';
 import { fetchReprovisionDataOnce, parseReprovisionData, reprovisionTextFrom, reprovisionUrl } from '../../src/azure/reprovision.js';
 import { DEFAULT_CONFIG, type ImdsConfig } from '../../src/config/defaults.js';
 import type { BootstateError } from '../../src/core/errors.js';

@@ -6,7 +6,8 @@ import { RECORD_BYTES, encodeRecords } from '../../src/kvp/codec.js';
 import { lockFd } from '../../src/kvp/lock.js';
 import { KvpStore } from '../../src/kvp/store.js';
 import { pinoDestination } from '../../src/kvp/log-sink.js';
-import { KvpTelemetry, ZERO_VM_ID } from '../../src/kvp/telemetry.js';
+import { ZERO_VM_ID } from '../../src/core/metadata.js';
+import { KvpTelemetry } from '../../src/kvp/telemetry.js';
 import { VERSION } from '../../src/core/version.js';
 import { rawRecords, tempDir } from './helpers.js';
 

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
-import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import { BootstateError } from '../../src/core/errors.js';
 import { playAgainstOracle } from './check.js';
 import { ProvisioningOracle } from './oracle.js';
