@@ -71,6 +71,9 @@ export interface GraphOptions {
   timers?: Record<string, number>;
 }
 
+/** How XState calls a delay given as a function. */
+type DelayFunction = (args: { context: unknown; event: { type: string } }, params: undefined) => unknown;
+
 /** A named delay's value in ms: the run's recorded value, else the delay evaluated with the given context. */
 function delayValue(name: string, implementation: unknown, options: GraphOptions): number | undefined {
   const recorded = options.timers?.[name];
@@ -78,7 +81,7 @@ function delayValue(name: string, implementation: unknown, options: GraphOptions
   if (typeof implementation === 'number') return implementation;
   if (typeof implementation !== 'function' || options.delayContext === undefined) return undefined;
   try {
-    const value: unknown = implementation({ context: options.delayContext, event: { type: '' } }, undefined);
+    const value = (implementation as DelayFunction)({ context: options.delayContext, event: { type: '' } }, undefined);
     return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
   } catch {
     return undefined;

@@ -117,7 +117,7 @@ export function decodeRecord(buffer: Buffer, offset = 0, options: DecodeOptions 
 /** Decodes every whole record in `buffer`; a torn tail shorter than one record is ignored. */
 export function decodeRecords(buffer: Buffer, options: DecodeOptions = {}): KvpRecord[] {
   const count = Math.floor(buffer.length / RECORD_BYTES);
-  const out: KvpRecord[] = new Array(count);
+  const out = new Array<KvpRecord>(count);
   for (let i = 0; i < count; i++) out[i] = decodeRecord(buffer, i * RECORD_BYTES, options);
   return out;
 }

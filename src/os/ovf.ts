@@ -154,7 +154,7 @@ function toElements(nodes: RawNode[], scope: Map<string, string>): Element[] {
     let text = '';
     for (const child of children) {
       if (typeof child['#text'] === 'string') text += decode(child['#text']);
-      else if (Array.isArray(child['#cdata'])) text += (child['#cdata'] as RawNode[]).map((c) => String(c['#text'] ?? '')).join('');
+      else if (Array.isArray(child['#cdata'])) text += (child['#cdata'] as RawNode[]).map((c) => (typeof c['#text'] === 'string' ? c['#text'] : '')).join('');
     }
     out.push({ ns: ns ?? '', local, attrs, children: toElements(children, inner), text });
   }

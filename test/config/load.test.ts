@@ -216,7 +216,7 @@ path = "/var/lib/azure-init/"
 [azure_init_log_path]
 path = "/var/log/azure-init.log"
 `;
-    const file = await write(systemFile, azureInit);
+    await write(systemFile, azureInit);
     const { config, warnings } = await loadConfig({ systemFile, dropinDir, env: noEnv });
     expect(config.ssh.query_sshd_config).toBe(false);
     expect(config.hostname_provisioners.backends).toEqual(['hostnamectl']);

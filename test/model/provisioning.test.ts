@@ -57,7 +57,7 @@ const replays = paths.map((path) => {
     const direct = provisioningMachine.getTransitionData(steps[i - 1]!.snapshot as never, events[i - 1] as never).map(edgeKey);
     const microsteps = steps[i]!.microsteps.map((ts) => ts.map(edgeKey));
     if (JSON.stringify(direct) !== JSON.stringify(microsteps[0] ?? [])) {
-      throw new Error(`getTransitionData and the macrostep disagree on ${events[i - 1]!.type}: ${direct} vs ${microsteps[0]}`);
+      throw new Error(`getTransitionData and the macrostep disagree on ${events[i - 1]!.type}: ${direct.join(',')} vs ${(microsteps[0] ?? []).join(',')}`);
     }
     for (const key of microsteps.flat()) planned.add(key);
   }
