@@ -77,8 +77,8 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /**
- * True when this module is the program run by `tsx src/cli.ts`, not an import. The plain program's loader
- * (dist/bootstate.mjs) and the single executable's main script (scripts/sea-main.cjs) call `runAsProgram` themselves.
+ * True when this module is the program run by `tsx src/cli.ts`, not an import. The built program's loader
+ * (scripts/loader.cjs: dist/bootstate.mjs, and the single executable's main script) calls `runAsProgram` itself.
  */
 function isEntry(): boolean {
   const entry = process.argv[1];
