@@ -4,7 +4,7 @@
  * reporting states of the provisioning chart, for image builders who run each step themselves.
  */
 import { assign, fromPromise, setup } from 'xstate';
-import { failure, toFailure, type Failure } from '../src/errors.js';
+import { failure, toFailure, type Failure } from '../src/core/errors.js';
 
 export interface ReportRunInput {
   retryIntervalMs: number;

@@ -202,21 +202,22 @@ function writeDoc(summary: string[], seconds: number, jobs: number, played: numb
 if (args[0] === '--worker') {
   // A worker builds and judges the mutants the parent sends, one at a time; each chart's paths are computed once.
   const byChart = new Map(CHARTS.map((c) => [c.name, { chart: c, mutants: new Map(mutantsOf(c.machine).map((m) => [m.id, m])), judge: null as Promise<Judge> | null }]));
-  process.on('message', async (job: Job) => {
-    const entry = byChart.get(job.chart as never)!;
-    const mutant = entry.mutants.get(job.id);
+  const judgeJob = async (job: Job): Promise<Outcome> => {
     const started = Date.now();
-    let outcome: Outcome;
     try {
-      if (!mutant) throw new Error(`mutant not found in the worker: ${job.id}`);
+      const entry = byChart.get(job.chart as never);
+      const mutant = entry?.mutants.get(job.id);
+      if (!entry || !mutant) throw new Error(`mutant not found in the worker: ${job.chart} ${job.id}`);
       const judge = await (entry.judge ??= Judge.of(entry.chart, 'all', (name) => process.send!({ playing: name })));
       const verdict = await judge.judge(mutant);
-      outcome = { ...job, ...verdict, ms: Date.now() - started };
+      return { ...job, ...verdict, ms: Date.now() - started };
     } catch (error) {
-      outcome = { ...job, killed: false, broken: (error as Error).message, ms: Date.now() - started };
+      return { ...job, killed: false, broken: (error as Error).message, ms: Date.now() - started };
     }
-    process.send!(outcome);
-  });
+  };
+  // judgeJob never rejects: every failure is its job's outcome. A send that fails (the parent is gone) ends the
+  // worker as an unhandled rejection, which is what should happen to it then.
+  process.on('message', (job: Job) => void judgeJob(job).then((outcome) => process.send!(outcome)));
   process.send!({ ready: true });
 } else {
   await main();

@@ -1,14 +1,14 @@
 /**
  * The `bootstate` command: finds the subcommand, parses its options against its table entry
- * (`src/cli/subcommands.ts`), runs it and exits with its code. Thin on purpose — each subcommand's module is
+ * (`src/commands/index.ts`), runs it and exits with its code. Thin on purpose — each subcommand's module is
  * imported only when that subcommand runs.
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { EXIT_USAGE, parseSubcommand, renderHelp, suggestion, synopsis, UsageError } from './cli/argv.js';
-import { SUBCOMMANDS } from './cli/subcommands.js';
-import { EXIT_FAILURE, EXIT_OK } from './errors.js';
-import { VERSION } from './version.js';
+import { SUBCOMMANDS } from './commands/index.js';
+import { EXIT_FAILURE, EXIT_OK } from './core/errors.js';
+import { VERSION } from './core/version.js';
 
 export const EXIT_CODES_HELP = `Exit codes:
   0   success: provisioned and Ready accepted, or already provisioned

@@ -1,6 +1,6 @@
 /** The stderr log level from the environment: BOOTSTATE_LOG, else azure-init's AZURE_INIT_LOG (a tracing filter). */
 import { describe, expect, it } from 'vitest';
-import { levelFromEnv } from '../src/log.js';
+import { levelFromEnv } from '../src/logging/log.js';
 
 describe('levelFromEnv', () => {
   it('reads BOOTSTATE_LOG, and AZURE_INIT_LOG as its alias', () => {

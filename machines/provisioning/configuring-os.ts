@@ -5,7 +5,7 @@
  */
 import { assign } from 'xstate';
 import type { StepName } from '../../src/config/defaults.js';
-import { failure, toFailure } from '../../src/errors.js';
+import { failure, toFailure } from '../../src/core/errors.js';
 import { withError } from './retry.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';

@@ -5,7 +5,7 @@
  */
 import { assign } from 'xstate';
 import { HEALTH_IN_PROGRESS } from '../../src/azure/health.js';
-import { toFailure } from '../../src/errors.js';
+import { toFailure } from '../../src/core/errors.js';
 import { configured, configuringOs, validating } from './configuring-os.js';
 import { checkingProxyAgent, gathering } from './gathering.js';
 import { retried, withError } from './retry.js';

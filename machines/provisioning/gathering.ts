@@ -4,7 +4,7 @@
  * no metadata at all).
  */
 import { assign } from 'xstate';
-import { toFailure } from '../../src/errors.js';
+import { toFailure } from '../../src/core/errors.js';
 import { poolAfterClaim, proxyAgentSilent } from './plan.js';
 import { retried, withError } from './retry.js';
 import { chart } from './setup.js';

@@ -14,7 +14,7 @@
  * action; `retry.ts` builds every retry loop.
  */
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
-import { ZERO_VM_ID } from '../../src/azure/health.js';
+import { ZERO_VM_ID } from '../../src/core/metadata.js';
 import { provisioning } from './first-boot.js';
 import { outputOf } from './plan.js';
 import { preprovisioned } from './pool.js';

@@ -1,6 +1,6 @@
 /** Pure functions of the chart's context: the plan, the pool type, the failures built from what was gathered, the output. */
 import { poolType } from '../../src/azure/pps.js';
-import { failure, type Failure } from '../../src/errors.js';
+import { failure, type Failure } from '../../src/core/errors.js';
 import type { ProvisioningContext, ProvisioningOutput, ProvisioningPlan, RunEnd } from './types.js';
 
 /** A duration as a timer delay, capped at 2^31−1 ms (beyond it the runtime fires after 1 ms). */

@@ -5,10 +5,10 @@
  */
 import { assign, enqueueActions, fromCallback, fromPromise, or, setup, stateIn } from 'xstate';
 import { HEALTH_FAILED, type Health } from '../../src/azure/health.js';
-import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import { normalizePpsType, pollErrorKind } from '../../src/azure/pps.js';
 import type { Config, StepName } from '../../src/config/defaults.js';
-import { failure, toFailure } from '../../src/errors.js';
+import { failure, toFailure } from '../../src/core/errors.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
 import type { MarkerState } from '../../src/os/provisioner.js';
 import type { PlatformCheck } from '../../src/os/platform.js';

@@ -4,7 +4,7 @@
  * pool) or provision.
  */
 import { assign } from 'xstate';
-import { toFailure } from '../../src/errors.js';
+import { toFailure } from '../../src/core/errors.js';
 import { withError } from './retry.js';
 import { chart } from './setup.js';
 

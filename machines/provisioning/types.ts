@@ -1,8 +1,8 @@
 /** The provisioning chart's types: its context, input and output, its events, and the input of each actor. */
 import type { Health, HEALTH_FAILED, HEALTH_READY } from '../../src/azure/health.js';
-import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import type { Config } from '../../src/config/defaults.js';
-import type { Failure } from '../../src/errors.js';
+import type { Failure } from '../../src/core/errors.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
 
 /** What provisioning will apply, resolved from IMDS (or the provisioning media). No secrets. */

@@ -64,7 +64,7 @@ export function nodeBundle(outfile) {
 /*
  * The program is four scripts, each V8 deserializes whole from its code cache, so each run reads only the code
  * of what it does, and only when it needs it:
- *   cli        src/cli.ts with the subcommand table and src/cli/argv.ts: `--version`, `--help`, usage errors;
+ *   cli        src/cli.ts with the subcommand table (src/commands/index.ts) and src/cli/argv.ts: `--version`, `--help`, usage errors;
  *   provision  `bootstate provision` up to its first IMDS request: the config, the instance lock, the markers and
  *              the HTTP client (src/run/provision.ts);
  *   run        the rest of `provision`, read once that request is on its way: the chart, its actors, logging, KVP,
@@ -81,9 +81,9 @@ export function nodeBundle(outfile) {
 const IMPORT_PREFIX = 'bootstate-import:';
 const SCRIPT_PREFIX = 'bootstate-script:';
 const CLI_MODULE = 'bootstate-cli';
-const subcommandTable = join(root, 'src/cli/subcommands.ts');
+const subcommandTable = join(root, 'src/commands/index.ts');
 const argvModule = join(root, 'src/cli/argv.ts');
-const PROVISION = 'src/cli/provision-command.ts';
+const PROVISION = 'src/commands/provision.ts';
 
 /** `import('./x.js')` in `dir` → the TypeScript file's path from the repository root. */
 const sourceOf = (dir, specifier) => relative(root, join(dir, specifier).replace(/\.js$/, '.ts'));

@@ -2,7 +2,7 @@
 // Builds dist/bootstate_<version>_<arch>.deb from dist/bootstate (built first when missing), the systemd units,
 // the commented default configuration rendered from DEFAULT_CONFIG, and the maintainer scripts in packaging/debian.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -122,7 +122,7 @@ async function renderDefaultConfig() {
 
 /** The Maintainer field: the signer of the latest changelog entry, as Debian tools read it. */
 function maintainer() {
-  return /^ -- (.+?)  /m.exec(readFileSync(join(debian, 'changelog'), 'utf8'))[1];
+  return /^ -- (.+?) {2}/m.exec(readFileSync(join(debian, 'changelog'), 'utf8'))[1];
 }
 
 /**

@@ -18,10 +18,10 @@ import type { FirstImdsRequest } from '../run/first-imds-request.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../azure/imds.js';
 import { pollErrorKind, shouldLogPoll } from '../azure/pps.js';
 import { fetchReprovisionDataOnce, parseReprovisionData } from '../azure/reprovision.js';
-import type { InstanceMetadata, MediaMetadata } from '../azure/metadata.js';
+import type { InstanceMetadata, MediaMetadata } from '../core/metadata.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { Config } from '../config/defaults.js';
-import { BootstateError, toFailure, type Failure } from '../errors.js';
+import { BootstateError, toFailure, type Failure } from '../core/errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { HostKeyType } from '../os/host-keys.js';
 import type { MarkerState, MarkerStore, Provisioner, StepResult } from '../os/provisioner.js';
@@ -30,7 +30,7 @@ import { machineHostname, validateHostname, validateUsername } from '../os/valid
 import { checkPlatform, type PlatformCheck } from '../os/platform.js';
 import { readVmId, type VmId } from '../os/vmid.js';
 import type { SdNotifier } from '../os/sd-notify.js';
-import type { SecretStore } from '../secrets.js';
+import type { SecretStore } from '../core/secrets.js';
 import { headStart } from '../run/head-start.js';
 import type { ReportBook } from './report-book.js';
 

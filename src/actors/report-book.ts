@@ -3,7 +3,7 @@
  * bytes (same timestamp) however many HTTP attempts follow.
  */
 import { encodeFailureReport, encodeSuccessReport } from '../azure/report.js';
-import type { Failure } from '../errors.js';
+import type { Failure } from '../core/errors.js';
 
 export class ReportBook {
   #success = new Map<string, string>();

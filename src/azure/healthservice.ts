@@ -5,7 +5,7 @@
  * watched may be the very thing that is down.
  */
 import { request } from './http.js';
-import { AGENT } from '../version.js';
+import { AGENT } from '../core/version.js';
 
 /** One health observation as it goes on the wire (spec §5.2 field names and order). */
 export interface Observation {

@@ -4,7 +4,7 @@
  * means. A 502 is the plugin telling us its upstream (storage) failed, so it never counts against the plugin.
  */
 import { request } from './http.js';
-import { AGENT } from '../version.js';
+import { AGENT } from '../core/version.js';
 
 /** The outcome of one check: whether this single answer counts as healthy, and the text worth reporting. */
 export interface CheckResult {

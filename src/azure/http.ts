@@ -9,7 +9,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import Agent from 'undici/lib/dispatcher/agent.js';
 import dispatchRequest from 'undici/lib/api/api-request.js';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 
 export interface HttpRequestOptions {
   method?: 'GET' | 'POST' | 'PUT';

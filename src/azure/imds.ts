@@ -7,15 +7,15 @@
  * too large, not UTF-8, not JSON or of the wrong shape will not be different next time, and is a failure naming
  * the limit or the key at once (cloud-init does not retry it either; azure-init retries it for its whole budget).
  */
-import { randomUUID } from '../random.js';
+import { randomUUID } from '../core/random.js';
 import * as v from 'valibot';
 import type { ImdsConfig } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
-import type { InstanceMetadata } from './metadata.js';
+import { BootstateError } from '../core/errors.js';
+import type { InstanceMetadata } from '../core/metadata.js';
 import { request, type HttpResponse } from './http.js';
 import { decodeBase64Data } from '../os/custom-data.js';
-import type { SecretStore } from '../secrets.js';
-import { AGENT } from '../version.js';
+import type { SecretStore } from '../core/secrets.js';
+import { AGENT } from '../core/version.js';
 
 /** Statuses IMDS uses while it is still starting up or throttling (azure-init's RETRY_CODES). */
 export const IMDS_RETRYABLE_STATUSES: ReadonlySet<number> = new Set([400, 404, 410, 429, 500, 503]);

@@ -2,7 +2,7 @@
  * Pre-provisioned VMs (PPS, spec §1.3 `extended.compute.ppsType`, §7.2 `PreprovisionedVm`/`PreprovisionedVMType`):
  * which pool type a VM is in, and when a wait for reuse logs a failed poll. Pure functions; the chart decides.
  */
-import type { Failure } from '../errors.js';
+import type { Failure } from '../core/errors.js';
 
 /** The types `pps_type` may carry in a report (libazureinit-kvp's set). */
 export type PpsType = 'None' | 'Running' | 'Savable' | 'PreprovisionedOSDisk' | 'Unknown';

@@ -15,8 +15,8 @@
  * longest supporting value is cut (at a character boundary, marked with `…`) until it fits; the required fields
  * are never cut, and are kept short by construction (`reason` ≤ 128 bytes, `vm_id` ≤ 64 bytes).
  */
-import type { Failure, SupportingData } from '../errors.js';
-import { AGENT } from '../version.js';
+import type { Failure, SupportingData } from '../core/errors.js';
+import { AGENT } from '../core/version.js';
 
 export const REPORT_MAX_BYTES = 1022;
 export const DOCUMENTATION_URL = 'https://aka.ms/linuxprovisioningerror';

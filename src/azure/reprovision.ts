@@ -4,13 +4,13 @@
  * A 2xx is the claim: its document is judged at once, and one that is too large, not UTF-8 or not an Azure
  * ovf-env.xml ends the wait with a non-retryable error, since polling again would only fetch it again.
  */
-import { randomUUID } from '../random.js';
+import { randomUUID } from '../core/random.js';
 import type { ImdsConfig } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import type { ParseOvfOptions } from '../os/ovf.js';
-import { AGENT } from '../version.js';
+import { AGENT } from '../core/version.js';
 import { request, type HttpResponse } from './http.js';
-import { MAX_OVF_BYTES, type MediaMetadata } from './metadata.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../core/metadata.js';
 
 export const REPROVISION_PATH = '/metadata/reprovisiondata?api-version=2019-06-01';
 

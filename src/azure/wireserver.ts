@@ -4,11 +4,11 @@
  * `Retry-After` is ignored so no server can stretch that deadline.
  */
 import type { WireserverConfig } from '../config/defaults.js';
-import { BootstateError, failure } from '../errors.js';
+import { BootstateError, failure } from '../core/errors.js';
 import type { Health } from './health.js';
 import { request } from './http.js';
 import { encodeFailureReport } from './report.js';
-import { AGENT } from '../version.js';
+import { AGENT } from '../core/version.js';
 
 export type { Health };
 
@@ -148,7 +148,8 @@ export class HealthReporter {
         () => undefined,
       );
       this.#inFlight.add(settled);
-      settled.finally(() => this.#inFlight.delete(settled));
+      // `settled` never rejects (both of its handlers return): nothing waits for this bookkeeping, nothing is lost.
+      void settled.finally(() => this.#inFlight.delete(settled));
       return attempt;
     }
     this.#final = true;
@@ -170,7 +171,8 @@ function untilSettledOrAborted(pending: Promise<unknown>[], signal: AbortSignal 
       );
     if (signal?.aborted) return onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
-    Promise.all(pending).then(() => {
+    // The in-flight promises never reject (HealthReporter.post keeps them settled-only), so neither does this.
+    void Promise.all(pending).then(() => {
       signal?.removeEventListener('abort', onAbort);
       resolve();
     });

@@ -11,7 +11,7 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, read
 import { join } from 'node:path';
 import * as v from 'valibot';
 import { parse as parseToml } from 'smol-toml';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import { type Config, DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from './defaults.js';
 import { ConfigSchema, type Layer, LayerSchema, describeIssue, isTable, normalizeAzureInitNames, normalizeOlderNames } from './schema.js';
 import { setAsideUnknown } from './unknown-keys.js';

@@ -3,7 +3,9 @@
  * reading a machine without a run: the overview first, every state one click away, fitted, zoomable, pannable.
  */
 import type { AnyStateMachine } from 'xstate';
-import { buildGraph, renderSvg, toDot, type GraphOptions } from './graph.js';
+import { toDot } from './dot.js';
+import { buildGraph, type GraphOptions } from './graph.js';
+import { renderSvg } from './svg.js';
 import { overviewOf } from './overview.js';
 import { CHART_HELP, CHART_VIEW_CSS, CHART_VIEW_JS, chartTools, inlineSvg, scriptHash } from './pan-zoom.js';
 import { escapeHtml } from './trace.js';

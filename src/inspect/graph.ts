@@ -1,14 +1,11 @@
 /**
  * The statechart as plain data: a walk over `machine.root` that lists every state node and every transition
  * (events, `after` delays, invoke `onDone`/`onError`, state `onDone`, `always`) with a label a reader understands.
- * The renderers (DOT, Mermaid, SVG) and the trace work from this graph, never from XState internals.
+ * The renderers (dot.ts, mermaid.ts, svg.ts) and the trace work from this graph, never from XState internals;
+ * they import it, and it imports none of them.
  */
 import type { AnyStateMachine, AnyStateNode, AnyTransitionDefinition } from 'xstate';
 import { edgeKey, guardName, statePath } from './edge-key.js';
-
-export { toDot, type DotHighlight } from './dot.js';
-export { toMermaid } from './mermaid.js';
-export { renderSvg } from './svg.js';
 
 export interface GraphNode {
   /** The state's dotted path, e.g. `provisioning.work.metadata`. */
@@ -79,6 +76,9 @@ export interface GraphOptions {
   timers?: Record<string, number>;
 }
 
+/** How XState calls a delay given as a function. */
+type DelayFunction = (args: { context: unknown; event: { type: string } }, params: undefined) => unknown;
+
 /** A named delay's value in ms: the run's recorded value, else the delay evaluated with the given context. */
 function delayValue(name: string, implementation: unknown, options: GraphOptions): number | undefined {
   const recorded = options.timers?.[name];
@@ -86,7 +86,7 @@ function delayValue(name: string, implementation: unknown, options: GraphOptions
   if (typeof implementation === 'number') return implementation;
   if (typeof implementation !== 'function' || options.delayContext === undefined) return undefined;
   try {
-    const value: unknown = implementation({ context: options.delayContext, event: { type: '' } }, undefined);
+    const value = (implementation as DelayFunction)({ context: options.delayContext, event: { type: '' } }, undefined);
     return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
   } catch {
     return undefined;

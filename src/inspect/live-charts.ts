@@ -3,7 +3,9 @@
  * relay on the first page request. Imported only by `inspect-server`'s page handler, never on an agent's path.
  */
 import { tagSvg } from './chart-tags.js';
-import { buildGraph, renderSvg, toDot } from './graph.js';
+import { toDot } from './dot.js';
+import { buildGraph } from './graph.js';
+import { renderSvg } from './svg.js';
 import { overviewOf } from './overview.js';
 import { chartTools, inlineSvg } from './pan-zoom.js';
 import { loadMachine } from './render.js';

@@ -5,7 +5,7 @@
  * secret can reach a journal or a live inspector through here whatever the machine carries.
  */
 import type { InspectionEvent, StateValue } from 'xstate';
-import { KINDS, escapeValue, isFailure, type Failure } from '../errors.js';
+import { KINDS, escapeValue, isFailure, type Failure } from '../core/errors.js';
 import { edgeKey } from './edge-key.js';
 
 /** The allow-listed part of a final state's output. */
@@ -88,6 +88,9 @@ function recordedFailure(context: unknown): Failure | undefined {
   return undefined;
 }
 
+/** How XState calls a delay given as a function. */
+type DelayFunction = (args: { context: unknown; event: { type: string } }, params: undefined) => unknown;
+
 /** The machine's named delays evaluated with the run's context: numbers only. */
 function timerValues(logic: unknown, context: unknown): Record<string, number> | undefined {
   const delays = (logic as { implementations?: { delays?: Record<string, unknown> } } | undefined)?.implementations?.delays;
@@ -95,7 +98,7 @@ function timerValues(logic: unknown, context: unknown): Record<string, number> |
   const out: Record<string, number> = {};
   for (const [name, delay] of Object.entries(delays)) {
     try {
-      const value: unknown = typeof delay === 'function' ? delay({ context, event: { type: '' } }, undefined) : delay;
+      const value = typeof delay === 'function' ? (delay as DelayFunction)({ context, event: { type: '' } }, undefined) : delay;
       if (typeof value === 'number' && Number.isFinite(value) && value >= 0) out[name] = value;
     } catch {
       // A delay that cannot be evaluated outside a transition is left unnamed.

@@ -8,7 +8,7 @@ import type { AnyStateMachine } from 'xstate';
 import { tagSvg } from './chart-tags.js';
 import { formatDuration, formatSteps, toDot, type DotHighlight } from './dot.js';
 import { buildGraph, type GraphOptions, type MachineGraph } from './graph.js';
-import { normalizeLine, normalizeLines, TimerRecord } from './journal-input.js';
+import { normalizeLine, TimerRecord } from './journal-input.js';
 import type { JournalLine } from './journal.js';
 import { overviewOf } from './overview.js';
 import { CHART_HELP, CHART_VIEW_CSS, CHART_VIEW_JS, chartTools, inlineSvg, scriptHash } from './pan-zoom.js';

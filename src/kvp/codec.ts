@@ -3,7 +3,7 @@
  * field, both UTF-8 and NUL padded (spec §4.2). Safe mode enforces the limits the host can actually read
  * back (254-byte keys, 1,022-byte values, spec §4.3); unsafe mode only the field widths.
  */
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 
 export const KEY_FIELD_BYTES = 512;
 export const VALUE_FIELD_BYTES = 2048;
@@ -117,7 +117,7 @@ export function decodeRecord(buffer: Buffer, offset = 0, options: DecodeOptions 
 /** Decodes every whole record in `buffer`; a torn tail shorter than one record is ignored. */
 export function decodeRecords(buffer: Buffer, options: DecodeOptions = {}): KvpRecord[] {
   const count = Math.floor(buffer.length / RECORD_BYTES);
-  const out: KvpRecord[] = new Array(count);
+  const out = new Array<KvpRecord>(count);
   for (let i = 0; i < count; i++) out[i] = decodeRecord(buffer, i * RECORD_BYTES, options);
   return out;
 }

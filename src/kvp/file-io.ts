@@ -1,6 +1,6 @@
 /** Whole-buffer reads and writes on a pool descriptor, and errno errors turned into KVP_FAILED. */
 import fs from 'node:fs';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import { RECORD_BYTES } from './codec.js';
 
 /** Reads the first `length` bytes of the file, trimmed to whole records if the file shrank meanwhile. */

@@ -14,7 +14,7 @@
  */
 import fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import { LOCK_EX, LOCK_SH, LOCK_UN, nativeAddon } from '../native/native-addon.js';
 
 export type LockMode = 'exclusive' | 'shared';

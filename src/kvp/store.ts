@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import {
   type CodecOptions,
   type KvpRecord,

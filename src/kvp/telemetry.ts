@@ -4,22 +4,18 @@
  * per flush, plus the `PROVISIONING_REPORT` written at once. Telemetry must never break provisioning, so no
  * method throws: failures are counted and the last one kept in `lastError`.
  */
-import { randomUUID } from '../random.js';
+import { randomUUID } from '../core/random.js';
 import type { TelemetryConfig } from '../config/defaults.js';
 import { DEFAULT_CONFIG } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
-import { VERSION } from '../version.js';
+import { BootstateError } from '../core/errors.js';
+import { VERSION } from '../core/version.js';
 import { type KvpRecord, SAFE_KEY_BYTES, SAFE_VALUE_BYTES, sanitizeText, splitValue, truncateUtf8 } from './codec.js';
 import { KvpStore, readBootTime, REPORT_KEY } from './store.js';
-import { ZERO_VM_ID } from '../azure/health.js';
-
-export { pinoDestination } from './log-sink.js';
+import { ZERO_VM_ID } from '../core/metadata.js';
 
 export const KVP_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 export type KvpLevel = (typeof KVP_LEVELS)[number];
 export { REPORT_KEY };
-/** Keys of records flushed before `setVmId` was called carry the zero VM id (as azure-init's do when unreadable). */
-export { ZERO_VM_ID };
 const TRUNCATED = ' …[truncated]';
 
 export interface KvpTelemetryOptions {

@@ -6,8 +6,8 @@
  */
 import { request } from '../azure/http.js';
 import type { CheckOptions, CheckResult } from '../azure/hostplugin.js';
-import { BootstateError } from '../errors.js';
-import { AGENT } from '../version.js';
+import { BootstateError } from '../core/errors.js';
+import { AGENT } from '../core/version.js';
 
 export const IMDS_HEARTBEAT_PATH = '/metadata/instance?api-version=2018-02-01';
 /** Statuses restutil retries; one that is still there after the retries is a service error (429 excepted). */

@@ -10,7 +10,7 @@ import { closeSync, constants, lstatSync, mkdtempSync, openSync, readFileSync, r
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundled, bundledAsset } from '../bundled-asset.js';
+import { bundled, bundledAsset } from '../core/bundled-asset.js';
 
 export interface NativeAddon {
   /** flock(2) on `fd`; op 1 shared, 2 exclusive, 8 unlock; waits up to `timeoutMs`. Returns 0 or an errno. */

@@ -7,7 +7,7 @@
 import { constants, rmSync } from 'node:fs';
 import { open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { randomBytes } from '../random.js';
+import { randomBytes } from '../core/random.js';
 
 export interface AtomicWriteOptions {
   mode: number;

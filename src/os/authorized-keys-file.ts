@@ -5,7 +5,7 @@
 import { hostname } from 'node:os';
 import path from 'node:path';
 import type { Runner } from './exec.js';
-import { BootstateError, escapeValue } from '../errors.js';
+import { BootstateError, escapeValue } from '../core/errors.js';
 import { firstLine, isCommandMissing, stderrOf } from './exec.js';
 
 export interface KeysFileContext {

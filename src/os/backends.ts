@@ -2,7 +2,7 @@
  * Each OS step tries its configured backends in order (as azure-init does); the first that succeeds wins and
  * the failure of the whole step names the step and the last backend's error.
  */
-import { BootstateError, type ErrorCode } from '../errors.js';
+import { BootstateError, type ErrorCode } from '../core/errors.js';
 import type { Runner } from './exec.js';
 import type { StepResult } from './provisioner.js';
 

@@ -6,8 +6,8 @@
 import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { WAAGENT_CUSTOM_DATA_PATH, type Config } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
-import type { SecretName, SecretStore } from '../secrets.js';
+import { BootstateError } from '../core/errors.js';
+import type { SecretName, SecretStore } from '../core/secrets.js';
 import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';
 import { under } from './paths.js';

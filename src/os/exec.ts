@@ -2,7 +2,7 @@
  * Runs system commands for the OS backend: an argument array (never a shell), optional stdin bytes, an
  * AbortSignal and a timeout that kill the child's whole process group, and bounded captured output.
  */
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 
 export interface RunOptions {
   /** Bytes written to the child's stdin (e.g. `user:password` for chpasswd). Never logged or reported. */

@@ -13,7 +13,7 @@ import type * as Crypto from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import type { OsContext } from './backends.js';
 import { isCommandMissing } from './exec.js';
 import { under } from './paths.js';

@@ -15,7 +15,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { HostnamePublishingBackendName } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import type { OsContext } from './backends.js';
 import {
   type ClientProcess,

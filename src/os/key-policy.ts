@@ -4,7 +4,7 @@
  * why. Only when keys were given, none is usable and password logins are off does the VM fail: it would be
  * unreachable, and the failure names the keys.
  */
-import { BootstateError, escapeValue, type SupportingData } from '../errors.js';
+import { BootstateError, escapeValue, type SupportingData } from '../core/errors.js';
 import { validateSshKey } from './validate.js';
 
 export interface SkippedKey {

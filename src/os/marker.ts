@@ -10,7 +10,7 @@
 import { constants, lstatSync, readdirSync, rmSync } from 'node:fs';
 import { chmod, mkdir, open, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import type { MarkerState, MarkerStore } from './provisioner.js';
 import { syncDir } from './atomic.js';
 import { checkRegular, kindOf, UnexpectedFileError } from './open-regular.js';

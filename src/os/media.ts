@@ -7,9 +7,9 @@
 import { constants } from 'node:fs';
 import { mkdir, mkdtemp, open, readFile, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import { MAX_OVF_BYTES, type MediaMetadata } from '../azure/metadata.js';
-import { BootstateError } from '../errors.js';
-import type { SecretStore } from '../secrets.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../core/metadata.js';
+import { BootstateError } from '../core/errors.js';
+import type { SecretStore } from '../core/secrets.js';
 import { run as defaultRun, type Runner } from './exec.js';
 import { IsoError, readFileFromIso } from './iso9660.js';
 import { probeMediaDevices } from './volume-probe.js';

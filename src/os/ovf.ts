@@ -5,9 +5,9 @@
  * (billion laughs, external entities) can reach the parser. The password and the decoded CustomData go into the SecretStore only.
  */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import { MAX_OVF_BYTES, type MediaMetadata } from '../azure/metadata.js';
-import { BootstateError, escapeValue } from '../errors.js';
-import type { SecretStore } from '../secrets.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../core/metadata.js';
+import { BootstateError, escapeValue } from '../core/errors.js';
+import type { SecretStore } from '../core/secrets.js';
 import { decodeBase64Data } from './custom-data.js';
 import { validatePassword } from './validate.js';
 
@@ -154,7 +154,7 @@ function toElements(nodes: RawNode[], scope: Map<string, string>): Element[] {
     let text = '';
     for (const child of children) {
       if (typeof child['#text'] === 'string') text += decode(child['#text']);
-      else if (Array.isArray(child['#cdata'])) text += (child['#cdata'] as RawNode[]).map((c) => String(c['#text'] ?? '')).join('');
+      else if (Array.isArray(child['#cdata'])) text += (child['#cdata'] as RawNode[]).map((c) => (typeof c['#text'] === 'string' ? c['#text'] : '')).join('');
     }
     out.push({ ns: ns ?? '', local, attrs, children: toElements(children, inner), text });
   }

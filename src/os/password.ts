@@ -2,9 +2,9 @@
  * The password step (spec §8.3): locked by default; when the provisioning media carried a password it is set
  * with chpasswd, the `user:password` line written to its stdin only and the buffer zeroed afterwards.
  */
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import type { PasswordBackendName } from '../config/defaults.js';
-import type { SecretStore } from '../secrets.js';
+import type { SecretStore } from '../core/secrets.js';
 import type { Backend, OsContext } from './backends.js';
 import { readRegularInRoot } from './paths.js';
 import type { StepResult } from './provisioner.js';

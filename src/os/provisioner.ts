@@ -2,7 +2,7 @@
  * The OS changes bootstate makes, behind one interface. `real` runs the system's commands; `scratch` only
  * writes under a directory and records the commands it would run (the demo and tests use it).
  */
-import type { SecretStore } from '../secrets.js';
+import type { SecretStore } from '../core/secrets.js';
 import type { HostKeysResult, HostKeyType } from './host-keys.js';
 
 export interface StepResult {

@@ -3,7 +3,7 @@
  * wireserver, and provisioning goes on only once `azure-proxy-agent --status --wait N` says it is ready (the check
  * cloud-init makes). Missing or not ready: ProvisioningFailed with the platform's reasons.
  */
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import { isCommandMissing, type Runner } from './exec.js';
 
 export const PROXY_AGENT_COMMAND = 'azure-proxy-agent';

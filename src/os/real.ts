@@ -5,8 +5,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Config } from '../config/defaults.js';
-import { BootstateError, escapeValue } from '../errors.js';
-import type { SecretStore } from '../secrets.js';
+import { BootstateError, escapeValue } from '../core/errors.js';
+import type { SecretStore } from '../core/secrets.js';
 import { resolveAuthorizedKeysFiles } from './authorized-keys-file.js';
 import { sshdDumpFlags, sshdLoadsKeysPerConnection } from './sshd-capability.js';
 import { tryBackends, type OsContext } from './backends.js';

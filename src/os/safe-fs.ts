@@ -5,7 +5,7 @@
  */
 import { constants, type Stats } from 'node:fs';
 import { mkdir, open, type FileHandle } from 'node:fs/promises';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 
 export interface Owner {
   uid: number;

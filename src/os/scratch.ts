@@ -6,7 +6,7 @@
 import { appendFile, chmod, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import type { RunOptions, RunResult } from './exec.js';
 import type { HostKeysResult, HostKeyType } from './host-keys.js';
 import { under } from './paths.js';

@@ -6,7 +6,7 @@
 import { constants } from 'node:fs';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import { sweepTempFiles, tempNameFor } from './atomic.js';
 import { under } from './paths.js';
 import { inDir, openBase, openExistingFile, walkDirs } from './safe-fs.js';

@@ -7,7 +7,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { SshConfig } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
+import { BootstateError } from '../core/errors.js';
 import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';
 import { sshdDumpValue } from './authorized-keys-file.js';

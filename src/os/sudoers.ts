@@ -6,8 +6,8 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { SudoPolicy } from '../config/defaults.js';
-import { BootstateError } from '../errors.js';
-import { sha256Hex } from '../random.js';
+import { BootstateError } from '../core/errors.js';
+import { sha256Hex } from '../core/random.js';
 import { SUDOERS_DROPIN_PREFIX } from './admin-users.js';
 import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';

@@ -10,7 +10,7 @@
  * derived. Hostnames are validated whole (RFC 1123, ≤ 253) and the machine is given the first label.
  */
 import { readFile } from 'node:fs/promises';
-import { BootstateError, escapeValue } from '../errors.js';
+import { BootstateError, escapeValue } from '../core/errors.js';
 
 export const MAX_USERNAME_LENGTH = 32;
 export const MAX_PASSWORD_LENGTH = 72;

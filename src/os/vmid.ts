@@ -3,10 +3,8 @@
  * byte-swapped on Generation 1 (BIOS) VMs, where SMBIOS 2.3 stores them little-endian.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { ZERO_VM_ID } from '../azure/health.js';
+import { ZERO_VM_ID } from '../core/metadata.js';
 import { under } from './paths.js';
-
-export { ZERO_VM_ID };
 
 export interface VmId {
   vmId: string;

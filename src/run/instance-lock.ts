@@ -6,7 +6,7 @@
 import { closeSync, constants, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/defaults.js';
-import { BootstateError, toFailure } from '../errors.js';
+import { BootstateError, toFailure } from '../core/errors.js';
 import { lockFd } from '../kvp/lock.js';
 import { openRegularSync } from '../os/open-regular.js';
 

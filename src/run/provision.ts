@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
 import type { StepSelection } from '../config/steps.js';
-import { toFailure } from '../errors.js';
+import { toFailure } from '../core/errors.js';
 import { markerStore } from '../os/marker.js';
 import type { MarkerState } from '../os/provisioner.js';
 import { checkPlatform } from '../os/platform.js';
@@ -16,7 +16,7 @@ import { readVmId, type VmId } from '../os/vmid.js';
 import { FirstImdsRequest } from './first-imds-request.js';
 import { takeInstanceLock } from './instance-lock.js';
 import { catchSignals } from './signals.js';
-import type { LoadedConfig, ProvisionOptions, ProvisionResult } from './types.js';
+import type { ProvisionOptions, ProvisionResult } from './types.js';
 
 /**
  * How long loading the rest waits at most for the first IMDS request to be written. On a VM that takes well under a

@@ -3,8 +3,8 @@ import type { InspectionEvent } from 'xstate';
 import type { ProvisioningOutput } from '../../machines/provisioning.js';
 import type { Config } from '../config/defaults.js';
 import type { StepSelection } from '../config/steps.js';
-import type { LogFormat } from '../log-text.js';
-import type { SinkFailure } from '../sinks.js';
+import type { LogFormat } from '../logging/log-text.js';
+import type { SinkFailure } from '../logging/sinks.js';
 
 export interface ProvisionOptions {
   /** `--config FILE|DIR`. */

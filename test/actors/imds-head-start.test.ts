@@ -15,7 +15,7 @@ import { headStart } from '../../src/run/head-start.js';
 import { IMDS_HEAD_START_MS, provisioningActors, type ProvisioningDeps } from '../../src/actors/provisioning.js';
 import { closeAll } from '../../src/azure/http.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
-import { SecretStore } from '../../src/secrets.js';
+import { SecretStore } from '../../src/core/secrets.js';
 import { backlogFullListener } from '../support/listeners.js';
 
 afterAll(() => closeAll());

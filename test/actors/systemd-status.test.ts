@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { createProvisioningMachine, HEALTH_FAILED, type ProvisioningContext } from '../../machines/provisioning.js';
 import { EXTEND_SLACK_SECS, phaseOf, SystemdStatus, type StatusSnapshot } from '../../src/actors/systemd-status.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 
 const machine = createProvisioningMachine();
 const at = (value: unknown, context: Partial<ProvisioningContext> = {}): StatusSnapshot =>

@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
 import type { ProvisioningPlan } from '../../machines/provisioning.js';
 import { provisioningActors, type ProvisioningDeps } from '../../src/actors/provisioning.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
-import { BootstateError, failure, type Failure } from '../../src/errors.js';
-import { SecretStore } from '../../src/secrets.js';
+import { BootstateError, failure, type Failure } from '../../src/core/errors.js';
+import { SecretStore } from '../../src/core/secrets.js';
 import { keyLine } from '../os/keys.js';
 
 function harness(readMedia: ProvisioningDeps['readMedia'] = async () => null) {

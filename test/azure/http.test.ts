@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll, request } from '../../src/azure/http.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { type FakeFabric, startFakeFabric } from '../../src/fabric/fake-fabric.js';
 import { backlogFullListener } from '../support/listeners.js';
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { normalizePpsType, pollErrorKind, poolType, shouldLogPoll } from '../../src/azure/pps.js';
-import { failure } from '../../src/errors.js';
+import { failure } from '../../src/core/errors.js';
 
 describe('the pool type', () => {
   it('accepts every spelling of the four documented types and calls anything else Unknown', () => {

@@ -8,8 +8,8 @@ import {
   encodeSuccessReport,
   formatTimestamp,
 } from '../../src/azure/report.js';
-import { type Failure, type SupportingData, failure } from '../../src/errors.js';
-import { AGENT } from '../../src/version.js';
+import { type Failure, type SupportingData, failure } from '../../src/core/errors.js';
+import { AGENT } from '../../src/core/version.js';
 
 const vmId = 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8';
 const timestamp = new Date('2025-08-11T18:45:41.5Z');

@@ -1,9 +1,9 @@
 /** One poll of `reprovisiondata` against the fake fabric's pool VM on loopback: "not yet", the claim, and failures. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_OVF_BYTES } from '../../src/azure/metadata.js';
+import { MAX_OVF_BYTES } from '../../src/core/metadata.js';
 import { fetchReprovisionDataOnce, parseReprovisionData, reprovisionUrl } from '../../src/azure/reprovision.js';
 import { DEFAULT_CONFIG, type ImdsConfig } from '../../src/config/defaults.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { parseOvfEnv } from '../../src/os/ovf.js';
 

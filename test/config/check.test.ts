@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runConfigCheck } from '../../src/config/check.js';
+import { runConfigCheck } from '../../src/commands/config.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 
 let root: string;

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { loadConfig } from '../../src/config/load.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 
 let root: string;
 let systemFile: string;
@@ -216,7 +216,7 @@ path = "/var/lib/azure-init/"
 [azure_init_log_path]
 path = "/var/log/azure-init.log"
 `;
-    const file = await write(systemFile, azureInit);
+    await write(systemFile, azureInit);
     const { config, warnings } = await loadConfig({ systemFile, dropinDir, env: noEnv });
     expect(config.ssh.query_sshd_config).toBe(false);
     expect(config.hostname_provisioners.backends).toEqual(['hostnamectl']);

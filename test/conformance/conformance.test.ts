@@ -9,14 +9,14 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseInstanceMetadata } from '../../src/azure/imds.js';
 import { encodeFailureReport, encodeSuccessReport } from '../../src/azure/report.js';
-import { BootstateError, failure, type ErrorCode } from '../../src/errors.js';
+import { BootstateError, failure, type ErrorCode } from '../../src/core/errors.js';
 import { encodeRecord, KEY_FIELD_BYTES, VALUE_FIELD_BYTES } from '../../src/kvp/codec.js';
 import { selectSshKeys } from '../../src/os/key-policy.js';
 import { parseOvfEnv } from '../../src/os/ovf.js';
 import { readVmId } from '../../src/os/vmid.js';
 import { hostnameProblem, usernameProblem } from '../../src/os/validate.js';
-import { SecretStore } from '../../src/secrets.js';
-import { AGENT } from '../../src/version.js';
+import { SecretStore } from '../../src/core/secrets.js';
+import { AGENT } from '../../src/core/version.js';
 
 
 interface Case {

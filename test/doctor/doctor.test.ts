@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli.js';
 import { UsageError } from '../../src/cli/argv.js';
 import { datasourceList, includesDir } from '../../src/doctor/findings.js';
-import { runDoctor } from '../../src/doctor/run.js';
+import { runDoctor } from '../../src/commands/doctor.js';
 
 let root: string;
 

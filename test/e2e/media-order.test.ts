@@ -65,7 +65,7 @@ describe.skipIf(!canSandbox)('the provisioning media counts in either order of a
     if (!LOOP) throw new Error('no loop devices (/dev/loop-control): these tests attach the provisioning media as one');
     // Each VM sees only its own loop device (ns.ts), so the boots may overlap; two at a time keep a 2-core machine sane.
     const queue = Object.entries(CASES).flatMap(([name, c]) => ORDERS.map((order) => ({ key: `${name} ${order}`, name: `${name}-${order[0]}`, ...c, order })));
-    let chain: Promise<unknown>[] = [Promise.resolve(), Promise.resolve()];
+    const chain: Promise<unknown>[] = [Promise.resolve(), Promise.resolve()];
     queue.forEach((c, i) => {
       const lane = i % 2;
       const booted = chain[lane]!.then(() => bootWithMedia(c.name, c.scenario, c.ovf, c.order));

@@ -66,7 +66,13 @@ process.stdout.write(
 );
 
 const stop = () => {
-  fabric.close().then(() => process.exit(0));
+  fabric.close().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      process.stderr.write(`fake fabric: close failed: ${String(error)}\n`);
+      process.exit(1);
+    },
+  );
 };
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);

@@ -9,15 +9,15 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll, type HttpResponse } from '../../src/azure/http.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../../src/azure/imds.js';
-import { MAX_OVF_BYTES, type MediaMetadata } from '../../src/azure/metadata.js';
+import { MAX_OVF_BYTES, type MediaMetadata } from '../../src/core/metadata.js';
 import { fetchReprovisionDataOnce, parseReprovisionData, reprovisionTextFrom, reprovisionUrl } from '../../src/azure/reprovision.js';
 import { DEFAULT_CONFIG, type ImdsConfig } from '../../src/config/defaults.js';
-import type { BootstateError } from '../../src/errors.js';
+import type { BootstateError } from '../../src/core/errors.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
 import { parseOvfEnv } from '../../src/os/ovf.js';
-import { SecretStore } from '../../src/secrets.js';
+import { SecretStore } from '../../src/core/secrets.js';
 import { specExample } from '../os/fixtures/ovf.js';
 import { FUZZ_RUNS, hostileString, outcome, outcomeAsync, params, timeoutFor, type Outcome } from './support.js';
 

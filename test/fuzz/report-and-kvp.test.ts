@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decodeReport, encodeFailureReport, REPORT_MAX_BYTES } from '../../src/azure/report.js';
-import { failure, KINDS, type ErrorCode } from '../../src/errors.js';
+import { failure, KINDS, type ErrorCode } from '../../src/core/errors.js';
 import { decodeRecords, encodeRecord, RECORD_BYTES, SAFE_KEY_BYTES, SAFE_VALUE_BYTES, sanitizeText, truncateUtf8 } from '../../src/kvp/codec.js';
 import { FUZZ_RUNS, hostileString, outcome, params, timeoutFor } from './support.js';
 

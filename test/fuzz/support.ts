@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { expect } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 
 /** Cases per property: FUZZ_RUNS, default 300. */
 export const FUZZ_RUNS = Number(process.env.FUZZ_RUNS ?? 300);

@@ -18,13 +18,17 @@ async function serve(handler: (req: IncomingMessage, res: ServerResponse, body: 
   const received: string[] = [];
   const receivedAt: number[] = [];
   const sockets = new Set<Socket>();
-  const server = createServer(async (req, res) => {
+  const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks).toString('utf8');
-    received.push(`${req.method} ${req.url} ${body}`);
-    receivedAt.push(Date.now());
-    handler(req, res, body);
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    // A request the agent abandons mid-body (its deadline) is simply dropped.
+    req.on('error', () => res.destroy());
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      received.push(`${req.method} ${req.url} ${body}`);
+      receivedAt.push(Date.now());
+      handler(req, res, body);
+    });
   });
   server.requestTimeout = 0;
   server.headersTimeout = 0;

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
-import { buildGraph, renderSvg, toDot, toMermaid } from '../../src/inspect/graph.js';
+import { toDot } from '../../src/inspect/dot.js';
+import { buildGraph } from '../../src/inspect/graph.js';
+import { toMermaid } from '../../src/inspect/mermaid.js';
+import { renderSvg } from '../../src/inspect/svg.js';
 import { startLiveInspector } from '../../src/inspect/live.js';
 import { projectOutput } from '../../src/inspect/projection.js';
 import { renderTraceHtml } from '../../src/inspect/trace.js';

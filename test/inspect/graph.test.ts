@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { buildGraph, formatDelay, renderSvg, toDot, toMermaid } from '../../src/inspect/graph.js';
+import { toDot } from '../../src/inspect/dot.js';
+import { buildGraph, formatDelay } from '../../src/inspect/graph.js';
+import { toMermaid } from '../../src/inspect/mermaid.js';
+import { renderSvg } from '../../src/inspect/svg.js';
 import { createJournal, readJournal } from '../../src/inspect/journal.js';
 import { fixtureMachine, runMachine } from './fixtures.js';
 import fs from 'node:fs';

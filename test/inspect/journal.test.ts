@@ -7,7 +7,7 @@ import { createJournal, edgeKey, latestJournal, readJournal, type JournalLine } 
 import { createActor, fromPromise, toPromise } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { SECRET, fixtureMachine, runMachine } from './fixtures.js';
 
 let dir: string;

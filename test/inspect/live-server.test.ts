@@ -13,7 +13,7 @@ afterEach(async () => {
 async function viewer(origin: string): Promise<{ messages: string[]; ws: WebSocket; refused: boolean }> {
   const ws = new WebSocket(`${server!.agentUrl}/view`, { headers: { origin } });
   const messages: string[] = [];
-  ws.on('message', (data) => messages.push(data.toString()));
+  ws.on('message', (data) => messages.push((data as Buffer).toString('utf8')));
   const refused = await new Promise<boolean>((resolve) => {
     ws.on('open', () => resolve(false));
     ws.on('error', () => resolve(true));

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
-import { buildGraph, toDot } from '../../src/inspect/graph.js';
+import { toDot } from '../../src/inspect/dot.js';
+import { buildGraph } from '../../src/inspect/graph.js';
 import { overviewOf, spokenDelay } from '../../src/inspect/overview.js';
 import { eventWords, guardWords, leafNames, stateName } from '../../src/inspect/words.js';
 import { fixtureMachine } from './fixtures.js';

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { editDistance, suggestion } from '../../src/cli/argv.js';
-import { SUBCOMMANDS } from '../../src/cli/subcommands.js';
+import { SUBCOMMANDS } from '../../src/commands/index.js';
 import { cli } from './agent.js';
 
 

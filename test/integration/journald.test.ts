@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
-import { formatTextLine, stderrFormat } from '../../src/log-text.js';
+import { formatTextLine, stderrFormat } from '../../src/logging/log-text.js';
 import { runAgent } from './agent.js';
 
 let fabric: FakeFabric;

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { encodeRecords } from '../../src/kvp/codec.js';
-import { runKvpCommand } from '../../src/kvp/cli.js';
+import { SUBCOMMANDS } from '../../src/commands/index.js';
+import { KVP_OPTIONS, runKvpCommand } from '../../src/commands/kvp.js';
 import { rawRecords, tempDir } from './helpers.js';
 
 let dir: string;
@@ -53,7 +54,10 @@ describe('bootstate kvp', () => {
     expect((await kvp('dump', '--bogus')).code).toBe(2);
     expect((await kvp('dump', '--pool', 'x')).code).toBe(2);
     expect((await kvp('dump', '--append', '--file', file)).code).toBe(2);
-    expect((await kvp('--help')).out).toMatch(/Usage: bootstate kvp/);
+  });
+
+  it('accepts exactly the options its help in the CLI table describes', () => {
+    expect(Object.keys(KVP_OPTIONS).sort()).toEqual(Object.keys(SUBCOMMANDS.kvp.options).sort());
   });
 
   it('refuses oversize values unless --unsafe', async () => {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { MAX_RECORDS, RECORD_BYTES, encodeRecords } from '../../src/kvp/codec.js';
 import { KvpStore, poolPath, readBootTime } from '../../src/kvp/store.js';
 import { rawRecords, tempDir } from './helpers.js';

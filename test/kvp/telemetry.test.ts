@@ -5,8 +5,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RECORD_BYTES, encodeRecords } from '../../src/kvp/codec.js';
 import { lockFd } from '../../src/kvp/lock.js';
 import { KvpStore } from '../../src/kvp/store.js';
-import { KvpTelemetry, ZERO_VM_ID, pinoDestination } from '../../src/kvp/telemetry.js';
-import { VERSION } from '../../src/version.js';
+import { pinoDestination } from '../../src/kvp/log-sink.js';
+import { ZERO_VM_ID } from '../../src/core/metadata.js';
+import { KvpTelemetry } from '../../src/kvp/telemetry.js';
+import { VERSION } from '../../src/core/version.js';
 import { rawRecords, tempDir } from './helpers.js';
 
 let dir: string;

@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
-import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
-import { BootstateError } from '../../src/errors.js';
+import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { playAgainstOracle } from './check.js';
 import { ProvisioningOracle } from './oracle.js';
 import { apply } from './oracle-paths.js';

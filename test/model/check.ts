@@ -7,7 +7,7 @@ import { TestModel } from 'xstate/graph';
 import type { AnyStateMachine } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import type { ProvisioningContext, ProvisioningOutput } from '../../machines/provisioning.js';
-import { toFailure, type Failure } from '../../src/errors.js';
+import { toFailure, type Failure } from '../../src/core/errors.js';
 import { startRun, type Gate, type Run } from './harness.js';
 import { describeFailure, describePlan, ProvisioningOracle, type SeenFailure, type SeenOutput } from './oracle.js';
 import { apply, oraclePaths } from './oracle-paths.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_READY } from '../../machines/provisioning.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { pastMarker, startRun, type Run } from './harness.js';
 import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { pastMarker, startRun, throughOs } from './harness.js';
 import { MEDIA_CUSTOM_DATA, MEDIA_POOL_RUNNING, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, METADATA, METADATA_PASSWORD_LOGINS, TEST_CONFIG, VM_ID } from './support.js';
 

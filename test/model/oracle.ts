@@ -49,9 +49,9 @@
  * - marker `waiting-for-reuse` → straight back to polling; SIGTERM while waiting → exit 0, `waiting-for-reuse`,
  *   no failure report.
  */
-import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
-import { KINDS, toFailure } from '../../src/errors.js';
+import { KINDS, toFailure } from '../../src/core/errors.js';
 import { canonicalPpsType, describeFailure, describePlan, expectedPlan, pollKind, poolOf, reasonOf, seen, type SeenFailure, type SeenOutput, type SeenPlan } from './oracle-seen.js';
 
 export { describeFailure, describePlan, expectedPlan, type SeenFailure, type SeenOutput, type SeenPlan } from './oracle-seen.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { pastMarker, startRun } from './harness.js';
 import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
 

@@ -22,7 +22,7 @@ import { TestModel } from 'xstate/graph';
 import type { AnyMachineSnapshot, AnyStateNode } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
-import { KINDS } from '../../src/errors.js';
+import { KINDS } from '../../src/core/errors.js';
 import { ORACLE_PATHS, playAgainstOracle } from './check.js';
 import { startRun, type Run } from './harness.js';
 import {
@@ -57,7 +57,7 @@ const replays = paths.map((path) => {
     const direct = provisioningMachine.getTransitionData(steps[i - 1]!.snapshot as never, events[i - 1] as never).map(edgeKey);
     const microsteps = steps[i]!.microsteps.map((ts) => ts.map(edgeKey));
     if (JSON.stringify(direct) !== JSON.stringify(microsteps[0] ?? [])) {
-      throw new Error(`getTransitionData and the macrostep disagree on ${events[i - 1]!.type}: ${direct} vs ${microsteps[0]}`);
+      throw new Error(`getTransitionData and the macrostep disagree on ${events[i - 1]!.type}: ${direct.join(',')} vs ${(microsteps[0] ?? []).join(',')}`);
     }
     for (const key of microsteps.flat()) planned.add(key);
   }

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_READY } from '../../machines/provisioning.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { pastMarker, startRun, type Run } from './harness.js';
 import { METADATA, METADATA_POOL_RUNNING, NOT_ON_AZURE, TEST_CONFIG, VM_ID } from './support.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_READY } from '../../machines/provisioning.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { pastMarker, startRun } from './harness.js';
 import { NOT_ON_AZURE, ON_AZURE, TEST_CONFIG, VM_ID } from './support.js';
 

@@ -3,9 +3,9 @@
  * the real machine, the events offered at each snapshot (with payloads), and the vertex key of the traversal.
  */
 import { createEmptyActor, type AnyActorScope, type AnyMachineSnapshot, type AnyStateMachine, type AnyStateNode, type AnyTransitionDefinition, type EventObject, type InspectionEvent } from 'xstate';
-import type { InstanceMetadata, MediaMetadata } from '../../src/azure/metadata.js';
+import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
-import { BootstateError, type ErrorCode } from '../../src/errors.js';
+import { BootstateError, type ErrorCode } from '../../src/core/errors.js';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 
 /** Any event the traversal offers: a done/error/after event of the machine, or TERMINATE. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED } from '../../machines/provisioning.js';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { pastMarker, startRun } from './harness.js';
 import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
 

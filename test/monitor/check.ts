@@ -9,7 +9,7 @@ import { TestModel } from 'xstate/graph';
 import { monitorMachine, type MonitorInput } from '../../machines/monitor.js';
 import type { Observation } from '../../src/azure/healthservice.js';
 import { BREAK_REPORTER, Gates, StepClock, gatedActors, settle } from './harness.js';
-import { CHECK, MonitorOracle, type SeenMeasurement, type Signal } from './oracle.js';
+import { MonitorOracle, type SeenMeasurement, type Signal } from './oracle.js';
 
 // Distinct periods let the clock tell the regions' timers apart; zero roll-up makes every failure visible
 // in the observation, so each step's report can be checked (roll-up over time has its own scenario tests).

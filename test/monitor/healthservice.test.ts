@@ -6,7 +6,7 @@ import {
   toWireObservation,
   type Observation,
 } from '../../src/azure/healthservice.js';
-import { AGENT } from '../../src/version.js';
+import { AGENT } from '../../src/core/version.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { deferred, recordingLog, refusedPort } from './helpers.js';
 

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { classifyHealth, classifyVersions, failedAtHostPlugin, HostPluginClient } from '../../src/azure/hostplugin.js';
-import { AGENT } from '../../src/version.js';
+import { AGENT } from '../../src/core/version.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { refusedPort } from './helpers.js';
 

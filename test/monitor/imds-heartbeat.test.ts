@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { checkImdsHeartbeat, classifyImdsStatus, validateImdsDocument } from '../../src/monitor/imds-heartbeat.js';
-import { AGENT } from '../../src/version.js';
+import { AGENT } from '../../src/core/version.js';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { refusedPort } from './helpers.js';

@@ -94,7 +94,9 @@ export class Judge {
     const seen = new Set<number>();
     const order: number[] = [];
     const add = (i: number) => {
-      if (!seen.has(i)) seen.add(i), order.push(i);
+      if (seen.has(i)) return;
+      seen.add(i);
+      order.push(i);
     };
     for (const i of this.byEdge.get(edge) ?? []) add(i);
     for (let k = this.recent.length - 1; k >= 0; k--) add(this.recent[k]!);

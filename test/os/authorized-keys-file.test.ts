@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { expandAuthorizedKeysFile, resolveAuthorizedKeysFiles, sshdDumpValue } from '../../src/os/authorized-keys-file.js';
 import type { RunOptions, RunResult, Runner } from '../../src/os/exec.js';
 import { dumpFlagsFromBinary, keysPerConnectionFromBinary, sshdDumpFlags, sshdLoadsKeysPerConnection } from '../../src/os/sshd-capability.js';

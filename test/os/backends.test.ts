@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { tryBackends, type Backend, type OsContext } from '../../src/os/backends.js';
 
 const context: OsContext = { root: '/', run: async () => Promise.reject(new Error('unused')), rootOwner: { uid: 0, gid: 0 } };

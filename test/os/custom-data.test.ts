@@ -10,7 +10,7 @@ import { parseOvfEnv } from '../../src/os/ovf.js';
 import { parseInstanceMetadata } from '../../src/azure/imds.js';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
-import { SecretStore } from '../../src/secrets.js';
+import { SecretStore } from '../../src/core/secrets.js';
 
 let dir: string;
 beforeEach(async () => {

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { isCommandMissing, run } from '../../src/os/exec.js';
 
 /** Whether a process exists and is not a zombie (PID 1 here may not reap orphans). */

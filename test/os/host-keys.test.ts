@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import type { OsContext } from '../../src/os/backends.js';
 import { run, type Runner } from '../../src/os/exec.js';
 import { addHostKeys, fingerprintBlock, fingerprintOf, regenerateHostKeys } from '../../src/os/host-keys.js';

@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import type { Runner } from '../../src/os/exec.js';
 import { IsoError, readFileFromIso } from '../../src/os/iso9660.js';
 import { readProvisioningMedia } from '../../src/os/media.js';
-import { SecretStore } from '../../src/secrets.js';
+import { SecretStore } from '../../src/core/secrets.js';
 
 const OVF = '<Environment>the provisioning document</Environment>\n';
 const LONG_NAME = 'A-Rock-Ridge-name-longer-than-ISO-level-1-allows.Xml';

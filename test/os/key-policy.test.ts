@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { keepKeysSshdAccepts, selectSshKeys, sshdAcceptsKeyType } from '../../src/os/key-policy.js';
 import { keyLine } from './keys.js';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RunOptions, RunResult, Runner } from '../../src/os/exec.js';
 import { findMediaCandidates, readProvisioningMedia } from '../../src/os/media.js';
-import { SecretStore } from '../../src/secrets.js';
+import { SecretStore } from '../../src/core/secrets.js';
 import { canSandbox, createSandbox, runTsInSandbox, type Sandbox } from '../e2e/ns.js';
 import { specExample } from './fixtures/ovf.js';
 

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { parseOvfEnv } from '../../src/os/ovf.js';
-import { SecretStore } from '../../src/secrets.js';
+import { SecretStore } from '../../src/core/secrets.js';
 import { KEY, specExample } from './fixtures/ovf.js';
 
 const password = (secrets: SecretStore) => secrets.withPassword((b) => b.toString('utf8'));

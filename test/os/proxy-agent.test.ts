@@ -6,11 +6,11 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 import { run, type Runner } from '../../src/os/exec.js';
 import { parseOvfEnv } from '../../src/os/ovf.js';
 import { checkProxyAgent } from '../../src/os/proxy-agent.js';
-import { SecretStore } from '../../src/secrets.js';
+import { SecretStore } from '../../src/core/secrets.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
 
 let dir: string;

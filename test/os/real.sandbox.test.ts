@@ -3,7 +3,7 @@ import { readFile, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Failure } from '../../src/errors.js';
+import type { Failure } from '../../src/core/errors.js';
 import type { StepResult } from '../../src/os/provisioner.js';
 import { canSandbox, createSandbox, runInSandbox, runTsInSandbox, type Sandbox } from '../e2e/ns.js';
 import { keyLine } from './keys.js';

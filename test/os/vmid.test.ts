@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { readVmId, sameVmId, swapGen1, ZERO_VM_ID } from '../../src/os/vmid.js';
+import { ZERO_VM_ID } from '../../src/core/metadata.js';
+import { readVmId, sameVmId, swapGen1 } from '../../src/os/vmid.js';
 
 const roots: string[] = [];
 async function sys(uuid: string | null, options: { efi?: boolean; devEfi?: boolean } = {}): Promise<string> {

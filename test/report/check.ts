@@ -4,7 +4,7 @@
  * SimulatedClock, comparing after each event the POSTs made, the POST in flight and the output.
  */
 import { createActor, fromPromise, SimulatedClock, type AnyStateMachine } from 'xstate';
-import { BootstateError, toFailure } from '../../src/errors.js';
+import { BootstateError, toFailure } from '../../src/core/errors.js';
 import { ReportOracle } from './oracle.js';
 
 const INPUT = { retryIntervalMs: 1_000, totalTimeoutMs: 3_500 };

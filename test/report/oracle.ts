@@ -4,7 +4,7 @@
  * the total deadline ends it whatever is in flight, as "operation timed out" carrying the last failure's reason;
  * an accepted POST ends it accepted, whatever failed before.
  */
-import { toFailure, type ErrorCode } from '../../src/errors.js';
+import { toFailure, type ErrorCode } from '../../src/core/errors.js';
 
 export interface SeenReportOutput {
   accepted: boolean;

@@ -6,8 +6,8 @@ import { linkSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
-import { Sinks } from '../../src/sinks.js';
+import { createLogger } from '../../src/logging/log.js';
+import { Sinks } from '../../src/logging/sinks.js';
 
 const enospc = () => Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
 const tick = () => new Promise((resolve) => setTimeout(resolve, 0));

@@ -1,6 +1,6 @@
 /** Test helper: the BootstateError a promise rejects with (fails the test when it resolves or throws anything else). */
 import { expect } from 'vitest';
-import { BootstateError } from '../../src/errors.js';
+import { BootstateError } from '../../src/core/errors.js';
 
 export async function errorOf(promise: Promise<unknown>): Promise<BootstateError> {
   try {

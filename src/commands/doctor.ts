@@ -4,13 +4,12 @@
  * one of them would break a first boot. The .deb runs it at install time. A root that does not exist or is not a
  * directory is a usage error (exit 2): there is no image to look at, and "no findings" would be a lie.
  */
-import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { UsageError } from '../cli/argv.js';
+import { checkRoot } from '../cli/options.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
-import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
-import { inspectImage, type Finding } from './findings.js';
+import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
+import { inspectImage, type Finding } from '../doctor/findings.js';
 
 export interface DoctorIo {
   stdout(text: string): void;
@@ -43,16 +42,4 @@ export async function runDoctor(values: { root?: string }, io: DoctorIo): Promis
     io.stdout(`${f.severity === 'breaks' ? 'BREAKS FIRST BOOT' : 'warning'} [${f.id}]: ${f.problem}\n  fix: ${f.fix}\n`);
   }
   return findings.some((f) => f.severity === 'breaks') ? EXIT_FAILURE : EXIT_OK;
-}
-
-/** The root must be a directory to hold an image; anything else is a mistyped `--root`. */
-export async function checkRoot(root: string): Promise<void> {
-  let info;
-  try {
-    info = await stat(root);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new UsageError(`--root ${root}: ${code === 'ENOENT' ? 'no such directory' : `cannot be read (${code ?? (error as Error).message})`}`);
-  }
-  if (!info.isDirectory()) throw new UsageError(`--root ${root}: not a directory`);
 }

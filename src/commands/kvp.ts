@@ -1,18 +1,26 @@
 /**
  * `bootstate kvp …`: read and edit a KVP pool file by hand, for support engineers on a live VM and for tests.
- * Every command goes through KvpStore, so it takes the same locks as the agent.
+ * Every command goes through KvpStore, so it takes the same locks as the agent. Its commands have their own
+ * arities, so it parses its own argv (`ownArgv` in the table, src/commands/index.ts); `--help` is answered by the
+ * CLI from that table before this runs.
  */
 import { parseArgs } from 'node:util';
-import { describeParseError, renderHelp, suggestion } from '../cli/argv.js';
-import { SUBCOMMANDS } from '../cli/subcommands.js';
-import { BootstateError } from '../errors.js';
-import type { KvpRecord } from './codec.js';
-import { KvpStore, poolPath } from './store.js';
+import { describeParseError, suggestion } from '../cli/argv.js';
+import { BootstateError } from '../core/errors.js';
+import type { KvpRecord } from '../kvp/codec.js';
+import { KvpStore, poolPath } from '../kvp/store.js';
 
 export interface KvpCliIo {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
 }
+
+/** The options every command accepts, as node:util parseArgs takes them; the table's help describes each. */
+export const KVP_OPTIONS = {
+  pool: { type: 'string' }, dir: { type: 'string' }, file: { type: 'string' },
+  json: { type: 'boolean' }, repair: { type: 'boolean' }, unsafe: { type: 'boolean' },
+  lossy: { type: 'boolean' }, append: { type: 'boolean' }, 'if-stale': { type: 'boolean' },
+} as const;
 
 const SEE_HELP = " (see 'bootstate kvp --help')\n";
 
@@ -41,23 +49,14 @@ export async function runKvpCommand(argv: string[], io: KvpCliIo): Promise<numbe
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: {
-        pool: { type: 'string' }, dir: { type: 'string' }, file: { type: 'string' },
-        json: { type: 'boolean' }, repair: { type: 'boolean' }, unsafe: { type: 'boolean' },
-        lossy: { type: 'boolean' }, append: { type: 'boolean' }, 'if-stale': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
+      options: KVP_OPTIONS,
     });
   } catch (error) {
-    io.stderr(`bootstate kvp: ${describeParseError(error, Object.keys(SUBCOMMANDS.kvp.options))}${SEE_HELP}`);
+    io.stderr(`bootstate kvp: ${describeParseError(error, Object.keys(KVP_OPTIONS))}${SEE_HELP}`);
     return 2;
   }
   const { values, positionals } = parsed;
   const [command, ...args] = positionals;
-  if (values.help) {
-    io.stdout(renderHelp('kvp', SUBCOMMANDS.kvp));
-    return 0;
-  }
   if (command === undefined || !(command in ARITY) || args.length !== ARITY[command]) {
     const why = command === undefined ? 'missing command' : command in ARITY ? `wrong number of arguments for ${command}` : `unknown command '${command}'${suggestion(command, Object.keys(ARITY))}`;
     io.stderr(`bootstate kvp: ${why}${SEE_HELP}`);

@@ -4,9 +4,9 @@
  * 78 on anything a first boot would only warn about (unknown sections or keys, a configuration path that is not a
  * regular file) as well as on what it would refuse (wrong types, bad TOML).
  */
-import { EXIT_CONFIG, EXIT_OK } from '../errors.js';
-import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from './defaults.js';
-import { loadConfig, type LoadedConfig } from './load.js';
+import { EXIT_CONFIG, EXIT_OK } from '../core/errors.js';
+import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
+import { loadConfig, type LoadedConfig } from '../config/load.js';
 
 export interface ConfigCheckIo {
   stdout(text: string): void;

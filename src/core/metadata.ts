@@ -1,3 +1,12 @@
+/**
+ * What Azure tells this VM about itself, whichever way it came: the instance metadata (src/azure/imds.ts), the
+ * provisioning media or a claim's `reprovisiondata` (ovf-env.xml, src/os/ovf.ts). Shapes and limits only, shared by
+ * src/azure and src/os so that neither imports the other for them.
+ */
+
+/** The VM id reported when product_uuid cannot be read (azure-init's convention). */
+export const ZERO_VM_ID = '00000000-0000-0000-0000-000000000000';
+
 /** The largest ovf-env.xml read from a provisioning media or `reprovisiondata`. */
 export const MAX_OVF_BYTES = 1024 * 1024;
 

@@ -52,7 +52,8 @@ export function formatTextLine(json: string, syslogPrefix: boolean): string {
   const fields = Object.entries(entry)
     .filter(([key, value]) => !OMITTED.has(key) && value !== undefined)
     .map(([key, value]) => `${key}=${formatValue(value)}`);
-  const message = String(entry.msg ?? '').replace(/[\r\n]+/g, ' ');
+  // pino's msg is a string; a line from elsewhere may carry any JSON value there, written as JSON like the fields.
+  const message = (typeof entry.msg === 'string' ? entry.msg : entry.msg == null ? '' : JSON.stringify(entry.msg)).replace(/[\r\n]+/g, ' ');
   const head = syslogPrefix ? `<${PRIORITY[level] ?? 6}>` : `${LABEL[level] ?? 'INFO'} `;
   return `${head}${[message, ...fields].filter(Boolean).join(' ')}\n`;
 }

@@ -7,12 +7,12 @@
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { EXIT_USAGE } from '../cli/argv.js';
+import { checkRoot } from '../cli/options.js';
 import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
-import { checkRoot } from '../doctor/run.js';
-import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
-import { applyChange, describeChange } from './apply.js';
-import { planDeprovision } from './plan.js';
+import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
+import { applyChange, describeChange } from '../deprovision/apply.js';
+import { planDeprovision } from '../deprovision/plan.js';
 
 export interface DeprovisionIo {
   stdout(text: string): void;

@@ -5,7 +5,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { InspectionEvent, StateValue } from 'xstate';
-import { statePaths } from './actors/transition-telemetry.js';
+import { statePaths } from '../actors/transition-telemetry.js';
 
 /** Leaf states of a state value, e.g. `provisioning.work.validating`. */
 function leaves(value: StateValue): string[] {

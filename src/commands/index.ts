@@ -1,9 +1,10 @@
 /**
- * Every subcommand of `bootstate`, one entry each: its help text (plain strings) and a `run` that imports the
- * module doing the work only when that subcommand is asked for. `--help`, usage errors and the README's CLI section
- * all come from this table.
+ * Every subcommand of `bootstate`, one entry each: its usage (summary, options, help text: plain strings) and a
+ * `run` that imports the subcommand's own module, src/commands/<name>.ts, only when that subcommand is asked for.
+ * `--help`, option parsing, usage errors and the README's CLI section all come from this table. It is part of the
+ * CLI script every start reads (scripts/bundle.mjs), so it holds nothing but that data and the `import()`s.
  */
-import type { SubcommandSpec } from './argv.js';
+import type { SubcommandSpec } from '../cli/argv.js';
 
 const LOG_FORMAT_OPTION = {
   value: 'FORMAT',
@@ -35,7 +36,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       only: { value: 'STEP,…', multiple: true, help: 'run only these OS steps (hostname, user, password, ssh-keys, sshd, host-keys, custom-data); the run still reports' },
       skip: { value: 'STEP,…', multiple: true, help: 'leave out these OS steps; the run still reports' },
     },
-    run: async ({ values }) => (await import('./provision-command.js')).provisionCommand(values),
+    run: async ({ values }) => (await import('./provision.js')).provisionCommand(values),
   },
   clean: {
     summary: 'Re-arm an image for capture: remove the provisioned markers (with --logs also the run history).',
@@ -43,7 +44,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       logs: { help: 'also remove the log file and the run journals, and empty the guest KVP pool' },
       config: CONFIG_OPTION,
     },
-    run: async ({ values }) => (await import('../commands.js')).clean(values),
+    run: async ({ values }) => (await import('./clean.js')).clean(values),
   },
   deprovision: {
     summary: 'Generalize this system or an image for capture: remove SSH host keys, DHCP leases, shell histories, root\'s password hash and bootstate\'s own state, and reset the machine id (with --user also the admin account). Lists the changes and asks first.',
@@ -54,7 +55,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     },
     notes: 'Exit 0 when every change was made or none was needed, 1 when one failed or the answer was not y, 2 when stdin is not a terminal and --force was not given (nothing is changed).',
     run: async ({ values }) => {
-      const { runDeprovision, terminalIo } = await import('../deprovision/run.js');
+      const { runDeprovision, terminalIo } = await import('./deprovision.js');
       return runDeprovision(values as { root?: string; user?: boolean; force?: boolean }, terminalIo(STDIO));
     },
   },
@@ -68,7 +69,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       config: CONFIG_OPTION,
       'log-format': LOG_FORMAT_OPTION,
     },
-    run: async ({ values, positionals }) => (await import('../commands.js')).report(values, positionals),
+    run: async ({ values, positionals }) => (await import('./report.js')).report(values, positionals),
   },
   monitor: {
     summary: 'Report HealthService observations (host plugin and IMDS heartbeats) until stopped.',
@@ -78,7 +79,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
       'log-format': LOG_FORMAT_OPTION,
     },
-    run: async ({ values }) => (await import('../commands.js')).monitor(values),
+    run: async ({ values }) => (await import('./monitor.js')).monitor(values),
   },
   kvp: {
     summary: 'Read and edit a Hyper-V KVP pool file under flock(2), as the agent does.',
@@ -105,7 +106,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
   clear               empty the pool
   is-stale            exit 0 if the pool predates this boot, else 1`,
     run: async ({ argv }) =>
-      (await import('../kvp/cli.js')).runKvpCommand(argv, {
+      (await import('./kvp.js')).runKvpCommand(argv, {
         stdout: (s) => process.stdout.write(s),
         stderr: (s) => process.stderr.write(s),
       }),
@@ -118,7 +119,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       overview: { help: 'retry loops and simple parallel regions as single states (the README picture; html always has both)' },
       output: { value: 'FILE', short: 'o', help: 'write to FILE instead of stdout' },
     },
-    run: async ({ values }) => (await import('../commands.js')).graph(values),
+    run: async ({ values }) => (await import('./graph.js')).graph(values),
   },
   trace: {
     summary: 'Print how a run ended and why, and write one self-contained HTML page of it: the chart with its path, a timeline, timings and the journal in words.',
@@ -129,7 +130,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       config: CONFIG_OPTION,
     },
     notes: 'Without JOURNAL, the latest run journal under <data_dir>/runs/ is drawn.',
-    run: async ({ values, positionals }) => (await import('../commands.js')).trace(values, positionals),
+    run: async ({ values, positionals }) => (await import('./trace.js')).trace(values, positionals),
   },
   'inspect-server': {
     summary: 'Relay live runs (--inspect) to a browser viewer; listens on loopback only unless told otherwise.',
@@ -138,19 +139,19 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       port: { value: 'PORT', kind: 'port', default: '8787', help: 'port to listen on' },
       'allow-remote': { help: 'allow a --host that is not a loopback address (anyone who can reach it sees the runs)' },
     },
-    run: async ({ values }) => (await import('../commands.js')).inspectServer(values),
+    run: async ({ values }) => (await import('./inspect-server.js')).inspectServer(values),
   },
   config: {
     summary: 'For image builders: print the merged configuration with the origin of each value; exit 78 on unknown keys or backends, wrong types, TOML errors or a configuration file that is not a regular file.',
     args: 'check',
     positionals: { min: 1, max: 1, choices: ['check'] },
     options: { config: CONFIG_OPTION },
-    run: async ({ values }) => (await import('../config/check.js')).runConfigCheck(values as { config?: string }, STDIO),
+    run: async ({ values }) => (await import('./config.js')).runConfigCheck(values as { config?: string }, STDIO),
   },
   doctor: {
     summary: 'Check an image for what would make two agents provision the same VM, make bootstate ineffective or ship the build VM\'s identity (host keys, machine id, admin account); exit 1 if a first boot would break.',
     options: { root: { value: 'DIR', help: 'inspect the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would (default /)' } },
-    run: async ({ values }) => (await import('../doctor/run.js')).runDoctor(values as { root?: string }, STDIO),
+    run: async ({ values }) => (await import('./doctor.js')).runDoctor(values as { root?: string }, STDIO),
   },
   demo: {
     summary: 'A whole first boot against an embedded fake Azure fabric, changing nothing on this machine.',
@@ -159,6 +160,6 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       monitor: { help: 'then run monitor --once against the same embedded fabric and print what it measured and posted' },
       pps: { help: 'play a pre-provisioned pool VM: Ready to the pool, polls of reprovisiondata, the claim, the customer\'s provisioning' },
     },
-    run: async ({ values }) => (await import('../demo.js')).runDemo(values),
+    run: async ({ values }) => (await import('./demo.js')).runDemo(values),
   },
 };

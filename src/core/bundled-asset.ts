@@ -12,6 +12,8 @@ export const bundled = typeof __BOOTSTATE_BUNDLED__ !== 'undefined';
 export function bundledAsset(name: string): Buffer | null {
   if (!bundled) return null;
   try {
+    // A synchronous load of a computed name that only the loader (scripts/build/loader.cjs) answers: ESM has no such form.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
     return require(`bootstate-asset:${name}`) as Buffer;
   } catch {
     return null;

@@ -7,12 +7,12 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Config } from './config/defaults.js';
-import { EXIT_FAILURE, EXIT_OK } from './errors.js';
-import { startFakeFabric, type FakeFabric } from './fabric/fake-fabric.js';
-import { createLogger } from './log.js';
-import { runProvision } from './run/provision.js';
-import { listFiles, shellCommand, statePrinter } from './run-output.js';
+import type { Config } from '../config/defaults.js';
+import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
+import { startFakeFabric, type FakeFabric } from '../fabric/fake-fabric.js';
+import { createLogger } from '../logging/log.js';
+import { runProvision } from '../run/provision.js';
+import { listFiles, shellCommand, statePrinter } from '../logging/run-output.js';
 
 /** Runs the demo and resolves to its exit code (the provisioning run's). */
 export async function runDemo(values: { dir?: unknown; monitor?: unknown; pps?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
@@ -59,7 +59,7 @@ export async function runDemo(values: { dir?: unknown; monitor?: unknown; pps?: 
     out(`\nfiles written under ${root}:`);
     for (const line of listFiles(root, ['sys'])) out(`  ${line}`);
     if (result.journalPath) {
-      const { writeTrace } = await import('./inspect/render.js');
+      const { writeTrace } = await import('../inspect/render.js');
       const trace = await writeTrace({ journal: result.journalPath, dataDir: result.config.data_dir.path, output: join(root, 'trace.html') });
       out(`\ntrace of this run (open in a browser): ${trace.path}`);
     }
@@ -72,8 +72,8 @@ export async function runDemo(values: { dir?: unknown; monitor?: unknown; pps?: 
 
 /** `demo --monitor`: one `monitor --once` against the embedded fabric, with its summary. */
 async function demoMonitor(fabric: FakeFabric, config: Config, out: (line: string) => void): Promise<number> {
-  const { runMonitor } = await import('./monitor/run.js');
-  const { MonitorSummary } = await import('./monitor/summary.js');
+  const { runMonitor } = await import('../monitor/run.js');
+  const { MonitorSummary } = await import('../monitor/summary.js');
   const { log, close } = createLogger({ logPath: '', stderr: { write: () => true } as never });
   const summary = new MonitorSummary();
   out('\nbootstate monitor --once against the same fabric:');

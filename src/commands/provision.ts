@@ -1,7 +1,7 @@
 /** `bootstate provision`: maps the parsed options onto `runProvision`, prints what a dry run did, returns the exit code. */
 import { mkdirSync, realpathSync } from 'node:fs';
-import type { ParsedArgs } from './argv.js';
-import { UsageError } from './argv.js';
+import type { ParsedArgs } from '../cli/argv.js';
+import { UsageError } from '../cli/argv.js';
 
 /** `--groups a,b --groups c` and `BOOTSTATE_USER_GROUPS=a,b` (the flag wins) → `['a','b','c']`. */
 export function parseGroups(flags: string[] | undefined, env: string | undefined): string[] {
@@ -25,7 +25,7 @@ export async function provisionCommand(values: ParsedArgs['values']): Promise<nu
     throw new UsageError((error as Error).message);
   }
   const { runProvision } = await import('../run/provision.js');
-  const { statePrinter, shellCommand, listFiles } = dryRun !== undefined ? await import('../run-output.js') : ({} as never);
+  const { statePrinter, shellCommand, listFiles } = dryRun !== undefined ? await import('../logging/run-output.js') : ({} as never);
   if (dryRun !== undefined) out(`bootstate dry run into ${root}: metadata is read, nothing outside this directory changes, no health report is sent\n`);
   const result = await runProvision({
     configPath: values.config as string | undefined,
