@@ -363,7 +363,7 @@ function fromFailure(failure: Failure, message: string): BootstateError {
 }
 
 /**
- * The platform said the owner gave custom data but none arrived (spec §3.4 MissingCustomData): a warning, or a
+ * The platform said the owner gave custom data but none arrived (cloud-init's MissingCustomData, docs/protocol.md#failure-reasons): a warning, or a
  * failure with `[custom_data] require = true`.
  */
 function checkCustomData({ config, plan }: PlanInput, log: Logger): void {

@@ -1,4 +1,4 @@
-/** The three health states a provisioning agent reports to the wireserver (spec §2.2), and the VM id used when none can be read. */
+/** The three health states a provisioning agent reports to the wireserver (docs/protocol.md#health-report-bodies), and the VM id used when none can be read. */
 export const HEALTH_IN_PROGRESS = 'NotReady/Provisioning';
 export const HEALTH_READY = 'Ready';
 export const HEALTH_FAILED = 'NotReady/ProvisioningFailed';

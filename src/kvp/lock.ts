@@ -10,7 +10,7 @@
  * Node opens files with O_CLOEXEC, so no unrelated child inherits the descriptor and keeps the lock alive.
  *
  * No OFD `fcntl` lock is taken: the one fcntl user, hv_kvp_daemon, re-reads the whole file before every
- * operation anyway (spec §4.4). The API is synchronous because the KVP actor's cleanup is synchronous.
+ * operation anyway (docs/protocol.md#kvp-locking). The API is synchronous because the KVP actor's cleanup is synchronous.
  */
 import fs from 'node:fs';
 import { constants as osConstants } from 'node:os';

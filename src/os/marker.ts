@@ -1,5 +1,5 @@
 /**
- * The provisioned marker (spec §8.8) and the durable "report pending" state: `<data_dir>/<vm_id>.provisioned`
+ * The provisioned marker (docs/protocol.md#provisioned-marker) and the durable "report pending" state: `<data_dir>/<vm_id>.provisioned`
  * `<data_dir>/<vm_id>.report-pending` and, for a pool VM, `<data_dir>/<vm_id>.waiting-for-reuse`: empty files. A new
  * VM id finds none of them. An empty file has no content
  * to tear, so it is created in place rather than through a temp file and a rename; what each one must survive

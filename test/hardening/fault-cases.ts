@@ -79,7 +79,7 @@ const refusedStatus = (status: number): Expected => ({
   attempts: 'one',
   maxMs: DEADLINE_MS,
 });
-/** A 2xx that can never be used (spec §1.1: IMDS fails rather than answer partially): one attempt, then the failure naming what was wrong with it. */
+/** A 2xx that can never be used (IMDS fails rather than answer partially: docs/protocol.md#imds-request): one attempt, then the failure naming what was wrong with it. */
 const refusedAnswer = (reason: string, exitCode: number, data: Record<string, string>): Expected => ({
   result: 'failed',
   reason,

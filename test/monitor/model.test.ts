@@ -133,7 +133,7 @@ for (const { once, paths } of models) {
   });
 }
 
-// The expected effects come from oracle.ts (spec §5), not from the chart: requests per check and period, the
+// The expected effects come from oracle.ts (docs/protocol.md#healthservice), not from the chart: requests per check and period, the
 // observations sent, the checks in flight and the output, after every event of every path.
 for (const { once, paths } of models) {
   describe(`the monitor chart${once ? ' with --once' : ''} against the oracle`, () => {

@@ -1,5 +1,5 @@
 /**
- * What `bootstate monitor` must send and measure, from the HealthService protocol (spec §5) and the README, never
+ * What `bootstate monitor` must send and measure, from the HealthService protocol (docs/protocol.md#healthservice) and the README, never
  * from machines/monitor.ts. It is told what happened (a measurement finished, broke, a period elapsed, STOP, the
  * flush ended, the reporter broke) and answers how many requests each check has made, which are in flight, the
  * observations sent, and the output.
