@@ -1,8 +1,8 @@
 // The esbuild options of the program's scripts (scripts/build.mjs; the SEA carries the same). The stubs replace
 // modules the provision path would otherwise evaluate without ever using: undici's HTTP/2 client (it loads
 // node:http2), undici's use of node:http, pino's worker-thread transports, and node:assert where undici and
-// sonic-boom only call assert(value). One keeps out code that would only be carried: undici's fetch body code
-// (~45 KB), which its HTTP/1 client needs for FormData bodies alone. Another hands undici its fallback HTTP parser as
+// sonic-boom only call assert(value). One keeps out code that would only be carried: undici's fetch body code,
+// which its HTTP/1 client needs for FormData bodies alone. Another hands undici its fallback HTTP parser as
 // the bytes of a file beside the scripts instead of base64 in their source; its main parser comes compiled from the
 // loader.
 import { readFileSync } from 'node:fs';
@@ -41,8 +41,8 @@ const stubPlugin = {
 };
 
 /*
- * node:fs/promises, loaded on first use: with it Node loads readline, the fs watchers and directory streams (~1.5 ms
- * of a start), and many modules import it at their top, while a provisioning run's first asynchronous file call
+ * node:fs/promises, loaded on first use: with it Node loads readline, the fs watchers and directory streams, and
+ * many modules import it at their top, while a provisioning run's first asynchronous file call
  * comes after its first IMDS request. The exported names are those of the Node that runs the build, the one the
  * program's tests and caches are made with.
  */
@@ -63,9 +63,9 @@ const lazyFsPromises = {
 
 /*
  * Files the scripts read as bytes, beside them in dist/ (the SEA: its assets): `require('bootstate-asset:<name>')`,
- * answered by the loader (scripts/loader.cjs). Kept out of the scripts' source because as
- * base64 there (254 KB of 881 KB) every start read them, copied them into V8's heap twice (the source string and the
- * code cache's constants) and decoded them, before the first request.
+ * answered by the loader (scripts/loader.cjs). Kept out of the scripts' source because as base64 there (a large share
+ * of the scripts' bytes) every start read them, copied them into V8's heap twice (the source string and the code
+ * cache's constants) and decoded them, before the first request.
  */
 const require = createRequire(import.meta.url);
 
@@ -94,8 +94,8 @@ const assetsApart = {
 };
 
 /*
- * undici compiles its HTTP parser (llhttp, WebAssembly with SIMD) on the main thread at its first connection:
- * ~4 ms just before the first request. The loader starts compiling it on V8's background threads as it loads the
+ * undici compiles its HTTP parser (llhttp, WebAssembly with SIMD) on the main thread at its first connection,
+ * just before the first request. The loader starts compiling it on V8's background threads as it loads the
  * provision script, and `require('bootstate-wasm:<file>')` hands undici the compiled module (compiling it then if
  * the background compile has not finished). The one line changed is checked, so an undici that no longer has it
  * fails the build instead of silently compiling on the main thread again.
@@ -112,7 +112,7 @@ const llhttpFromLoader = {
   },
 };
 
-/** Graphviz (1.5 MB, two thirds of everything) is only ever needed by `graph` and `trace`. */
+/** Graphviz (most of the program's bytes) is only ever needed by `graph` and `trace`. */
 export const VIZ_FILE = 'bootstate-viz.cjs';
 const vizApart = {
   name: 'bootstate-viz-apart',

@@ -1,20 +1,20 @@
 #!/usr/bin/env node
 // The program's entry: dist/bootstate.cjs (dist/bootstate.mjs is a symlink to it), and the single executable's main
-// script (scripts/build-binary.mjs), where the same files are the executable's assets instead of files beside it.
-// It runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes
-// compiled code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, --version);
+// script (scripts/build-binary.mjs), where the same files are the executable's assets instead of files beside it. It
+// runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes compiled
+// code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, --version);
 // bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI requires
-// `bootstate-script:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision
-// script requires it once its first IMDS request is written; the run script's imports of the provision script's
-// modules are `bootstate-script:provision/<module>` too, so both use the same instances (scripts/bundle.mjs). `bootstate-asset:<file>` is a file's
-// bytes, and `bootstate-wasm:<file>` one compiled as WebAssembly, in the background from the moment the script that
-// needs it starts to load (undici's HTTP parser for provision: ~4 ms off the main thread).
-// A cache file is used only when its key line matches: this node binary, its version, arch and flags (NODE_OPTIONS
-// too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still reject it. A
-// missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
-// writable. The executable's caches are the ones the build's runs wrote for the plain program (same node, same
-// flags), their key lines padded for where the blob puts them (scripts/build-binary.mjs): V8's own checks decide.
-// CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (~5 ms of a 100 ms start) and resolves
+// `bootstate-script:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision script
+// requires it once its first IMDS request is written; the run script's imports of the provision script's modules are
+// `bootstate-script:provision/<module>` too, so both use the same instances (scripts/bundle.mjs).
+// `bootstate-asset:<file>` is a file's bytes, and `bootstate-wasm:<file>` one compiled as WebAssembly, in the
+// background from the moment the script that needs it starts to load (undici's HTTP parser for provision, compiled off
+// the main thread). A cache file is used only when its key line matches: this node binary, its version, arch and flags
+// (NODE_OPTIONS too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still
+// reject it. A missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the
+// directory is writable. The executable's caches are the ones the build's runs wrote for the plain program (same node,
+// same flags), their key lines padded for where the blob puts them (scripts/build-binary.mjs): V8's own checks decide.
+// CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (a measurable share of a start) and resolves
 // the symlink before it looks at the extension.
 'use strict';
 const { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync } = require('node:fs');
@@ -24,10 +24,11 @@ const { Script } = require('node:vm');
 
 // V8 flags for a short run that must stay small, set before compiling so the flag hash in the code caches always
 // matches: undici's WebAssembly HTTP parser stays on its baseline tier (optimizing it ran on a background thread
-// exit waited for, and cost ~36 MiB); no optimizing or baseline JIT (a first boot runs each function a few times;
-// together −4 MiB). Each one is safe to set at run time; --single-threaded-gc is not (a full GC then aborts). The
-// young generation grows as V8 likes: keeping it at its initial size (--semi-space-growth-factor=1) saved 1.2 MiB of
-// peak RSS but cost ~9 ms of scavenges before the first request, since nearly everything a start allocates survives.
+// exit waited for, and cost memory); no optimizing or baseline JIT (a first boot runs each function a few times, and
+// the JITs' code and feedback cost memory). Each one is safe to set at run time; --single-threaded-gc is not (a full
+// GC then aborts). The young generation grows as V8 likes: keeping it at its initial size
+// (--semi-space-growth-factor=1) saved a little peak RSS but cost scavenges before the first request, since nearly
+// everything a start allocates survives.
 setFlagsFromString('--liftoff-only --no-opt --no-sparkplug');
 
 const inExecutable = sea.isSea();
@@ -122,7 +123,7 @@ function asset(name) {
 /**
  * A script's source as a string and its cache file's bytes (null when there is none), read through one buffer: the
  * source is copied out of it into V8's heap before the cache is read over it, so a start touches the memory of the
- * larger file only, not both (every fresh page is a page fault, ~14 µs each on a small VM).
+ * larger file only, not both (every fresh page is a page fault, and page faults are much of a start).
  * The scripts are ASCII (esbuild escapes the rest), so latin1 makes the same string without UTF-8 decoding.
  */
 function readScript(file, withCache) {
@@ -171,8 +172,8 @@ function keyOf(file) {
 }
 
 /**
- * V8 uses a code cache where it lies only when its first byte is pointer-aligned; otherwise it copies it first: for
- * the provision script's 0.75 MB that was ~190 more page faults and ~4 ms of a start. The key line is padded with
+ * V8 uses a code cache where it lies only when its first byte is pointer-aligned; otherwise it copies it first,
+ * which touches as many fresh pages again as the cache has. The key line is padded with
  * spaces so the cache starts at a multiple of CACHE_ALIGN bytes into the file, and so into the buffer readScript
  * reads it into. The executable's copies are padded for where its blob puts them (scripts/build-binary.mjs).
  */

@@ -77,8 +77,9 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /**
- * True when this module is the program run by `tsx src/cli.ts`, not an import. The plain program's loader
- * (dist/bootstate.mjs) and the single executable's main script (scripts/sea-main.cjs) call `runAsProgram` themselves.
+ * True when this module is the program run by `tsx src/cli.ts`, not an import. The loader (scripts/loader.cjs), which
+ * is both the plain program's entry (dist/bootstate.mjs) and the single executable's main script, calls `runAsProgram`
+ * itself.
  */
 function isEntry(): boolean {
   const entry = process.argv[1];
@@ -93,7 +94,8 @@ function isEntry(): boolean {
 /** Runs the CLI on this process's argv and exits with its code: the program's entry, however it was started. */
 export function runAsProgram(): void {
   // undici's HTTP parser is WebAssembly: without this, exit waits for V8 to finish optimizing it on a background
-  // thread (5–350 ms) and the optimized copy costs ~36 MiB. Baseline code parses a few small bodies just as well.
+  // thread, and the optimized copy costs memory a short run never wins back. Baseline code parses a few small
+  // bodies just as well.
   // The loaders set it before they read a code cache, so the caches' flag hash stays valid.
   setFlagsFromString('--liftoff-only');
   // `bootstate kvp dump | head` closes the pipe early; that is not an error.

@@ -1,10 +1,10 @@
 /**
  * A first boot's first IMDS request, sent by src/provision.ts as soon as the config is loaded, the instance lock is
- * held and no marker says this VM is provisioned: before the logger, the chart and the OS code are even loaded
- * (~20 ms of a start on a small VM). The chart's IMDS actor takes it as its first attempt, and from then on it is an
+ * held and no marker says this VM is provisioned: before the logger, the chart and the OS code are even loaded, which
+ * is most of what a start evaluates. The chart's IMDS actor takes it as its first attempt, and from then on it is an
  * attempt like any other: the actor's signal aborts it, the chart's deadline and retries apply, its failure is the
- * actor's error. It is only ever the first attempt of the first IMDS state, with exactly the settings that state
- * asks for; anything else, and it is dropped (aborted if still in flight) and the actor sends its own.
+ * actor's error. It is only ever the first attempt of the first IMDS state, with exactly the settings that state asks
+ * for; anything else, and it is dropped (aborted if still in flight) and the actor sends its own.
  */
 import type { ImdsConfig } from '../config/defaults.js';
 import { headStart } from '../head-start.js';

@@ -13,7 +13,7 @@ export async function provisionCommand(values: ParsedArgs['values']): Promise<nu
   // One turn of the event loop first. As this script loaded, the loader (scripts/loader.cjs) began compiling undici's
   // HTTP parser on a background thread, and V8 moves that compile on only from a task run on this thread: without
   // a turn before the first connection, nothing ran it, and that connection compiled the parser again on the main
-  // thread (~3 ms before the first IMDS request).
+  // thread, just before the first IMDS request.
   await new Promise((resolve) => setImmediate(resolve));
   const dryRun = values['dry-run'] as string | undefined;
   const scratch = values.scratch as string | undefined;

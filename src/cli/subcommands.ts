@@ -1,6 +1,6 @@
 /**
  * Every subcommand of `bootstate`, one entry each: its help text (plain strings) and a `run` that imports the
- * module doing the work only when that subcommand is asked for. `--help`, usage errors and the README's CLI section
+ * module doing the work only when that subcommand is asked for. `--help`, usage errors and docs/cli.md
  * all come from this table.
  */
 import type { SubcommandSpec } from './argv.js';

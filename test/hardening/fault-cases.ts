@@ -1,6 +1,6 @@
 /**
- * The fault matrix of issue 8: one row per way IMDS or the wireserver (its Ready report) can misbehave, with
- * the outcome the agent must reach. Deadlines are short so the whole table runs in about a minute.
+ * The fault matrix: one row per way IMDS or the wireserver (its Ready report) can misbehave, with the outcome the
+ * agent must reach (docs/reliability.md). Deadlines are short so the whole table runs quickly.
  */
 import type { Behaviour, FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { withOsProfile } from '../../src/fabric/imds-document.js';
