@@ -2,7 +2,7 @@
  * What every benchmark shares: interleaved repetitions with medians (these machines are noisy, so a figure is
  * only ever compared with its floor measured in the same run), the agent builds to measure, a loopback fake
  * fabric that timestamps each request on arrival, one timed provisioning run, and the result format bench/run.mjs
- * turns into the README table.
+ * turns into the table of docs/performance.md.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// Runs every benchmark in bench/ and writes their figures, with the date and the machine, into README.md between
-// <!-- bench:start --> and <!-- bench:end --> (markers appended when absent; bench/results.md when there is no
-// README). Usage: node bench/run.mjs [--only cold-start,rss] [--no-write]    BENCH_RUNS=N sets the repetitions.
+// Runs every benchmark in bench/ and writes their figures, with the date and the machine, into docs/performance.md
+// between <!-- bench:start --> and <!-- bench:end --> (appended with the markers when they are absent).
+// Usage: node bench/run.mjs [--only cold-start,rss] [--no-write]    BENCH_RUNS=N sets the repetitions.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
@@ -127,11 +127,10 @@ function fmt(n) {
   return Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2);
 }
 
-/** Replaces the text between the markers, appending them (to README.md, else bench/results.md) when absent. */
+/** Replaces the text between the markers in docs/performance.md, appending them when absent. */
 function write(table) {
-  const readme = join(root, 'README.md');
-  const target = existsSync(readme) ? readme : join(root, 'bench/results.md');
-  const text = existsSync(target) ? readFileSync(target, 'utf8') : '# Benchmarks\n';
+  const target = join(root, 'docs/performance.md');
+  const text = existsSync(target) ? readFileSync(target, 'utf8') : '# Performance\n';
   const block = `${START}\n${table}\n${END}`;
   const start = text.indexOf(START);
   const end = text.indexOf(END);

@@ -13,13 +13,13 @@
  * whole process tree, the agent and every command it ran (target ≤ 1.2 × the Python agent), and the peak RSS of
  * its largest process (target ≤ 60 MiB). Both agents run with their defaults but for the fabric's address; the
  * same comparison without host keys (bootstate `host_keys.regenerate = false`, the Python agent
- * `--keep-host-keys`) shows the agents' own cost apart from ssh-keygen's, whose RSA prime search varies by ×3
+ * `--keep-host-keys`) shows the agents' own cost apart from ssh-keygen's, whose RSA prime search varies widely
  * from run to run.
  *
  * Each command runs under bench/process_tree.py inside the sandbox, which waits for the whole tree and reads its
  * rusage; times start at its fork of the command, so neither the sandbox's entry nor the wrapper's own start is
- * in them. Python is the interpreter itself (sys.executable), never a version manager's shim: pyenv's costs
- * ~80 ms of CPU per start, which would be counted to the Python agent.
+ * in them. Python is the interpreter itself (sys.executable), never a version manager's shim: pyenv's starts an
+ * interpreter of its own first, whose CPU would be counted to the Python agent.
  *
  *   node --import tsx bench/time-to-ready-sandbox.ts
  */
@@ -128,7 +128,7 @@ try {
     variants[build.name] = () => timeInSandbox([...build.argv, 'provision', '--config', config], build.name);
     variants[`${build.name}, no host keys`] = () => timeInSandbox([...build.argv, 'provision', '--config', noHostKeys], `${build.name}, no host keys`);
   }
-  // ssh-keygen's RSA prime search takes 0.15-0.9 s of CPU at random: 15 runs, so its dice weigh less on the medians.
+  // ssh-keygen's RSA prime search takes a random time: many runs, so its dice weigh less on the medians.
   const samples = await interleave(variants, RUNS);
   const commandList = commands.map((argv) => basename(argv[0])).join(', ');
   const of = (name: string, field: keyof SandboxTiming) => samples[name].map((t) => t[field]);

@@ -1,6 +1,6 @@
 /**
  * The monitor statechart: the control flow of `bootstate monitor`, which keeps telling the fabric's health
- * store whether the host plugin and IMDS are reachable (spec §5).
+ * store whether the host plugin and IMDS are reachable (docs/protocol.md#healthservice).
  *
  * One parallel region per signal loops `measuring` → `waiting` (`after` its period) → `measuring`. Each
  * measurement resolves with plain data (`ok`, `value`, and `at`, the clock reading when it finished), so the

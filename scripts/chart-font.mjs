@@ -1,7 +1,7 @@
 /**
  * Writes src/inspect/chart-font-data.ts: the font every chart bootstate draws is shown in, as small subsets
  * embedded in the pictures themselves, so that a label is drawn with the widths Graphviz laid it out with
- * whatever fonts the viewer has (issue 27).
+ * whatever fonts the viewer has (docs/architecture.md#the-pictures).
  *
  * - Text: Arimo (SIL OFL 1.1, from the pinned @fontsource/arimo), whose advance widths are Arial's, which are the
  *   Helvetica widths Graphviz's built-in table measures `fontname="Helvetica"` with. Printable ASCII and the few
@@ -9,12 +9,12 @@
  * - Symbols the charts use that Arimo has no glyph for (→ ∥ ━ ⚡ ✕ ⟳): DejaVu Sans (Bitstream Vera licence,
  *   DejaVu changes public domain; from the pinned dejavu-fonts-ttf).
  *
- * Subsetting (HarfBuzz's hb-subset, the pinned harfbuzzjs) keeps only those characters, drops hinting and the
- * layout tables (kerning, ligatures: Graphviz adds plain advances, so the browser must too), and keeps the
- * copyright and licence records of the name table. Graphviz's table has exact widths for ASCII only and one width
- * for any other character; the few glyphs wider than that (… × — → ✕ ⟳) get that width as their advance. The result is stored as WOFF 1.0 (zlib), which node can write
- * without another dependency. Run with `npm run chart-font` after changing the character lists; the build and the
- * pages use the committed file, never the machine's fonts.
+ * Subsetting (HarfBuzz's hb-subset, the pinned harfbuzzjs) keeps only those characters, drops hinting and the layout
+ * tables (kerning, ligatures: Graphviz adds plain advances, so the browser must too), and keeps the copyright and
+ * licence records of the name table. Graphviz's table has exact widths for ASCII only and one width for any other
+ * character; the few glyphs wider than that (… × — → ✕ ⟳) get that width as their advance. The result is stored as WOFF
+ * 1.0 (zlib), which node can write without another dependency. Run with `npm run chart-font` after changing the
+ * character lists; the build and the pages use the committed file, never the machine's fonts.
  */
 import fs from 'node:fs';
 import path from 'node:path';

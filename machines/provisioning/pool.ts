@@ -47,7 +47,7 @@ export const preprovisioned = chart.createStateConfig({
     },
     waiting: retried({
       // The pool's Ready stands and the marker is down: a stop ends the run quietly, the next boot waits again.
-      state: { entry: 'startWait', on: { TERMINATE: '#provisioning.waitingInterrupted' } },
+      state: { on: { TERMINATE: '#provisioning.waitingInterrupted' } },
       invoke: {
         id: 'reprovision',
         src: 'pollReprovisionData',

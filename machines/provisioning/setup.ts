@@ -152,8 +152,6 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => s
       pollAttempts: ({ context }) => context.pollAttempts + 1,
       pollError: (_, params: { error: unknown }) => pollErrorKind(toFailure(params.error)),
     }),
-    /** A wait for the claim counts its polls from its start. */
-    startWait: assign({ pollAttempts: 0, pollError: null }),
     /** The customer's document replaces everything the pool VM was given; the next pass reads IMDS afresh. */
     recordClaim: assign({
       reprovision: (_, params: { media: MediaMetadata }) => params.media,

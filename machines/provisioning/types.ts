@@ -66,7 +66,7 @@ export interface ProvisioningContext {
   ppsType: string;
   /** The customer's ovf-env.xml, once a pool VM has been claimed (`reprovisiondata`). */
   reprovision: MediaMetadata | null;
-  /** Failed polls of `reprovisiondata` in this wait, and the kind of the last one: the logging policy reads them. */
+  /** Failed polls of `reprovisiondata` so far (a run waits once), and the kind of the last one: the logging policy reads them. */
   pollAttempts: number;
   pollError: string | null;
 }

@@ -97,7 +97,7 @@ async function quietly(task) {
   }
 }
 
-/** Node builds ship their symbol tables (~13 MB); an image has no use for them. Skipped when strip is absent. */
+/** Node builds ship their symbol tables; an image has no use for them. Skipped when strip is absent. */
 function stripDebugSymbols(file) {
   try {
     execFileSync('strip', ['--strip-all', file], { stdio: 'ignore' });

@@ -55,7 +55,7 @@ place(join(debian, 'conffiles'), 'DEBIAN/conffiles', 0o644);
 for (const script of ['postinst', 'prerm', 'postrm']) place(join(debian, script), `DEBIAN/${script}`, 0o755);
 
 rmSync(output, { force: true });
-// xz level 1: the package is ~15% larger than at the default level 6, for a fifth of the CPU time.
+// xz level 1: the package is a little larger than at the default level 6, for a fraction of the CPU time.
 execFileSync('dpkg-deb', ['--root-owner-group', '-Zxz', '-z1', '--build', stage, output], {
   stdio: ['ignore', 'ignore', 'inherit'],
   env: { ...process.env, SOURCE_DATE_EPOCH: process.env.SOURCE_DATE_EPOCH ?? sourceDateEpoch() },

@@ -8,7 +8,7 @@
 //   *.bundle.js.cache              V8's code cache for each script, written by runs of the built program
 //                                  (scripts/build/warm-code-cache.ts): one provisioning, one `report`
 //   llhttp*.wasm, native-*.node    files the scripts read as bytes: undici's HTTP parser, the native addons (flock, sd_notify)
-//   bootstate-viz.cjs              Graphviz (WebAssembly, 1.5 MB), required only by `graph` and `trace`
+//   bootstate-viz.cjs              Graphviz (WebAssembly, the largest file), required only by `graph` and `trace`
 // CommonJS scripts rather than esbuild's split ESM chunks: Node 20 can only give a code cache to a vm.Script. V8
 // deserializes a script's cache whole, so a run pays for every function the cache holds: the scripts are split by
 // what a run does, and what stays in a script unused costs only its bytes of source.

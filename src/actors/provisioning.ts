@@ -96,7 +96,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
 
   // The IMDS request is the one Ready waits on. The media read starts in the same step but waits until it has been
   // written to its socket or its attempt has ended (IMDS_HEAD_START_MS at most, for a connect that hangs): run first,
-  // its first asynchronous file call started libuv's thread pool and loaded fs/promises (~3 ms) while the IMDS
+  // its first asynchronous file call started libuv's thread pool and loaded fs/promises while the IMDS
   // connection waited for the CPU. The in-progress report does not wait: a run that fails as soon as IMDS answers
   // would then leave before it was sent, and the fabric would never hear that provisioning started.
   const imdsHeadStart = headStart(IMDS_HEAD_START_MS);
@@ -364,8 +364,8 @@ function fromFailure(failure: Failure, message: string): BootstateError {
 }
 
 /**
- * The platform said the owner gave custom data but none arrived (spec §3.4 MissingCustomData): a warning, or a
- * failure with `[custom_data] require = true`.
+ * The platform said the owner gave custom data but none arrived (cloud-init's MissingCustomData,
+ * docs/protocol.md#failure-reasons): a warning, or a failure with `[custom_data] require = true`.
  */
 function checkCustomData({ config, plan }: PlanInput, log: Logger): void {
   if (!plan.hasCustomData || plan.customDataFound) return;

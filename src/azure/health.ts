@@ -1,4 +1,4 @@
-/** The three health states a provisioning agent reports to the wireserver (spec §2.2). */
+/** The three health states a provisioning agent reports to the wireserver (docs/protocol.md#health-report-bodies). */
 export const HEALTH_IN_PROGRESS = 'NotReady/Provisioning';
 export const HEALTH_READY = 'Ready';
 export const HEALTH_FAILED = 'NotReady/ProvisioningFailed';

@@ -1,5 +1,5 @@
 /**
- * The fabric's health store (`POST /HealthService` on the wireserver, spec §5.1–5.3). Observations carry no
+ * The fabric's health store (`POST /HealthService` on the wireserver, docs/protocol.md#healthservice). Observations carry no
  * timestamps, so the client keeps almost nothing: a pending list of at most ten, posted whole and dropped
  * after every attempt, whatever the answer. A failed POST is logged and never thrown: the channel being
  * watched may be the very thing that is down.
@@ -7,7 +7,7 @@
 import { request } from './http.js';
 import { AGENT } from '../core/version.js';
 
-/** One health observation as it goes on the wire (spec §5.2 field names and order). */
+/** One health observation as it goes on the wire (field names and order: docs/protocol.md#healthservice-document). */
 export interface Observation {
   ObservationName: string;
   IsHealthy: boolean;
@@ -67,7 +67,7 @@ export function toWireObservation(observation: Observation): Observation {
   };
 }
 
-/** Appends with the §5.3 rule: a list already holding ten or more keeps only its newest entry first. */
+/** Appends with the buffering rule (docs/protocol.md#healthservice-buffering): a list already holding ten or more keeps only its newest entry first. */
 export function appendObservation(list: Observation[], observation: Observation): Observation[] {
   const kept = list.length >= MAX_OBSERVATIONS ? list.slice(-1) : list;
   return [...kept, observation];

@@ -1,5 +1,5 @@
 /**
- * The host GA plugin's liveness endpoints (port 32526 on the wireserver address, spec §5.5). Each check is one
+ * The host GA plugin's liveness endpoints (port 32526 on the wireserver address, docs/protocol.md#host-plugin). Each check is one
  * attempt whose answer is classified, never thrown: the monitor statechart decides what a streak of failures
  * means. A 502 is the plugin telling us its upstream (storage) failed, so it never counts against the plugin.
  */

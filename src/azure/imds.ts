@@ -3,7 +3,7 @@
  * way it can go wrong as retryable or not. The statechart decides whether and when to try again.
  *
  * Only the transport and the statuses IMDS documents as transient are retryable. A 2xx is IMDS's answer: with
- * `extended=true` IMDS fails the request rather than answer with partial data (spec §1.1), so a 2xx whose body is
+ * `extended=true` IMDS fails the request rather than answer with partial data (docs/protocol.md#imds-request), so a 2xx whose body is
  * too large, not UTF-8, not JSON or of the wrong shape will not be different next time, and is a failure naming
  * the limit or the key at once (cloud-init does not retry it either; azure-init retries it for its whole budget).
  */

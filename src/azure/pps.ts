@@ -1,5 +1,6 @@
 /**
- * Pre-provisioned VMs (PPS, spec §1.3 `extended.compute.ppsType`, §7.2 `PreprovisionedVm`/`PreprovisionedVMType`):
+ * Pre-provisioned VMs (PPS: IMDS `extended.compute.ppsType`, the media's `PreprovisionedVm`/`PreprovisionedVMType`;
+ * docs/protocol.md#pre-provisioning-type):
  * which pool type a VM is in, and when a wait for reuse logs a failed poll. Pure functions; the chart decides.
  */
 import type { Failure } from '../core/errors.js';
@@ -54,7 +55,7 @@ export function pollErrorKind(failure: Failure): string {
 }
 
 /**
- * Whether a failed poll is logged (spec §1.6): attempts 1, 2, 4, 8, … and any attempt whose error kind differs from
+ * Whether a failed poll is logged (docs/protocol.md#reprovisiondata): attempts 1, 2, 4, 8, … and any attempt whose error kind differs from
  * the previous attempt's, so a wait of days leaves a few dozen lines, yet every change is seen.
  */
 export function shouldLogPoll(attempt: number, kind: string, previousKind: string | null): boolean {

@@ -1,5 +1,5 @@
 /**
- * The encoded provisioning report (`PROVISIONING_REPORT`, spec §3): one line of `key=value` fields that the
+ * The encoded provisioning report (`PROVISIONING_REPORT`, docs/protocol.md#provisioning-report): one line of `key=value` fields that the
  * fabric shows the VM owner and that KVP carries to the host.
  *
  * Dialect, chosen to stay readable by azure-init's and cloud-init's consumers:

@@ -1,5 +1,5 @@
 /**
- * One poll of IMDS `reprovisiondata` (spec §1.1): a pool VM asks for the customer's ovf-env.xml. Until the VM is
+ * One poll of IMDS `reprovisiondata` (docs/protocol.md#reprovisiondata): a pool VM asks for the customer's ovf-env.xml. Until the VM is
  * claimed IMDS answers 404 (cloud-init also waits through 410 and 429); the chart polls again after its interval.
  * A 2xx is the claim: its document is judged at once, and one that is too large, not UTF-8 or not an Azure
  * ovf-env.xml ends the wait with a non-retryable error, since polling again would only fetch it again.

@@ -1,5 +1,5 @@
 /**
- * Provisioning health reports to the wireserver's JSON endpoint (spec §2): one POST per call, classified as
+ * Provisioning health reports to the wireserver's JSON endpoint (docs/protocol.md#health-reports): one POST per call, classified as
  * accepted, worth retrying, or refused. The statechart owns retries and the total deadline, and
  * `Retry-After` is ignored so no server can stretch that deadline.
  */

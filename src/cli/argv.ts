@@ -149,7 +149,7 @@ export function editDistance(a: string, b: string): number {
   return d[a.length][b.length];
 }
 
-/** The one-line synopsis of a subcommand, as in the overview and the README. */
+/** The one-line synopsis of a subcommand, as in the overview and docs/cli.md. */
 export function synopsis(name: string, spec: SubcommandSpec): string {
   const parts = [`bootstate ${name}`];
   if (spec.args) parts.push(spec.args);

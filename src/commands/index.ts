@@ -2,7 +2,7 @@
  * Every subcommand of `bootstate`, one entry each: its usage (summary, options, help text: plain strings) and a
  * `run` that imports the subcommand's own module, src/commands/<name>.ts, only when that subcommand is asked for.
  * `--help`, option parsing, usage errors and the README's CLI section all come from this table. It is part of the
- * CLI script every start reads (scripts/bundle.mjs), so it holds nothing but that data and the `import()`s.
+ * CLI script every start reads (scripts/build/bundle.mjs), so it holds nothing but that data and the `import()`s.
  */
 import type { SubcommandSpec } from '../cli/argv.js';
 

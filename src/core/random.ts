@@ -1,6 +1,6 @@
 /**
- * Random identifiers without node:crypto: requiring it cost 5–15 ms before the first IMDS request (every module on
- * the way imported it) and ~2 MiB of peak RSS. UUIDs and bytes come from the kernel's CSPRNG
+ * Random identifiers without node:crypto: requiring it put its load before the first IMDS request (every module on
+ * the way imported it) and added to the peak RSS. UUIDs and bytes come from the kernel's CSPRNG
  * (/proc/sys/kernel/random/uuid, /dev/urandom); node:crypto is loaded only where those cannot be read, and for
  * hashing.
  */

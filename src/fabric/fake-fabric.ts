@@ -30,7 +30,7 @@ export interface FakeFabricOptions {
   wireserver?: Partial<Listen>;
   /** Where the host GA plugin listens (`/health`, `/versions`). */
   hostPlugin?: Partial<Listen>;
-  /** The document IMDS serves; default the spec §1.4 example. */
+  /** The document IMDS serves; default the example of docs/protocol.md#imds-example-document. */
   imdsDocument?: unknown;
   /** Called with every request once its body has arrived (serve.ts appends them to the record file). */
   onRequest?: (request: RecordedRequest) => void;
@@ -38,7 +38,7 @@ export interface FakeFabricOptions {
 
 export interface PoolVm {
   type?: string;
-  /** IMDS document after the claim; default the §1.4 example for user `customer`, host `customer-vm`. */
+  /** IMDS document after the claim; default the example document for user `customer`, host `customer-vm`. */
   customerDocument?: Record<string, any>;
   /** ovf-env.xml served after the claim; default one matching the customer's document. */
   customerOvf?: string;
@@ -252,7 +252,7 @@ function routeOf(service: RecordedRequest['service'], method: string, url: strin
   return null;
 }
 
-/** The §1.4 document as the customer who claims a pool VM configured it. */
+/** The example document as the customer who claims a pool VM configured it. */
 export function customerImdsDocument(): Record<string, any> {
   const doc = exampleImdsDocument();
   Object.assign(doc.compute.osProfile, { adminUsername: 'customer', computerName: 'customer-vm' });

@@ -1,11 +1,11 @@
 /**
  * The instance metadata document the fake IMDS serves by default: the realistic `api-version=2023-11-15&extended=true`
- * response of spec §1.4, plus helpers that derive the variants scenarios need.
+ * response (docs/protocol.md#imds-example-document), plus helpers that derive the variants scenarios need.
  */
 
 export const EXAMPLE_VM_ID = 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8';
 
-/** A fresh deep copy of the §1.4 document, so a test can change it freely. */
+/** A fresh deep copy of the example document, so a test can change it freely. */
 export function exampleImdsDocument(): Record<string, any> {
   return structuredClone(EXAMPLE);
 }

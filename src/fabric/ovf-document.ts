@@ -1,6 +1,6 @@
 /**
  * ovf-env.xml documents the fake fabric hands out: the customer's document that `reprovisiondata` returns once a
- * pool VM is claimed (spec §7.2/§7.3 layout), with optional custom data and password.
+ * pool VM is claimed (laid out as in docs/protocol.md#ovf-schema), with optional custom data and password.
  */
 
 export interface OvfDocumentOptions {

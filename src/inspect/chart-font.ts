@@ -1,5 +1,5 @@
 /**
- * The font every chart is drawn in, carried by the picture itself (issue 27). Graphviz lays labels out with its
+ * The font every chart is drawn in, carried by the picture itself. Graphviz lays labels out with its
  * built-in Helvetica widths (`fontname="Helvetica"` in src/inspect/dot.ts); a viewer without a Helvetica-metric
  * font would draw them wider than their boxes. So each SVG and each page names `bootstate-chart` first and holds
  * it as @font-face rules with data: URIs: a subset of Arimo, whose widths are Helvetica's, and a few DejaVu Sans

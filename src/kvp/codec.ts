@@ -1,7 +1,7 @@
 /**
  * The Hyper-V KVP pool record: a fixed 2,560-byte slot holding a 512-byte key field and a 2,048-byte value
- * field, both UTF-8 and NUL padded (spec §4.2). Safe mode enforces the limits the host can actually read
- * back (254-byte keys, 1,022-byte values, spec §4.3); unsafe mode only the field widths.
+ * field, both UTF-8 and NUL padded (docs/protocol.md#kvp-record-layout). Safe mode enforces the limits the host can actually read
+ * back (254-byte keys, 1,022-byte values, docs/protocol.md#kvp-limits); unsafe mode only the field widths.
  */
 import { BootstateError } from '../core/errors.js';
 

@@ -2,15 +2,15 @@
  * `flock(2)` on a pool file (and the instance lock). flock locks belong to the open file description, not the
  * process, which is what cloud-init and azure-init (both `flock` writers) exclude each other with.
  *
- * The call itself is made by a tiny embedded N-API addon (src/native/native-addon.ts) — no fork, well under a
- * millisecond. Where the addon cannot load, util-linux `flock(1)` does it instead: a child that inherits our
- * descriptor as its fd 3 and runs `flock -x 3` locks *our* description, and the lock stays held after the child
- * exits until `flock -u 3` runs the same way or we close the descriptor. Each spawn forks the whole Node process
- * (2–40 ms, the event loop blocked), so the open-lock-close helpers release by closing rather than unlocking.
- * Node opens files with O_CLOEXEC, so no unrelated child inherits the descriptor and keeps the lock alive.
+ * The call itself is made by a tiny embedded N-API addon (src/native/native-addon.ts) — no fork, one system call. Where
+ * the addon cannot load, util-linux `flock(1)` does it instead: a child that inherits our descriptor as its fd 3 and
+ * runs `flock -x 3` locks *our* description, and the lock stays held after the child exits until `flock -u 3` runs the
+ * same way or we close the descriptor. Each spawn forks the whole Node process with the event loop blocked, so the
+ * open-lock-close helpers release by closing rather than unlocking. Node opens files with O_CLOEXEC, so no unrelated
+ * child inherits the descriptor and keeps the lock alive.
  *
- * No OFD `fcntl` lock is taken: the one fcntl user, hv_kvp_daemon, re-reads the whole file before every
- * operation anyway (spec §4.4). The API is synchronous because the KVP actor's cleanup is synchronous.
+ * No OFD `fcntl` lock is taken: the one fcntl user, hv_kvp_daemon, re-reads the whole file before every operation
+ * anyway (docs/protocol.md#kvp-locking). The API is synchronous because the KVP actor's cleanup is synchronous.
  */
 import fs from 'node:fs';
 import { constants as osConstants } from 'node:os';

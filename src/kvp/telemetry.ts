@@ -1,6 +1,6 @@
 /**
  * bootstate's telemetry in the guest pool: state spans and log events become KVP records keyed
- * `bootstate-<version>|<vm_id>|<LEVEL>|<name>|<uuid>` (spec §4.6), queued and written in batches under one lock
+ * `bootstate-<version>|<vm_id>|<LEVEL>|<name>|<uuid>` (docs/protocol.md#kvp-telemetry-keys), queued and written in batches under one lock
  * per flush, plus the `PROVISIONING_REPORT` written at once. Telemetry must never break provisioning, so no
  * method throws: failures are counted and the last one kept in `lastError`.
  */

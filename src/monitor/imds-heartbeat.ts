@@ -1,5 +1,5 @@
 /**
- * The IMDS heartbeat (spec §5.6): one `GET /metadata/instance?api-version=2018-02-01` whose answer says
+ * The IMDS heartbeat (docs/protocol.md#imds-heartbeat): one `GET /metadata/instance?api-version=2018-02-01` whose answer says
  * whether IMDS itself is serving. Failures on our side of the wire (no route, throttling, a 4xx the service
  * would not retry) say nothing about IMDS, so they count as healthy; service errors and documents missing the
  * network fields a VM depends on count as unhealthy, with the reason kept for the observation's `Value`.

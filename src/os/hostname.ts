@@ -1,5 +1,5 @@
 /**
- * Hostname backends (spec §8.7): `hostnamectl set-hostname` when systemd-hostnamed answers; `hostname` writes
+ * Hostname backends (docs/protocol.md#hostname): `hostnamectl set-hostname` when systemd-hostnamed answers; `hostname` writes
  * /etc/hostname atomically and sets the running name with hostname(1).
  */
 import { writeFileAtomic } from './atomic.js';

@@ -1,11 +1,11 @@
 /**
- * The provisioned marker (spec §8.8) and the durable "report pending" state: `<data_dir>/<vm_id>.provisioned`
- * `<data_dir>/<vm_id>.report-pending` and, for a pool VM, `<data_dir>/<vm_id>.waiting-for-reuse`: empty files. A new
- * VM id finds none of them. An empty file has no content
- * to tear, so it is created in place rather than through a temp file and a rename; what each one must survive
- * decides its fsyncs (docs/durability.md): report-pending is durable before Ready is sent (file and directory
- * fsync); provisioned needs only its directory entry durable before report-pending is removed, and that removal
- * needs none, because `provisioned` wins when both are found.
+ * The provisioned marker (docs/protocol.md#provisioned-marker) and the durable "report pending" state:
+ * `<data_dir>/<vm_id>.provisioned` `<data_dir>/<vm_id>.report-pending` and, for a pool VM,
+ * `<data_dir>/<vm_id>.waiting-for-reuse`: empty files. A new VM id finds none of them. An empty file has no content to
+ * tear, so it is created in place rather than through a temp file and a rename; what each one must survive decides its
+ * fsyncs (docs/durability.md): report-pending is durable before Ready is sent (file and directory fsync); provisioned
+ * needs only its directory entry durable before report-pending is removed, and that removal needs none, because
+ * `provisioned` wins when both are found.
  */
 import { constants, lstatSync, readdirSync, rmSync } from 'node:fs';
 import { chmod, mkdir, open, readdir, rm } from 'node:fs/promises';
@@ -39,7 +39,7 @@ export class FileMarkerStore implements MarkerStore {
    * case-insensitively. Our own `provisioned` also removes stale pending and waiting markers of the same VM id.
    * Read with synchronous calls: this runs before the first IMDS request, when the instance lock in the same
    * directory has just been taken synchronously, and the first asynchronous file call of a run starts libuv's
-   * thread pool and Node's fs/promises module (~3 ms on a small VM), which the media read can pay for later.
+   * thread pool and loads Node's fs/promises module, which the media read can pay for later.
    */
   async state(vmId: string): Promise<MarkerState> {
     const want = vmId.toLowerCase();

@@ -1,5 +1,5 @@
 /**
- * Finds and reads the Azure provisioning media (spec §7.1): UDF/ISO 9660 devices (volume-probe.ts), /dev/sr0, and
+ * Finds and reads the Azure provisioning media (docs/protocol.md#finding-the-media): UDF/ISO 9660 devices (volume-probe.ts), /dev/sr0, and
  * copies already mounted somewhere; each is mounted read-only (nosuid, nodev, noexec) into a private 0700
  * directory under /run/bootstate, `ovf-env.xml` is read with a size cap, and the mount is always undone.
  * No media is normal: the result is null.

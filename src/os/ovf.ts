@@ -1,5 +1,5 @@
 /**
- * Parses Azure's ovf-env.xml (spec §7.2) namespace-aware: elements are matched by namespace URI and local name,
+ * Parses Azure's ovf-env.xml (docs/protocol.md#ovf-schema) namespace-aware: elements are matched by namespace URI and local name,
  * so `wa:`, `ns1:` and default-namespace producers all work. A DOCTYPE is rejected outright and entities are
  * never expanded (only the five predefined ones and character references are decoded), so no entity attack
  * (billion laughs, external entities) can reach the parser. The password and the decoded CustomData go into the SecretStore only.

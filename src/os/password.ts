@@ -1,5 +1,5 @@
 /**
- * The password step (spec §8.3): locked by default; when the provisioning media carried a password it is set
+ * The password step (docs/protocol.md#password): locked by default; when the provisioning media carried a password it is set
  * with chpasswd, the `user:password` line written to its stdin only and the buffer zeroed afterwards.
  */
 import { BootstateError } from '../core/errors.js';

@@ -63,7 +63,7 @@ export interface Provisioner {
  */
 export type MarkerState = 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse';
 
-/** Provisioned-marker store keyed by VM id (see spec §8.8 and the "report pending" state). */
+/** Provisioned-marker store keyed by VM id (docs/protocol.md#provisioned-marker, and the "report pending" state). */
 export interface MarkerStore {
   state(vmId: string): Promise<MarkerState>;
   markReportPending(vmId: string): Promise<void>;

@@ -1,5 +1,5 @@
 /**
- * sshd PasswordAuthentication (spec §8.6). sshd keeps the first value it reads and includes
+ * sshd PasswordAuthentication (docs/protocol.md#sshd-password-policy). sshd keeps the first value it reads and includes
  * `sshd_config.d/*.conf` in lexical order, so our drop-in is named to sort first (`00-bootstate.conf`); what
  * counts is the effective value, which `sshd -T` reports and we check. sshd is reloaded when it runs under
  * systemd; otherwise the unit's `Before=ssh.service` ordering means sshd starts after we wrote the file.

@@ -1,5 +1,5 @@
 /**
- * The admin's sudo rule (spec §8.4): one drop-in per user in the sudoers directory, 0440 owned by root, checked
+ * The admin's sudo rule (docs/protocol.md#sudoers): one drop-in per user in the sudoers directory, 0440 owned by root, checked
  * with `visudo -cf` before it replaces anything, so a bad rule can never lock out sudo. Which rule, if any, follows
  * `[user_provisioners] sudo` (sudoRuleFor).
  */

@@ -1,5 +1,5 @@
 /**
- * The admin user (spec §8.2): `useradd` with a home directory, the configured shell and groups; an existing
+ * The admin user (docs/protocol.md#admin-user): `useradd` with a home directory, the configured shell and groups; an existing
  * user is fine and only gains the groups (`usermod -aG`). Missing groups are created or skipped as configured,
  * with a warning either way. The sudo rule lives in sudoers.ts.
  */

@@ -1,5 +1,5 @@
 /**
- * The VM id as Azure knows it (spec §6): `product_uuid`, lower-cased, with the first three groups
+ * The VM id as Azure knows it (docs/protocol.md#vm-id): `product_uuid`, lower-cased, with the first three groups
  * byte-swapped on Generation 1 (BIOS) VMs, where SMBIOS 2.3 stores them little-endian.
  */
 import { existsSync, readFileSync } from 'node:fs';

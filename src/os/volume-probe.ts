@@ -1,6 +1,6 @@
 /**
  * Which block devices hold a UDF or ISO 9660 file system, read in-process from their volume descriptors instead
- * of forking blkid twice (12–230 ms on a first boot). Both formats start their descriptors at byte 32768 in
+ * of forking blkid twice, on a first boot's critical path. Both formats start their descriptors at byte 32768 in
  * 2048-byte sectors, each with a 5-byte standard identifier at offset 1: `CD001` (ISO 9660), and UDF's volume
  * recognition sequence `BEA01`, `NSR02` or `NSR03`, `TEA01` (ECMA-167). A disc with both (a UDF bridge) counts as
  * UDF, as blkid reports it. Devices come from /sys/class/block; empty ones (a drive with no disc, an unused loop

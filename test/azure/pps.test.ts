@@ -21,7 +21,7 @@ describe('the pool type', () => {
   });
 });
 
-describe('the logging policy of the wait for reuse (spec §1.6)', () => {
+describe('the logging policy of the wait for reuse (docs/protocol.md#reprovisiondata)', () => {
   it('logs attempts 1, 2, 4, 8, … while the error stays the same', () => {
     const logged = Array.from({ length: 70 }, (_, i) => i + 1).filter((n) => shouldLogPoll(n, 'HTTP_STATUS:404', n === 1 ? null : 'HTTP_STATUS:404'));
     expect(logged).toEqual([1, 2, 4, 8, 16, 32, 64]);

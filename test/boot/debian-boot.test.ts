@@ -148,7 +148,7 @@ async function observe(machine: Machine, boot: Boot, login: { user: string } | n
 /**
  * Under load, systemd-user-sessions.service has been seen failing in this container with status=219/CGROUP
  * (systemd could not put its process in its cgroup), which leaves /run/nologin in place: pam_nologin then refuses
- * every user but root, and ssh exits 255 ("System is booting up…", issue 27). That unit is the container's, not
+ * every user but root, and ssh exits 255 ("System is booting up…"). That unit is the container's, not
  * the agent's, and bootstate.service ran before it; so the test starts it again (at most three times) before the
  * logins, says so on stderr, and records it in the failure message.
  */
@@ -167,8 +167,8 @@ async function letUsersIn(machine: Machine, boot: Boot, failedUnits: string[]): 
 
 /**
  * The key login, retried while ssh fails before authentication: exit 255 with no verdict on the key (sshd closed
- * or reset the connection). That is how one login failed under the full suite's load (issue 27, with LogLevel=ERROR
- * it said nothing); each attempt is kept, so a retried login still shows what happened. A refused key is final.
+ * or reset the connection). That is how one login failed under the full suite's load (with LogLevel=ERROR it said
+ * nothing); each attempt is kept, so a retried login still shows what happened. A refused key is final.
  */
 async function keyLogin(boot: Boot, user: string): Promise<{ login: RunResult; loginAttempts: string[] }> {
   const attempts: string[] = [];

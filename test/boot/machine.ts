@@ -75,9 +75,10 @@ export interface Boot {
   shutdown(): Promise<string>;
 }
 
-// LogLevel=VERBOSE: at ERROR, ssh exits 255 without a word when sshd closes the connection or the handshake times
-// out (issue 27). ConnectTimeout also bounds the banner exchange, which sshd answers only after it re-executes
-// itself, and a 2-core machine booting four VMs beside the rest of the suite can take longer than 5 s for that.
+// LogLevel=VERBOSE: at ERROR, ssh exits 255 without a word when sshd closes the connection or the handshake times out,
+// which left a failed login under load unexplained. ConnectTimeout also bounds the banner exchange, which sshd answers
+// only after it re-executes itself, and a 2-core machine booting four VMs beside the rest of the suite can take longer
+// than 5 s for that.
 const SSH_OPTIONS = [
   '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=VERBOSE',
   '-o', 'ConnectTimeout=30', '-o', 'IdentitiesOnly=yes',

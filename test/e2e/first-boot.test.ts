@@ -389,7 +389,7 @@ describe.skipIf(!canSandbox)('a first boot in namespaces, with the default confi
       expect(await shadowField(vm, 'azureuser')).toMatch(/^!/);
     });
 
-    it('names the marker after the byte-swapped VM id on a Generation 1 VM (spec §6 example)', async () => {
+    it('names the marker after the byte-swapped VM id on a Generation 1 VM (docs/protocol.md#vm-id-examples)', async () => {
       const { vm } = await scenarios.passwordAuth;
       expect(await markers(vm)).toEqual(['00840e55-9be2-d441-a716-446655440000.provisioned']);
       expect((await kvpReports(vm)).at(-1)?.get('vm_id')).toBe('00840e55-9be2-d441-a716-446655440000');

@@ -1,5 +1,5 @@
 /**
- * What the provisioning media says counts whichever of it and IMDS answers first (issue 24). Each case boots twice
+ * What the provisioning media says counts whichever of it and IMDS answers first. Each case boots twice
  * in namespaces with the default configuration and a real ISO 9660 ovf-env.xml on a loop device: once with the
  * media read held up (a slow `mount`) so IMDS answers first, once with IMDS held up (the fake fabric waits before
  * each answer) so the media is read first. The run journal shows which order happened.

@@ -1,8 +1,8 @@
 /**
- * The admin's sudo after a real first boot (issue 25), with the default configuration and real `sudo` inside the
- * sandbox, run as the admin: a keys-only admin becomes root without a password (what WALinuxAgent, azure-init and
- * cloud-init give), an admin whose password came on the provisioning media must type it, and an image whose
- * configuration was written for azure-init keeps azure-init's NOPASSWD rule even then.
+ * The admin's sudo after a real first boot (docs/configuration.md#the-admins-sudo), with the default configuration and
+ * real `sudo` inside the sandbox, run as the admin: a keys-only admin becomes root without a password (what
+ * WALinuxAgent, azure-init and cloud-init give), an admin whose password came on the provisioning media must type it,
+ * and an image whose configuration was written for azure-init keeps azure-init's NOPASSWD rule even then.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';

@@ -36,7 +36,7 @@ const metadata = { Metadata: 'true' };
 const post = (url: string, body: unknown) => call(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
 
 describe('startFakeFabric', () => {
-  it('serves the spec example document to requests that carry Metadata: true', async () => {
+  it('serves the example document to requests that carry Metadata: true', async () => {
     fabric = await startFakeFabric();
     const res = await call(fabric.imdsUrl, { headers: metadata });
     expect(res.status).toBe(200);

@@ -1,9 +1,9 @@
 /**
- * Issue 24, "every answer is judged at once": whatever a 200 from IMDS or `reprovisiondata` carries — wrong types,
- * nulls, huge arrays, unicode, NUL bytes, duplicate keys, bytes that are not UTF-8, documents that are not
- * ovf-env.xml — it ends in a value or in a named BootstateError that is not retryable. Never an exception of another
- * kind (the chart would report `unhandled error`), and never a retryable error (the chart would ask again for the
- * same answer until its budget ran out, or for ever while a pool VM waits).
+ * "Every answer is judged at once" (docs/protocol.md#imds-retries): whatever a 200 from IMDS or `reprovisiondata`
+ * carries — wrong types, nulls, huge arrays, unicode, NUL bytes, duplicate keys, bytes that are not UTF-8, documents
+ * that are not ovf-env.xml — it ends in a value or in a named BootstateError that is not retryable. Never an exception
+ * of another kind (the chart would report `unhandled error`), and never a retryable error (the chart would ask again
+ * for the same answer until its budget ran out, or for ever while a pool VM waits).
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -20,14 +20,14 @@ const FIELDS = ['HostName', 'UserName', 'UserPassword', 'DisableSshPasswordAuthe
 
 const escapeXml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-/** The spec example with the text of one field replaced (escaped or raw, so markup can break too). */
+/** The example document with the text of one field replaced (escaped or raw, so markup can break too). */
 const valueMutation = fc
   .tuple(fc.constantFrom(...FIELDS), hostileString(), fc.boolean())
   .map(([field, value, escaped]) =>
     specExample().replace(new RegExp(`(<${field}>)[^<]*(</${field}>)`), (_m, open: string, close: string) => `${open}${escaped ? escapeXml(value) : value}${close}`),
   );
 
-/** The spec example with a slice cut out, duplicated or overwritten: truncated tags, unbalanced elements. */
+/** The example document with a slice cut out, duplicated or overwritten: truncated tags, unbalanced elements. */
 const markupMutation = fc
   .tuple(fc.nat(), fc.nat({ max: 200 }), fc.constantFrom('cut', 'duplicate', 'overwrite'), fc.string({ maxLength: 12 }))
   .map(([at, length, op, text]) => {

@@ -1,6 +1,6 @@
 /**
- * The fault matrix of issue 8: one row per way IMDS or the wireserver (its Ready report) can misbehave, with
- * the outcome the agent must reach. Deadlines are short so the whole table runs in about a minute.
+ * The fault matrix: one row per way IMDS or the wireserver (its Ready report) can misbehave, with the outcome the
+ * agent must reach (docs/reliability.md). Deadlines are short so the whole table runs quickly.
  */
 import type { Behaviour, FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { withOsProfile } from '../../src/fabric/imds-document.js';
@@ -79,7 +79,7 @@ const refusedStatus = (status: number): Expected => ({
   attempts: 'one',
   maxMs: DEADLINE_MS,
 });
-/** A 2xx that can never be used (spec §1.1: IMDS fails rather than answer partially): one attempt, then the failure naming what was wrong with it. */
+/** A 2xx that can never be used (IMDS fails rather than answer partially: docs/protocol.md#imds-request): one attempt, then the failure naming what was wrong with it. */
 const refusedAnswer = (reason: string, exitCode: number, data: Record<string, string>): Expected => ({
   result: 'failed',
   reason,

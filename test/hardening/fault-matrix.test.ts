@@ -1,5 +1,5 @@
 /**
- * Issue 8's fault matrix: the built agent against IMDS and a wireserver that misbehave in every listed way.
+ * The fault matrix: the built agent against IMDS and a wireserver that misbehave in every listed way.
  * Each row must end in its expected report and exit code within its deadline, without a crash and without a
  * process left behind. The rows and what was observed go to test-output/reliability.json for the docs table.
  */

@@ -1,6 +1,6 @@
 /**
  * The local fault matrix: every path bootstate reads or writes × the ways a hostile or broken machine can spoil
- * it. What each case must produce is written here from the guarantees (README "Local faults"), never read back
+ * it. What each case must produce is written here from the guarantees (docs/local-faults.md), never read back
  * from the agent: sinks (journal, log, KVP, lock) never decide the outcome; the state in the data directory and
  * every OS path decide it with the reason of their step; a configuration that cannot be read stops a scratch run.
  */

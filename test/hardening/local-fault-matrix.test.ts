@@ -1,6 +1,6 @@
 /**
- * Issue 12's local fault matrix: every path bootstate reads or writes, spoiled in every listed way, against the
- * built agent in its own mount namespace. Each row must end in its expected report and exit code within the
+ * The local fault matrix (docs/local-faults.md): every path bootstate reads or writes, spoiled in every listed way,
+ * against the built agent in its own mount namespace. Each row must end in its expected report and exit code within the
  * deadline, with no victim file changed (same bytes, same inode) and no crash. Results go to
  * test-output/local-reliability.json for docs/reliability.md.
  */

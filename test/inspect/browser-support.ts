@@ -1,8 +1,9 @@
 /**
  * Chromium for the browser tests, under font setups that are hostile to a chart laid out with Helvetica's widths
- * (issue 27): fontconfig is given a fonts.conf of its own whose only <dir> holds one font file, so every family a
- * page names falls back to it. The files come from Debian's font packages that scripts/test-packages.txt names.
- * Also the checks every chart passes: no two texts overlap, every label inside its box.
+ * (docs/architecture.md#the-pictures): fontconfig is given a fonts.conf of its own whose only <dir> holds one font
+ * file, so every family a page names falls back to it. The files come from Debian's font packages that
+ * scripts/test-packages.txt names. Also the checks every chart passes: no two texts overlap, every label inside its
+ * box.
  */
 import fs from 'node:fs';
 import os from 'node:os';

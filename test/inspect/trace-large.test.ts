@@ -1,5 +1,5 @@
 /**
- * Issue 24: `bootstate trace` on a 156 MB journal ran out of a 60 s limit at 2.6 GB of memory. The journal is now
+ * `bootstate trace` on a journal of a very long run once ran out of time and memory reading it whole. The journal is
  * streamed (read twice, never held) and the page written as it is made; these tests trace a journal of tens of MB
  * with the built CLI under a heap limit the old whole-file reading could not live within, and check the page.
  */

@@ -1,7 +1,7 @@
 /**
  * A provisioning run builds the provisioning chart's StateNode tree once, with its real actors: importing the
  * provision path builds no chart (the placeholder-built `provisioningMachine` is never evaluated), and the run builds
- * exactly the machine it runs. Each build of the tree costs milliseconds before the first IMDS request (issue 16).
+ * exactly the machine it runs. Each build of the tree is paid before the first IMDS request.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,7 +1,7 @@
 /**
  * The built CLI follows the conventions of clap, argparse and GNU tools: every subcommand answers `--help` with
  * every option it accepts, a mistyped subcommand gets the nearest one suggested, and every usage error is one
- * line on stderr with exit 2. The README's CLI section and exit codes agree with the help.
+ * line on stderr with exit 2. docs/cli.md's synopses and exit codes agree with the help.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -84,9 +84,8 @@ describe('nearest-subcommand suggestion', () => {
   });
 });
 
-describe('the README agrees with the help', () => {
-  const readme = readFileSync('README.md', 'utf8');
-  const cliSection = readme.slice(readme.indexOf('## CLI'), readme.indexOf('## Seeing a run'));
+describe('docs/cli.md agrees with the help', () => {
+  const cliSection = readFileSync('docs/cli.md', 'utf8');
 
   it('gives every subcommand a synopsis naming every option in its CLI section', () => {
     const block = cliSection.slice(cliSection.indexOf('```'), cliSection.indexOf('```', cliSection.indexOf('```') + 3));

@@ -51,7 +51,7 @@ describe('the agent against a healthy fabric', () => {
 });
 
 describe('the markers', () => {
-  // Issue 24: this was reported as "failed to write provisioned marker".
+  // Not "failed to write provisioned marker", as it once was reported.
   it('a waiting-for-reuse marker that cannot be read fails the run as a failure to read that marker, before any report but the failure', async () => {
     const root = mkdtempSync(join(tmpdir(), 'bootstate-it-'));
     // A scratch run reads this machine's VM id.
@@ -183,7 +183,7 @@ describe('signals', () => {
 });
 
 describe('a signal while user data is being saved', () => {
-  // Issue 24: a SIGTERM ~150 ms after start left the decoded user data in a temp file in the data directory.
+  // A SIGTERM soon after start once left the decoded user data in a temp file in the data directory.
   it('leaves no temp file in the data directory: the run reports terminated and the half-written copy is gone', async () => {
     const doc = exampleImdsDocument();
     doc.compute.userData = Buffer.alloc(16 << 20, 0x61).toString('base64');

@@ -1,9 +1,9 @@
 /**
- * What a provisioning run of the built agent loads and leaves behind (issue 16): none of Node's HTTP/1 or HTTP/2,
- * worker thread or inspector modules, nor crypto, child_process, assert or fs/promises before its first IMDS
- * request, no ES module loader, no other subcommand's script, no flock(1) fork, no addon file, and the plain
- * program's code caches accepted and stored where V8 can read them in place; without the SIMD HTTP parser beside
- * the scripts it falls back to the other one.
+ * What a provisioning run of the built agent loads and leaves behind
+ * (docs/performance.md#why-a-start-costs-what-it-does): none of Node's HTTP/1 or HTTP/2, worker thread or inspector
+ * modules, nor crypto, child_process, assert or fs/promises before its first IMDS request, no ES module loader, no
+ * other subcommand's script, no flock(1) fork, no addon file, and the plain program's code caches accepted and stored
+ * where V8 can read them in place; without the SIMD HTTP parser beside the scripts it falls back to the other one.
  */
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';

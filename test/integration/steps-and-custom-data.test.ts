@@ -61,7 +61,7 @@ describe('provision --only / --skip', () => {
   });
 
   // The user was never created on this fresh VM: that is OS state, not bad metadata or configuration, so it is
-  // exit 1 (README "Exit codes"), not 78, and the report names it.
+  // exit 1 (docs/cli.md#exit-codes), not 78, and the report names it.
   it.each([['--only', 'ssh-keys'], ['--skip', 'user']])('%s %s on a fresh VM fails with user not found, exit 1', async (flag, steps) => {
     const run = await runAgent(fabric, { args: [flag, steps] });
     expect(run.code, run.stderr).toBe(1);

@@ -1,5 +1,5 @@
 /**
- * Which of IMDS and the provisioning media answers first must never decide a run (issue 24). For every IMDS outcome
+ * Which of IMDS and the provisioning media answers first must never decide a run. For every IMDS outcome
  * and every media outcome the run is played twice against the real chart, IMDS first and media first, checked
  * against the oracle after every event (check.ts); then the two orders must have started the same actors, written
  * the same KVP records and ended with the same output. The rest of each run is played straight: every actor in flight
@@ -118,7 +118,7 @@ describe('IMDS and the provisioning media, in either order of arrival', () => {
     });
   }
 
-  it('the cases the adversarial pass found end as the README says', () => {
+  it('the cases the adversarial pass found end as docs/architecture.md says', () => {
     const outcome = (imds: string, media: string) => run(IMDS[imds]!, MEDIA[media]!).oracle;
     // A pool VM flagged only by the media waits for its claim and provisions the customer.
     const pool = outcome('password logins off', 'pool Running (PreprovisionedVMType or the legacy flag)');

@@ -51,7 +51,7 @@ export function canonicalPpsType(raw: string | null | undefined): string {
   return ['None', 'Running', 'Savable', 'PreprovisionedOSDisk'].find((t) => t.toLowerCase() === text.toLowerCase()) ?? 'Unknown';
 }
 
-/** A type this agent cannot serve wins over Running, from either source (README "Pre-provisioned VMs"). */
+/** A type this agent cannot serve wins over Running, from either source (docs/preprovisioned.md). */
 export function poolOf(imds: string | null | undefined, media: string | null | undefined): { type: string; raw: string } {
   const both = [imds, media].map((raw) => ({ type: canonicalPpsType(raw), raw: (raw ?? '').trim() }));
   return both.find((p) => p.type !== 'None' && p.type !== 'Running') ?? both.find((p) => p.type === 'Running') ?? { type: 'None', raw: 'None' };

@@ -1,6 +1,7 @@
 /**
- * What the outside world must see during `bootstate provision`, written from the protocol (spec §1–§3, README),
- * not from `machines/provisioning.ts`: it never reads the chart. It is told what happened — an actor finished or
+ * What the outside world must see during `bootstate provision`, written from the protocol (docs/protocol.md#imds,
+ * docs/protocol.md#health-reports, docs/protocol.md#provisioning-report) and docs/architecture.md, not from
+ * `machines/provisioning.ts`: it never reads the chart. It is told what happened — an actor finished or
  * failed, the clock moved, SIGTERM arrived — and answers which actors are in flight, which were started (reports
  * with their health and encoded failure, OS steps with the plan, marker writes), which KVP records were written,
  * and, once the run is over, its output (result, exit code, failure code, whether the fabric accepted it).
@@ -38,7 +39,7 @@
  *   the provisioned marker; while reporting Ready it ends the run unreported.
  * - steps left out (`--only`/`--skip`) never start; the others run as usual (keys and password once the user exists
  *   or its step is left out); validation and every report still happen.
- * Pool VMs (README "Pre-provisioned VMs", spec §1.3, §7.2):
+ * Pool VMs (docs/preprovisioned.md, docs/protocol.md#pre-provisioning-type):
  * - a pool type from IMDS or the media: Savable, PreprovisionedOSDisk or unknown wins over Running, and fails the run
  *   naming the type (`pps_type`); Running → Ready to the pool (KVP first) → waiting marker → poll reprovisiondata
  *   (a "not yet" waits the poll interval, counting attempts and remembering the error kind; anything else fails);

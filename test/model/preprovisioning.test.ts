@@ -1,7 +1,7 @@
 /**
  * Pre-provisioned VMs, path by path with their effects: what the fabric is asked (which report, with which
  * pps_type), which markers are written, which OS steps start and with whose data. Written from the protocol
- * (spec §1.3, §1.6, §7.2 and cloud-init's Running PPS flow), not from the chart.
+ * (docs/protocol.md#pre-provisioned-vms and cloud-init's Running PPS flow), not from the chart.
  */
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY } from '../../machines/provisioning.js';

@@ -1,7 +1,7 @@
 /**
- * Model-based test of the provisioning statechart (DESIGN.md §3): the real machine is traversed with
- * `xstate/graph`'s TestModel, every shortest path is played against the real interpreter with gated fake actors
- * and a SimulatedClock, and the suite fails unless both the planned and the observed transitions cover every
+ * Model-based test of the provisioning statechart (docs/architecture.md#how-the-charts-are-proved): the real machine is
+ * traversed with `xstate/graph`'s TestModel, every shortest path is played against the real interpreter with gated fake
+ * actors and a SimulatedClock, and the suite fails unless both the planned and the observed transitions cover every
  * transition of every state node.
  *
  * Bounding the parallel states (see `mayMove` and `modelEvents` in support.ts). Offering every region's events

@@ -1,8 +1,8 @@
 /**
- * When systemd hears READY=1, path by path, written from issue 26's rule rather than from the chart: logins wait for
- * everything they need (user, keys, password, sshd drop-in, host keys, hostname) and for nothing else — not for a
- * report, however long the wireserver refuses it. The host keys are made beside IMDS, and sshd's drop-in waits for
- * them.
+ * When systemd hears READY=1, path by path, written from the readiness rule
+ * (docs/cli.md#readiness-logins-never-wait-for-a-report) rather than from the chart: logins wait for everything they
+ * need (user, keys, password, sshd drop-in, host keys, hostname) and for nothing else — not for a report, however long
+ * the wireserver refuses it. The host keys are made beside IMDS, and sshd's drop-in waits for them.
  */
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_READY } from '../../machines/provisioning.js';

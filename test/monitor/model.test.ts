@@ -1,7 +1,8 @@
 /**
- * Model-based tests of the monitor chart (DESIGN §3): xstate/graph traverses the real machine, each shortest
- * path runs on the real interpreter with gated actors and a stepped clock, and coverage of every transition of
- * every state node is proved twice, from the plan and from what the interpreter reported while the paths ran.
+ * Model-based tests of the monitor chart (docs/architecture.md#how-the-charts-are-proved): xstate/graph traverses the
+ * real machine, each shortest path runs on the real interpreter with gated actors and a stepped clock, and coverage of
+ * every transition of every state node is proved twice, from the plan and from what the interpreter reported while the
+ * paths ran.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -133,8 +134,8 @@ for (const { once, paths } of models) {
   });
 }
 
-// The expected effects come from oracle.ts (spec §5), not from the chart: requests per check and period, the
-// observations sent, the checks in flight and the output, after every event of every path.
+// The expected effects come from oracle.ts (docs/protocol.md#healthservice), not from the chart: requests per check and
+// period, the observations sent, the checks in flight and the output, after every event of every path.
 for (const { once, paths } of models) {
   describe(`the monitor chart${once ? ' with --once' : ''} against the oracle`, () => {
     for (const path of paths) {

@@ -1,8 +1,8 @@
 /**
- * What `bootstate monitor` must send and measure, from the HealthService protocol (spec §5) and the README, never
- * from machines/monitor.ts. It is told what happened (a measurement finished, broke, a period elapsed, STOP, the
- * flush ended, the reporter broke) and answers how many requests each check has made, which are in flight, the
- * observations sent, and the output.
+ * What `bootstate monitor` must send and measure, from the HealthService protocol (docs/protocol.md#healthservice) and
+ * docs/monitor.md, never from machines/monitor.ts. It is told what happened (a measurement finished, broke, a period
+ * elapsed, STOP, the flush ended, the reporter broke) and answers how many requests each check has made, which are in
+ * flight, the observations sent, and the output.
  *
  * - Each signal is measured at start; every finished measurement sends exactly one observation about its signal
  *   (heartbeat and IMDS rolled up: unhealthy once the failure streak is as old as the roll-up window; versions as

@@ -30,7 +30,7 @@ describe('mutation check', () => {
   }, 120_000);
 
 
-  // Issue 26: a chart that tells systemd READY too early, too late or never must fail the checks.
+  // A chart that tells systemd READY too early, too late or never must fail the checks.
   it('kills every mutant that drops or moves READY=1', async () => {
     const chart = CHARTS.find((c) => c.name === 'provisioning')!;
     const ready = mutantsOf(chart.machine).filter((m) => m.id.includes('tellSystemdReady'));

@@ -63,7 +63,7 @@ describe('writeFileAtomic', () => {
     expect((await readdir(dir)).sort()).toEqual(['.hostname.backup', '.hostnamex.0123456789ab.tmp', 'hostname']);
   });
 
-  // Issue 24: a SIGTERM mid-save left a decoded user-data temp file in the data directory.
+  // A SIGTERM mid-save once left a decoded user-data temp file in the data directory.
   describe('leaves no temp file when the write is interrupted', () => {
     it('by its abort signal: the write stops, the temp file is removed, the target stays as it was', async () => {
       const dir = await temp();

@@ -109,7 +109,7 @@ describe('saving custom data', () => {
     expect(`${(error as Error).message}${JSON.stringify((error as { data: unknown }).data)}`).not.toContain('secret-content');
   });
 
-  // Issue 24: a SIGTERM ~150 ms after start left a decoded user-data temp file in the data directory.
+  // A SIGTERM soon after start once left a decoded user-data temp file in the data directory.
   it('stops when its step is abandoned (the signal aborted mid-write), leaving no temp file and no partial file', async () => {
     const secrets = new SecretStore();
     secrets.set('userData', Buffer.alloc(32 << 20, 0x61));

@@ -104,7 +104,7 @@ describe('FileMarkerStore', () => {
     expect(await store.clean({ logs: true, logPath: log })).toEqual([]);
   });
 
-  // Issue 24: a waiting-for-reuse marker that cannot be read was reported as "failed to write provisioned marker".
+  // A waiting-for-reuse marker that cannot be read was once reported as "failed to write provisioned marker".
   it.each([
     ['a directory', (file: string) => mkdir(file)],
     ['a FIFO', async (file: string) => execFileSync('mkfifo', [file])],

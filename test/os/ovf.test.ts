@@ -8,7 +8,7 @@ import { KEY, specExample } from './fixtures/ovf.js';
 const password = (secrets: SecretStore) => secrets.withPassword((b) => b.toString('utf8'));
 
 describe('parseOvfEnv', () => {
-  it('reads the spec §7.3 example', () => {
+  it('reads the example document', () => {
     expect(parseOvfEnv(specExample(), { device: '/dev/sr0' })).toEqual({
       username: 'azureuser',
       hostname: 'web-01',

@@ -24,12 +24,12 @@ afterEach(async () => {
 });
 
 describe('readVmId', () => {
-  it('byte-swaps the first three groups on Gen1 (spec §6 first worked example)', async () => {
+  it('byte-swaps the first three groups on Gen1 (the first example of docs/protocol.md#vm-id-examples)', async () => {
     const id = await readVmId({ sysRoot: await sys('550e8400-e29b-41d4-a716-446655440000\n') });
     expect(id).toEqual({ vmId: '00840e55-9be2-d441-a716-446655440000', source: 'product_uuid', generation: 1 });
   });
 
-  it('lower-cases an upper-case uuid from an old kernel before swapping (spec §6 second worked example)', async () => {
+  it('lower-cases an upper-case uuid from an old kernel before swapping (the second example of docs/protocol.md#vm-id-examples)', async () => {
     const id = await readVmId({ sysRoot: await sys('544CDFD0-CB4E-4B4A-9954-5BDF3ED5C3B8') });
     expect(id.vmId).toBe('d0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8');
   });

@@ -1,5 +1,6 @@
 /**
- * What `bootstate report <health>` must do, from the protocol (spec §2.2, README), not from machines/report.ts:
+ * What `bootstate report <health>` must do, from the protocol (docs/protocol.md#health-reports), not from
+ * machines/report.ts:
  * POST the report; a retryable failure waits the retry interval and POSTs again; anything else ends it refused;
  * the total deadline ends it whatever is in flight, as "operation timed out" carrying the last failure's reason;
  * an accepted POST ends it accepted, whatever failed before.
