@@ -30,8 +30,8 @@ async function orderSeen(vm: Vm): Promise<string> {
   const journals = (await readdir(dir).catch(() => [])).filter((n) => n.endsWith('.jsonl')).sort();
   const text = (await Promise.all(journals.map((n) => readFile(path.join(dir, n), 'utf8')))).join('\n');
   // The first gathering state in which one region is over and the other is not.
-  const imdsFirst = text.indexOf('"imds":"fetched","media":"reading"');
-  const mediaFirst = text.search(/"imds":\{"fetching":"[a-z]+"\},"media":"read"/);
+  const imdsFirst = text.indexOf('"imds":"done","media":"reading"');
+  const mediaFirst = text.search(/"imds":\{"fetching":"[a-z]+"\},"media":"done"/);
   if (imdsFirst < 0 && mediaFirst < 0) return 'unknown';
   if (mediaFirst < 0 || (imdsFirst >= 0 && imdsFirst < mediaFirst)) return 'IMDS first';
   return 'media first';
