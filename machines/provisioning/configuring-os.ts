@@ -6,7 +6,7 @@
 import { assign } from 'xstate';
 import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
-import { withError } from './retry.js';
+import { failRun } from './retry.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
@@ -25,7 +25,7 @@ function osStep(id: string, src: OsActor, next: string, step: StepName, skipTo =
       src,
       input: ({ context }) => ({ config: context.config, plan: context.plan! }),
       onDone: next,
-      onError: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+      onError: failRun,
     },
   });
 }
@@ -47,7 +47,7 @@ export const validating = chart.createStateConfig({
     src: 'validatePlan',
     input: ({ context }) => ({ config: context.config, plan: context.plan!, mediaFailure: context.mediaFailure }),
     onDone: { target: 'configuringOs', actions: assign({ plan: ({ event }) => event.output }) },
-    onError: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+    onError: failRun,
   },
 });
 

@@ -8,7 +8,7 @@ import { HEALTH_IN_PROGRESS } from '../../src/azure/health.js';
 import { toFailure } from '../../src/core/errors.js';
 import { configured, configuringOs, validating } from './configuring-os.js';
 import { checkingProxyAgent, gathering } from './gathering.js';
-import { retried, withError } from './retry.js';
+import { failRun, retried } from './retry.js';
 import { chart } from './setup.js';
 
 const IN_PROGRESS_DONE = '#provisioning.provisioning.inProgress.done';
@@ -32,7 +32,7 @@ const hostKeys = chart.createStateConfig({
           },
           { target: 'done' },
         ],
-        onError: { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: withError } },
+        onError: failRun,
       },
     },
     // Types sshd can take while it runs (rsa by default, the slow one): sshd's drop-in and READY=1 do not wait for

@@ -6,7 +6,7 @@
 import { assign } from 'xstate';
 import { toFailure } from '../../src/core/errors.js';
 import { poolAfterClaim, proxyAgentSilent } from './plan.js';
-import { retried, withError } from './retry.js';
+import { failRun, retried, withError } from './retry.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
@@ -105,6 +105,6 @@ export const checkingProxyAgent = chart.createStateConfig({
     src: 'checkProxyAgent',
     input: ({ context }) => ({ config: context.config }),
     onDone: [...DECISIONS],
-    onError: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+    onError: failRun,
   },
 });

@@ -4,7 +4,7 @@
  */
 import { HEALTH_READY } from '../../src/azure/health.js';
 import { timedOut } from './plan.js';
-import { retried, withError } from './retry.js';
+import { failRun, retried, withError } from './retry.js';
 import { chart } from './setup.js';
 
 const FAIL = '#provisioning.reportingFailure';
@@ -34,7 +34,7 @@ export const preprovisioned = chart.createStateConfig({
           },
         },
       },
-      onFatal: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+      onFatal: failRun,
     }),
     markingWaiting: {
       invoke: {
@@ -42,7 +42,7 @@ export const preprovisioned = chart.createStateConfig({
         src: 'markWaitingForReuse',
         input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
         onDone: 'waiting',
-        onError: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+        onError: failRun,
       },
     },
     waiting: retried({
@@ -56,7 +56,7 @@ export const preprovisioned = chart.createStateConfig({
       },
       every: 'reprovisionPollInterval',
       onRetry: { type: 'recordPollFailure', params: withError },
-      onFatal: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+      onFatal: failRun,
     }),
   },
 });

@@ -40,6 +40,9 @@ export interface Retried<I extends Request = Request> {
 /** The error an actor failed with, as the `params` of an action or guard. */
 export const withError = ({ event }: { event: ErrorActorEvent }) => ({ error: event.error });
 
+/** Any step's error fails the run: recorded, then the failure report. */
+export const failRun = { target: '#provisioning.reportingFailure', actions: { type: 'recordFailure', params: withError } } as const;
+
 /** Builds the state of a retry loop. */
 export function retried<I extends Request>({ invoke, every, deadline, onRetry, onFatal, state }: Retried<I>): StateConfig {
   const meta: RetryMeta = { retry: { attempt: 'requesting', backoff: 'backoff', every, ...(deadline ? { deadline: deadline.after } : {}) } };
