@@ -3,5 +3,5 @@
  * chart itself is in `machines/provisioning/`, one file a part (see its `index.ts`).
  */
 export { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, ZERO_VM_ID, type Health } from '../src/azure/health.js';
-export { createProvisioningMachine, PLACEHOLDER_ACTORS, type ProvisioningActors, type ProvisioningMachine } from './provisioning/index.js';
+export { createProvisioningMachine, IMDS_HEAD_START_MS, PLACEHOLDER_ACTORS, type ProvisioningActors, type ProvisioningMachine } from './provisioning/index.js';
 export type * from './provisioning/types.js';
