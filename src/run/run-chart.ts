@@ -72,7 +72,8 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
 
   // Under Type=notify: READY=1 when the chart says so (systemdNotifier), and before exit in any case, since a
-  // process that exits without it fails the start; STATUS= lines from what the chart is doing.
+  // process that exits without it fails the start (a chart that ends in its first state, starting, never starts its
+  // notifier: that READY=1 is the one systemd hears); STATUS= lines from what the chart is doing.
   const systemd = SdNotifier.fromEnvironment({ warn: (message) => log.warn({ step: 'systemd' }, message) });
   for (const warning of lock.warnings) log.warn({ step: 'lock', code: warning.code, reason: warning.reason }, warning.message);
   // The chart ends a refused run at once (alreadyRunning): the instance holding the lock reports.
