@@ -16,7 +16,7 @@ import { readVmId } from '../os/vmid.js';
 import { FirstImdsRequest } from './first-imds-request.js';
 import { takeInstanceLock } from './instance-lock.js';
 import { catchSignals } from './signals.js';
-import { onAzure, type LoadedConfig, type ProvisionOptions, type ProvisionResult, type ReadBeforeChart } from './types.js';
+import { onAzure, type ProvisionOptions, type ProvisionResult, type ReadBeforeChart } from './types.js';
 
 /**
  * How long loading the rest waits at most for the first IMDS request to be written. On a VM that takes well under a

@@ -27,9 +27,7 @@ import {
   METADATA_POOL_RUNNING,
   METADATA_POOL_SAVABLE,
   METADATA_POOL_UNKNOWN,
-  ON_AZURE,
   TEST_CONFIG,
-  VM_ID,
   type ModelEvent,
   startup,
 } from './support.js';

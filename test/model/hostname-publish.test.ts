@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { HEALTH_READY } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/errors.js';
 import { startRun, startup, type Run } from './harness.js';
-import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { METADATA, TEST_CONFIG } from './support.js';
 
 const PUBLISH_TIMEOUT_MS = TEST_CONFIG.hostname_publishing.timeout_secs * 1000;
 

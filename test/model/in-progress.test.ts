@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_IN_PROGRESS } from '../../machines/provisioning.js';
 import { startRun, startup, throughOs } from './harness.js';
-import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { METADATA } from './support.js';
 
 describe('the InProgress report', () => {
   it('is aborted when the work finishes first, so it can never be sent after the final report', async () => {

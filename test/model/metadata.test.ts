@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
 import { startRun, startup, throughOs } from './harness.js';
-import { MEDIA_CUSTOM_DATA, MEDIA_POOL_RUNNING, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, METADATA, METADATA_PASSWORD_LOGINS, TEST_CONFIG, VM_ID } from './support.js';
+import { MEDIA_CUSTOM_DATA, MEDIA_POOL_RUNNING, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, METADATA, METADATA_PASSWORD_LOGINS, TEST_CONFIG } from './support.js';
 
 const IMDS_TOTAL_MS = TEST_CONFIG.imds.total_retry_timeout_secs * 1000;
 const IMDS_RETRY_MS = TEST_CONFIG.imds.retry_interval_secs * 1000;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/errors.js';
 import { startRun, startup } from './harness.js';
-import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { METADATA } from './support.js';
 
 async function toUserCreated() {
   const run = startRun(startup());

@@ -31,9 +31,6 @@ import {
   expectedHealth,
   FINAL_OUTPUT,
   replay,
-  modelEvents,
-  serializeState,
-  shortEvent,
   type ModelEvent,
 } from './support.js';
 

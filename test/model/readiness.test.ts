@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_READY } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/errors.js';
 import { startRun, startup, type Run } from './harness.js';
-import { METADATA, METADATA_POOL_RUNNING, NOT_ON_AZURE, TEST_CONFIG, VM_ID } from './support.js';
+import { METADATA, METADATA_POOL_RUNNING, NOT_ON_AZURE, TEST_CONFIG } from './support.js';
 
 const RETRY_MS = TEST_CONFIG.wireserver.retry_interval_secs * 1000;
 const unavailable = () => new BootstateError('HTTP_STATUS', 'wireserver answered 503', { data: [['status', '503']], retryable: true });

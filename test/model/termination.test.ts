@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/errors.js';
 import { startRun, startup } from './harness.js';
-import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { METADATA } from './support.js';
 
 describe('TERMINATE', () => {
   it('during the OS steps reports "terminated" and gives the failure report 1.5 s', async () => {
