@@ -1,7 +1,9 @@
 /**
  * `provisioning`: the work (gather → validate → configure the OS → configured) ‖ this VM's own SSH host keys ‖ the
  * in-progress report. Regions start their actors in document order, so the IMDS request, which Ready waits on,
- * leaves first, and the in-progress report, which nothing waits on, last.
+ * leaves first, and the in-progress report, which nothing waits on, last; the media read and the host keys wait
+ * until that request has been written (their `waitingForImds`), the in-progress report does not: a run that fails
+ * as soon as IMDS answers would otherwise leave before the fabric heard that provisioning started.
  */
 import { assign } from 'xstate';
 import { HEALTH_IN_PROGRESS } from '../../src/azure/health.js';
@@ -16,10 +18,17 @@ const IN_PROGRESS_DONE = '#provisioning.provisioning.inProgress.done';
 // The image's host keys are the captured machine's; this VM's own depend on nothing IMDS or the media say, so they
 // are made while the metadata is fetched, off sshd's critical path. A pool VM makes them again once claimed.
 const hostKeys = chart.createStateConfig({
-  initial: 'replacing',
+  initial: 'waitingForImds',
   states: {
+    // ssh-keygen's fork and its CPU must not delay the IMDS request Ready waits on: the keys are made once the
+    // media read has begun, when that request has left or its head start is over.
+    waitingForImds: {
+      always: [
+        { guard: { type: 'stepSkipped', params: { step: 'host-keys' } }, target: 'done' },
+        { guard: 'imdsHeadStartOver', target: 'replacing' },
+      ],
+    },
     replacing: {
-      always: { guard: { type: 'stepSkipped', params: { step: 'host-keys' } }, target: 'done' },
       invoke: {
         id: 'hostKeys',
         src: 'regenerateHostKeys',

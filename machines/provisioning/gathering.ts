@@ -53,8 +53,13 @@ export const gathering = chart.createStateConfig({
     // mention, so an answer that arrives second must change the plan as one that arrives first would. Its own short
     // deadline keeps a wedged device from holding the run.
     media: {
-      initial: 'reading',
+      initial: 'waitingForImds',
       states: {
+        // The IMDS request, which Ready waits on, gets a head start: the read begins once the request has been
+        // written to its socket or its attempt has ended (`imds.sent`, from the IMDS actor), or after a short bound
+        // for a connection that hangs. Run first, the read's first file call would start libuv's thread pool and
+        // load fs/promises while the IMDS connection waited for the CPU. The host keys wait for the same moment.
+        waitingForImds: { on: { 'imds.sent': 'reading' }, after: { imdsHeadStart: 'reading' } },
         reading: {
           after: {
             mediaTimeout: {

@@ -1,7 +1,7 @@
 /**
  * The first-boot provisioning statechart: the control flow of `bootstate provision`.
  *
- * config → platform → VM id → marker → provisioning (work ‖ host keys ‖ InProgress report) → report-pending marker
+ * what was read before the chart (config, platform, lock, VM id, marker) → provisioning (work ‖ host keys ‖ InProgress report) → report-pending marker
  * → Ready → provisioned marker; from anywhere: → ProvisioningFailed. systemd hears READY=1 once the OS is configured,
  * on entering the failure report, and at the ends that provision nothing, so logins never wait for a report. A pool
  * VM leaves gathering for `preprovisioned` and comes back to `provisioning` with the customer's data. Health is a
@@ -21,7 +21,7 @@ import { preprovisioned } from './pool.js';
 import { finals, markingProvisioned, markingReportPending, reportingFailure, reportingReady } from './reports.js';
 import { withError } from './retry.js';
 import { provisioningSetup, type ProvisioningActors } from './setup.js';
-import { checkingMarker, checkingPlatform, loadingConfig, readingVmId } from './startup.js';
+import { starting } from './startup.js';
 import type { RunEnd } from './types.js';
 
 /** Builds the chart, StateNode tree included, on each call, with `actors` in place of the placeholders of their names. */
@@ -30,6 +30,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     id: 'provisioning',
     context: ({ input }) => ({
       config: input?.config ?? DEFAULT_CONFIG,
+      startup: input?.startup ?? {},
       extraGroups: input?.groups ?? [],
       vmId: ZERO_VM_ID,
       metadata: null,
@@ -37,7 +38,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       mediaFailure: null,
       imdsFailure: null,
       imdsRetries: 0,
-      imdsSent: input?.imdsSent ?? false,
+      imdsSent: input?.startup?.imdsSent ?? false,
       plan: null,
       hostKeysLater: [],
       failure: null,
@@ -57,12 +58,9 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
     // The final state the run ended in says how; a run that has not ended has failed unreported.
     output: ({ context, event }) => outputOf(context, (event.output as RunEnd | undefined) ?? { result: 'failed', reported: false }),
     on: { TERMINATE: { target: '.reportingFailure', actions: 'recordTerminated' } },
-    initial: 'loadingConfig',
+    initial: 'starting',
     states: {
-      loadingConfig,
-      checkingPlatform,
-      readingVmId,
-      checkingMarker,
+      starting,
       provisioning,
       preprovisioned,
       markingReportPending,
@@ -74,5 +72,5 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
   });
 
 export type ProvisioningMachine = ReturnType<typeof createProvisioningMachine>;
-export { PLACEHOLDER_ACTORS, type ProvisioningActors } from './setup.js';
+export { IMDS_HEAD_START_MS, PLACEHOLDER_ACTORS, type ProvisioningActors } from './setup.js';
 export type * from './types.js';

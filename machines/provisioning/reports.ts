@@ -82,6 +82,8 @@ export const finals = {
   provisioned: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('provisioned', true) }),
   alreadyProvisioned: chart.createStateConfig({ type: 'final', entry: 'tellSystemdReady', output: end('already-provisioned', false) }),
   notOnAzure: chart.createStateConfig({ type: 'final', entry: 'tellSystemdReady', output: end('not-on-azure', false) }),
+  // Another agent holds the instance lock and reports; this one only lets systemd go on.
+  alreadyRunning: chart.createStateConfig({ type: 'final', entry: 'tellSystemdReady', output: end('failed', false) }),
   waitingInterrupted: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('waiting-for-reuse', true) }),
   readyNotAccepted: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('failed', false) }),
   markerNotWritten: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('failed', true) }),

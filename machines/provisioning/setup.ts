@@ -3,15 +3,13 @@
  * delay and action, by name. The state files build on `chart` (`chart.createStateConfig`), so each is typed against
  * exactly these names.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, or, setup, stateIn } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, not, or, setup, stateIn } from 'xstate';
 import { HEALTH_FAILED, type Health } from '../../src/azure/health.js';
-import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
+import { ZERO_VM_ID, type InstanceMetadata, type MediaMetadata } from '../../src/core/metadata.js';
 import { normalizePpsType, pollErrorKind } from '../../src/azure/pps.js';
-import type { Config, StepName } from '../../src/config/defaults.js';
+import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
-import type { MarkerState } from '../../src/os/provisioner.js';
-import type { PlatformCheck } from '../../src/os/platform.js';
 import { noMetadataFailure, planFrom, seconds, timedOut, unclaimedPool } from './plan.js';
 import type * as T from './types.js';
 
@@ -24,10 +22,6 @@ const placeholder = <Out, In = void>(name: string) =>
 export const PLACEHOLDER_ACTORS = {
   kvpWriter: fromCallback<T.KvpEvent>(() => undefined),
   systemdNotifier: fromCallback<T.SystemdEvent>(() => undefined),
-  loadConfig: placeholder<Config>('loadConfig'),
-  checkPlatform: placeholder<PlatformCheck, T.ConfigInput>('checkPlatform'),
-  readVmId: placeholder<string>('readVmId'),
-  checkMarker: placeholder<MarkerState, T.MarkerInput>('checkMarker'),
   reportHealth: placeholder<void, T.ReportInput>('reportHealth'),
   fetchMetadata: placeholder<InstanceMetadata, T.ImdsInput>('fetchMetadata'),
   readMedia: placeholder<MediaMetadata | null, T.MediaInput>('readMedia'),
@@ -52,6 +46,13 @@ export type ProvisioningActors = typeof PLACEHOLDER_ACTORS;
 
 const WORK = '#provisioning.provisioning.work';
 const HOST_KEYS = '#provisioning.provisioning.hostKeys';
+const MEDIA = '#provisioning.provisioning.work.gathering.media';
+
+/**
+ * How long the media read and the host keys wait at most for the IMDS request to be written (`imds.sent`): a
+ * connection that hangs must not hold them up.
+ */
+export const IMDS_HEAD_START_MS = 50;
 
 /** The chart's setup; `actors` replace the placeholders of the same names (a run sets it up with the real ones). */
 export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => setup({
@@ -64,11 +65,22 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => s
   },
   actors: { ...PLACEHOLDER_ACTORS, ...actors },
   guards: {
+    /** Another agent holds the instance lock. */
+    lockRefused: ({ context }) => !!context.startup.lockRefused,
+    /** The platform check decided this is not an Azure VM (a check that failed decided nothing). */
+    notOnAzure: ({ context }) => {
+      const platform = context.startup.platform;
+      return !!platform && 'onAzure' in platform && !platform.onAzure;
+    },
+    vmIdUnreadable: ({ context }) => !!context.startup.vmIdFailure,
     configFailed: ({ context }) => context.failure !== null,
+    markerUnreadable: ({ context }) => !!context.startup.markerFailure,
     terminating: ({ context }) => context.terminating,
-    markerProvisioned: (_, params: { state: MarkerState }) => params.state === 'provisioned',
-    markerReportPending: (_, params: { state: MarkerState }) => params.state === 'report-pending',
-    markerWaitingForReuse: (_, params: { state: MarkerState }) => params.state === 'waiting-for-reuse',
+    markerProvisioned: ({ context }) => context.startup.marker === 'provisioned',
+    markerReportPending: ({ context }) => context.startup.marker === 'report-pending',
+    markerWaitingForReuse: ({ context }) => context.startup.marker === 'waiting-for-reuse',
+    /** The IMDS request has left (or its head start is over): the media read has begun, and the host keys may. */
+    imdsHeadStartOver: not(stateIn(`${MEDIA}.waitingForImds`)),
     /** A pool VM of the type this agent serves: report Ready to the pool and wait to be claimed. */
     poolRunning: ({ context }) => unclaimedPool(context)?.type === 'Running',
     /** A pool type this agent cannot serve: never provision the placeholder identity. */
@@ -90,13 +102,13 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => s
     hostKeysLeft: (_, params: { later: HostKeyType[] | undefined }) => (params.later?.length ?? 0) > 0,
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
     havePlan: ({ context }) => planFrom(context) !== null,
-    notOnAzure: (_, params: { check: PlatformCheck }) => !params.check.onAzure,
     /** The configuration requires the Guest Proxy Agent, or the media of this run (the customer's, once claimed) asks for it. */
     proxyAgentWanted: ({ context }) =>
       context.config.azure_proxy_agent.require ||
       (context.config.azure_proxy_agent.enable && (context.reprovision ?? context.media)?.provisionGuestProxyAgent === true),
   },
   delays: {
+    imdsHeadStart: IMDS_HEAD_START_MS,
     imdsRetryInterval: ({ context }) => seconds(context.config.imds.retry_interval_secs),
     imdsTotalTimeout: ({ context }) => seconds(context.config.imds.total_retry_timeout_secs),
     /** Local work has a deadline too: a hung file system or command must not hold the first boot forever. */
@@ -115,6 +127,12 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => s
       context.terminating ? 1500 : seconds(context.config.wireserver.total_retry_timeout_secs),
   },
   actions: {
+    /** What was read before the chart: the VM id, the config failure, the platform check that could not decide. */
+    recordStartup: assign(({ context }) => {
+      const { platform, configFailure, vmId } = context.startup;
+      const unknown = platform && 'failure' in platform ? [`platform check failed: ${platform.failure.reason}; provisioning goes on`] : [];
+      return { vmId: vmId ?? ZERO_VM_ID, failure: configFailure ?? null, warnings: [...context.warnings, ...unknown] };
+    }),
     /** The run fails: with the error an actor threw, or the failure a state built. */
     recordFailure: assign({ failure: (_, params: { error: unknown }) => toFailure(params.error) }),
     /** Something went wrong that the run survives: a line for the log and the run's warnings. */

@@ -1,68 +1,32 @@
 /**
- * The run's first states: the config, whether this is an Azure VM at all, the VM id, and its marker, which decides
- * what this boot does — nothing (provisioned), Ready again (report pending), wait again (a pool VM already in the
- * pool) or provision.
+ * The run's first state. What comes before the chart — the config, whether this is an Azure VM at all, the instance
+ * lock, the VM id and its marker — is read by src/run/provision.ts before the chart is even loaded, and handed to it
+ * as input (`startup`); `starting` routes on those facts at once: another agent holds the lock (nothing more), not an
+ * Azure VM (nothing more), something could not be read (report it), or the marker decides what this boot does —
+ * nothing (provisioned), Ready again (report pending), wait again (a pool VM already in the pool) or provision.
  */
-import { assign } from 'xstate';
-import { toFailure } from '../../src/core/errors.js';
-import { withError } from './retry.js';
 import { chart } from './setup.js';
+import type { ProvisioningContext } from './types.js';
 
-const fail = { target: 'reportingFailure', actions: { type: 'recordFailure', params: withError } } as const;
+/** A failure read before the chart, as the `error` of `recordFailure`. */
+const failureOf = (read: (context: ProvisioningContext) => unknown) => ({ context }: { context: ProvisioningContext }) => ({ error: read(context) });
 
-export const loadingConfig = chart.createStateConfig({
-  invoke: {
-    id: 'config',
-    src: 'loadConfig',
-    onDone: { target: 'checkingPlatform', actions: assign({ config: ({ event }) => event.output }) },
-    // The failure is reported once the VM id is known.
-    onError: { target: 'checkingPlatform', actions: { type: 'recordFailure', params: withError } },
-  },
-});
-
-// Off Azure there is no fabric to provision from or report to: the run ends before the first request.
-export const checkingPlatform = chart.createStateConfig({
-  invoke: {
-    id: 'platform',
-    src: 'checkPlatform',
-    input: ({ context }) => ({ config: context.config }),
-    onDone: [{ guard: { type: 'notOnAzure', params: ({ event }) => ({ check: event.output }) }, target: 'notOnAzure' }, { target: 'readingVmId' }],
-    // A check that cannot decide must not keep an Azure VM from being provisioned.
-    onError: {
-      target: 'readingVmId',
-      actions: { type: 'warn', params: ({ event }) => ({ text: `platform check failed: ${toFailure(event.error).reason}; provisioning goes on` }) },
-    },
-  },
-});
-
-export const readingVmId = chart.createStateConfig({
-  invoke: {
-    id: 'vmId',
-    src: 'readVmId',
-    onDone: [
-      { guard: 'configFailed', target: 'reportingFailure', actions: assign({ vmId: ({ event }) => event.output }) },
-      { target: 'checkingMarker', actions: assign({ vmId: ({ event }) => event.output }) },
-    ],
-    onError: fail,
-  },
-});
-
-export const checkingMarker = chart.createStateConfig({
-  invoke: {
-    id: 'marker',
-    src: 'checkMarker',
-    input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
-    onDone: [
-      { guard: { type: 'markerProvisioned', params: ({ event }) => ({ state: event.output }) }, target: 'alreadyProvisioned' },
-      { guard: { type: 'markerReportPending', params: ({ event }) => ({ state: event.output }) }, target: 'reportingReady' },
-      // Ready already reached the pool in an earlier boot: wait again, never report it twice.
-      {
-        guard: { type: 'markerWaitingForReuse', params: ({ event }) => ({ state: event.output }) },
-        target: '#provisioning.preprovisioned.waiting',
-        actions: 'recordResumedWait',
-      },
-      { target: 'provisioning' },
-    ],
-    onError: fail,
-  },
+export const starting = chart.createStateConfig({
+  // The VM id, a config that did not load, a platform check that could not decide: taken from the input.
+  entry: 'recordStartup',
+  always: [
+    // The agent holding the lock reports; a second report from here could only contradict it.
+    { guard: 'lockRefused', target: 'alreadyRunning', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.lockRefused) } },
+    // Off Azure there is no fabric to provision from or report to: the run ends before the first request.
+    { guard: 'notOnAzure', target: 'notOnAzure' },
+    { guard: 'vmIdUnreadable', target: 'reportingFailure', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.vmIdFailure) } },
+    // The config failure, reported now that the VM id is known.
+    { guard: 'configFailed', target: 'reportingFailure' },
+    { guard: 'markerUnreadable', target: 'reportingFailure', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.markerFailure) } },
+    { guard: 'markerProvisioned', target: 'alreadyProvisioned' },
+    { guard: 'markerReportPending', target: 'reportingReady' },
+    // Ready already reached the pool in an earlier boot: wait again, never report it twice.
+    { guard: 'markerWaitingForReuse', target: '#provisioning.preprovisioned.waiting', actions: 'recordResumedWait' },
+    { target: 'provisioning' },
+  ],
 });

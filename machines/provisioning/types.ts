@@ -4,6 +4,8 @@ import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js
 import type { Config } from '../../src/config/defaults.js';
 import type { Failure } from '../../src/core/errors.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
+import type { PlatformCheck } from '../../src/os/platform.js';
+import type { MarkerState } from '../../src/os/provisioner.js';
 
 /** What provisioning will apply, resolved from IMDS (or the provisioning media). No secrets. */
 export interface ProvisioningPlan {
@@ -38,8 +40,31 @@ export interface RunEnd {
   reported: boolean;
 }
 
+/**
+ * What the run found out before the chart was built (src/run/provision.ts), each read or its failure: the chart's
+ * first state routes on it. A fact left out reads as "nothing wrong": no failure, on Azure, marker `none`.
+ */
+export interface StartupFacts {
+  /** The configuration did not load: the run goes on with the defaults and reports this once the VM id is known. */
+  configFailure?: Failure | null;
+  /** Whether this is an Azure VM, or why the check could not tell (the run then goes on, with a warning). */
+  platform?: PlatformCheck | { failure: Failure };
+  /** Another agent holds the instance lock: this run ends at once, reporting nothing (the holder reports). */
+  lockRefused?: Failure | null;
+  /** This VM's id, or why it could not be read. */
+  vmId?: string | null;
+  vmIdFailure?: Failure | null;
+  /** This VM id's marker, or why it could not be read. */
+  marker?: MarkerState | null;
+  markerFailure?: Failure | null;
+  /** The run sent its first IMDS request before the chart was loaded: IMDS attempt 1 is already on its way. */
+  imdsSent?: boolean;
+}
+
 export interface ProvisioningContext {
   config: Config;
+  /** What was read before the chart started. */
+  startup: StartupFacts;
   /** Groups from `--groups`, merged over the configured ones. */
   extraGroups: string[];
   vmId: string;
@@ -74,11 +99,14 @@ export interface ProvisioningContext {
 export interface ProvisioningInput {
   config?: Config;
   groups?: string[];
-  /** The run sent its first IMDS request before the chart was loaded: IMDS attempt 1 is already on its way. */
-  imdsSent?: boolean;
+  startup?: StartupFacts;
 }
 
-export type ProvisioningEvent = { type: 'TERMINATE' };
+/**
+ * SIGTERM, and `imds.sent`: the IMDS actor's request has been written to its socket (or its attempt ended without
+ * that), so the work that would compete with it for the CPU may start (the head start).
+ */
+export type ProvisioningEvent = { type: 'TERMINATE' } | { type: 'imds.sent' };
 
 /**
  * What the chart tells the service manager (the root-level `systemd` actor): `systemd.ready` the moment nothing a

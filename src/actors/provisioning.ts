@@ -24,36 +24,22 @@ import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure, type Failure } from '../core/errors.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { HostKeyType } from '../os/host-keys.js';
-import type { MarkerState, MarkerStore, Provisioner, StepResult } from '../os/provisioner.js';
+import type { MarkerStore, Provisioner, StepResult } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
-import { checkPlatform, type PlatformCheck } from '../os/platform.js';
-import { readVmId, type VmId } from '../os/vmid.js';
 import type { SdNotifier } from '../os/sd-notify.js';
 import type { SecretStore } from '../core/secrets.js';
-import { headStart } from '../run/head-start.js';
 import type { ReportBook } from './report-book.js';
 
 export interface ProvisioningDeps {
   log: Logger;
-  loadConfig(): Promise<Config>;
-  /** Root for `/sys` when reading the VM id (tests and the demo use a fake product_uuid). */
-  sysRoot: string;
   provisioner: Provisioner;
   markers(config: Config): MarkerStore;
   /**
    * The IMDS request src/run/provision.ts sent before the chart was loaded: the first IMDS attempt takes it instead of
-   * sending one; a marker that makes IMDS unnecessary drops it.
+   * sending one.
    */
   firstImds?: FirstImdsRequest | null;
-  /**
-   * This VM id and its marker state as src/run/provision.ts read them, with the instance lock already held: the chart's
-   * VM id and marker steps take them instead of reading both again. Absent when either could not be read; the
-   * steps then read them, and fail with the reason.
-   */
-  beforeChart?: { vmId: VmId; marker: MarkerState } | null;
-  /** Whether this is an Azure VM, as src/run/provision.ts found before the first request; absent: the step checks. */
-  platform?: PlatformCheck;
   readMedia(config: Config, secrets: SecretStore, signal: AbortSignal): Promise<MediaMetadata | null>;
   secrets: SecretStore;
   /** Where text for the console goes (the host keys' fingerprints): the unit's stdout, which systemd copies there. */
@@ -61,8 +47,6 @@ export interface ProvisioningDeps {
   reporter: HealthReporter;
   reports: ReportBook;
   kvp: KvpTelemetry | null;
-  /** Called with the VM id once known, so telemetry keys carry it. */
-  onVmId?(vmId: string): void;
   /** Called after each KVP report attempt: written, or the reason it was not. */
   onKvpReport?(outcome: { written: boolean; error?: string }): void;
   /** The service manager, told READY=1 when the chart says logins may start; absent or inactive outside systemd. */
@@ -70,9 +54,6 @@ export interface ProvisioningDeps {
 }
 
 type PlanInput = { config: Config; plan: ProvisioningPlan };
-
-/** How long the media read waits at most for the IMDS request to leave. */
-export const IMDS_HEAD_START_MS = 50;
 
 /** Builds the `actors` map handed to `createProvisioningMachine`. */
 export function provisioningActors(deps: ProvisioningDeps) {
@@ -93,13 +74,6 @@ export function provisioningActors(deps: ProvisioningDeps) {
     fromPromise<void, In>(async ({ input, signal }) => {
       await logged(name, signal, () => run(input, signal));
     });
-
-  // The IMDS request is the one Ready waits on. The media read starts in the same step but waits until it has been
-  // written to its socket or its attempt has ended (IMDS_HEAD_START_MS at most, for a connect that hangs): run first,
-  // its first asynchronous file call started libuv's thread pool and loaded fs/promises while the IMDS
-  // connection waited for the CPU. The in-progress report does not wait: a run that fails as soon as IMDS answers
-  // would then leave before it was sent, and the fabric would never hear that provisioning started.
-  const imdsHeadStart = headStart(IMDS_HEAD_START_MS);
 
   // Attempts per retried request (IMDS, each health), counted from the first so a failure says how many and how much
   // of the total budget is left; the chart owns the real deadline, this only reports it.
@@ -145,33 +119,6 @@ export function provisioningActors(deps: ProvisioningDeps) {
       return undefined;
     }),
 
-    loadConfig: fromPromise<Config, void>(() => deps.loadConfig()),
-
-    checkPlatform: fromPromise<PlatformCheck, { config: Config }>(async ({ input }) => {
-      const check = deps.platform ?? (await checkPlatform(input.config, deps.sysRoot));
-      if (!check.onAzure) log.warn({ step: 'platform' }, `not an Azure VM: ${check.why}; nothing is provisioned or reported`);
-      else log.debug({ step: 'platform' }, `on Azure: ${check.why}`);
-      return check;
-    }),
-
-    readVmId: fromPromise<string, void>(async () => {
-      const id = deps.beforeChart?.vmId ?? (await readVmId({ sysRoot: deps.sysRoot }));
-      if (id.source === 'unreadable') log.warn({ step: 'vmId' }, 'product_uuid unreadable; using the zero VM id');
-      log.info({ step: 'vmId', vmId: id.vmId, generation: id.generation }, 'VM id read');
-      deps.onVmId?.(id.vmId);
-      return id.vmId;
-    }),
-
-    checkMarker: fromPromise<MarkerState, { config: Config; vmId: string }>(async ({ input }) => {
-      const known = deps.beforeChart;
-      const state = known && known.vmId.vmId === input.vmId ? known.marker : await deps.markers(input.config).state(input.vmId);
-      if (state !== 'none') deps.firstImds?.drop();
-      if (state === 'provisioned') log.info({ vmId: input.vmId }, 'already provisioned; nothing to do');
-      if (state === 'report-pending') log.info({ vmId: input.vmId }, 'provisioned earlier but Ready not accepted; reporting Ready');
-      if (state === 'waiting-for-reuse') log.info({ vmId: input.vmId }, 'pool VM: Ready reached the pool in an earlier boot; waiting again to be claimed');
-      return state;
-    }),
-
     reportHealth: fromPromise<void, ReportInput>(async ({ input, signal }) => {
       if (input.health === HEALTH_IN_PROGRESS && !input.config.wireserver.report_in_progress) return;
       const description =
@@ -190,15 +137,23 @@ export function provisioningActors(deps: ProvisioningDeps) {
       log.info({ state: input.health }, sent ? 'health report accepted' : 'health report not sent');
     }),
 
-    fetchMetadata: fromPromise<InstanceMetadata, ImdsInput>(async ({ input, signal }) => {
+    // The IMDS request is the one Ready waits on: the chart holds the media read and the host keys until this
+    // attempt's request has been written to its socket or the attempt has ended, and hears which from `imds.sent`.
+    fetchMetadata: fromPromise<InstanceMetadata, ImdsInput>(async ({ input, signal, self }) => {
       const attempt = nextAttempt('imds');
+      let told = false;
+      const sent = () => {
+        if (told || signal.aborted) return;
+        told = true;
+        self._parent?.send({ type: 'imds.sent' });
+      };
       try {
         const first = input.sent ? (deps.firstImds?.take(signal) ?? null) : null;
-        void first?.sent.then(imdsHeadStart.open);
+        void first?.sent.then(sent);
         const metadata = await (first
           ? first.response.then((res) => instanceMetadataFrom(res, input.config.imds, deps.secrets))
-          : fetchInstanceMetadataOnce({ config: input.config.imds, signal, secrets: deps.secrets, onSent: imdsHeadStart.open })
-        ).finally(imdsHeadStart.open);
+          : fetchInstanceMetadataOnce({ config: input.config.imds, signal, secrets: deps.secrets, onSent: sent })
+        ).finally(sent);
         if (metadata.userData === 'invalid') log.warn({ step: 'imds' }, 'IMDS compute.userData is not base64; it is not saved');
         return metadata;
       } catch (error) {
@@ -216,7 +171,6 @@ export function provisioningActors(deps: ProvisioningDeps) {
         log.info({ step: 'media' }, 'claimed pool VM: the provisioning media holds the placeholder and is not read');
         return null;
       }
-      await imdsHeadStart.wait(signal);
       try {
         const media = await deps.readMedia(input.config, deps.secrets, signal);
         warnVerbatimCustomData(media, log);
@@ -280,11 +234,9 @@ export function provisioningActors(deps: ProvisioningDeps) {
         throw error;
       }
     }),
-    // Made while IMDS is asked, after its request has left (as the media read waits): ssh-keygen's fork and its
-    // CPU must not delay the request Ready waits on.
+    // Made while IMDS is asked, once its request has left (the chart's head start).
     // Its output: the types left for addHostKeys, made in the background (logins do not wait for them).
     regenerateHostKeys: fromPromise<HostKeyType[], { config: Config }>(async ({ signal }) => {
-      await imdsHeadStart.wait(signal);
       return (await logged('hostKeys', signal, () => deps.provisioner.regenerateHostKeys(signal))).later;
     }),
     addHostKeys: fromPromise<void, { config: Config; types: HostKeyType[] }>(async ({ input, signal }) => {

@@ -33,7 +33,7 @@ export interface StatusSnapshot {
   matches(value: unknown): boolean;
 }
 
-/** The phase a snapshot is in, or null before there is anything to say (config, VM id, marker). */
+/** The phase a snapshot is in, or null before there is anything to say (`starting`, which routes on what was read). */
 export function phaseOf(snapshot: StatusSnapshot): Phase | null {
   const { config, failure, terminating } = snapshot.context;
   const code = failure?.code ?? 'UNKNOWN';
@@ -44,6 +44,7 @@ export function phaseOf(snapshot: StatusSnapshot): Phase | null {
   if (is('provisioned') || is('markingProvisioned')) return final('provisioned');
   if (is('alreadyProvisioned')) return final('already provisioned: nothing to do');
   if (is('notOnAzure')) return final('not an Azure VM: nothing to do');
+  if (is('alreadyRunning')) return final('another bootstate is provisioning this machine: nothing to do');
   if (is('waitingInterrupted')) return final('pool VM: stopped while waiting to be claimed; the next boot waits again');
   if (is('readyNotAccepted')) return final('provisioned, but the wireserver did not accept Ready; the next boot reports it');
   if (is('markerNotWritten')) return final('provisioned and Ready reported, but the provisioned marker was not written');

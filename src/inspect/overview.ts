@@ -75,6 +75,41 @@ function collapseRegions(nodes: Map<string, GraphNode>, alias: Map<string, strin
   }
 }
 
+/**
+ * The chart's ends that report nothing and that one state routes to (the first state: already provisioned, not an
+ * Azure VM, another agent running) become one node that names each end with the guard that leads there, so the
+ * overview shows every way a run ends without a row of small boxes across its top.
+ */
+function mergeQuietEnds(graph: MachineGraph, nodes: Map<string, GraphNode>, alias: Map<string, string>, hidden: Set<string>): Set<string> {
+  const merged = new Set<string>();
+  const root = nodes.get(graph.root)!;
+  const bySource = new Map<string, { node: GraphNode; guard: string }[]>();
+  for (const id of root.children) {
+    const node = nodes.get(id)!;
+    if (node.type !== 'final' || node.tags.length) continue;
+    const into = graph.edges.filter((edge) => edge.targets.includes(id));
+    const sources = new Set(into.map((edge) => alias.get(edge.source)));
+    if (sources.size !== 1 || into.length !== 1) continue;
+    const guardName = /\[([^\]]+)\]$/.exec(into[0]!.label)?.[1];
+    const source = [...sources][0]!;
+    bySource.set(source, [...(bySource.get(source) ?? []), { node, guard: (guardName && guardWords(guardName)) || into[0]!.label }]);
+  }
+  for (const ends of bySource.values()) {
+    const entry = ends[0]!.node.entry.join(',');
+    if (ends.length < 2 || ends.some((end) => end.node.entry.join(',') !== entry)) continue;
+    const [first, ...rest] = ends;
+    const summary = ends.map((end) => `[${end.guard}] → ${end.node.key}`);
+    nodes.set(first!.node.id, { ...first!.node, key: 'ends at once', summary });
+    for (const end of rest) {
+      hidden.add(end.node.id);
+      alias.set(end.node.id, first!.node.id);
+    }
+    root.children = root.children.filter((id) => !rest.some((end) => end.node.id === id));
+    merged.add(first!.node.id);
+  }
+  return merged;
+}
+
 /** Builds the overview of a chart. */
 export function overviewOf(graph: MachineGraph): Overview {
   const nodes = new Map<string, GraphNode>([...graph.nodes].map(([id, node]) => [id, { ...node, children: [...node.children] }]));
@@ -97,15 +132,29 @@ export function overviewOf(graph: MachineGraph): Overview {
     if (!whole) nodes.get(holder.id)!.children = nodes.get(holder.id)!.children.filter((child) => child !== backoff);
   }
   collapseRegions(nodes, alias, hidden, graph.root);
+  const quietEnds = mergeQuietEnds(graph, nodes, alias, hidden);
   for (const id of hidden) nodes.delete(id);
   for (const [id, node] of nodes) nodes.set(id, { ...node, invokes: [] });
   const edges: GraphEdge[] = [];
   const merged = new Map<string, GraphEdge>();
   const notes: string[] = [];
+  const quiet = new Map<string, GraphEdge>();
   for (const edge of graph.edges) {
     const source = alias.get(edge.source)!;
     const targets = edge.targets.map((target) => alias.get(target)!);
     if (targets.every((target) => target === source)) continue;
+    // The ways into merged quiet ends are one edge; the node lists which guard leads to which end.
+    if (targets.length === 1 && quietEnds.has(targets[0]!)) {
+      const key = `${source} -> ${targets[0]}`;
+      if (quiet.has(key)) {
+        quiet.get(key)!.members!.push(edge.key);
+        continue;
+      }
+      const first: GraphEdge = { ...edge, source, targets, label: edge.label.replace(/ \[[^\]]+\]$/, ''), members: [edge.key] };
+      quiet.set(key, first);
+      edges.push(first);
+      continue;
+    }
     if (edge.source === graph.root) {
       notes.push(`${edge.label} in any state → ${graph.nodes.get(targets[0] ?? '')?.key ?? 'stays'}`);
       continue;

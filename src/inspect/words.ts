@@ -11,10 +11,14 @@ export function spokenDelay(ms: number): string {
 }
 
 /**
- * Conditions said short, for the overview's edge labels, where a long label widens the whole chart: the marker
- * `checkingMarker` found, what IMDS said. Any other guard reads as its name in words (`configFailed` → `config failed`).
+ * Conditions said short, for the overview's edge labels, where a long label widens the whole chart: what `starting`
+ * found before the chart (the lock, the platform, the marker), what IMDS said. Any other guard reads as its name in words (`configFailed` → `config failed`).
  */
 export const GUARD_WORDS: Record<string, string> = {
+  lockRefused: 'lock held elsewhere',
+  vmIdUnreadable: 'VM id unreadable',
+  markerUnreadable: 'marker unreadable',
+  imdsHeadStartOver: 'IMDS request left',
   markerProvisioned: 'provisioned',
   markerReportPending: 'report pending',
   markerWaitingForReuse: 'waiting for reuse',
@@ -34,11 +38,7 @@ export function guardWords(guard: string): string {
 
 /** What the completion or failure of each of the agent's invoked actors means, by invoke id. */
 export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
-  config: { done: 'configuration loaded', error: 'configuration invalid' },
-  platform: { done: 'platform checked', error: 'platform check failed' },
   proxyAgent: { done: 'Guest Proxy Agent ready', error: 'Guest Proxy Agent not ready' },
-  vmId: { done: 'VM id read', error: 'VM id unreadable' },
-  marker: { done: 'marker checked', error: 'marker check failed' },
   imds: { done: 'IMDS answered', error: 'IMDS request failed' },
   media: { done: 'provisioning media read', error: 'provisioning media unreadable' },
   inProgressReport: { done: 'Provisioning report accepted', error: 'Provisioning report failed' },
@@ -61,6 +61,7 @@ export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
 export const EVENT_WORDS: Record<string, string> = {
   'xstate.init': 'started',
   TERMINATE: 'SIGTERM received',
+  'imds.sent': 'IMDS request written',
 };
 
 /** A timer's event in words: a retry interval, a deadline, or a plain timer, with the run's value when known. */

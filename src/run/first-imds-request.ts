@@ -2,7 +2,7 @@
  * A first boot's first IMDS request, sent by src/run/provision.ts as soon as the config is loaded, the instance lock is
  * held and no marker says this VM is provisioned: before the logger, the chart and the OS code are even loaded. The chart is told it was sent (`imdsSent` in its input) and its IMDS attempt 1 takes it; from then on it is
  * an attempt like any other: the actor's signal aborts it, the chart's deadline and retries apply, its failure is
- * the actor's error. A chart that goes another way (a marker) drops it, aborting it if still in flight.
+ * the actor's error. A run that ends without taking it drops it, aborting it if still in flight.
  */
 import type { ImdsConfig } from '../config/defaults.js';
 import { headStart } from './head-start.js';

@@ -1,8 +1,9 @@
 /**
  * The first half of a provisioning run (see README.md here): loads the config, catches the terminating signals,
- * checks the platform, takes the instance lock, reads the VM id and its marker and, on a first boot, sends the first
- * IMDS request (first-imds-request.ts); only then does it load the second half (run-chart.ts: logging, KVP, the
- * journal, the chart with its real actors, the OS steps), whose modules are most of what a start evaluates.
+ * checks the platform, takes the instance lock, reads the VM id and its marker — each read's failure kept as a
+ * Failure, for the chart to route on — and, on a first boot, sends the first IMDS request (first-imds-request.ts);
+ * only then does it load the second half (run-chart.ts: logging, KVP, the journal, the chart with its real actors,
+ * the OS steps), whose modules are most of what a start evaluates.
  */
 import { join } from 'node:path';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
@@ -10,13 +11,12 @@ import { loadConfig } from '../config/load.js';
 import type { StepSelection } from '../config/steps.js';
 import { toFailure } from '../core/errors.js';
 import { markerStore } from '../os/marker.js';
-import type { MarkerState } from '../os/provisioner.js';
 import { checkPlatform } from '../os/platform.js';
-import { readVmId, type VmId } from '../os/vmid.js';
+import { readVmId } from '../os/vmid.js';
 import { FirstImdsRequest } from './first-imds-request.js';
 import { takeInstanceLock } from './instance-lock.js';
 import { catchSignals } from './signals.js';
-import type { ProvisionOptions, ProvisionResult } from './types.js';
+import { onAzure, type ProvisionOptions, type ProvisionResult, type ReadBeforeChart } from './types.js';
 
 /**
  * How long loading the rest waits at most for the first IMDS request to be written. On a VM that takes well under a
@@ -48,17 +48,19 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   }
 
   const signals = options.handleSignals ? catchSignals() : null;
-  // Off Azure (no asset tag, no media) nothing is read or sent: the chart ends in notOnAzure.
-  const platform = await checkPlatform(config, options.sysRoot ?? '/');
+  // Off Azure (no asset tag, no media) nothing is sent: the chart ends in notOnAzure. A check that fails decides
+  // nothing, and the run goes on.
+  const platform = await checkPlatform(config, options.sysRoot ?? '/').catch((error: unknown) => ({ failure: toFailure(error) }));
   const lock = takeInstanceLock(config, options.scratchDir);
-  const beforeChart = loaded.ok && !lock.refused && platform.onAzure ? await readBeforeChart(config, options.sysRoot ?? '/') : null;
+  const read = await readBeforeChart(config, options.sysRoot ?? '/', !lock.refused);
   // The first IMDS attempt, sent now when this boot will want it: this VM id has no marker, ours or azure-init's.
   // A provisioned VM's boots, a pending Ready and a pool VM waiting to be claimed send no request.
-  const first = beforeChart?.marker === 'none' ? new FirstImdsRequest(config.imds) : null;
+  const wanted = loaded.ok && !lock.refused && onAzure(platform) !== false && read.marker === 'none';
+  const first = wanted ? new FirstImdsRequest(config.imds) : null;
   try {
     await first?.written(FIRST_REQUEST_HEAD_START_MS);
     const { provisionLoaded } = await import('./run-chart.js');
-    return await provisionLoaded(options, { loaded, config, lock, beforeChart, platform, first, signals });
+    return await provisionLoaded(options, { loaded, config, lock, read, platform, first, signals });
   } finally {
     signals?.stop();
     first?.drop();
@@ -66,17 +68,25 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
 }
 
 /**
- * This VM id and its marker state, read as the chart would read them, once the lock is held; the chart takes them
- * from here. Null when either cannot be read (a planted marker, an unreadable data directory): the chart then reads
- * them itself and reports why, and no IMDS request goes out before it.
+ * This VM id and, when the lock is held (`withMarker`), its marker state, each read or why not (a planted marker,
+ * an unreadable data directory): the chart reports a failure. A run refused the lock leaves the marker alone: reading
+ * it tidies stale files, which are the other agent's to tidy.
  */
-async function readBeforeChart(config: Config, sysRoot: string): Promise<{ vmId: VmId; marker: MarkerState } | null> {
+async function readBeforeChart(config: Config, sysRoot: string, withMarker: boolean): Promise<ReadBeforeChart> {
+  const read: ReadBeforeChart = { vmId: null, vmIdFailure: null, marker: null, markerFailure: null };
   try {
-    const vmId = await readVmId({ sysRoot });
-    return { vmId, marker: await markerStore(config).state(vmId.vmId) };
-  } catch {
-    return null;
+    read.vmId = await readVmId({ sysRoot });
+  } catch (error) {
+    read.vmIdFailure = toFailure(error);
+    return read;
   }
+  if (!withMarker) return read;
+  try {
+    read.marker = await markerStore(config).state(read.vmId.vmId);
+  } catch (error) {
+    read.markerFailure = toFailure(error);
+  }
+  return read;
 }
 
 /**

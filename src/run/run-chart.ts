@@ -1,10 +1,11 @@
 /**
- * The second half of a provisioning run, loaded by provision.ts once the config is loaded, the instance lock taken
- * and, on a first boot, the first IMDS request sent: sets up logging, KVP and the journal, builds the chart with the real
- * actors, runs it to its final state and returns its output.
+ * The second half of a provisioning run, loaded by provision.ts once the config is loaded, the instance lock taken,
+ * the VM id and its marker read and, on a first boot, the first IMDS request sent: sets up logging, KVP and the
+ * journal, builds the chart with the real actors and what was read as its input, runs it to its final state and
+ * returns its output.
  */
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
-import { createProvisioningMachine, HEALTH_FAILED, ZERO_VM_ID, type ProvisioningOutput } from '../../machines/provisioning.js';
+import { createProvisioningMachine, HEALTH_FAILED, ZERO_VM_ID, type ProvisioningOutput, type StartupFacts } from '../../machines/provisioning.js';
 import { provisioningActors } from '../actors/provisioning.js';
 import { ReportBook } from '../actors/report-book.js';
 import { TransitionTelemetry } from '../actors/transition-telemetry.js';
@@ -19,9 +20,7 @@ import { pinoDestination } from '../kvp/log-sink.js';
 import { KvpTelemetry } from '../kvp/telemetry.js';
 import { createLogger, type Logger } from '../logging/log.js';
 import { readProvisioningMedia } from '../os/media.js';
-import type { MarkerState, Provisioner } from '../os/provisioner.js';
-import type { PlatformCheck } from '../os/platform.js';
-import type { VmId } from '../os/vmid.js';
+import type { Provisioner } from '../os/provisioner.js';
 import { RealProvisioner } from '../os/real.js';
 import { ScratchProvisioner } from '../os/scratch.js';
 import { SdNotifier } from '../os/sd-notify.js';
@@ -31,26 +30,27 @@ import { Sinks } from '../logging/sinks.js';
 import { markerStore } from '../os/marker.js';
 import type { LockOutcome } from './instance-lock.js';
 import type { CaughtSignals } from './signals.js';
-import type { LoadedConfig, ProvisionOptions, ProvisionResult } from './types.js';
+import { onAzure, type LoadedConfig, type PlatformRead, type ProvisionOptions, type ProvisionResult, type ReadBeforeChart } from './types.js';
 
 /** What provision.ts prepared: the config, the instance lock, and the first IMDS request if it sent one. */
 export interface Prepared {
   loaded: LoadedConfig;
   config: Config;
   lock: LockOutcome;
-  /** This VM id and its marker state, read after the lock was taken; null when either could not be read. */
-  beforeChart: { vmId: VmId; marker: MarkerState } | null;
-  /** Whether this is an Azure VM: off Azure nothing is read, sent or written to KVP. */
-  platform: PlatformCheck;
+  /** This VM id and (with the lock held) its marker state, or why either could not be read. */
+  read: ReadBeforeChart;
+  /** Whether this is an Azure VM: off Azure nothing is sent or written to KVP. */
+  platform: PlatformRead;
   first: FirstImdsRequest | null;
   /** With `handleSignals`: the terminating signals, caught since the run began. */
   signals: CaughtSignals | null;
 }
 
 /** Runs the chart over what `runProvision` prepared. */
-export async function provisionLoaded(options: ProvisionOptions, { loaded, config, lock, beforeChart, platform, first, signals }: Prepared): Promise<ProvisionResult> {
+export async function provisionLoaded(options: ProvisionOptions, { loaded, config, lock, read, platform, first, signals }: Prepared): Promise<ProvisionResult> {
   const sinks = new Sinks();
-  const kvp = config.telemetry.kvp && platform.onAzure
+  // Neither a machine off Azure nor a run refused the instance lock writes anything to KVP.
+  const kvp = config.telemetry.kvp && onAzure(platform) !== false && !lock.refused
     ? new KvpTelemetry({
         dir: config.telemetry.kvp_dir,
         pool: config.telemetry.kvp_pool,
@@ -73,17 +73,14 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
 
   // Under Type=notify: READY=1 when the chart says so (systemdNotifier), and before exit in any case, since a
-  // process that exits without it fails the start; STATUS= lines from what the chart is doing.
+  // process that exits without it fails the start (a chart that ends in its first state, starting, never starts its
+  // notifier: that READY=1 is the one systemd hears); STATUS= lines from what the chart is doing.
   const systemd = SdNotifier.fromEnvironment({ warn: (message) => log.warn({ step: 'systemd' }, message) });
   for (const warning of lock.warnings) log.warn({ step: 'lock', code: warning.code, reason: warning.reason }, warning.message);
-  if (lock.refused) {
-    // The instance holding the lock reports; a second report from here could only contradict it.
-    const failure = toFailure(lock.refused.error);
-    log.error({ code: failure.code, reason: failure.reason }, (lock.refused.error as Error).message);
-    await readyBeforeExit(systemd);
-    closeLog();
-    return { result: 'failed', exitCode: failure.exitCode, reason: failure.reason, code: failure.code, reported: false, journalPath: null, config, commands: [], sinksOff: sinks.off, kvpReport: 'off' };
-  }
+  // The chart ends a refused run at once (alreadyRunning): the instance holding the lock reports.
+  const lockRefused = lock.refused ? toFailure(lock.refused.error) : null;
+  if (lock.refused) log.error({ code: lockRefused!.code, reason: lockRefused!.reason }, (lock.refused.error as Error).message);
+  else logStartup(log, loaded.ok, platform, read);
   const { instance } = lock;
 
   const secrets = new SecretStore();
@@ -107,12 +104,8 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   let kvpReport = 'off';
   const actors = provisioningActors({
     log,
-    loadConfig: () => (loaded.ok ? Promise.resolve(config) : Promise.reject(loaded.error)),
-    sysRoot: options.sysRoot ?? '/',
     provisioner,
     markers: markerStore,
-    beforeChart,
-    platform,
     firstImds: first,
     readMedia: (_config, store, signal) => {
       const read = readProvisioningMedia({ secrets: store, signal, onNote: (note) => log.info({ step: 'media' }, note) });
@@ -126,20 +119,22 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
     kvp,
     onKvpReport: ({ written, error }) => (kvpReport = written ? 'written' : `failed: ${error}`),
     systemd,
-    onVmId: (vmId) => {
-      kvp?.setVmId(vmId);
-      if (config.journal.enable && !journal && sinks.isOn('journal')) {
-        try {
-          journal = createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep });
-        } catch (error) {
-          sinks.fail('journal', error);
-          early.length = 0;
-          return;
-        }
-        for (const [event, at] of early.splice(0)) observeJournal(event, at);
-      }
-    },
   });
+  // The VM id's telemetry keys and journal, before the chart starts; never for a run refused the lock (the journal
+  // of this VM id is the other agent's) nor off Azure.
+  const onVmId = (vmId: string) => {
+    kvp?.setVmId(vmId);
+    if (config.journal.enable && !journal && sinks.isOn('journal')) {
+      try {
+        journal = createJournal({ dir: config.data_dir.path, vmId, keep: config.journal.keep });
+      } catch (error) {
+        sinks.fail('journal', error);
+        early.length = 0;
+        return;
+      }
+      for (const [event, at] of early.splice(0)) observeJournal(event, at);
+    }
+  };
 
   const observeJournal = sinks.observer('journal', (event: InspectionEvent, at?: Date) => {
     if (journal) journal.inspect(event, at);
@@ -149,8 +144,19 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   const observeLive = live ? sinks.observer('live inspector', (event: InspectionEvent) => live!.inspect(event)) : null;
   const observeCaller = options.inspect ? sinks.observer('inspect', options.inspect) : null;
   const status = systemd.active ? new SystemdStatus(systemd) : null;
+  if (read.vmId && !lockRefused && onAzure(platform) !== false) onVmId(read.vmId.vmId);
+  const startup: StartupFacts = {
+    configFailure: loaded.ok ? null : toFailure(loaded.error),
+    platform,
+    lockRefused,
+    vmId: read.vmId?.vmId ?? null,
+    vmIdFailure: read.vmIdFailure,
+    marker: read.marker,
+    markerFailure: read.markerFailure,
+    imdsSent: first !== null,
+  };
   const actor = createActor(createProvisioningMachine(actors), {
-    input: { config, groups: options.groups, imdsSent: first !== null },
+    input: { config, groups: options.groups, startup },
     inspect: (event) => {
       observeJournal(event);
       observeTransitions?.(event);
@@ -226,6 +232,29 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
     sinksOff: sinks.off,
     kvpReport,
   };
+}
+
+/**
+ * What was read before the chart, as the log says it: the platform, the VM id and, with a config that loaded, what
+ * the marker makes of this boot.
+ */
+function logStartup(log: Logger, configLoaded: boolean, platform: PlatformRead, read: ReadBeforeChart): void {
+  // A check that failed is the chart's warning, logged with the others at the end.
+  if (!('failure' in platform)) {
+    if (!platform.onAzure) {
+      log.warn({ step: 'platform' }, `not an Azure VM: ${platform.why}; nothing is provisioned or reported`);
+      return;
+    }
+    log.debug({ step: 'platform' }, `on Azure: ${platform.why}`);
+  }
+  const id = read.vmId;
+  if (!id) return;
+  if (id.source === 'unreadable') log.warn({ step: 'vmId' }, 'product_uuid unreadable; using the zero VM id');
+  log.info({ step: 'vmId', vmId: id.vmId, generation: id.generation }, 'VM id read');
+  if (!configLoaded) return;
+  if (read.marker === 'provisioned') log.info({ vmId: id.vmId }, 'already provisioned; nothing to do');
+  if (read.marker === 'report-pending') log.info({ vmId: id.vmId }, 'provisioned earlier but Ready not accepted; reporting Ready');
+  if (read.marker === 'waiting-for-reuse') log.info({ vmId: id.vmId }, 'pool VM: Ready reached the pool in an earlier boot; waiting again to be claimed');
 }
 
 /**

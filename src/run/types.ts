@@ -3,6 +3,10 @@ import type { InspectionEvent } from 'xstate';
 import type { ProvisioningOutput } from '../../machines/provisioning.js';
 import type { Config } from '../config/defaults.js';
 import type { StepSelection } from '../config/steps.js';
+import type { Failure } from '../core/errors.js';
+import type { PlatformCheck } from '../os/platform.js';
+import type { MarkerState } from '../os/provisioner.js';
+import type { VmId } from '../os/vmid.js';
 import type { LogFormat } from '../logging/log-text.js';
 import type { SinkFailure } from '../logging/sinks.js';
 
@@ -56,3 +60,17 @@ export interface ProvisionResult extends ProvisioningOutput {
 export type LoadedConfig =
   | { ok: true; config: Config; warnings: string[] }
   | { ok: false; error: unknown; config: Config; warnings: string[] };
+
+/** Whether this is an Azure VM: the platform check's answer, or why it could not give one. */
+export type PlatformRead = PlatformCheck | { failure: Failure };
+
+/** Whether the platform check said this is an Azure VM; undefined when it failed (the run then goes on). */
+export const onAzure = (platform: PlatformRead): boolean | undefined => ('failure' in platform ? undefined : platform.onAzure);
+
+/** This VM id and its marker state as provision.ts read them (the marker only with the instance lock held), or why not. */
+export interface ReadBeforeChart {
+  vmId: VmId | null;
+  vmIdFailure: Failure | null;
+  marker: MarkerState | null;
+  markerFailure: Failure | null;
+}

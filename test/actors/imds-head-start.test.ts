@@ -1,18 +1,20 @@
 /**
- * The IMDS request's head start (src/run/head-start.ts): the media read, which the chart starts in the same step
- * as the IMDS request, begins only once that request has been written to its socket, its attempt has ended, or
- * IMDS_HEAD_START_MS have passed for a connection that never completes. The in-progress report does not wait, so a
- * run that fails as soon as IMDS answers has still told the fabric it started.
+ * The IMDS request's head start, with the real actors in the real chart: the media read (and the host keys), which
+ * the chart starts beside the IMDS request, wait in `waitingForImds` until the IMDS actor says its request has been
+ * written or its attempt has ended (`imds.sent`), or until the chart's `imdsHeadStart` delay for a connection that
+ * never completes. The in-progress report does not wait, so a run that fails as soon as IMDS answers has still told
+ * the fabric it started. A SimulatedClock keeps the delay from firing unless a test moves it, so the event alone is
+ * seen to open the way. Also the bound on provision.ts's own wait for the first request (src/run/head-start.ts).
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { createActor, toPromise } from 'xstate';
+import { createActor, SimulatedClock } from 'xstate';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HEALTH_IN_PROGRESS } from '../../machines/provisioning.js';
+import { createProvisioningMachine, IMDS_HEAD_START_MS } from '../../machines/provisioning.js';
 import { headStart } from '../../src/run/head-start.js';
-import { IMDS_HEAD_START_MS, provisioningActors, type ProvisioningDeps } from '../../src/actors/provisioning.js';
+import { provisioningActors, type ProvisioningDeps } from '../../src/actors/provisioning.js';
 import { closeAll } from '../../src/azure/http.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
 import { SecretStore } from '../../src/core/secrets.js';
@@ -40,9 +42,7 @@ describe('headStart', () => {
 
   it('lets a waiter go after its bound when it is never opened', async () => {
     const gate = headStart(30);
-    const started = Date.now();
     await gate.wait(new AbortController().signal);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(25);
   });
 
   it('lets a waiter go when its signal aborts', async () => {
@@ -55,7 +55,7 @@ describe('headStart', () => {
   });
 });
 
-/** A server that answers every request after `holdMs`, recording each arrival. */
+/** A server that answers every request after `holdMs`. */
 async function server(holdMs: number, body: string): Promise<{ url: string; close(): Promise<void> }> {
   const http: Server = createServer((_req, res) => void setTimeout(() => res.end(body), holdMs));
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -67,65 +67,93 @@ const METADATA = JSON.stringify({
   compute: { osProfile: { adminUsername: 'azureuser', computerName: 'web-01', disablePasswordAuthentication: 'true' }, publicKeys: [], vmId: 'x' },
 });
 
-/** The real actors with a media read that records when it starts; `events` gets the order things happened in. */
-function actorsFor(events: string[]) {
+/**
+ * The chart with the real actors past its start (an Azure VM, no marker), its clock simulated; the media read
+ * records when it starts and `mediaRead` settles then; `events` gets the order things happened in.
+ */
+function runChart(imdsUrl: string, events: string[], reportInProgress = true) {
+  let mediaStarted!: () => void;
+  const mediaRead = new Promise<void>((resolve) => (mediaStarted = resolve));
   const deps = {
     log: pino({ level: 'silent' }, new Writable({ write: (_c, _e, done) => done() })),
     provisioner: { name: 'test' },
+    markers: () => ({}),
     readMedia: async () => {
       events.push('media read');
+      mediaStarted();
       return null;
     },
     secrets: new SecretStore(),
+    console: () => undefined,
     reporter: { post: async () => (events.push('in-progress report'), { sent: true }) },
     reports: {},
+    kvp: null,
   } as unknown as ProvisioningDeps;
-  return provisioningActors(deps);
-}
-
-function configFor(imdsUrl: string): Config {
-  return { ...DEFAULT_CONFIG, imds: { ...DEFAULT_CONFIG.imds, endpoint: `${imdsUrl}/metadata/instance`, connection_timeout_secs: 5 } };
+  const config: Config = {
+    ...DEFAULT_CONFIG,
+    imds: { ...DEFAULT_CONFIG.imds, endpoint: `${imdsUrl}/metadata/instance`, connection_timeout_secs: 5 },
+    wireserver: { ...DEFAULT_CONFIG.wireserver, report_in_progress: reportInProgress },
+    // The host keys wait like the media read; this test watches the media read only.
+    steps: { skip: ['host-keys'] },
+  };
+  const clock = new SimulatedClock();
+  const actor = createActor(createProvisioningMachine(provisioningActors(deps)), {
+    clock,
+    input: { config, startup: { platform: { onAzure: true, why: 'test' }, vmId: '00000000-0000-0000-0000-000000000001', marker: 'none' } },
+  });
+  actor.start();
+  const media = () => (actor.getSnapshot().value as { provisioning: { work: { gathering: { media: string } } } }).provisioning.work.gathering.media;
+  return { actor, clock, mediaRead, media };
 }
 
 describe('the IMDS request before the media read', () => {
-  it('starts the media read only after the IMDS request was written, and the in-progress report at once', async () => {
+  it('starts the media read once the IMDS request was written, and the in-progress report at once', async () => {
     const imds = await server(200, METADATA);
     const events: string[] = [];
     const written = () => events.push('IMDS request written');
     subscribe('undici:client:sendHeaders', written);
+    const run = runChart(imds.url, events);
     try {
-      const actors = actorsFor(events);
-      const config = configFor(imds.url);
-      const fetching = createActor(actors.fetchMetadata, { input: { config, attempt: 1, sent: false } }).start();
-      const media = createActor(actors.readMedia, { input: { config, claimed: false } }).start();
-      const report = createActor(actors.reportHealth, { input: { config, vmId: 'x', health: HEALTH_IN_PROGRESS, failure: null, ppsType: 'None' } }).start();
-      await Promise.all([toPromise(media), toPromise(report)]);
+      await run.mediaRead;
       expect(events).toEqual(['in-progress report', 'IMDS request written', 'media read']);
-      // Neither waited for IMDS to answer: it is still holding its answer.
-      expect(fetching.getSnapshot().status).toBe('active');
-      await toPromise(fetching);
+      // Nobody waited for IMDS to answer: it is still holding its answer.
+      expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'fetching' } } } })).toBe(true);
     } finally {
+      run.actor.stop();
       unsubscribe('undici:client:sendHeaders', written);
       await imds.close();
     }
   });
 
-  it(`starts the media read after ${IMDS_HEAD_START_MS} ms when the IMDS connection never completes`, async () => {
+  it('starts the media read once an IMDS attempt has ended without its request being written', async () => {
+    // A port nobody listens on: the connection is refused, the attempt ends, nothing was written.
+    const closed = await server(0, '');
+    const url = closed.url;
+    await closed.close();
+    const events: string[] = [];
+    const run = runChart(url, events, false);
+    try {
+      await run.mediaRead;
+      expect(events).toEqual(['media read']);
+    } finally {
+      run.actor.stop();
+    }
+  });
+
+  it(`starts the media read after the ${IMDS_HEAD_START_MS} ms head start when the IMDS connection never completes`, async () => {
     const listener = await backlogFullListener();
     if (!listener) throw new Error('python3 is needed to hold a listener with a full accept queue');
     const events: string[] = [];
+    const run = runChart(`http://127.0.0.1:${listener.port}`, events, false);
     try {
-      const actors = actorsFor(events);
-      const config = configFor(`http://127.0.0.1:${listener.port}`);
-      const fetching = createActor(actors.fetchMetadata, { input: { config, attempt: 1, sent: false } }).start();
-      const started = Date.now();
-      const media = createActor(actors.readMedia, { input: { config, claimed: false } }).start();
-      await toPromise(media);
+      expect(await settled(run.mediaRead)).toBe(false);
+      expect(run.media()).toBe('waitingForImds');
+      run.clock.increment(IMDS_HEAD_START_MS);
+      await run.mediaRead;
       expect(events).toEqual(['media read']);
-      expect(Date.now() - started).toBeGreaterThanOrEqual(IMDS_HEAD_START_MS - 5);
-      expect(fetching.getSnapshot().status).toBe('active');
-      fetching.stop();
+      expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'fetching' } } } })).toBe(true);
     } finally {
+      run.actor.stop();
       listener.close();
     }
   });

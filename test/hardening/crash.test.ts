@@ -117,19 +117,14 @@ const sshdBlocked = (region: string): Hold => ({
 
 /** How each state is held; a state the chart gains without an entry here fails the first test. */
 const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
-  loadingConfig: {
-    how: 'killed as soon as it runs, before the chart journals its first state: nothing is written yet',
+  starting: {
+    how: 'killed as soon as it runs, before the chart journals its first state: nothing is written yet (starting itself is eventless, left in the macrostep that enters it)',
     atStart: true,
   },
-  checkingPlatform: {
+  alreadyRunning: {
     elsewhere:
-      'lasts one turn of the event loop: the platform was checked before the chart started (src/run/provision.ts) and its actor only hands the answer over, so a poller lands in it only by chance. Nothing is written in it; a kill there is a kill between loadingConfig (atStart here) and readingVmId (poller here), and test/model/startup.test.ts covers its transitions',
+      'entered only when another agent holds the instance lock, which this matrix never starts; nothing is written in it (no journal, no marker, no report). test/integration/cli.test.ts runs a second agent beside a first, and test/model/startup.test.ts covers the state',
   },
-  readingVmId: {
-    elsewhere:
-      'lasts one turn of the event loop, like checkingPlatform: the VM id was read before the chart started (src/run/provision.ts readBeforeChart) and its actor only hands it over and logs it, so on a loaded machine a poller lands in it only by chance (it froze the agent in checkingMarker five times in six under a load of 4.6). Nothing is written in it; a kill there is a kill between loadingConfig (atStart here) and checkingMarker (poller here), and test/model/startup.test.ts covers its transitions',
-  },
-  checkingMarker: poller,
   provisioning: imdsGate,
   'provisioning.inProgress': {
     how: 'InProgress POST and IMDS gated',
@@ -168,6 +163,9 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'provisioning.work': imdsGate,
   // The host keys are made once the IMDS request has left: done while IMDS is gated.
   'provisioning.hostKeys': imdsGate,
+  'provisioning.hostKeys.waitingForImds': {
+    transient: 'eventless: left in the macrostep in which the media region leaves its own waitingForImds (the IMDS request written, or the head start over)',
+  },
   'provisioning.hostKeys.replacing': poller,
   'provisioning.hostKeys.waiting': {
     transient:
@@ -191,9 +189,13 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     transient: 'final region state: the media region is already final, so IMDS\'s answer, its non-retryable error or its deadline leaves gathering in the same macrostep',
   },
   'provisioning.work.gathering.media': imdsGate,
+  'provisioning.work.gathering.media.waitingForImds': {
+    elsewhere:
+      "lasts until the IMDS actor says its request was written: the first request was written before the chart started (src/run/provision.ts), so that takes a turn of the event loop and a poller lands in it only by chance. Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model and test/actors/imds-head-start.test.ts cover its transitions",
+  },
   'provisioning.work.gathering.media.reading': {
     elsewhere:
-      'with the media disabled (these runs have no media), the read only waits for the IMDS request to be written, which happens before the chart starts, so the state is over within a turn or two of the event loop and a poller lands in it by chance (it took four attempts on a quiet machine). Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model covers its transitions with a media read the test controls',
+      'with the media disabled (these runs have no media), the read has nothing to do and is over within a turn or two of the event loop, so a poller lands in it by chance (it took four attempts on a quiet machine). Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model covers its transitions with a media read the test controls',
   },
   // Read (here: disabled, so nothing), unusable or abandoned, the same final state, held with IMDS gated.
   'provisioning.work.gathering.media.done': imdsGate,

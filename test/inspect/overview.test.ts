@@ -25,7 +25,9 @@ describe('overview of the provisioning chart', () => {
   it('keeps the parallel regions side by side, each simple region one box listing its steps', () => {
     expect(graph.nodes.get(P)?.children).toEqual([`${P}.work`, `${P}.hostKeys`, `${P}.inProgress`]);
     // The host keys: the image's replaced, then the background types added once READY=1 was sent.
-    expect(graph.nodes.get(`${P}.hostKeys`)?.summary).toEqual(['→ replacing', '→ waiting', '→ adding']);
+    // Made once the IMDS request has left (its head start).
+    expect(graph.nodes.get(`${P}.hostKeys`)?.summary).toEqual(['→ waitingForImds', '→ replacing', '→ waiting', '→ adding']);
+    expect(graph.nodes.get(`${P}.work.gathering.media`)?.summary).toEqual(['→ waitingForImds', '→ reading']);
     expect(graph.nodes.get(`${P}.work.gathering.imds`)?.summary).toEqual(['→ fetching', '⟳ retries every 2 s', 'gives up after 5 min']);
     expect(graph.nodes.get(`${P}.work.configuringOs`)?.children).toEqual(
       ['hostname', 'account', 'sshd', 'customData'].map((region) => `${P}.work.configuringOs.${region}`),
@@ -41,27 +43,34 @@ describe('overview of the provisioning chart', () => {
 
   it('shows in each state that tells systemd READY=1 that it does so', () => {
     const told = [...graph.nodes.values()].filter((node) => node.entry.includes('tellSystemdReady')).map((node) => node.id);
-    // `configured`: the OS is configured (the first boot); reportingReady: a resumed report-pending VM.
+    // `configured`: the OS is configured (the first boot); reportingReady: a resumed report-pending VM; the ends at
+    // once (alreadyProvisioned, notOnAzure, alreadyRunning) are one node.
     expect(told.sort()).toEqual([
-      'provisioning.alreadyProvisioned', 'provisioning.notOnAzure', 'provisioning.provisioning.work.configured', 'provisioning.reportingFailure', 'provisioning.reportingReady',
+      'provisioning.alreadyProvisioned', 'provisioning.provisioning.work.configured', 'provisioning.reportingFailure', 'provisioning.reportingReady',
     ]);
-    expect(toDot(graph, { compact: true }).match(/on entry: READY=1 to systemd/g)).toHaveLength(5);
+    expect(toDot(graph, { compact: true }).match(/on entry: READY=1 to systemd/g)).toHaveLength(4);
   });
 
   it('writes the ways into reportingFailure in the states they leave, and keeps every other transition', () => {
-    expect(graph.nodes.get('provisioning.checkingMarker')?.exits).toBe('error → reportingFailure');
+    expect(graph.nodes.get('provisioning.starting')?.exits).toBe('always [VM id unreadable] / always [config failed] / always [marker unreadable] → reportingFailure');
     expect(graph.nodes.get(P)?.exits).toBe('error / timeout → reportingFailure');
     expect(graph.edges.filter((edge) => edge.targets.includes('provisioning.reportingFailure')).map((edge) => edge.source)).toEqual([`${P}.work.gathering`, `${P}.work.checkingProxyAgent`]);
-    expect(graph.edges.some((edge) => edge.source === 'provisioning.checkingMarker' && edge.targets[0] === 'provisioning.alreadyProvisioned')).toBe(true);
+    expect(graph.edges.some((edge) => edge.source === 'provisioning.starting' && edge.targets[0] === 'provisioning.alreadyProvisioned')).toBe(true);
     expect(graph.notes).toEqual(['TERMINATE in any state → reportingFailure']);
   });
 
   it('says conditions in short words, and names regions by their dashed border alone', () => {
     const label = (source: string, target: string) =>
       graph.edges.find((edge) => edge.source === source && edge.targets[0] === target)?.label;
-    expect(label('provisioning.checkingMarker', 'provisioning.reportingReady')).toBe('[report pending]');
-    expect(label('provisioning.checkingMarker', 'provisioning.preprovisioned')).toBe('[waiting for reuse]');
-    expect(graph.nodes.get('provisioning.readingVmId')?.exits).toBe('config failed / error → reportingFailure');
+    expect(label('provisioning.starting', 'provisioning.reportingReady')).toBe('always [report pending]');
+    expect(label('provisioning.starting', 'provisioning.preprovisioned')).toBe('always [waiting for reuse]');
+    // The ends that report nothing are one node naming each end with its guard, reached by one edge.
+    expect(label('provisioning.starting', 'provisioning.alreadyProvisioned')).toBe('always');
+    expect(graph.nodes.get('provisioning.alreadyProvisioned')?.summary).toEqual([
+      '[provisioned] → alreadyProvisioned', '[not on Azure] → notOnAzure', '[lock held elsewhere] → alreadyRunning',
+    ]);
+    expect(alias.get('provisioning.alreadyRunning')).toBe('provisioning.alreadyProvisioned');
+    expect(alias.get('provisioning.notOnAzure')).toBe('provisioning.alreadyProvisioned');
     const dot = toDot(graph, { compact: true });
     expect(dot).not.toContain('(region)');
     expect(dot).toContain('label="imds\\n→ fetching');

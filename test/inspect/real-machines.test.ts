@@ -79,7 +79,7 @@ describe('a real provisioning run in the trace', () => {
     const lines = readJournal(journal.path);
     const html = await renderTraceHtml({ machine: provisioningMachine, journalLines: lines });
     expect(html).toContain('<body data-outcome="failed">');
-    expect(html).toMatch(/data-state="provisioning\.loadingConfig" data-visited="true"/);
+    expect(html).toMatch(/data-state="provisioning\.provisioning\.work\.gathering\.media\.waitingForImds" data-visited="true"/);
     expect(fs.readFileSync(journal.path).includes(SECRET)).toBe(false);
     expect(html.includes(SECRET)).toBe(false);
     fs.rmSync(dir, { recursive: true, force: true });

@@ -27,10 +27,9 @@ import {
   METADATA_POOL_RUNNING,
   METADATA_POOL_SAVABLE,
   METADATA_POOL_UNKNOWN,
-  ON_AZURE,
   TEST_CONFIG,
-  VM_ID,
   type ModelEvent,
+  startup,
 } from './support.js';
 
 const done = (id: string, output?: unknown): ModelEvent => ({ type: `xstate.done.actor.${id}`, output });
@@ -77,10 +76,13 @@ function straight(oracle: ProvisioningOracle, id: string): ModelEvent {
   return done(id);
 }
 
+const FIRST_BOOT = startup();
+
 /** The events of one run: past the marker, the two answers in the given order, then straight to the end. */
 function run(first: ModelEvent, second: ModelEvent) {
-  const events: ModelEvent[] = [done('config', TEST_CONFIG), done('platform', ON_AZURE), done('vmId', VM_ID), done('marker', 'none'), first, second];
-  const oracle = new ProvisioningOracle();
+  // The IMDS request is written at once: the media read begins beside it.
+  const events: ModelEvent[] = [{ type: 'imds.sent' }, first, second];
+  const oracle = new ProvisioningOracle(FIRST_BOOT);
   for (const event of events) apply(oracle, event);
   while (!oracle.done) {
     if (events.length > 200) throw new Error(`no end after ${events.length} events`);
@@ -98,8 +100,8 @@ describe('IMDS and the provisioning media, in either order of arrival', () => {
       it(`IMDS ${imdsName}, media ${mediaName}`, async () => {
         const imdsFirst = run(imds, media);
         const mediaFirst = run(media, imds);
-        await playAgainstOracle(provisioningMachine, imdsFirst.events);
-        await playAgainstOracle(provisioningMachine, mediaFirst.events);
+        await playAgainstOracle(provisioningMachine, FIRST_BOOT, imdsFirst.events);
+        await playAgainstOracle(provisioningMachine, FIRST_BOOT, mediaFirst.events);
         expect(mediaFirst.oracle.output).toEqual(imdsFirst.oracle.output);
         expect([...mediaFirst.oracle.starts].sort()).toEqual([...imdsFirst.oracle.starts].sort());
         expect(mediaFirst.oracle.kvp).toEqual(imdsFirst.oracle.kvp);
@@ -109,8 +111,8 @@ describe('IMDS and the provisioning media, in either order of arrival', () => {
     it(`IMDS ${imdsName}, media wedged past its deadline`, async () => {
       const imdsFirst = run(imds, { type: 'time', to: MEDIA_DEADLINE_MS });
       const deadlineFirst = run({ type: 'time', to: MEDIA_DEADLINE_MS }, imds);
-      await playAgainstOracle(provisioningMachine, imdsFirst.events);
-      await playAgainstOracle(provisioningMachine, deadlineFirst.events);
+      await playAgainstOracle(provisioningMachine, FIRST_BOOT, imdsFirst.events);
+      await playAgainstOracle(provisioningMachine, FIRST_BOOT, deadlineFirst.events);
       expect(deadlineFirst.oracle.output).toEqual(imdsFirst.oracle.output);
       expect(imdsFirst.oracle.output!.warnings).toContain(
         `provisioning media: not read within ${TEST_CONFIG.provisioning_media.timeout_secs} s; provisioning goes on without it`,

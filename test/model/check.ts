@@ -6,16 +6,16 @@
 import { TestModel } from 'xstate/graph';
 import type { AnyStateMachine } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
-import type { ProvisioningContext, ProvisioningOutput } from '../../machines/provisioning.js';
+import type { ProvisioningContext, ProvisioningInput, ProvisioningOutput } from '../../machines/provisioning.js';
 import { toFailure, type Failure } from '../../src/core/errors.js';
 import { startRun, type Gate, type Run } from './harness.js';
 import { describeFailure, describePlan, ProvisioningOracle, type SeenFailure, type SeenOutput } from './oracle.js';
 import { apply, oraclePaths } from './oracle-paths.js';
-import { modelEvents, serializeState, shortEvent, type ModelEvent } from './support.js';
+import { MODEL_STARTS, modelEvents, serializeState, shortEvent, type ModelEvent } from './support.js';
 
 const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport', 'poolReadyReport']);
 const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd']);
-const MARKER_IDS = new Set(['marker', 'pendingMarker', 'provisionedMarker', 'waitingMarker']);
+const MARKER_IDS = new Set(['pendingMarker', 'provisionedMarker', 'waitingMarker']);
 
 const seenFailure = (f: Failure | null | undefined): SeenFailure | null => {
   if (!f) return null;
@@ -88,10 +88,10 @@ function describeKvp(event: { health: string; vmId: string; failure: Failure | n
   return `${event.health}${failure} vm=${event.vmId} pps=${event.ppsType}`;
 }
 
-/** Plays one path's events against `machine` and the oracle side by side. */
-export async function playAgainstOracle(machine: AnyStateMachine, events: ModelEvent[]): Promise<void> {
-  const run = startRun({}, machine);
-  const oracle = new ProvisioningOracle();
+/** Plays one path's events, from the start `input` says, against `machine` and the oracle side by side. */
+export async function playAgainstOracle(machine: AnyStateMachine, input: ProvisioningInput, events: ModelEvent[]): Promise<void> {
+  const run = startRun(input, machine, 'path');
+  const oracle = new ProvisioningOracle(input);
   try {
     compare(run, oracle, 'start');
     for (const event of events) {
@@ -106,29 +106,42 @@ export async function playAgainstOracle(machine: AnyStateMachine, events: ModelE
   }
 }
 
-/** The shortest paths to every transition of `machine` (see provisioning.test.ts for the bounds on the regions). */
-export function modelPaths(machine: AnyStateMachine) {
-  const model = new TestModel(machine, {
-    input: {},
+/** One TestModel of `machine` started with `input`. */
+export const modelOf = (machine: AnyStateMachine, input: ProvisioningInput) =>
+  new TestModel(machine, {
+    input,
     events: (snapshot) => modelEvents(snapshot) as never[],
     serializeState: (snapshot, event, prev) => serializeState(snapshot, event, prev),
   });
-  return model.getShortestPaths().map((path) => {
-    const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
-    return { name: events.map(shortEvent).join(' → ') || 'start', events, path };
-  });
+
+/**
+ * The shortest paths to every transition of `machine`, from each of the starts MODEL_STARTS (what the run read
+ * before the chart), one TestModel each (see provisioning.test.ts for the bounds on the regions).
+ */
+export function modelPaths(machine: AnyStateMachine) {
+  return MODEL_STARTS.flatMap(({ name: start, input }) =>
+    modelOf(machine, input).getShortestPaths().map((path) => {
+      const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
+      return { name: `${start}: ${events.map(shortEvent).join(' → ') || 'start'}`, input, events, path };
+    }),
+  );
 }
 
-let oracleCache: Array<{ name: string; events: ModelEvent[] }> | null = null;
+let oracleCache: Array<{ name: string; input: ProvisioningInput; events: ModelEvent[] }> | null = null;
 /** The oracle's own paths, computed once: they do not depend on the chart. */
-export const ORACLE_PATHS = () => (oracleCache ??= oraclePaths().map((events) => ({ name: `(oracle) ${events.map(shortEvent).join(' → ')}`, events })));
+export const ORACLE_PATHS = () =>
+  (oracleCache ??= oraclePaths().map(({ start, events }) => ({
+    name: `(oracle) ${start.name}: ${events.map(shortEvent).join(' → ') || 'start'}`,
+    input: start.input,
+    events,
+  })));
 
 /**
  * A path of the real chart with each timer event replaced by the clock reading it fired at: played on a mutant it
  * moves the clock as the oracle does, whatever timers the mutant has.
  */
-async function withClockReadings(events: ModelEvent[]): Promise<ModelEvent[]> {
-  const run = startRun({}, provisioningMachine);
+async function withClockReadings(input: ProvisioningInput, events: ModelEvent[]): Promise<ModelEvent[]> {
+  const run = startRun(input, provisioningMachine, 'path');
   try {
     const played: ModelEvent[] = [];
     for (const event of events) {
@@ -148,12 +161,15 @@ export interface CheckPath {
   play(machine: AnyStateMachine): Promise<void>;
 }
 
-const checkPath = ({ name, events }: { name: string; events: ModelEvent[] }): CheckPath => ({ name, play: (machine) => playAgainstOracle(machine, events) });
+const checkPath = ({ name, input, events }: { name: string; input: ProvisioningInput; events: ModelEvent[] }): CheckPath => ({
+  name,
+  play: (machine) => playAgainstOracle(machine, input, events),
+});
 
 /** Paths that do not depend on the chart under test: the oracle's own, and the real chart's model paths. */
 export async function fixedPaths(): Promise<CheckPath[]> {
   const chart: CheckPath[] = [];
-  for (const { name, events } of modelPaths(provisioningMachine)) chart.push(checkPath({ name, events: await withClockReadings(events) }));
+  for (const { name, input, events } of modelPaths(provisioningMachine)) chart.push(checkPath({ name, input, events: await withClockReadings(input, events) }));
   return [...ORACLE_PATHS().map(checkPath), ...chart];
 }
 

@@ -6,7 +6,9 @@
 import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyStateMachine, type AnyTransitionDefinition, type InspectionEvent } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import type { KvpEvent, ProvisioningInput, SystemdEvent } from '../../machines/provisioning.js';
-import { ON_AZURE, type ModelEvent } from './support.js';
+import type { ModelEvent } from './support.js';
+
+export { startup } from './support.js';
 
 /** One start of one invoked actor: what it was given, and the switch that finishes it. */
 export interface Gate {
@@ -26,10 +28,6 @@ export interface KvpRecord {
 }
 
 const GATED = [
-  'loadConfig',
-  'checkPlatform',
-  'readVmId',
-  'checkMarker',
   'reportHealth',
   'fetchMetadata',
   'readMedia',
@@ -62,8 +60,13 @@ interface RunRecord {
   seq: number;
   gates: Gate[];
   kvp: KvpRecord[];
+  kvpStarted: boolean;
   kvpStopped: boolean;
-  /** What systemd heard, as the real notifier sends it: READY once, however often the chart says so. */
+  /**
+   * What the chart told systemd's notifier, as the notifier sends it: READY once, however often the chart says so.
+   * Read from the events sent to it, not from the notifier: a chart that ends in its first state never starts its
+   * children (a run's READY=1 before exit is then the one systemd hears).
+   */
   systemd: string[];
 }
 
@@ -95,6 +98,7 @@ const gated = fromPromise<any, any>(
 
 const kvpWriter = fromCallback<KvpEvent>(({ receive, system }) => {
   const record = recordOf(system);
+  record.kvpStarted = true;
   receive((event) => {
     // Lets a path fail the writer for real: an error thrown while receiving stops the callback actor.
     if ((event as { type: string }).type === 'test.kvp.fail') throw (event as unknown as { error: unknown }).error;
@@ -105,12 +109,7 @@ const kvpWriter = fromCallback<KvpEvent>(({ receive, system }) => {
   };
 });
 
-const systemdNotifier = fromCallback<SystemdEvent>(({ receive, system }) => {
-  const record = recordOf(system);
-  receive((event) => {
-    if (event.type === 'systemd.ready' && !record.systemd.includes('READY')) record.systemd.push('READY');
-  });
-});
+const systemdNotifier = fromCallback<SystemdEvent>(() => undefined);
 
 /** Each chart provided with the fake actors once: building a machine is the costly part of a short run. */
 const provided = new WeakMap<AnyStateMachine, AnyStateMachine>();
@@ -123,9 +122,21 @@ function withFakes(chart: AnyStateMachine): AnyStateMachine {
   return machine;
 }
 
-/** Creates and starts an actor of the real machine; nothing moves until the test opens a gate or moves the clock. */
-export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine = provisioningMachine) {
-  const record: RunRecord = { seq: 0, gates: [], kvp: [], kvpStopped: false, systemd: [] };
+/**
+ * How the IMDS request's head start ends: `written` — as the real IMDS actor does, the run tells the chart its
+ * request has been written (`imds.sent`) whenever the chart waits for it, so a test can go straight to the media and
+ * the host keys; `path` — only when the test (a model path) sends `imds.sent` or moves the clock.
+ */
+export type HeadStart = 'written' | 'path';
+
+const MEDIA_WAITING = { provisioning: { work: { gathering: { media: 'waitingForImds' } } } };
+
+/**
+ * Creates and starts an actor of the real machine with `input` (see `startup` for a run's reads before the chart);
+ * nothing moves until the test opens a gate or moves the clock.
+ */
+export function startRun(input: ProvisioningInput, chart: AnyStateMachine = provisioningMachine, headStart: HeadStart = 'written') {
+  const record: RunRecord = { seq: 0, gates: [], kvp: [], kvpStarted: false, kvpStopped: false, systemd: [] };
   const { gates, kvp, systemd } = record;
   const transitions: AnyTransitionDefinition[] = [];
   const errors: unknown[] = [];
@@ -138,6 +149,10 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
     input,
     clock,
     inspect: (event: InspectionEvent) => {
+      if (event.type === '@xstate.event' && event.event.type === 'systemd.ready' && (event.actorRef as { id?: string }).id === 'systemd') {
+        if (!systemd.includes('READY')) systemd.push('READY');
+        return;
+      }
       if (event.type !== '@xstate.microstep' || event.actorRef.sessionId !== event.rootId) return;
       transitions.push(...event._transitions);
       // Thrown inside the interpreter's step, this stops the actor with an error the test sees.
@@ -177,7 +192,22 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
     clock.set(due);
   };
 
+  /** After each step: the IMDS request of a `written` run is on its socket as soon as the chart waits for it. */
+  const step = async () => {
+    await settle();
+    if (headStart === 'written' && actor.getSnapshot().status === 'active' && actor.getSnapshot().matches(MEDIA_WAITING as never)) {
+      actor.send({ type: 'imds.sent' });
+      await settle();
+    }
+    noteTimers();
+  };
+
   actor.start();
+  // The first step starts the invoked actors before it runs the initial states' entry actions, all in one
+  // synchronous turn; a request leaves the process only after it. So the first step's requests come after its KVP
+  // records, as they do on the wire.
+  for (const gate of gates) gate.seq = record.seq++;
+  if (headStart === 'written' && actor.getSnapshot().matches(MEDIA_WAITING as never)) actor.send({ type: 'imds.sent' });
   noteTimers();
 
   return {
@@ -188,8 +218,9 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
     systemd,
     transitions,
     errors,
+    /** The KVP writer is not running: it stopped, or never started (a chart that ended in its first state). */
     get kvpStopped() {
-      return record.kvpStopped;
+      return record.kvpStopped || !record.kvpStarted;
     },
     latest,
     pending,
@@ -198,34 +229,29 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
     async resolve(id: string, value?: unknown) {
       microsteps = 0;
       pending(id).resolve(value);
-      await settle();
-      noteTimers();
+      await step();
     },
     async reject(id: string, error: unknown) {
       microsteps = 0;
       if (id === 'kvp') (actor.getSnapshot().children as Record<string, { send(e: unknown): void }>).kvp!.send({ type: 'test.kvp.fail', error });
       else pending(id).reject(error);
-      await settle();
-      noteTimers();
+      await step();
     },
     async fire(type: string) {
       microsteps = 0;
       fire(type);
-      await settle();
-      noteTimers();
+      await step();
     },
     /** Moves the clock by `ms`, firing whatever falls due. */
     async advance(ms: number) {
       microsteps = 0;
       clock.increment(ms);
-      await settle();
-      noteTimers();
+      await step();
     },
-    async send(event: { type: 'TERMINATE' }) {
+    async send(event: { type: 'TERMINATE' } | { type: 'imds.sent' }) {
       microsteps = 0;
       actor.send(event);
-      await settle();
-      noteTimers();
+      await step();
     },
     /** Plays one event of a model path against the real actor. */
     async play(event: ModelEvent) {
@@ -234,20 +260,12 @@ export function startRun(input: ProvisioningInput = {}, chart: AnyStateMachine =
       if (type.startsWith('xstate.done.actor.')) return this.resolve(type.slice(18), event.output);
       if (type.startsWith('xstate.error.actor.')) return this.reject(type.slice(19), event.error);
       if (type.startsWith('xstate.after.')) return this.fire(type);
-      if (type === 'TERMINATE') return this.send({ type });
+      if (type === 'TERMINATE' || type === 'imds.sent') return this.send({ type });
       // An oracle path moves the clock itself; every timer due by then fires, earliest first.
       if (type === 'time') return this.advance(event.to! - clock.now());
       throw new Error(`cannot play ${type}`);
     },
   };
-}
-
-/** Loads the test config, reads the VM id and finds the marker in `marker` state. */
-export async function pastMarker(run: Run, config: unknown, vmId: string, marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse') {
-  await run.resolve('config', config);
-  await run.resolve('platform', ON_AZURE);
-  await run.resolve('vmId', vmId);
-  await run.resolve('marker', marker);
 }
 
 /** Completes validation and every OS step with the plan each was given. */

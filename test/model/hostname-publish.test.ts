@@ -1,14 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_READY } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/core/errors.js';
-import { pastMarker, startRun, type Run } from './harness.js';
-import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { startRun, startup, type Run } from './harness.js';
+import { METADATA, TEST_CONFIG } from './support.js';
 
 const PUBLISH_TIMEOUT_MS = TEST_CONFIG.hostname_publishing.timeout_secs * 1000;
 
 async function toValidated(config = TEST_CONFIG): Promise<Run> {
-  const run = startRun();
-  await pastMarker(run, config, VM_ID, 'none');
+  const run = startRun(startup({ config: config }));
   await run.resolve('media', null);
   await run.resolve('imds', METADATA);
   await run.resolve('validate', { ...run.pending('validate').input.plan, hostname: 'vm-validated' });

@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_IN_PROGRESS } from '../../machines/provisioning.js';
-import { pastMarker, startRun, throughOs } from './harness.js';
-import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { startRun, startup, throughOs } from './harness.js';
+import { METADATA } from './support.js';
 
 describe('the InProgress report', () => {
   it('is aborted when the work finishes first, so it can never be sent after the final report', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     const inProgress = run.pending('inProgressReport');
     expect(inProgress.input.health).toBe(HEALTH_IN_PROGRESS);
 

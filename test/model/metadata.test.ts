@@ -1,15 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/core/errors.js';
-import { pastMarker, startRun, throughOs } from './harness.js';
-import { MEDIA_CUSTOM_DATA, MEDIA_POOL_RUNNING, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, METADATA, METADATA_PASSWORD_LOGINS, TEST_CONFIG, VM_ID } from './support.js';
+import { startRun, startup, throughOs } from './harness.js';
+import { MEDIA_CUSTOM_DATA, MEDIA_POOL_RUNNING, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, METADATA, METADATA_PASSWORD_LOGINS, TEST_CONFIG } from './support.js';
 
 const IMDS_TOTAL_MS = TEST_CONFIG.imds.total_retry_timeout_secs * 1000;
 const IMDS_RETRY_MS = TEST_CONFIG.imds.retry_interval_secs * 1000;
 
 describe('instance metadata', () => {
   it('the IMDS total deadline pre-empts an in-flight request and aborts its signal', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.reject('imds', new BootstateError('HTTP_STATUS', 'IMDS answered 503', { retryable: true }));
     await run.advance(IMDS_RETRY_MS);
     const inFlight = run.pending('imds');
@@ -26,8 +25,7 @@ describe('instance metadata', () => {
   });
 
   it('IMDS failed and media with a username provisions from the media', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
     await run.resolve('media', MEDIA_WITH_USERNAME);
 
@@ -49,8 +47,7 @@ describe('instance metadata', () => {
   });
 
   it('IMDS failed and no media fails with the IMDS failure reason', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
     await run.resolve('media', null);
 
@@ -67,8 +64,7 @@ describe('instance metadata', () => {
       data: [['limit', '1048576'], ['path', '/metadata/instance']],
     }), 1],
   ] as const)('an IMDS 200 with %s is not asked again: the report carries its data at once', async (_name, error, exitCode) => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.reject('imds', error);
     await run.resolve('media', null);
     await run.advance(10 * IMDS_RETRY_MS);
@@ -79,8 +75,7 @@ describe('instance metadata', () => {
   });
 
   it('IMDS failed and a malformed ovf-env.xml fails with the media\'s reason, since the media was needed', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
     await run.reject('media', new BootstateError('OVF_INVALID', 'ovf-env.xml: not well-formed XML', { data: [['problem', 'not well-formed XML']] }));
 
@@ -90,8 +85,7 @@ describe('instance metadata', () => {
   });
 
   it('IMDS failed and media that cannot even be mounted fails with the IMDS failure reason', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
     await run.reject('media', new BootstateError('MEDIA_FAILED', 'cannot mount /dev/sr0'));
 
@@ -99,8 +93,7 @@ describe('instance metadata', () => {
   });
 
   it('IMDS failed and media without a username fails with "failed to determine username"', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.reject('imds', new BootstateError('IMDS_INVALID', 'no adminUsername'));
     await run.resolve('media', MEDIA_WITHOUT_USERNAME);
 
@@ -108,8 +101,7 @@ describe('instance metadata', () => {
   });
 
   it('IMDS with password logins off still waits for the media: a pool flag there makes it a pool VM', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     const media = run.pending('media');
     await run.resolve('imds', METADATA);
 
@@ -122,16 +114,14 @@ describe('instance metadata', () => {
   });
 
   it('CustomData on the media reaches the plan though IMDS does not say hasCustomData', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('imds', METADATA);
     await run.resolve('media', MEDIA_CUSTOM_DATA);
     expect(run.pending('validate').input.plan).toMatchObject({ source: 'imds', username: 'azureuser', hasCustomData: false, customDataFound: true });
   });
 
   it('the media read has its own deadline: then a warning, and the plan is made from IMDS alone', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     const media = run.pending('media');
     await run.resolve('imds', METADATA);
     await run.advance(TEST_CONFIG.provisioning_media.timeout_secs * 1000 - 1);
@@ -145,8 +135,7 @@ describe('instance metadata', () => {
   });
 
   it('IMDS with password logins on waits for the media, which may carry the password', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('imds', METADATA_PASSWORD_LOGINS);
     expect(run.actor.getSnapshot().matches({ provisioning: { work: { gathering: { imds: 'done', media: 'reading' } } } })).toBe(true);
 

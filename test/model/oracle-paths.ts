@@ -1,17 +1,18 @@
 /**
- * Paths chosen by the oracle, not by the chart: a breadth-first walk over the oracle's own states (oracle.ts) that
- * reaches every (state, event) pair once by its shortest event sequence. Played against a chart, these paths catch
- * a wrong transition whose own chart-generated paths would never take the event that exposes it (a mutant that
- * forgets a config failure never offers "VM id read" from a failed config).
+ * Paths chosen by the oracle, not by the chart: a breadth-first walk over the oracle's own states (oracle.ts), from
+ * each of a covering set of starts (what the run read before the chart, ORACLE_STARTS), that reaches every (state,
+ * event) pair once by its shortest event sequence. Played against a chart, these paths catch a wrong transition
+ * whose own chart-generated paths would never take the event that exposes it.
  *
  * The parallel parts are bounded as in the chart's model (`mayMove` in support.ts): the InProgress report moves
  * only at the start of the work, media before IMDS (except IMDS's first answer, which may come first, so both
  * orders of arrival are walked), the OS lanes one after the other, nothing while InProgress backs
- * off; of the clock, only the next deadline or retry is offered; SIGTERM once per phase of the work. A config that
+ * off, nothing but the head start's end (the IMDS request written, or its bound) while the media read and the
+ * host keys wait for it; of the clock, only the next deadline or retry is offered; SIGTERM once per phase of the work. A config that
  * leaves steps out is played straight (first payloads, no failures): it changes only which OS steps start. Pool
  * VMs' paths come from IMDS or media naming a pool type and from the waiting-for-reuse marker.
  */
-import type { ModelEvent } from './support.js';
+import type { ModelEvent, Start } from './support.js';
 import {
   errorFor,
   MEDIA_CUSTOM_DATA,
@@ -27,13 +28,7 @@ import {
   METADATA_POOL_RUNNING,
   METADATA_POOL_SAVABLE,
   METADATA_POOL_UNKNOWN,
-  NOT_ON_AZURE,
-  ON_AZURE,
-  TEST_CONFIG,
-  TEST_CONFIG_SKIP_ACCOUNT,
-  TEST_CONFIG_SKIP_ALL,
-  TEST_CONFIG_SKIP_SOME,
-  VM_ID,
+  ORACLE_STARTS,
 } from './support.js';
 import { ProvisioningOracle } from './oracle.js';
 
@@ -42,14 +37,6 @@ const RETRIED = new Set(['inProgressReport', 'imds', 'readyReport', 'failureRepo
 
 function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
   switch (id) {
-    case 'config':
-      return [TEST_CONFIG, TEST_CONFIG_SKIP_ALL, TEST_CONFIG_SKIP_SOME, TEST_CONFIG_SKIP_ACCOUNT];
-    case 'platform':
-      return [ON_AZURE, NOT_ON_AZURE];
-    case 'vmId':
-      return [VM_ID];
-    case 'marker':
-      return ['none', 'provisioned', 'report-pending', 'waiting-for-reuse'];
     case 'imds':
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_CUSTOM_DATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, METADATA_POOL_UNKNOWN];
     case 'media':
@@ -75,6 +62,7 @@ function offers(oracle: ProvisioningOracle, first: boolean): ModelEvent[] {
   // Steps left out change only which OS steps start: one straight run per such config shows it.
   if (oracle.skipsSteps) {
     for (const id of oracle.movable()) events.push({ type: `xstate.done.actor.${id}`, output: payloads(id, oracle)[0] });
+    if (oracle.awaitingImdsWrite) events.push({ type: 'imds.sent' });
     return events;
   }
   for (const id of oracle.movable()) {
@@ -82,6 +70,7 @@ function offers(oracle: ProvisioningOracle, first: boolean): ModelEvent[] {
     if (RETRIED.has(id)) events.push({ type: `xstate.error.actor.${id}`, error: errorFor(id, true) });
     events.push({ type: `xstate.error.actor.${id}`, error: errorFor(id, false) });
   }
+  if (oracle.awaitingImdsWrite) events.push({ type: 'imds.sent' });
   if (first) events.push({ type: 'xstate.error.actor.kvp', error: errorFor('kvp', false) });
   events.push({ type: 'TERMINATE' });
   const due = oracle.nextDue;
@@ -95,27 +84,30 @@ export function apply(oracle: ProvisioningOracle, event: ModelEvent): void {
   else if (type.startsWith('xstate.error.actor.')) oracle.failed(type.slice(19), event.error);
   else if (type === 'time') oracle.advanceTo(event.to!);
   else if (type === 'TERMINATE') oracle.terminate();
+  else if (type === 'imds.sent') oracle.imdsSent();
   else throw new Error(`the oracle does not know ${type}`);
 }
 
 const label = (e: ModelEvent) => `${e.type}${e.error ? `:${(e.error as { retryable?: boolean }).retryable}` : ''}${e.output !== undefined ? `:${JSON.stringify(e.output)}` : ''}`;
 
-/** Shortest event sequences reaching every (oracle state, event) pair; none is a prefix of another. */
-export function oraclePaths(limit = 30000): ModelEvent[][] {
-  const paths: Array<{ events: ModelEvent[]; extended: boolean; oracle: ProvisioningOracle }> = [];
+/** Shortest event sequences from each start reaching every (oracle state, event) pair; none is a prefix of another. */
+export function oraclePaths(limit = 30000): Array<{ start: Start; events: ModelEvent[] }> {
+  type Path = { start: Start; events: ModelEvent[]; extended: boolean; oracle: ProvisioningOracle };
+  // Each start is a path of no events: one that ends at once (a refused lock) is played as it is.
+  const paths: Path[] = ORACLE_STARTS.map((start) => ({ start, events: [], extended: false, oracle: new ProvisioningOracle(start.input) }));
   const seen = new Set<string>();
-  let frontier: Array<{ oracle: ProvisioningOracle; path: (typeof paths)[number] | null }> = [{ oracle: new ProvisioningOracle(), path: null }];
+  let frontier: Array<{ oracle: ProvisioningOracle; path: Path }> = paths.map((path) => ({ oracle: path.oracle, path }));
   while (frontier.length) {
     const next: typeof frontier = [];
     for (const { oracle, path } of frontier) {
-      for (const event of offers(oracle, path === null)) {
+      for (const event of offers(oracle, path.events.length === 0)) {
         const edge = `${oracle.key(event.type === 'TERMINATE')} ${label(event)}`;
         if (seen.has(edge)) continue;
         seen.add(edge);
         const after = oracle.clone();
         apply(after, event);
-        if (path) path.extended = true;
-        const child = { events: [...(path?.events ?? []), event], extended: false, oracle: after };
+        path.extended = true;
+        const child = { start: path.start, events: [...path.events, event], extended: false, oracle: after };
         paths.push(child);
         if (paths.length > limit) throw new Error(`the oracle's state space exceeds ${limit} steps`);
         next.push({ oracle: after, path: child });
@@ -127,5 +119,5 @@ export function oraclePaths(limit = 30000): ModelEvent[][] {
   // target merges with a visited state (a refused InProgress retried anyway) shows itself only when time moves.
   return paths
     .filter((p) => !p.extended)
-    .map(({ events, oracle }) => (oracle.done || oracle.nextDue === null ? events : [...events, { type: 'time', to: oracle.nextDue }]));
+    .map(({ start, events, oracle }) => ({ start, events: oracle.done || oracle.nextDue === null ? events : [...events, { type: 'time', to: oracle.nextDue }] }));
 }

@@ -17,7 +17,7 @@ export interface SeenFailure {
 
 export interface SeenOutput {
   /** The last state the journal records. */
-  state: 'provisioned' | 'alreadyProvisioned' | 'notOnAzure' | 'waitingInterrupted' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
+  state: 'provisioned' | 'alreadyProvisioned' | 'alreadyRunning' | 'notOnAzure' | 'waitingInterrupted' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
   result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'not-on-azure' | 'failed';
   exitCode: number;
   code?: ErrorCode;

@@ -1,17 +1,23 @@
 /**
  * What the outside world must see during `bootstate provision`, written from the protocol (docs/protocol.md#imds,
  * docs/protocol.md#health-reports, docs/protocol.md#provisioning-report) and docs/architecture.md, not from
- * `machines/provisioning.ts`: it never reads the chart. It is told what happened — an actor finished or
- * failed, the clock moved, SIGTERM arrived — and answers which actors are in flight, which were started (reports
- * with their health and encoded failure, OS steps with the plan, marker writes), which KVP records were written,
- * and, once the run is over, its output (result, exit code, failure code, whether the fabric accepted it).
+ * `machines/provisioning.ts`: it never reads the chart. It is built from what the run read before the chart (the
+ * config, the platform check, the instance lock, the VM id, the marker) and told what happened — an actor finished or
+ * failed, the IMDS request was written, the clock moved, SIGTERM arrived — and answers which actors are in flight,
+ * which were started (reports with their health and encoded failure, OS steps with the plan, marker writes), which
+ * KVP records were written, and, once the run is over, its output (result, exit code, failure code, whether the
+ * fabric accepted it).
  *
  * The rules, one line each:
- * - config, platform check, VM id, marker run one after the other; a config failure is reported once the VM id is
- *   known. Not an Azure VM → nothing more is read or sent, exit 0 (`not-on-azure`), the config failure or not; a
- *   platform check that fails → a warning "platform check failed: …; provisioning goes on", and the run goes on.
+ * - what was read before the chart decides at once, in this order: the instance lock held by another agent → nothing
+ *   is reported, READY, its ALREADY_RUNNING exit code; not an Azure VM → nothing is sent, exit 0 (`not-on-azure`),
+ *   the config failure or not; the VM id unreadable → report that; a config failure → report it (the VM id is
+ *   known); the marker unreadable → report that. A platform check that failed → a warning "platform check failed:
+ *   …; provisioning goes on", and the run goes on.
  * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision.
- * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media.
+ * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media. The
+ *   IMDS request gets a head start: the media read and the host keys start once it has been written (or its
+ *   attempt ended), or 50 ms after the work began, whichever is first; the InProgress report starts at once.
  * - gathering ends when both IMDS and the media are over, in whichever order they answer: the media's pool flags,
  *   CustomData and password are inputs of the plan even when IMDS names none of them. The media read has its own
  *   deadline (`[provisioning_media] timeout_secs`): then a warning "provisioning media: not read within N s; …"
@@ -52,12 +58,30 @@
  */
 import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
+import type { Failure } from '../../src/core/errors.js';
 import { KINDS, toFailure } from '../../src/core/errors.js';
 import { canonicalPpsType, describeFailure, describePlan, expectedPlan, pollKind, poolOf, reasonOf, seen, type SeenFailure, type SeenOutput, type SeenPlan } from './oracle-seen.js';
 
 export { describeFailure, describePlan, expectedPlan, type SeenFailure, type SeenOutput, type SeenPlan } from './oracle-seen.js';
 
 type Lane = string[];
+
+/** What the run read before the chart, as the protocol names it: each read, or the failure it ended in. */
+export interface OracleStart {
+  config?: Config;
+  startup?: {
+    configFailure?: Failure | null;
+    platform?: { onAzure: boolean; why: string } | { failure: Failure };
+    lockRefused?: Failure | null;
+    vmId?: string | null;
+    vmIdFailure?: Failure | null;
+    marker?: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | null;
+    markerFailure?: Failure | null;
+  };
+}
+
+/** How long the media read and the host keys wait at most for the IMDS request to be written. */
+const IMDS_HEAD_START_MS = 50;
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
 const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
 /** The lane sshd is in: it waits for the host keys, made since the work began. */
@@ -86,7 +110,7 @@ export class ProvisioningOracle {
   output: SeenOutput | null = null;
   private warnings: string[] = [];
 
-  private phase: 'config' | 'platform' | 'vmId' | 'marker' | 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'config';
+  private phase: 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'work';
   private config: Config = DEFAULT_CONFIG;
   private vmId = '00000000-0000-0000-0000-000000000000';
   private failure: SeenFailure | null = null;
@@ -102,9 +126,15 @@ export class ProvisioningOracle {
   private imdsFailure: SeenFailure | null = null;
   private lastImdsError: string | undefined;
   private metadata: InstanceMetadata | null = null;
+  /** The IMDS request's head start: the media read and the host keys wait until it is over. */
+  private headStart: 'waiting' | 'over' = 'over';
+  private headStartEnds = 0;
   private mediaReading = false;
-  /** The host keys are being made (from the start of the work until done, failed or the work is left); `adding`: the background ones. */
-  private hostKeys: 'running' | 'waiting' | 'adding' | 'over' = 'over';
+  /**
+   * The host keys wait for the head start, then are made (until done, failed or the work is left); `waiting`: the
+   * step left types for the background; `adding`: those are being made.
+   */
+  private hostKeys: 'pending' | 'running' | 'waiting' | 'adding' | 'over' = 'over';
   private hostKeysLater: string[] = [];
   private mediaDeadline = 0;
   private mediaFailure: SeenFailure | null = null;
@@ -130,23 +160,57 @@ export class ProvisioningOracle {
   private claim: MediaMetadata | null = null;
   private placeholderMediaFailure = false;
 
-  constructor() {
-    this.start('config');
+  constructor({ config, startup = {} }: OracleStart = {}) {
+    this.config = config ?? DEFAULT_CONFIG;
+    this.begin(startup);
+  }
+
+  /** Where what was read before the chart leads. */
+  private begin(startup: NonNullable<OracleStart['startup']>): void {
+    const platform = startup.platform;
+    if (platform && 'failure' in platform) this.warnings.push(`platform check failed: ${reasonOf(platform.failure)}; provisioning goes on`);
+    if (startup.lockRefused) {
+      this.tellReady();
+      return this.end(this.failedOutput('alreadyRunning', seen(startup.lockRefused), false));
+    }
+    if (platform && 'onAzure' in platform && !platform.onAzure) {
+      this.tellReady();
+      return this.end({ state: 'notOnAzure', result: 'not-on-azure', exitCode: 0, reported: false });
+    }
+    if (startup.vmIdFailure) {
+      this.failure = seen(startup.vmIdFailure);
+      return this.reportFailure();
+    }
+    this.vmId = startup.vmId ?? this.vmId;
+    if (startup.configFailure) {
+      this.failure = seen(startup.configFailure);
+      return this.reportFailure();
+    }
+    if (startup.markerFailure) {
+      this.failure = seen(startup.markerFailure);
+      return this.reportFailure();
+    }
+    switch (startup.marker ?? 'none') {
+      case 'provisioned':
+        this.tellReady();
+        return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
+      case 'report-pending':
+        return this.reportReady();
+      case 'waiting-for-reuse':
+        this.ppsType = 'Running';
+        return this.poll();
+      default:
+        return this.provision();
+    }
   }
 
   /** The ids of the actors in flight. */
   live(): string[] {
     const ids: string[] = [];
     switch (this.phase) {
-      case 'config':
-      case 'platform':
-      case 'vmId':
       case 'pendingMarker':
       case 'provisionedMarker':
         ids.push(this.phase);
-        break;
-      case 'marker':
-        ids.push('marker');
         break;
       case 'work':
         if (this.inProgress === 'sending') ids.push('inProgressReport');
@@ -194,6 +258,11 @@ export class ProvisioningOracle {
     return this.phase === 'work' && this.stage === 'validating' ? expectedPlan(this.metadata, this.claim ?? this.media) : null;
   }
 
+  /** The work waits for the IMDS request to be written: where a path may say it was. */
+  get awaitingImdsWrite(): boolean {
+    return this.phase === 'work' && this.headStart === 'waiting';
+  }
+
   /** When the next deadline or retry falls due, if any. */
   get nextDue(): number | null {
     return this.nextTimer()?.at ?? null;
@@ -203,6 +272,9 @@ export class ProvisioningOracle {
   movable(): string[] {
     const live = this.live();
     if (this.phase !== 'work') return live;
+    // Before the head start is over only it moves (the request is written, or its bound passes): the IMDS actor
+    // says its request was written before its attempt can end.
+    if (this.headStart === 'waiting') return [];
     const atStart = this.stage === 'gathering' && this.imds === 'requesting' && this.mediaReading && this.lastImdsError === undefined;
     if (this.inProgress === 'backoff') return [];
     return live.filter((id) => {
@@ -254,12 +326,13 @@ export class ProvisioningOracle {
       return JSON.stringify({ ...common, pool: this.pool, polled: this.pollError !== null, had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code] });
     }
     if (this.phase !== 'work') return JSON.stringify({ ...common, output: this.output });
-    if (coarse) return JSON.stringify({ ...common, stage: this.stage, hostKeys: this.hostKeys });
+    if (coarse) return JSON.stringify({ ...common, stage: this.stage, hostKeys: this.hostKeys, headStart: this.headStart });
     return JSON.stringify({
       ...common,
       // Whether InProgress was accepted or abandoned changes nothing later; only its retry timer does.
       inProgress: this.inProgress === 'backoff',
       imds: this.imds,
+      headStart: this.headStart,
       hostKeys: this.hostKeys,
       retried: this.lastImdsError !== undefined,
       imdsFailure: this.imdsFailure?.code ?? null,
@@ -276,29 +349,6 @@ export class ProvisioningOracle {
   finished(id: string, output: unknown): void {
     this.expectLive(id);
     switch (id) {
-      case 'config':
-        this.config = output as Config;
-        return this.enter('platform');
-      case 'platform':
-        if (!(output as { onAzure: boolean }).onAzure) {
-          this.tellReady();
-          return this.end({ state: 'notOnAzure', result: 'not-on-azure', exitCode: 0, reported: false });
-        }
-        return this.enter('vmId');
-      case 'vmId':
-        this.vmId = output as string;
-        return this.failure ? this.reportFailure() : this.enter('marker');
-      case 'marker':
-        if (output === 'provisioned') {
-          this.tellReady();
-          return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
-        }
-        if (output === 'report-pending') return this.reportReady();
-        if (output === 'waiting-for-reuse') {
-          this.ppsType = 'Running';
-          return this.poll();
-        }
-        return this.provision();
       case 'inProgressReport':
         this.inProgress = 'over';
         return;
@@ -374,12 +424,6 @@ export class ProvisioningOracle {
     this.expectLive(id);
     const retryable = toFailure(error).retryable;
     switch (id) {
-      case 'config':
-        this.failure = seen(error);
-        return this.enter('platform');
-      case 'platform':
-        this.warnings.push(`platform check failed: ${reasonOf(error)}; provisioning goes on`);
-        return this.enter('vmId');
       case 'inProgressReport':
         if (retryable) {
           this.inProgress = 'backoff';
@@ -445,10 +489,15 @@ export class ProvisioningOracle {
         this.failure = seen(error);
         return this.reportFailure();
       default:
-        // vmId, marker, validate, every OS step, the report-pending and waiting markers
+        // validate, every OS step, the report-pending and waiting markers
         this.failure = seen(error);
         return this.reportFailure();
     }
+  }
+
+  /** The IMDS actor's request has been written to its socket, or its attempt ended without that. */
+  imdsSent(): void {
+    if (this.awaitingImdsWrite) this.headStartOver();
   }
 
   /** SIGTERM. */
@@ -483,6 +532,7 @@ export class ProvisioningOracle {
   private nextTimer(): { at: number; fire: () => void } | null {
     const timers: Array<{ at: number; fire: () => void }> = [];
     if (this.phase === 'work') {
+      if (this.headStart === 'waiting') timers.push({ at: this.headStartEnds, fire: () => this.headStartOver() });
       if (this.inProgress === 'backoff') timers.push({ at: this.inProgressRetryAt, fire: () => this.sendInProgress() });
       if (this.stage === 'gathering' && this.imds !== 'over') {
         // The deadline first: a retry due at the same instant is not taken.
@@ -559,12 +609,21 @@ export class ProvisioningOracle {
     this.imds = 'requesting';
     this.imdsDeadline = this.now + this.config.imds.total_retry_timeout_secs * 1000;
     this.start('imds');
-    this.mediaReading = true;
     this.proxyChecked = false;
+    this.headStart = 'waiting';
+    this.headStartEnds = this.now + IMDS_HEAD_START_MS;
+    this.hostKeys = this.skipped('hostKeys') ? 'over' : 'pending';
+  }
+
+  /** The IMDS request has left, or had its head start: the media read and the host keys begin. */
+  private headStartOver() {
+    this.headStart = 'over';
+    this.mediaReading = true;
     this.mediaDeadline = this.now + this.config.provisioning_media.timeout_secs * 1000;
     this.start('media', this.claim ? 'claimed' : '');
-    this.hostKeys = this.skipped('hostKeys') ? 'over' : 'running';
-    if (this.hostKeys === 'running') this.start('hostKeys');
+    if (this.hostKeys !== 'pending') return;
+    this.hostKeys = 'running';
+    this.start('hostKeys');
   }
 
   private skipped(id: string): boolean {
@@ -635,7 +694,7 @@ export class ProvisioningOracle {
   }
 
   private gathered() {
-    if (this.imds !== 'over' || this.mediaReading) return;
+    if (this.imds !== 'over' || this.mediaReading || this.headStart === 'waiting') return;
     const proxy = this.config.azure_proxy_agent;
     if (!this.proxyChecked && (proxy.require || (proxy.enable && (this.claim ?? this.media)?.provisionGuestProxyAgent === true))) {
       this.stage = 'proxyAgent';
@@ -708,7 +767,7 @@ export class ProvisioningOracle {
     if (this.kvpAlive) this.kvp.push(`${what} vm=${this.vmId} pps=${this.ppsType}`);
   }
 
-  private enter(phase: 'platform' | 'vmId' | 'marker' | 'pendingMarker' | 'provisionedMarker') {
+  private enter(phase: 'pendingMarker' | 'provisionedMarker') {
     this.phase = phase;
     this.start(phase);
   }
@@ -719,7 +778,7 @@ export class ProvisioningOracle {
       detail ??
       (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)
         ? describePlan(this.plan)
-        : ['marker', 'pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
+        : ['pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
           ? `vm=${this.vmId}`
           : '');
     this.starts.push(`${id}${describedDetail ? ` ${describedDetail}` : ''}`);

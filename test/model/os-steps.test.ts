@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/core/errors.js';
-import { pastMarker, startRun } from './harness.js';
-import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { startRun, startup } from './harness.js';
+import { METADATA } from './support.js';
 
 async function toUserCreated() {
-  const run = startRun();
-  await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+  const run = startRun(startup());
   await run.resolve('imds', METADATA);
   await run.resolve('media', null);
   await run.resolve('validate', run.pending('validate').input.plan);

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/core/errors.js';
-import { pastMarker, startRun, throughOs, type Run } from './harness.js';
+import { startRun, startup, throughOs, type Run } from './harness.js';
 import { MEDIA_CUSTOMER, MEDIA_WITH_USERNAME, METADATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, TEST_CONFIG, VM_ID } from './support.js';
 
 /** The steps that apply a plan; the host keys, which need none, are made from the start of each pass. */
@@ -17,7 +17,6 @@ const started = (run: Run, ids: string[]) => run.gates.filter((g) => ids.include
 
 /** Boots a pool VM of type Running up to its first poll of reprovisiondata. */
 async function toWaiting(run: Run) {
-  await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
   await run.resolve('media', null);
   await run.resolve('imds', METADATA_POOL_RUNNING);
   await run.resolve('poolReadyReport');
@@ -26,8 +25,7 @@ async function toWaiting(run: Run) {
 
 describe('a pre-provisioned VM of type Running', () => {
   it('reports Ready to the pool with pps_type=Running, then writes the waiting marker, then polls; no OS step starts', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('media', null);
     await run.resolve('imds', METADATA_POOL_RUNNING);
 
@@ -50,7 +48,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('polls again after the interval while IMDS answers "not yet", counting attempts and remembering the error kind', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await toWaiting(run);
     for (let attempt = 1; attempt <= 5; attempt++) {
       expect(run.pending('reprovision').input).toMatchObject({ attempt, previousError: attempt === 1 ? null : 'HTTP_STATUS:404' });
@@ -64,7 +62,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('once claimed provisions the customer from the new document and fresh IMDS, and reports InProgress and Ready again', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await toWaiting(run);
     await run.reject('reprovision', notYet());
     await run.advance(POLL_MS);
@@ -94,7 +92,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('without IMDS after the claim provisions from the customer\'s document alone', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await toWaiting(run);
     await run.resolve('reprovision', MEDIA_CUSTOMER);
     await run.resolve('media', MEDIA_WITH_USERNAME);
@@ -104,8 +102,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it("the placeholder's unusable media does not reach the customer's validation", async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.reject('media', new BootstateError('PASSWORD_TOO_LONG', 'the placeholder password is longer than 72 characters'));
     await run.resolve('imds', METADATA_POOL_RUNNING);
     await run.resolve('poolReadyReport');
@@ -117,7 +114,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('fails naming the key when IMDS still calls the VM pre-provisioned after the claim', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await toWaiting(run);
     await run.resolve('reprovision', MEDIA_CUSTOMER);
     await run.resolve('media', null);
@@ -128,10 +125,9 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('after a reboot while waiting resumes polling: no second pool Ready, no marker rewrite, no placeholder provisioning', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'waiting-for-reuse');
+    const run = startRun(startup({ marker: 'waiting-for-reuse' }));
     expect(run.pending('reprovision').input).toMatchObject({ attempt: 1 });
-    expect(run.gates.map((g) => g.id)).toEqual(['config', 'platform', 'vmId', 'marker', 'reprovision']);
+    expect(run.gates.map((g) => g.id)).toEqual(['reprovision']);
     expect(run.kvp).toEqual([]);
     await run.resolve('reprovision', MEDIA_CUSTOMER);
     await run.resolve('media', null);
@@ -141,7 +137,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('SIGTERM while waiting stops without a failure report; the pool Ready stands', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await toWaiting(run);
     const poll = run.pending('reprovision');
     await run.send({ type: 'TERMINATE' });
@@ -152,7 +148,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('a poll that fails for good (a document that is not ovf-env.xml) reports ProvisioningFailed with pps_type=Running', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await toWaiting(run);
     await run.reject('reprovision', new BootstateError('OVF_INVALID', 'ovf-env.xml: root element is not an OVF Environment'));
     const report = run.pending('failureReport').input;
@@ -161,7 +157,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('a claim over the body limit ends the wait at that poll: ProvisioningFailed naming the limit and path, no further poll', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await toWaiting(run);
     await run.reject('reprovision', notYet());
     await run.advance(POLL_MS);
@@ -175,8 +171,7 @@ describe('a pre-provisioned VM of type Running', () => {
   });
 
   it('a pool Ready the wireserver refuses ends in ProvisioningFailed carrying that refusal, without the marker', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('media', null);
     await run.resolve('imds', METADATA_POOL_RUNNING);
     await run.reject('poolReadyReport', new BootstateError('HTTP_STATUS', 'HTTP 403', { data: [['status', '403']], retryable: false }));
@@ -191,8 +186,7 @@ describe('pool types this agent cannot serve', () => {
     ['PreprovisionedOSDisk from the media', METADATA, { ...MEDIA_WITH_USERNAME, ppsType: 'PreprovisionedOSDisk' }],
   ] as const) {
     it(`${name}: a failure naming the type, pps_type in the report, the placeholder never provisioned, no pool Ready`, async () => {
-      const run = startRun();
-      await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+      const run = startRun(startup());
       await run.resolve('media', media);
       await run.resolve('imds', metadata);
       const type = media ? 'PreprovisionedOSDisk' : 'Savable';
@@ -209,8 +203,7 @@ describe('pool types this agent cannot serve', () => {
 
 describe('steps left out with --only / --skip', () => {
   it('skipped steps never start; the others run with the plan and Ready is still reported', async () => {
-    const run = startRun();
-    await pastMarker(run, { ...TEST_CONFIG, steps: { skip: ['user', 'password', 'ssh-keys', 'custom-data'] } }, VM_ID, 'none');
+    const run = startRun(startup({ config: { ...TEST_CONFIG, steps: { skip: ['user', 'password', 'ssh-keys', 'custom-data'] } } }));
     await run.resolve('media', null);
     await run.resolve('imds', METADATA);
     await run.resolve('validate', run.pending('validate').input.plan);

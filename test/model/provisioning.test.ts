@@ -18,12 +18,11 @@
  * Every transition definition stays reachable under these rules; the coverage proofs below check exactly that.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { TestModel } from 'xstate/graph';
 import type { AnyMachineSnapshot, AnyStateNode } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 import { KINDS } from '../../src/core/errors.js';
-import { ORACLE_PATHS, playAgainstOracle } from './check.js';
+import { modelPaths, ORACLE_PATHS, playAgainstOracle } from './check.js';
 import { startRun, type Run } from './harness.js';
 import {
   allStateNodes,
@@ -32,27 +31,21 @@ import {
   expectedHealth,
   FINAL_OUTPUT,
   replay,
-  modelEvents,
-  serializeState,
-  shortEvent,
   type ModelEvent,
 } from './support.js';
 
-const model = new TestModel(provisioningMachine, {
-  input: {},
-  events: (snapshot) => modelEvents(snapshot) as never[],
-  serializeState: (snapshot, event, prev) => serializeState(snapshot, event, prev),
-});
-const paths = model.getShortestPaths();
+// One TestModel per start (what the run read before the chart), together reaching every way out of `starting`.
+const paths = modelPaths(provisioningMachine);
 
 const everyTransition = new Set(allTransitions(provisioningMachine).map(edgeKey));
 const planned = new Set<string>();
 const observed = new Set<string>();
 
 /** Each path's own snapshots, replayed purely; the planned transitions are read off this replay. */
-const replays = paths.map((path) => {
+const replays = paths.map(({ path, input }) => {
   const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
-  const steps = replay(provisioningMachine, events);
+  const steps = replay(provisioningMachine, events, input);
+  for (const key of steps[0]!.microsteps.flat().map(edgeKey)) planned.add(key);
   for (let i = 1; i < steps.length; i++) {
     const direct = provisioningMachine.getTransitionData(steps[i - 1]!.snapshot as never, events[i - 1] as never).map(edgeKey);
     const microsteps = steps[i]!.microsteps.map((ts) => ts.map(edgeKey));
@@ -130,7 +123,7 @@ function checkState(run: Run, expected: AnyMachineSnapshot) {
       expect(reported.reason).toBe(output.reason);
       expect(written).toEqual(reported);
     }
-    if (final === 'alreadyProvisioned') expect(run.gates.some((g) => g.id.endsWith('Report'))).toBe(false);
+    if (final === 'alreadyProvisioned' || final === 'alreadyRunning') expect(run.gates.some((g) => g.id.endsWith('Report'))).toBe(false);
     expect(run.gates.filter((g) => g.id === 'inProgressReport' && !g.settled && !g.signal.aborted)).toEqual([]);
     expect(run.kvpStopped).toBe(true);
   }
@@ -145,10 +138,9 @@ describe('the provisioning statechart, path by path', () => {
     );
   });
 
-  paths.forEach((path, index) => {
-    const name = path.steps.slice(1).map((s) => shortEvent(s.event as ModelEvent)).join(' → ') || 'start';
+  paths.forEach(({ path, input, name }, index) => {
     it(`${name} reaches ${JSON.stringify(path.state.value)}`, async () => {
-      const run = startRun();
+      const run = startRun(input, provisioningMachine, 'path');
       try {
         const own = replays[index]!;
         for (const [i, step] of path.steps.entries()) {
@@ -169,14 +161,13 @@ describe('the provisioning statechart, path by path', () => {
 // step on what the world saw (reports and KVP records with their pps_type, actors started and in flight, output,
 // journal's final state), pool VMs and steps left out included.
 describe('the provisioning statechart against the oracle, on its own paths', () => {
-  paths.forEach((path) => {
-    const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
-    it(events.map(shortEvent).join(' → ') || 'start', () => playAgainstOracle(provisioningMachine, events));
+  paths.forEach(({ name, input, events }) => {
+    it(name, () => playAgainstOracle(provisioningMachine, input, events));
   });
 });
 
 describe("the provisioning statechart against the oracle, on the oracle's paths", () => {
-  for (const { name, events } of ORACLE_PATHS()) it(name.replace(/^\(oracle\) /, ''), () => playAgainstOracle(provisioningMachine, events));
+  for (const { name, input, events } of ORACLE_PATHS()) it(name.replace(/^\(oracle\) /, ''), () => playAgainstOracle(provisioningMachine, input, events));
 });
 
 describe('coverage of the provisioning statechart', () => {

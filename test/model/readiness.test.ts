@@ -7,22 +7,21 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_READY } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/core/errors.js';
-import { pastMarker, startRun, type Run } from './harness.js';
-import { METADATA, METADATA_POOL_RUNNING, NOT_ON_AZURE, TEST_CONFIG, VM_ID } from './support.js';
+import { startRun, startup, type Run } from './harness.js';
+import { METADATA, METADATA_POOL_RUNNING, NOT_ON_AZURE, TEST_CONFIG } from './support.js';
 
 const RETRY_MS = TEST_CONFIG.wireserver.retry_interval_secs * 1000;
 const unavailable = () => new BootstateError('HTTP_STATUS', 'wireserver answered 503', { data: [['status', '503']], retryable: true });
 const imdsDown = () => new BootstateError('HTTP_STATUS', 'IMDS answered 503', { data: [['status', '503']], retryable: true });
 
 async function throughGathering(run: Run) {
-  await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
   await run.resolve('media', null);
   await run.resolve('imds', METADATA);
 }
 
 describe('READY=1', () => {
   it('comes once the OS is configured, before the report-pending marker, and stays while Ready is refused', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await throughGathering(run);
     await run.resolve('validate', run.pending('validate').input.plan);
     for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'hostKeys']) await run.resolve(id);
@@ -48,7 +47,7 @@ describe('READY=1', () => {
   });
 
   it('does not wait for host keys made in the background; the report-pending marker and Ready do', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await throughGathering(run);
     // The fast keys are in; rsa is left for the background, made only once READY=1 was sent.
     await run.resolve('hostKeys', ['rsa']);
@@ -69,7 +68,7 @@ describe('READY=1', () => {
 
   it('goes on to Ready with a warning when the background host keys fail or outlast the OS timeout', async () => {
     for (const end of ['fail', 'timeout'] as const) {
-      const run = startRun();
+      const run = startRun(startup());
       await throughGathering(run);
       await run.resolve('hostKeys', ['rsa']);
       await run.resolve('validate', run.pending('validate').input.plan);
@@ -87,8 +86,7 @@ describe('READY=1', () => {
   });
 
   it('comes when provisioning is given up (the IMDS budget), before the failure report is accepted', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('media', null);
     await run.resolve('hostKeys');
     const budget = TEST_CONFIG.imds.total_retry_timeout_secs * 1000;
@@ -106,27 +104,22 @@ describe('READY=1', () => {
   });
 
   it('comes at once when the VM was provisioned in an earlier boot, or is not an Azure VM', async () => {
-    const provisioned = startRun();
-    await pastMarker(provisioned, TEST_CONFIG, VM_ID, 'provisioned');
+    const provisioned = startRun(startup({ marker: 'provisioned' }));
     expect(provisioned.systemd).toEqual(['READY']);
 
-    const elsewhere = startRun();
-    await elsewhere.resolve('config', TEST_CONFIG);
-    expect(elsewhere.systemd).toEqual([]);
-    await elsewhere.resolve('platform', NOT_ON_AZURE);
+    const elsewhere = startRun(startup({ platform: NOT_ON_AZURE }));
     expect(elsewhere.systemd).toEqual(['READY']);
+    expect(elsewhere.actor.getSnapshot().value).toBe('notOnAzure');
   });
 
   it('comes for a report-pending VM with its Ready report: the OS was configured in the earlier boot', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'report-pending');
+    const run = startRun(startup({ marker: 'report-pending' }));
     expect(run.systemd).toEqual(['READY']);
     expect(run.pending('readyReport').input.health).toBe(HEALTH_READY);
   });
 
   it('does not come while a pool VM waits to be claimed, nor when it is stopped while waiting', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('media', null);
     await run.resolve('imds', METADATA_POOL_RUNNING);
     await run.resolve('poolReadyReport');
@@ -139,7 +132,7 @@ describe('READY=1', () => {
   });
 
   it('comes with the failure report when a step fails, and SIGTERM does not send it twice', async () => {
-    const run = startRun();
+    const run = startRun(startup());
     await throughGathering(run);
     await run.reject('validate', new BootstateError('INVALID_USERNAME', 'username is not valid'));
     expect(run.systemd).toEqual(['READY']);
@@ -150,8 +143,7 @@ describe('READY=1', () => {
 
 describe('the host keys', () => {
   it('are made from the start of the work, beside IMDS and the media, and sshd waits for them', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     expect(run.pending('hostKeys').input).toEqual({ config: TEST_CONFIG });
     expect(run.pending('imds')).toBeDefined();
     await run.resolve('media', null);
@@ -164,8 +156,7 @@ describe('the host keys', () => {
   });
 
   it('made before the plan is ready let sshd start with the other OS steps', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('hostKeys');
     await run.resolve('media', null);
     await run.resolve('imds', METADATA);
@@ -177,8 +168,7 @@ describe('the host keys', () => {
   });
 
   it('that cannot be made fail the run at once, naming the step, with IMDS abandoned', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     const imds = run.pending('imds');
     await run.reject('hostKeys', new BootstateError('HOST_KEYS_FAILED', 'no host key could be made'));
     expect(imds.signal.aborted).toBe(true);

@@ -5,8 +5,17 @@
 import { createEmptyActor, type AnyActorScope, type AnyMachineSnapshot, type AnyStateMachine, type AnyStateNode, type AnyTransitionDefinition, type EventObject, type InspectionEvent } from 'xstate';
 import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
-import { BootstateError, type ErrorCode } from '../../src/core/errors.js';
-import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
+import { BootstateError, toFailure, type ErrorCode, type Failure } from '../../src/core/errors.js';
+import {
+  HEALTH_FAILED,
+  HEALTH_IN_PROGRESS,
+  HEALTH_READY,
+  type Health,
+  type ProvisioningContext,
+  type ProvisioningInput,
+  type ProvisioningOutput,
+  type StartupFacts,
+} from '../../machines/provisioning.js';
 
 /** Any event the traversal offers: a done/error/after event of the machine, or TERMINATE. */
 export type ModelEvent = EventObject & { output?: unknown; error?: unknown; to?: number };
@@ -38,6 +47,75 @@ export const VM_ID = '6f0c2a5e-0000-4000-8000-00000000c0de';
 /** What the platform check finds: an Azure VM, or a machine without Azure's asset tag or provisioning media. */
 export const ON_AZURE = { onAzure: true, why: "the DMI chassis asset tag is Azure's" };
 export const NOT_ON_AZURE = { onAzure: false, why: 'no DMI chassis asset tag' };
+
+/** What a read before the chart failed with. */
+const failedWith = (code: ErrorCode, message: string): Failure => toFailure(new BootstateError(code, message));
+export const CONFIG_FAILURE = failedWith('CONFIG_INVALID', 'bad toml at line 3');
+export const PLATFORM_FAILURE = { failure: failedWith('IO', 'cannot read sysfs') };
+export const LOCK_REFUSED = failedWith('ALREADY_RUNNING', 'another bootstate is already provisioning this machine');
+export const VM_ID_FAILURE = failedWith('VM_ID_UNREADABLE', 'product_uuid failed');
+export const MARKER_FAILURE = failedWith('IO', 'the marker could not be read');
+
+/** What the reads before the chart found, and the config the run goes on with (the test config unless said). */
+export type StartupRead = StartupFacts & { config?: Config };
+
+/**
+ * The chart's input for a run whose reads before the chart found `read`: unless it says otherwise an Azure VM with
+ * the VM id VM_ID and no marker, the lock held, the test config loaded.
+ */
+export function startup(read: StartupRead = {}): ProvisioningInput {
+  const { config = TEST_CONFIG, ...facts } = read;
+  return { config, startup: { platform: ON_AZURE, vmId: facts.vmIdFailure ? null : VM_ID, marker: 'none', ...facts } };
+}
+
+/** A run's start for the model paths: its name and its input. */
+export interface Start {
+  name: string;
+  input: ProvisioningInput;
+}
+
+const start = (name: string, read: StartupRead = {}): Start => ({ name, input: startup(read) });
+
+/**
+ * The starts the chart's own model paths explore, one TestModel each: every way out of `starting`, and the runs
+ * past it (the test config, and one that leaves every step out).
+ */
+export const MODEL_STARTS: Start[] = [
+  start('lock refused', { lockRefused: LOCK_REFUSED }),
+  start('off Azure', { platform: NOT_ON_AZURE }),
+  start('VM id unreadable', { vmIdFailure: VM_ID_FAILURE }),
+  start('config failed', { configFailure: CONFIG_FAILURE }),
+  start('marker unreadable', { markerFailure: MARKER_FAILURE }),
+  start('provisioned', { marker: 'provisioned' }),
+  start('platform unknown, report pending', { platform: PLATFORM_FAILURE, marker: 'report-pending' }),
+  start('report pending', { marker: 'report-pending' }),
+  start('waiting for reuse', { marker: 'waiting-for-reuse' }),
+  start('first boot'),
+  start('first boot, every step left out', { config: TEST_CONFIG_SKIP_ALL }),
+];
+
+/**
+ * The starts the oracle's own paths explore: a covering set of the cross product of config, platform, lock, VM id
+ * and marker (which read wins over which), and every config past the marker.
+ */
+export const ORACLE_STARTS: Start[] = [
+  start('lock refused', { lockRefused: LOCK_REFUSED }),
+  start('lock refused off Azure', { lockRefused: LOCK_REFUSED, platform: NOT_ON_AZURE }),
+  start('lock refused, config failed', { lockRefused: LOCK_REFUSED, configFailure: CONFIG_FAILURE }),
+  start('off Azure', { platform: NOT_ON_AZURE }),
+  start('off Azure, config failed', { platform: NOT_ON_AZURE, configFailure: CONFIG_FAILURE }),
+  start('off Azure, VM id unreadable', { platform: NOT_ON_AZURE, vmIdFailure: VM_ID_FAILURE }),
+  start('config failed', { configFailure: CONFIG_FAILURE, marker: 'provisioned' }),
+  start('config failed, platform unknown', { configFailure: CONFIG_FAILURE, platform: PLATFORM_FAILURE }),
+  start('VM id unreadable', { vmIdFailure: VM_ID_FAILURE }),
+  start('VM id unreadable, config failed', { vmIdFailure: VM_ID_FAILURE, configFailure: CONFIG_FAILURE }),
+  start('marker unreadable', { markerFailure: MARKER_FAILURE }),
+  start('platform unknown', { platform: PLATFORM_FAILURE }),
+  start('platform unknown, report pending', { platform: PLATFORM_FAILURE, marker: 'report-pending' }),
+  ...[TEST_CONFIG, TEST_CONFIG_SKIP_ALL, TEST_CONFIG_SKIP_SOME, TEST_CONFIG_SKIP_ACCOUNT].flatMap((config, i) =>
+    (['none', 'provisioned', 'report-pending', 'waiting-for-reuse'] as const).map((marker) => start(`config ${i}, marker ${marker}`, { config, marker })),
+  ),
+];
 
 export const METADATA: InstanceMetadata = {
   vmId: VM_ID,
@@ -97,14 +175,6 @@ export const MEDIA_CUSTOMER: MediaMetadata = {
 /** Done payloads per invoke id; `validate` returns the plan it was given with the hostname changed. */
 export function donePayloads(invokeId: string, context: ProvisioningContext): unknown[] {
   switch (invokeId) {
-    case 'config':
-      return [TEST_CONFIG, TEST_CONFIG_SKIP_ALL];
-    case 'platform':
-      return [ON_AZURE, NOT_ON_AZURE];
-    case 'vmId':
-      return [VM_ID];
-    case 'marker':
-      return ['none', 'provisioned', 'report-pending', 'waiting-for-reuse'];
     case 'imds':
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE];
     case 'reprovision':
@@ -141,10 +211,6 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
 
 /** The error each actor fails with when its failure is not a retry question. */
 const FATAL_CODE: Record<string, ErrorCode> = {
-  config: 'CONFIG_INVALID',
-  platform: 'IO',
-  vmId: 'VM_ID_UNREADABLE',
-  marker: 'IO',
   inProgressReport: 'HTTP_STATUS',
   imds: 'IMDS_INVALID',
   media: 'OVF_INVALID',
@@ -244,10 +310,12 @@ export function macrostep(machine: AnyStateMachine, snapshot: AnyMachineSnapshot
  * representative snapshot per vertex key, which may come from another path; the replay is this path's own.
  */
 export function replay(machine: AnyStateMachine, events: EventObject[], input: unknown = {}) {
-  const { scope, stop } = inertScope();
+  // The first step's microsteps: the first state routes on the input at once.
+  const initial: AnyTransitionDefinition[][] = [];
+  const { scope, stop } = inertScope((transitions) => initial.push(transitions));
   let snapshot = machine.getInitialSnapshot(scope, input) as AnyMachineSnapshot;
   stop();
-  const steps = [{ snapshot, microsteps: [] as AnyTransitionDefinition[][] }];
+  const steps = [{ snapshot, microsteps: initial }];
   for (const event of events) {
     const next = macrostep(machine, snapshot, event);
     steps.push(next);
@@ -326,12 +394,12 @@ export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
       if (type.startsWith('xstate.done.actor.')) {
         const id = type.slice('xstate.done.actor.'.length);
         for (const output of donePayloads(id, context).slice(0, straight ? 1 : undefined)) events.push({ type, output });
-      } else if (straight) {
+      } else if (straight && type !== 'imds.sent') {
         continue;
       } else if (type.startsWith('xstate.error.actor.')) {
         const id = type.slice('xstate.error.actor.'.length);
-        // The root KVP writer can fail anywhere; failing it once, before anything else runs, covers its edge.
-        if (id === 'kvp' && !snapshot.matches('loadingConfig')) continue;
+        // The root KVP writer can fail anywhere; failing it once, as the first pass of the work starts, covers its edge.
+        if (id === 'kvp' && !(snapshot.matches({ provisioning: { work: { gathering: { media: 'waitingForImds' } } } }) && context.reprovision === null)) continue;
         const guarded = transitions.some((t) => (t.guard as { type?: string } | undefined)?.type === 'retryable');
         if (guarded) events.push({ type, error: errorFor(id, true) });
         events.push({ type, error: errorFor(id, false) });
@@ -405,6 +473,7 @@ export const FINAL_OUTPUT: Record<string, Pick<ProvisioningOutput, 'result' | 'r
   provisioned: { result: 'provisioned', reported: true },
   alreadyProvisioned: { result: 'already-provisioned', reported: false },
   notOnAzure: { result: 'not-on-azure', reported: false },
+  alreadyRunning: { result: 'failed', reported: false },
   waitingInterrupted: { result: 'waiting-for-reuse', reported: true },
   readyNotAccepted: { result: 'failed', reported: false },
   markerNotWritten: { result: 'failed', reported: true },

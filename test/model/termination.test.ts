@@ -1,13 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/core/errors.js';
-import { pastMarker, startRun } from './harness.js';
-import { METADATA, TEST_CONFIG, VM_ID } from './support.js';
+import { startRun, startup } from './harness.js';
+import { METADATA } from './support.js';
 
 describe('TERMINATE', () => {
   it('during the OS steps reports "terminated" and gives the failure report 1.5 s', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('media', null);
     await run.resolve('imds', METADATA);
     await run.resolve('validate', run.pending('validate').input.plan);
@@ -26,8 +25,7 @@ describe('TERMINATE', () => {
   });
 
   it('during reportingFailure keeps the original reason', async () => {
-    const run = startRun();
-    await pastMarker(run, TEST_CONFIG, VM_ID, 'none');
+    const run = startRun(startup());
     await run.resolve('media', null);
     await run.resolve('imds', METADATA);
     await run.reject('validate', new BootstateError('INVALID_USERNAME', 'root is reserved'));
