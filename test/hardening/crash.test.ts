@@ -164,7 +164,8 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   // The host keys are made once the IMDS request has left: done while IMDS is gated.
   'provisioning.hostKeys': imdsGate,
   'provisioning.hostKeys.waitingForImds': {
-    transient: 'eventless: left in the macrostep in which the media region leaves its own waitingForImds (the IMDS request written, or the head start over)',
+    elsewhere:
+      "left in the macrostep in which the media region leaves its own waitingForImds (the IMDS request written, or the head start over), so it lasts exactly as long as that state: a turn of the event loop, in which a journal line or a poller lands only by chance. Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model covers its transitions",
   },
   'provisioning.hostKeys.replacing': poller,
   'provisioning.hostKeys.waiting': {
