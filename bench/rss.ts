@@ -21,7 +21,7 @@ const peakMiB = (stderr: string) => {
 };
 
 // The executable as a first boot finds it, on disk: mapped from the page cache a build or a copy wrote it through,
-// its code comes in large folios and adds 8–9 MiB to the figure (scripts/build/page-cache.mjs).
+// its code comes in large folios, which adds several MiB to the figure (scripts/build/page-cache.mjs).
 for (const build of builds()) if (build.argv[0] !== process.execPath) dropFromPageCache(build.argv[0]);
 
 const fabric = await startFabric();

@@ -9,14 +9,14 @@
 // script's modules are `bootstate-script:provision/<module>`, so both use the same instances
 // (scripts/build/bundle.mjs). `bootstate-asset:<file>` is a file's bytes, and `bootstate-wasm:<file>` one compiled
 // as WebAssembly, in the background from the moment the script that needs it starts to load (undici's HTTP parser
-// for provision: ~4 ms off the main thread).
+// for provision, compiled off the main thread).
 // A cache file is used only when its key line matches: this node binary, its version, arch and flags (NODE_OPTIONS
 // too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still reject it. A
 // missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
 // writable. The executable's caches are the ones the build's runs wrote for the plain program (same node, same
 // flags), their key lines padded for where the blob puts them (scripts/build/binary.mjs): V8's own checks decide.
-// CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (~5 ms of a 100 ms start) and resolves
-// the symlink before it looks at the extension.
+// CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (a measurable part of a start) and
+// resolves the symlink before it looks at the extension.
 'use strict';
 const { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync } = require('node:fs');
 const sea = require('node:sea');
@@ -25,14 +25,14 @@ const { Script } = require('node:vm');
 
 // V8 flags, set here and nowhere else. A run of the agent is short and must stay small; its flags are set before
 // compiling, so the flag hash in the code caches always matches: undici's WebAssembly HTTP parser stays on its
-// baseline tier (optimizing it ran on a background thread exit waited for, 5-350 ms, and cost ~36 MiB); no
-// optimizing or baseline JIT (a first boot runs each function a few times; together -4 MiB). Each one is safe to set
-// at run time; --single-threaded-gc is not (a full GC then aborts). The young generation grows as V8 likes: keeping
-// it at its initial size (--semi-space-growth-factor=1) saved 1.2 MiB of peak RSS but cost ~9 ms of scavenges
-// before the first request, since nearly everything a start allocates survives.
+// baseline tier (optimizing it ran on a background thread that exit waited for, and cost tens of MiB); no optimizing
+// or baseline JIT (a first boot runs each function a few times; both cost memory for no speed). Each one is safe to
+// set at run time; --single-threaded-gc is not (a full GC then aborts). The young generation grows as V8 likes:
+// keeping it at its initial size (--semi-space-growth-factor=1) saved a little peak RSS but cost scavenges before
+// the first request, since nearly everything a start allocates survives (docs/performance.md has the figures).
 const SHORT_RUN = '--liftoff-only --no-opt --no-sparkplug';
 // `bootstate trace`, an offline pass over a journal of any length, asks for the JITs back once its scripts are
-// loaded (require('bootstate-v8:long-run')): they nearly halve its time (42 MB: 16.4 s interpreted, 9.4 s with them).
+// loaded (require('bootstate-v8:long-run')): on a long journal they nearly halve its time.
 const LONG_RUN = '--opt --sparkplug';
 setFlagsFromString(SHORT_RUN);
 
@@ -87,7 +87,7 @@ function answer(id) {
  * module from (the bundle's import() is a require() inside a promise). When loading the script started a
  * background compile, the module is evaluated one event-loop turn later: V8 moves such a compile on only from a
  * task run on the main thread, and a first boot has nothing asynchronous before its first connection, so without
- * the turn that connection compiled undici's parser again on the main thread (~3 ms before the first IMDS request).
+ * the turn that connection compiled undici's parser again on the main thread, before the first IMDS request.
  */
 function imported(evaluate, afterATurn) {
   return {
@@ -161,7 +161,7 @@ function asset(name) {
 /**
  * A script's source as a string and its cache file's bytes (null when there is none), read through one buffer: the
  * source is copied out of it into V8's heap before the cache is read over it, so a start touches the memory of the
- * larger file only, not both (every fresh page is a page fault, ~14 µs each on a small VM).
+ * larger file only, not both (every fresh page is a page fault).
  * The scripts are ASCII (esbuild escapes the rest), so latin1 makes the same string without UTF-8 decoding.
  */
 function readScript(file, withCache) {
@@ -211,7 +211,7 @@ function keyOf(file) {
 
 /**
  * V8 uses a code cache where it lies only when its first byte is pointer-aligned; otherwise it copies it first: for
- * the provision script's 0.75 MB that was ~190 more page faults and ~4 ms of a start. The key line is padded with
+ * the provision script that was a few hundred more page faults in every start. The key line is padded with
  * spaces so the cache starts at a multiple of CACHE_ALIGN bytes into the file, and so into the buffer readScript
  * reads it into. The executable's copies are padded for where its blob puts them (scripts/build/binary.mjs).
  */
