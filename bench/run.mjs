@@ -18,6 +18,8 @@ const BENCHES = [
   { name: 'cold-start', file: 'bench/cold-start.ts' },
   { name: 'time-to-ready', file: 'bench/time-to-ready.ts' },
   { name: 'time-to-ready-sandbox', file: 'bench/time-to-ready-sandbox.ts' },
+  // Only with BENCH_BASELINE=<another checkout with dist/ built>: this build against that one, in the same run.
+  ...(process.env.BENCH_BASELINE ? [{ name: 'ab', file: 'bench/ab.ts' }] : []),
   { name: 'latency', file: 'bench/latency.ts' },
   { name: 'rss', file: 'bench/rss.ts' },
   { name: 'kvp', file: 'bench/kvp.ts', rows: kvpRows },
