@@ -4,5 +4,5 @@
  */
 export { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../src/azure/health.js';
 export { ZERO_VM_ID } from '../src/core/metadata.js';
-export { createProvisioningMachine, IMDS_HEAD_START_MS, PLACEHOLDER_ACTORS, type ProvisioningActors, type ProvisioningMachine } from './provisioning/index.js';
+export { createProvisioningMachine, IMDS_HEAD_START_MS, PLACEHOLDER_ACTORS, type ProvisioningActors, type ProvisioningEffects, type ProvisioningMachine } from './provisioning/index.js';
 export type * from './provisioning/types.js';

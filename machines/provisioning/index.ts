@@ -20,13 +20,16 @@ import { outputOf } from './plan.js';
 import { preprovisioned } from './pool.js';
 import { finals, markingProvisioned, markingReportPending, reportingFailure, reportingReady } from './reports.js';
 import { withError } from './retry.js';
-import { provisioningSetup, type ProvisioningActors } from './setup.js';
+import { provisioningSetup, type ProvisioningActors, type ProvisioningEffects } from './setup.js';
 import { starting } from './startup.js';
 import type { RunEnd } from './types.js';
 
-/** Builds the chart, StateNode tree included, on each call, with `actors` in place of the placeholders of their names. */
-export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = {}) =>
-  provisioningSetup(actors).createMachine({
+/**
+ * Builds the chart, StateNode tree included, on each call, with `actors` in place of the placeholders of their names
+ * and `effects` (READY=1) done for real.
+ */
+export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = {}, effects: ProvisioningEffects = {}) =>
+  provisioningSetup(actors, effects).createMachine({
     id: 'provisioning',
     context: ({ input }) => ({
       config: input?.config ?? DEFAULT_CONFIG,
@@ -51,10 +54,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       pollAttempts: 0,
       pollError: null,
     }),
-    invoke: [
-      { id: 'kvp', src: 'kvpWriter', onError: { actions: { type: 'recordKvpFailure', params: withError } } },
-      { id: 'systemd', src: 'systemdNotifier' },
-    ],
+    invoke: { id: 'kvp', src: 'kvpWriter', onError: { actions: { type: 'recordKvpFailure', params: withError } } },
     // The final state the run ended in says how; a run that has not ended has failed unreported.
     output: ({ context, event }) => outputOf(context, (event.output as RunEnd | undefined) ?? { result: 'failed', reported: false }),
     on: { TERMINATE: { target: '.reportingFailure', actions: 'recordTerminated' } },
@@ -72,5 +72,5 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
   });
 
 export type ProvisioningMachine = ReturnType<typeof createProvisioningMachine>;
-export { IMDS_HEAD_START_MS, PLACEHOLDER_ACTORS, type ProvisioningActors } from './setup.js';
+export { IMDS_HEAD_START_MS, PLACEHOLDER_ACTORS, type ProvisioningActors, type ProvisioningEffects } from './setup.js';
 export type * from './types.js';

@@ -21,7 +21,6 @@ const placeholder = <Out, In = void>(name: string) =>
 
 export const PLACEHOLDER_ACTORS = {
   kvpWriter: fromCallback<T.KvpEvent>(() => undefined),
-  systemdNotifier: fromCallback<T.SystemdEvent>(() => undefined),
   reportHealth: placeholder<void, T.ReportInput>('reportHealth'),
   fetchMetadata: placeholder<InstanceMetadata, T.ImdsInput>('fetchMetadata'),
   readMedia: placeholder<MediaMetadata | null, T.MediaInput>('readMedia'),
@@ -54,8 +53,20 @@ const MEDIA = '#provisioning.provisioning.work.gathering.media';
  */
 export const IMDS_HEAD_START_MS = 50;
 
-/** The chart's setup; `actors` replace the placeholders of the same names (a run sets it up with the real ones). */
-export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => setup({
+/**
+ * What the chart does to the world directly, not through an actor: READY=1 to the service manager. An action, not
+ * a child actor, so that it happens even when the run ends in its first macrostep (a child is started only after
+ * it, and a run that ends there stops its children first).
+ */
+export interface ProvisioningEffects {
+  systemdReady?: () => void;
+}
+
+/**
+ * The chart's setup; `actors` replace the placeholders of the same names and `effects` are the direct effects (a
+ * run sets it up with the real ones).
+ */
+export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}, effects: ProvisioningEffects = {}) => setup({
   types: {
     context: {} as T.ProvisioningContext,
     events: {} as T.ProvisioningEvent,
@@ -205,7 +216,7 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}) => s
     }),
     /** Logins may start: READY=1 (the notifier sends it once, however often it is told). */
     tellSystemdReady: enqueueActions(({ enqueue }) => {
-      enqueue.sendTo('systemd', { type: 'systemd.ready' as const });
+      enqueue(() => effects.systemdReady?.());
     }),
     recordKvpFailure: assign({
       kvpStopped: true,

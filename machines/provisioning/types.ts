@@ -108,13 +108,6 @@ export interface ProvisioningInput {
  */
 export type ProvisioningEvent = { type: 'TERMINATE' } | { type: 'imds.sent' };
 
-/**
- * What the chart tells the service manager (the root-level `systemd` actor): `systemd.ready` the moment nothing a
- * login needs is still to come — the OS is configured, or provisioning is over without configuring it — so sshd and
- * user sessions, ordered after the unit, start while the report is still being delivered.
- */
-export type SystemdEvent = { type: 'systemd.ready' };
-
 /** Events the chart sends to the root-level KVP writer. */
 export type KvpEvent = { type: 'kvp.report'; health: typeof HEALTH_READY | typeof HEALTH_FAILED; vmId: string; failure: Failure | null; ppsType: string };
 

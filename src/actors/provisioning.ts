@@ -12,7 +12,6 @@ import {
   type PollInput,
   type ProvisioningPlan,
   type ReportInput,
-  type SystemdEvent,
 } from '../../machines/provisioning.js';
 import type { FirstImdsRequest } from '../run/first-imds-request.js';
 import { fetchInstanceMetadataOnce, instanceMetadataFrom } from '../azure/imds.js';
@@ -27,7 +26,6 @@ import type { HostKeyType } from '../os/host-keys.js';
 import type { MarkerStore, Provisioner, StepResult } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
-import type { SdNotifier } from '../os/sd-notify.js';
 import type { SecretStore } from '../core/secrets.js';
 import type { ReportBook } from './report-book.js';
 
@@ -49,8 +47,6 @@ export interface ProvisioningDeps {
   kvp: KvpTelemetry | null;
   /** Called after each KVP report attempt: written, or the reason it was not. */
   onKvpReport?(outcome: { written: boolean; error?: string }): void;
-  /** The service manager, told READY=1 when the chart says logins may start; absent or inactive outside systemd. */
-  systemd?: Pick<SdNotifier, 'ready'>;
 }
 
 type PlanInput = { config: Config; plan: ProvisioningPlan };
@@ -107,15 +103,6 @@ export function provisioningActors(deps: ProvisioningDeps) {
         deps.onKvpReport?.({ written, error });
       });
       // No flush on stop: the runner flushes once after the final state, with the final state's span included.
-      return undefined;
-    }),
-
-    // Lives as long as the run, like the KVP writer: the chart sends `systemd.ready` on entering the states where
-    // everything a login needs is in place or provisioning has definitively failed.
-    systemdNotifier: fromCallback<SystemdEvent>(({ receive }) => {
-      receive((event) => {
-        if (event.type === 'systemd.ready') deps.systemd?.ready();
-      });
       return undefined;
     }),
 

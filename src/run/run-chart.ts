@@ -72,9 +72,8 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   }
   if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
 
-  // Under Type=notify: READY=1 when the chart says so (systemdNotifier), and before exit in any case, since a
-  // process that exits without it fails the start (a chart that ends in its first state, starting, never starts its
-  // notifier: that READY=1 is the one systemd hears); STATUS= lines from what the chart is doing.
+  // Under Type=notify: READY=1 when the chart says so (its tellSystemdReady action), and before exit in any case,
+  // since a process that exits without it fails the start; STATUS= lines from what the chart is doing.
   const systemd = SdNotifier.fromEnvironment({ warn: (message) => log.warn({ step: 'systemd' }, message) });
   for (const warning of lock.warnings) log.warn({ step: 'lock', code: warning.code, reason: warning.reason }, warning.message);
   // The chart ends a refused run at once (alreadyRunning): the instance holding the lock reports.
@@ -118,7 +117,6 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
     reports,
     kvp,
     onKvpReport: ({ written, error }) => (kvpReport = written ? 'written' : `failed: ${error}`),
-    systemd,
   });
   // The VM id's telemetry keys and journal, before the chart starts; never for a run refused the lock (the journal
   // of this VM id is the other agent's) nor off Azure.
@@ -155,7 +153,7 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
     markerFailure: read.markerFailure,
     imdsSent: first !== null,
   };
-  const actor = createActor(createProvisioningMachine(actors), {
+  const actor = createActor(createProvisioningMachine(actors, { systemdReady: () => systemd.ready() }), {
     input: { config, groups: options.groups, startup },
     inspect: (event) => {
       observeJournal(event);
@@ -258,7 +256,7 @@ function logStartup(log: Logger, configLoaded: boolean, platform: PlatformRead, 
 }
 
 /**
- * The safety net under the chart's `systemd.ready`: a Type=notify process that exits without READY=1 fails its
+ * The safety net under the chart's tellSystemdReady: a Type=notify process that exits without READY=1 fails its
  * start, whatever its exit code says.
  */
 async function readyBeforeExit(systemd: SdNotifier): Promise<void> {

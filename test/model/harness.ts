@@ -5,7 +5,7 @@
  */
 import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyStateMachine, type AnyTransitionDefinition, type InspectionEvent } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
-import type { KvpEvent, ProvisioningInput, SystemdEvent } from '../../machines/provisioning.js';
+import type { KvpEvent, ProvisioningInput } from '../../machines/provisioning.js';
 import type { ModelEvent } from './support.js';
 
 export { startup } from './support.js';
@@ -109,14 +109,18 @@ const kvpWriter = fromCallback<KvpEvent>(({ receive, system }) => {
   };
 });
 
-const systemdNotifier = fromCallback<SystemdEvent>(() => undefined);
+/** READY=1 as the run's service manager hears it: once, however often the chart says so. */
+const tellSystemdReady = ({ system }: { system: unknown }) => {
+  const { systemd } = recordOf(system as never);
+  if (!systemd.includes('READY')) systemd.push('READY');
+};
 
 /** Each chart provided with the fake actors once: building a machine is the costly part of a short run. */
 const provided = new WeakMap<AnyStateMachine, AnyStateMachine>();
 function withFakes(chart: AnyStateMachine): AnyStateMachine {
   let machine = provided.get(chart);
   if (!machine) {
-    machine = chart.provide({ actors: { ...Object.fromEntries(GATED.map((name) => [name, gated])), kvpWriter, systemdNotifier } as any });
+    machine = chart.provide({ actors: { ...Object.fromEntries(GATED.map((name) => [name, gated])), kvpWriter } as any, actions: { tellSystemdReady } as any });
     provided.set(chart, machine);
   }
   return machine;
@@ -149,10 +153,6 @@ export function startRun(input: ProvisioningInput, chart: AnyStateMachine = prov
     input,
     clock,
     inspect: (event: InspectionEvent) => {
-      if (event.type === '@xstate.event' && event.event.type === 'systemd.ready' && (event.actorRef as { id?: string }).id === 'systemd') {
-        if (!systemd.includes('READY')) systemd.push('READY');
-        return;
-      }
       if (event.type !== '@xstate.microstep' || event.actorRef.sessionId !== event.rootId) return;
       transitions.push(...event._transitions);
       // Thrown inside the interpreter's step, this stops the actor with an error the test sees.
