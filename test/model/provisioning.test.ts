@@ -23,6 +23,7 @@ import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 import { KINDS } from '../../src/core/errors.js';
 import { modelPaths, ORACLE_PATHS, playAgainstOracle } from './check.js';
+import { lastStart, startsOf } from './gates.js';
 import { startRun, type Run } from './harness.js';
 import {
   allStateNodes,
@@ -118,13 +119,13 @@ function checkState(run: Run, expected: AnyMachineSnapshot) {
       expect(output.reason).toBeUndefined();
     }
     if (final === 'failed' || final === 'failedUnreported') {
-      const reported = run.latest('failureReport')!.input.failure;
+      const reported = lastStart(run, 'failureReport')!.input.failure;
       const written = run.kvp.filter((r) => r.event.health === HEALTH_FAILED).at(-1)!.event.failure;
       expect(reported.reason).toBe(output.reason);
       expect(written).toEqual(reported);
     }
     if (final === 'alreadyProvisioned' || final === 'alreadyRunning') expect(run.gates.some((g) => g.id.endsWith('Report'))).toBe(false);
-    expect(run.gates.filter((g) => g.id === 'inProgressReport' && !g.settled && !g.signal.aborted)).toEqual([]);
+    expect(startsOf(run, 'inProgressReport').filter((g) => !g.settled && !g.signal.aborted)).toEqual([]);
     expect(run.kvpStopped).toBe(true);
   }
 }
