@@ -23,6 +23,7 @@ import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 import { KINDS } from '../../src/core/errors.js';
 import { modelPaths, ORACLE_PATHS, playAgainstOracle } from './check.js';
+import { STEP } from '../support/chart.js';
 import { lastStart, startsOf } from './gates.js';
 import { startRun, type Run } from './harness.js';
 import {
@@ -64,10 +65,10 @@ const invoker = new Map<string, AnyStateNode>(
 );
 
 const REPORTS = [
-  { state: { provisioning: { inProgress: { sending: 'requesting' } } }, id: 'inProgressReport', health: HEALTH_IN_PROGRESS },
-  { state: { reportingReady: 'requesting' }, id: 'readyReport', health: HEALTH_READY },
-  { state: { reportingFailure: 'requesting' }, id: 'failureReport', health: HEALTH_FAILED },
-  { state: { preprovisioned: { reportingPoolReady: 'requesting' } }, id: 'poolReadyReport', health: HEALTH_READY },
+  { state: { provisioning: { inProgress: { sending: 'requesting' } } }, id: STEP.inProgressReport, health: HEALTH_IN_PROGRESS },
+  { state: { reportingReady: 'requesting' }, id: STEP.readyReport, health: HEALTH_READY },
+  { state: { reportingFailure: 'requesting' }, id: STEP.failureReport, health: HEALTH_FAILED },
+  { state: { preprovisioned: { reportingPoolReady: 'requesting' } }, id: STEP.poolReadyReport, health: HEALTH_READY },
 ] as const;
 
 function checkState(run: Run, expected: AnyMachineSnapshot) {
