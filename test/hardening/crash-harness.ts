@@ -23,7 +23,7 @@ interface StateNodeLike {
   states: Record<string, StateNodeLike>;
 }
 
-/** Every state below the root as a dotted path (`provisioning.work.gathering.imds.fetching.backoff`), parents first. */
+/** Every state below the root as a dotted path (as test/support/chart.ts spells them), parents first. */
 export function chartStates(): string[] {
   const out: string[] = [];
   const walk = (node: StateNodeLike, prefix: string[]) => {

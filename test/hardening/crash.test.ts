@@ -16,6 +16,7 @@ import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { readJournal } from '../../src/inspect/journal.js';
 import { validateSshKey } from '../../src/os/validate.js';
 import { markers, reportKinds, runAgent, type AgentOptions } from '../integration/agent.js';
+import { ACCOUNT, CONFIGURING_OS, CREDENTIALS, CUSTOM_DATA, FIRST_BOOT, GATHERING, HOST_KEYS, HOSTNAME, IMDS, IN_PROGRESS, MEDIA, SSHD, STATE, WORK } from '../support/chart.js';
 import {
   DATA_DIR,
   chartStates,
@@ -125,8 +126,8 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     elsewhere:
       'entered only when another agent holds the instance lock, which this matrix never starts; nothing is written in it (no journal, no marker, no report). test/integration/cli.test.ts runs a second agent beside a first, and test/model/startup.test.ts covers the state',
   },
-  provisioning: imdsGate,
-  'provisioning.inProgress': {
+  [FIRST_BOOT]: imdsGate,
+  [IN_PROGRESS]: {
     how: 'InProgress POST and IMDS gated',
     setup: (ctx) => {
       ctx.fabric.setImds({ gate: ctx.gate });
@@ -134,7 +135,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     },
     ready: (ctx) => arrived(ctx, 'imds') && arrived(ctx, 'inProgress'),
   },
-  'provisioning.inProgress.sending': {
+  [`${IN_PROGRESS}.sending`]: {
     how: 'InProgress POST and IMDS gated',
     setup: (ctx) => {
       ctx.fabric.setImds({ gate: ctx.gate });
@@ -142,7 +143,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     },
     ready: (ctx) => arrived(ctx, 'imds') && arrived(ctx, 'inProgress'),
   },
-  'provisioning.inProgress.sending.requesting': {
+  [`${IN_PROGRESS}.sending.requesting`]: {
     how: 'InProgress POST and IMDS gated',
     setup: (ctx) => {
       ctx.fabric.setImds({ gate: ctx.gate });
@@ -150,7 +151,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     },
     ready: (ctx) => arrived(ctx, 'imds') && arrived(ctx, 'inProgress'),
   },
-  'provisioning.inProgress.sending.backoff': {
+  [`${IN_PROGRESS}.sending.backoff`]: {
     how: 'InProgress answered 503 with retry_interval_secs = 30; IMDS gated',
     options: { wireserver: slowWire },
     setup: (ctx) => {
@@ -159,88 +160,88 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
     },
   },
   // Accepted or given up, the same final state: held with IMDS gated after the report was accepted.
-  'provisioning.inProgress.done': imdsGate,
-  'provisioning.work': imdsGate,
+  [`${IN_PROGRESS}.done`]: imdsGate,
+  [WORK]: imdsGate,
   // The host keys are made once the IMDS request has left: done while IMDS is gated.
-  'provisioning.hostKeys': imdsGate,
-  'provisioning.hostKeys.waitingForImds': {
+  [HOST_KEYS]: imdsGate,
+  [`${HOST_KEYS}.waitingForImds`]: {
     elsewhere:
       "left in the macrostep in which the media region leaves its own waitingForImds (the IMDS request written, or the head start over), so it lasts exactly as long as that state: a turn of the event loop, in which a journal line or a poller lands only by chance. Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model covers its transitions",
   },
-  'provisioning.hostKeys.replacing': poller,
-  'provisioning.hostKeys.waiting': {
+  [`${HOST_KEYS}.replacing`]: poller,
+  [`${HOST_KEYS}.waiting`]: {
     transient:
       'entered only when the host key step leaves a type for the background (an sshd that loads its keys per connection); the scratch backend has no sshd and leaves none (test/model covers the background keys)',
   },
-  'provisioning.hostKeys.adding': {
+  [`${HOST_KEYS}.adding`]: {
     transient:
       'entered only when the host key step leaves a type for the background (an sshd that loads its keys per connection); the scratch backend has no sshd and leaves none (test/model covers the background keys)',
   },
-  'provisioning.hostKeys.done': imdsGate,
-  'provisioning.work.gathering': imdsGate,
-  'provisioning.work.gathering.imds': imdsGate,
-  'provisioning.work.gathering.imds.fetching': imdsGate,
-  'provisioning.work.gathering.imds.fetching.requesting': imdsGate,
-  'provisioning.work.gathering.imds.fetching.backoff': {
+  [`${HOST_KEYS}.done`]: imdsGate,
+  [GATHERING]: imdsGate,
+  [IMDS]: imdsGate,
+  [`${IMDS}.fetching`]: imdsGate,
+  [`${IMDS}.fetching.requesting`]: imdsGate,
+  [`${IMDS}.fetching.backoff`]: {
     how: 'IMDS answered 503 with retry_interval_secs = 30',
     options: { imds: { retry_interval_secs: 30, total_retry_timeout_secs: 60 } },
     setup: (ctx) => ctx.fabric.setImds({ status: 503 }),
   },
-  'provisioning.work.gathering.imds.done': {
+  [`${IMDS}.done`]: {
     transient: 'final region state: the media region is already final, so IMDS\'s answer, its non-retryable error or its deadline leaves gathering in the same macrostep',
   },
-  'provisioning.work.gathering.media': imdsGate,
-  'provisioning.work.gathering.media.waitingForImds': {
+  [MEDIA]: imdsGate,
+  [`${MEDIA}.waitingForImds`]: {
     elsewhere:
       "lasts until the IMDS actor says its request was written: the first request was written before the chart started (src/run/provision.ts), so that takes a turn of the event loop and a poller lands in it only by chance. Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model and test/actors/imds-head-start.test.ts cover its transitions",
   },
-  'provisioning.work.gathering.media.reading': {
+  [`${MEDIA}.reading`]: {
     elsewhere:
       'with the media disabled (these runs have no media), the read has nothing to do and is over within a turn or two of the event loop, so a poller lands in it by chance (it took four attempts on a quiet machine). Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model covers its transitions with a media read the test controls',
   },
   // Read (here: disabled, so nothing), unusable or abandoned, the same final state, held with IMDS gated.
-  'provisioning.work.gathering.media.done': imdsGate,
-  'provisioning.work.checkingProxyAgent': {
+  [`${MEDIA}.done`]: imdsGate,
+  [`${WORK}.checkingProxyAgent`]: {
     transient: 'entered only when the media or the configuration asks for the Guest Proxy Agent; the crash runs ask for none',
   },
-  'provisioning.work.validating': poller,
-  'provisioning.work.configuringOs': poller,
-  'provisioning.work.configuringOs.hostname': poller,
-  'provisioning.work.configuringOs.hostname.setting': poller,
-  'provisioning.work.configuringOs.hostname.publishing': poller,
+  [`${WORK}.validating`]: poller,
+  [CONFIGURING_OS]: poller,
+  [HOSTNAME]: poller,
+  [`${HOSTNAME}.setting`]: poller,
+  [`${HOSTNAME}.publishing`]: poller,
   // Publishing the hostname probes the system's DHCP clients, so the hostname region may finish last.
-  'provisioning.work.configuringOs.hostname.done': sshdBlocked('hostname'),
-  'provisioning.work.configuringOs.account': poller,
-  'provisioning.work.configuringOs.account.creatingUser': poller,
-  'provisioning.work.configuringOs.account.credentials': poller,
-  'provisioning.work.configuringOs.account.credentials.password': poller,
-  'provisioning.work.configuringOs.account.credentials.password.setting': {
+  [`${HOSTNAME}.done`]: sshdBlocked('hostname'),
+  [ACCOUNT]: poller,
+  [`${ACCOUNT}.creatingUser`]: poller,
+  [CREDENTIALS]: poller,
+  [`${CREDENTIALS}.password`]: poller,
+  [`${CREDENTIALS}.password.setting`]: {
     elsewhere:
       'in the scratch backend the step reads etc/passwd once (the user lookup) and only records `passwd -l`, so it is over within one file read and a poller lands in it by chance (first attempt on one machine, six misses in six on the CI machine, each frozen with the password done and the keys still writing). Nothing is written in it; a kill there is a kill in credentials while the keys step writes, which the sshKeys.writing and password.done holds cover, and test/model covers its transitions',
   },
   // The keys step is still writing when the password step is done: killed while its temp file exists.
-  'provisioning.work.configuringOs.account.credentials.password.done': midWrite(`home/${USER}/.ssh`),
-  'provisioning.work.configuringOs.account.credentials.sshKeys': midWrite(`home/${USER}/.ssh`),
-  'provisioning.work.configuringOs.account.credentials.sshKeys.writing': midWrite(`home/${USER}/.ssh`),
-  'provisioning.work.configuringOs.account.credentials.sshKeys.done': {
+  [`${CREDENTIALS}.password.done`]: midWrite(`home/${USER}/.ssh`),
+  [`${CREDENTIALS}.sshKeys`]: midWrite(`home/${USER}/.ssh`),
+  [`${CREDENTIALS}.sshKeys.writing`]: midWrite(`home/${USER}/.ssh`),
+  [`${CREDENTIALS}.sshKeys.done`]: {
     transient:
       'final region state: the scratch backend only records `passwd -l`, so the password step always finishes before the keys step\'s file writes, and the keys finishing completes credentials in the same macrostep',
   },
-  'provisioning.work.configuringOs.account.done': sshdBlocked('account'),
-  'provisioning.work.configuringOs.sshd': poller,
-  'provisioning.work.configuringOs.sshd.awaitingHostKeys': {
+  [`${ACCOUNT}.done`]: sshdBlocked('account'),
+  [SSHD]: poller,
+  [`${SSHD}.awaitingHostKeys`]: {
     transient:
       'eventless: the scratch backend makes the host keys while IMDS is gated, long before the OS stage, so its always transition leaves the state in the macrostep that enters it',
   },
-  'provisioning.work.configuringOs.sshd.configuring': midWrite('etc/ssh/sshd_config.d'),
-  'provisioning.work.configuringOs.sshd.done': poller,
-  'provisioning.work.configuringOs.customData': poller,
-  'provisioning.work.configuringOs.customData.saving': {
+  [`${SSHD}.configuring`]: midWrite('etc/ssh/sshd_config.d'),
+  [`${SSHD}.done`]: poller,
+  [CUSTOM_DATA]: poller,
+  [`${CUSTOM_DATA}.saving`]: {
     elsewhere:
       "the reference metadata carries no custom data, so the step only finds nothing to save and is over within the turn of the event loop that enters it; since the host keys are made beside IMDS, nothing else in the OS stage is slow enough for the poller to freeze the agent there (six misses in six under load). Saving custom data with a kill mid-write is not in this matrix; the atomic writer it uses is (the keys' and the sshd drop-in's midWrite holds)",
   },
-  'provisioning.work.configuringOs.customData.done': poller,
-  'provisioning.work.configured': {
+  [`${CUSTOM_DATA}.done`]: poller,
+  [`${WORK}.configured`]: {
     transient:
       'eventless once every host key is in: the scratch backend makes all of them while IMDS is gated, so the state is left in the macrostep that enters it, with READY sent (test/model covers a wait for background keys)',
   },
@@ -689,7 +690,7 @@ describe('the scratch backend as root', () => {
     const fabric = await startFakeFabric();
     try {
       const root = seedRoot('bootstate-crash-uid0-', false);
-      const kill = await runAndKill(fabric, root, {}, { target: 'provisioning.work.configuringOs.account.credentials.sshKeys.writing' });
+      const kill = await runAndKill(fabric, root, {}, { target: STATE.sshKeysWriting });
       expect(kill.landed).toBe(true);
       const second = await runAgent(fabric, { root });
       expect(second.code).toBe(0);

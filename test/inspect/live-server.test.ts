@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { startInspectServer, startLiveInspector, type InspectServer } from '../../src/inspect/live.js';
+import { IMDS, nodeId } from '../support/chart.js';
 import { fixtureMachine, runMachine } from './fixtures.js';
 
 let server: InspectServer | undefined;
@@ -54,7 +55,7 @@ describe('inspect server', () => {
     expect(page).not.toContain("'unsafe-inline'; connect-src");
     expect(page).toMatch(/<section class="chart-view" data-machine="provisioning" data-root="provisioning"/);
     expect(page).toMatch(/<section class="chart-view" data-machine="monitor" data-root="monitor"/);
-    expect(page).toContain('data-state="provisioning.provisioning.work.gathering.imds"');
+    expect(page).toContain(`data-state="${nodeId(IMDS)}"`);
     expect(page).not.toMatch(/\b(?:src|href)\s*=/i);
     expect(await (await fetch(`${server.viewerUrl}stately`)).text()).toContain('https://stately.ai/inspect');
     expect((await fetch(`${server.viewerUrl}nope`)).status).toBe(404);

@@ -5,10 +5,13 @@ import { toDot } from '../../src/inspect/dot.js';
 import { buildGraph } from '../../src/inspect/graph.js';
 import { overviewOf, spokenDelay } from '../../src/inspect/overview.js';
 import { eventWords, guardWords, leafNames, stateName } from '../../src/inspect/words.js';
+import { FIRST_BOOT, GATHERING, nodeId, STATE } from '../support/chart.js';
 import { fixtureMachine } from './fixtures.js';
 
 const delayContext = { config: DEFAULT_CONFIG, terminating: false };
-const P = 'provisioning.provisioning';
+/** Node ids: the machine's id, then the state's path. */
+const P = nodeId(FIRST_BOOT);
+const READY = nodeId(STATE.reportingReady);
 
 describe('overview of the provisioning chart', () => {
   const full = buildGraph(provisioningMachine, { delayContext });
@@ -17,9 +20,9 @@ describe('overview of the provisioning chart', () => {
   it('draws each retry loop as one state with a badge naming its interval and deadline', () => {
     expect(graph.nodes.get('provisioning.reportingReady')).toMatchObject({ children: [], badge: 'retries every 2 s, gives up after 20 min' });
     expect(graph.nodes.get('provisioning.reportingFailure')?.badge).toBe('retries every 2 s, gives up after 20 min');
-    expect(graph.nodes.has('provisioning.reportingReady.backoff')).toBe(false);
-    expect(alias.get('provisioning.reportingReady.backoff')).toBe('provisioning.reportingReady');
-    expect(alias.get('provisioning.reportingReady.requesting')).toBe('provisioning.reportingReady');
+    expect(graph.nodes.has(nodeId(STATE.reportingReadyBackoff))).toBe(false);
+    expect(alias.get(nodeId(STATE.reportingReadyBackoff))).toBe(READY);
+    expect(alias.get(nodeId(STATE.reportingReadyRequesting))).toBe(READY);
   });
 
   it('keeps the parallel regions side by side, each simple region one box listing its steps', () => {
@@ -46,7 +49,7 @@ describe('overview of the provisioning chart', () => {
     // `configured`: the OS is configured (the first boot); reportingReady: a resumed report-pending VM; the ends at
     // once (alreadyProvisioned, notOnAzure, alreadyRunning) are one node.
     expect(told.sort()).toEqual([
-      'provisioning.alreadyProvisioned', 'provisioning.provisioning.work.configured', 'provisioning.reportingFailure', 'provisioning.reportingReady',
+      'provisioning.alreadyProvisioned', nodeId(STATE.configured), 'provisioning.reportingFailure', 'provisioning.reportingReady',
     ]);
     expect(toDot(graph, { compact: true }).match(/on entry: READY=1 to systemd/g)).toHaveLength(4);
   });
@@ -92,13 +95,13 @@ describe('words', () => {
     expect(eventWords('xstate.error.actor.somethingElse')).toBe('somethingElse failed');
     expect(eventWords(`xstate.after.imdsRetryInterval.${P}.work`, { imdsRetryInterval: 2000 })).toBe('retry timer (2 s) fired');
     expect(eventWords(`xstate.after.imdsTotalTimeout.${P}.work`, { imdsTotalTimeout: 300_000 })).toBe('deadline (5 min) reached: imdsTotalTimeout');
-    expect(eventWords('xstate.done.state.provisioning.provisioning.work.gathering')).toBe('gathering finished');
+    expect(eventWords(`xstate.done.state.${nodeId(GATHERING)}`)).toBe('gathering finished');
     expect(eventWords('TERMINATE')).toBe('SIGTERM received');
   });
 
   it('names states one way: the path below the machine, as the journal’s values spell them', () => {
-    expect(stateName('provisioning', `${P}.work.validating`)).toBe('provisioning.work.validating');
-    expect(leafNames({ provisioning: { inProgress: 'done', work: 'validating' } })).toEqual(['provisioning.inProgress.done', 'provisioning.work.validating']);
+    expect(stateName('provisioning', nodeId(STATE.validating))).toBe(STATE.validating);
+    expect(leafNames({ provisioning: { inProgress: 'done', work: 'validating' } })).toEqual([STATE.inProgressDone, STATE.validating]);
     expect([500, 2000, 300_000].map(spokenDelay)).toEqual(['500 ms', '2 s', '5 min']);
     expect(['markerProvisioned', 'configFailed', 'versionsAvailable'].map(guardWords)).toEqual(['provisioned', 'config failed', 'versions available']);
   });

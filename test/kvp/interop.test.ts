@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RECORD_BYTES } from '../../src/kvp/codec.js';
 import { KvpStore } from '../../src/kvp/store.js';
 import { KvpTelemetry } from '../../src/kvp/telemetry.js';
+import { STATE } from '../support/chart.js';
 import { here, python, rawRecords, tempDir } from './helpers.js';
 
 let dir: string;
@@ -55,7 +56,7 @@ describe('sharing a pool with flock writers', () => {
   it('writes records a cloud-init style Python reader decodes exactly as bootstate does', () => {
     const pool = path.join(dir, '.kvp_pool_1');
     const t = new KvpTelemetry({ dir, bootTime: null, vmId: 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8' });
-    t.stateSpan('provisioning.work.fetchingMetadata', { start: new Date(0), end: new Date(1500), result: 'done' });
+    t.stateSpan(STATE.imdsFetching, { start: new Date(0), end: new Date(1500), result: 'done' });
     t.event('WARN', 'provisioning.report', `naïve ${'日本語'.repeat(200)} 😀`);
     t.event('ERROR', 'log', 'x'.repeat(3000));
     t.writeReport('result=error|reason=http status error|agent=bootstate/0.1.0');

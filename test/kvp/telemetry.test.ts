@@ -9,6 +9,7 @@ import { pinoDestination } from '../../src/kvp/log-sink.js';
 import { ZERO_VM_ID } from '../../src/core/metadata.js';
 import { KvpTelemetry } from '../../src/kvp/telemetry.js';
 import { VERSION } from '../../src/core/version.js';
+import { STATE } from '../support/chart.js';
 import { rawRecords, tempDir } from './helpers.js';
 
 let dir: string;
@@ -25,13 +26,13 @@ const pool = () => rawRecords(path.join(dir, '.kvp_pool_1'));
 describe('KvpTelemetry', () => {
   it('writes a state span keyed bootstate-<version>|<vm_id>|<LEVEL>|<state path>|<uuid> with start, end and result', () => {
     const t = make({ vmId: VM });
-    t.stateSpan('provisioning.work.fetchingMetadata', {
+    t.stateSpan(STATE.imdsFetching, {
       start: new Date('2025-08-11T18:45:40.010Z'), end: new Date('2025-08-11T18:45:41.123Z'), result: 'xstate.done.actor.imds',
     });
     expect(t.flush()).toBe(true);
     const [record] = pool();
     const [prefix, vm, level, name, id] = record.key.split('|');
-    expect([prefix, vm, level, name]).toEqual([`bootstate-${VERSION}`, VM, 'INFO', 'provisioning.work.fetchingMetadata']);
+    expect([prefix, vm, level, name]).toEqual([`bootstate-${VERSION}`, VM, 'INFO', STATE.imdsFetching]);
     expect(id).toMatch(UUID);
     expect(record.value).toBe('Start: 2025-08-11T18:45:40.010Z | End: 2025-08-11T18:45:41.123Z | Result: xstate.done.actor.imds');
   });

@@ -6,6 +6,7 @@
 import { createActor, fromCallback, fromPromise, SimulatedClock, type AnyStateMachine, type AnyTransitionDefinition, type InspectionEvent } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import type { KvpEvent, ProvisioningInput } from '../../machines/provisioning.js';
+import { STATE, stateValue } from '../support/chart.js';
 import type { ModelEvent } from './support.js';
 
 export { startup } from './support.js';
@@ -133,7 +134,7 @@ function withFakes(chart: AnyStateMachine): AnyStateMachine {
  */
 export type HeadStart = 'written' | 'path';
 
-const MEDIA_WAITING = { provisioning: { work: { gathering: { media: 'waitingForImds' } } } };
+const MEDIA_WAITING = stateValue(STATE.mediaWaiting);
 
 /**
  * Creates and starts an actor of the real machine with `input` (see `startup` for a run's reads before the chart);
@@ -266,14 +267,4 @@ export function startRun(input: ProvisioningInput, chart: AnyStateMachine = prov
       throw new Error(`cannot play ${type}`);
     },
   };
-}
-
-/** Completes validation and every OS step with the plan each was given. */
-export async function throughOs(run: Run) {
-  await run.resolve('validate', run.pending('validate').input.plan);
-  for (const id of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'hostKeys', 'sshd', 'customData']) {
-    // The host keys are made from the start of the work: a path may have finished them already.
-    if (id === 'hostKeys' && run.latest(id)?.settled) continue;
-    await run.resolve(id);
-  }
 }

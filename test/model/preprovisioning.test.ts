@@ -6,87 +6,85 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/core/errors.js';
-import { startRun, startup, throughOs, type Run } from './harness.js';
+import { STEP, type Step } from '../support/chart.js';
+import { acceptPlan, answerImds, complete, fail, failImds, failMedia, gather, hasStarted, readMedia, running, startsOf, throughOs } from './gates.js';
+import { startRun, startup, type Run } from './harness.js';
 import { MEDIA_CUSTOMER, MEDIA_WITH_USERNAME, METADATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, TEST_CONFIG, VM_ID } from './support.js';
 
 /** The steps that apply a plan; the host keys, which need none, are made from the start of each pass. */
-const OS_STEPS = ['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'];
+const OS_STEPS: Step[] = ['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'];
 const POLL_MS = TEST_CONFIG.preprovisioning.poll_interval_secs * 1000;
 const notYet = () => new BootstateError('HTTP_STATUS', 'reprovisiondata answered HTTP 404', { data: [['status', '404']], retryable: true });
-const started = (run: Run, ids: string[]) => run.gates.filter((g) => ids.includes(g.id));
 
 /** Boots a pool VM of type Running up to its first poll of reprovisiondata. */
 async function toWaiting(run: Run) {
-  await run.resolve('media', null);
-  await run.resolve('imds', METADATA_POOL_RUNNING);
-  await run.resolve('poolReadyReport');
-  await run.resolve('waitingMarker');
+  await gather(run, { imds: METADATA_POOL_RUNNING });
+  await complete(run, 'poolReadyReport');
+  await complete(run, 'waitingMarker');
 }
 
 describe('a pre-provisioned VM of type Running', () => {
   it('reports Ready to the pool with pps_type=Running, then writes the waiting marker, then polls; no OS step starts', async () => {
     const run = startRun(startup());
-    await run.resolve('media', null);
-    await run.resolve('imds', METADATA_POOL_RUNNING);
+    await gather(run, { imds: METADATA_POOL_RUNNING });
 
-    const ready = run.pending('poolReadyReport');
+    const ready = running(run, 'poolReadyReport');
     expect(ready.input).toMatchObject({ health: HEALTH_READY, vmId: VM_ID, failure: null, ppsType: 'Running' });
     expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_READY, vmId: VM_ID, failure: null, ppsType: 'Running' }]);
-    expect(run.gates.some((g) => g.id === 'waitingMarker')).toBe(false);
+    expect(hasStarted(run, 'waitingMarker')).toBe(false);
 
-    await run.resolve('poolReadyReport');
-    const marker = run.pending('waitingMarker');
+    await complete(run, 'poolReadyReport');
+    const marker = running(run, 'waitingMarker');
     expect(marker.input).toMatchObject({ vmId: VM_ID });
     expect(marker.seq).toBeGreaterThan(ready.seq);
-    await run.resolve('waitingMarker');
+    await complete(run, 'waitingMarker');
 
-    expect(run.pending('reprovision').input).toMatchObject({ attempt: 1, previousError: null });
-    expect(started(run, OS_STEPS)).toEqual([]);
+    expect(running(run, 'reprovision').input).toMatchObject({ attempt: 1, previousError: null });
+    expect(startsOf(run, ...OS_STEPS)).toEqual([]);
     // The host keys begun beside IMDS were given up when the placeholder's pass ended: the customer's pass makes its own.
-    expect(started(run, ['hostKeys']).map((g) => g.signal.aborted)).toEqual([true]);
-    expect(run.gates.some((g) => g.id === 'pendingMarker' || g.id === 'readyReport')).toBe(false);
+    expect(startsOf(run, 'hostKeys').map((g) => g.signal.aborted)).toEqual([true]);
+    expect(hasStarted(run, 'pendingMarker', 'readyReport')).toBe(false);
   });
 
   it('polls again after the interval while IMDS answers "not yet", counting attempts and remembering the error kind', async () => {
     const run = startRun(startup());
     await toWaiting(run);
     for (let attempt = 1; attempt <= 5; attempt++) {
-      expect(run.pending('reprovision').input).toMatchObject({ attempt, previousError: attempt === 1 ? null : 'HTTP_STATUS:404' });
-      await run.reject('reprovision', notYet());
+      expect(running(run, 'reprovision').input).toMatchObject({ attempt, previousError: attempt === 1 ? null : 'HTTP_STATUS:404' });
+      await fail(run, 'reprovision', notYet());
       await run.advance(POLL_MS - 1);
-      expect(run.gates.filter((g) => g.id === 'reprovision')).toHaveLength(attempt);
+      expect(startsOf(run, 'reprovision')).toHaveLength(attempt);
       await run.advance(1);
     }
-    expect(run.gates.filter((g) => g.id === 'reprovision')).toHaveLength(6);
-    expect(started(run, OS_STEPS)).toEqual([]);
+    expect(startsOf(run, 'reprovision')).toHaveLength(6);
+    expect(startsOf(run, ...OS_STEPS)).toEqual([]);
   });
 
   it('once claimed provisions the customer from the new document and fresh IMDS, and reports InProgress and Ready again', async () => {
     const run = startRun(startup());
     await toWaiting(run);
-    await run.reject('reprovision', notYet());
+    await fail(run, 'reprovision', notYet());
     await run.advance(POLL_MS);
-    await run.resolve('reprovision', MEDIA_CUSTOMER);
+    await complete(run, 'reprovision', MEDIA_CUSTOMER);
 
     // A second pass: the media reader is told not to read the placeholder's media, IMDS is asked again.
-    const media = run.pending('media');
+    const media = running(run, 'media');
     expect(media.input.claimed).toBe(true);
-    expect(run.gates.filter((g) => g.id === 'imds')).toHaveLength(2);
-    expect(run.gates.filter((g) => g.id === 'inProgressReport')).toHaveLength(2);
-    await run.resolve('media', null);
-    await run.resolve('imds', { ...METADATA, adminUsername: 'customer', computerName: 'vm-customer', hasCustomData: true });
+    expect(startsOf(run, 'imds')).toHaveLength(2);
+    expect(startsOf(run, 'inProgressReport')).toHaveLength(2);
+    await gather(run, { imds: { ...METADATA, adminUsername: 'customer', computerName: 'vm-customer', hasCustomData: true } });
 
-    const plan = run.pending('validate').input.plan;
+    const plan = running(run, 'validate').input.plan;
     expect(plan).toMatchObject({ username: 'customer', hostname: 'vm-customer', hasCustomData: true, customDataFound: true });
     await throughOs(run);
-    for (const gate of started(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData'])) {
+    for (const gate of startsOf(run, 'hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData')) {
       expect(gate.input.plan.username).toBe('customer');
     }
-    expect(started(run, ['hostKeys']).map((g) => [g.signal.aborted, g.settled])).toEqual([[true, false], [false, true]]);
-    await run.resolve('pendingMarker');
-    expect(run.pending('readyReport').input).toMatchObject({ health: HEALTH_READY, ppsType: 'Running' });
-    await run.resolve('readyReport');
-    await run.resolve('provisionedMarker');
+    expect(startsOf(run, 'hostKeys').map((g) => [g.signal.aborted, g.settled])).toEqual([[true, false], [false, true]]);
+    await complete(run, 'pendingMarker');
+    expect(running(run, 'readyReport').input).toMatchObject({ health: HEALTH_READY, ppsType: 'Running' });
+    await complete(run, 'readyReport');
+    await complete(run, 'provisionedMarker');
     expect(run.actor.getSnapshot().output).toEqual({ result: 'provisioned', exitCode: 0, reported: true });
     expect(run.kvp.map((r) => r.event.ppsType)).toEqual(['Running', 'Running']);
   });
@@ -94,55 +92,52 @@ describe('a pre-provisioned VM of type Running', () => {
   it('without IMDS after the claim provisions from the customer\'s document alone', async () => {
     const run = startRun(startup());
     await toWaiting(run);
-    await run.resolve('reprovision', MEDIA_CUSTOMER);
-    await run.resolve('media', MEDIA_WITH_USERNAME);
-    await run.reject('imds', new BootstateError('HTTP_STATUS', 'IMDS answered 403', { retryable: false }));
+    await complete(run, 'reprovision', MEDIA_CUSTOMER);
+    await readMedia(run, MEDIA_WITH_USERNAME);
+    await failImds(run, new BootstateError('HTTP_STATUS', 'IMDS answered 403', { retryable: false }));
     // Even if a media reader ignored `claimed`, the customer's document wins over the physical media.
-    expect(run.pending('validate').input.plan).toMatchObject({ source: 'media', username: 'customer', hostname: 'vm-customer' });
+    expect(running(run, 'validate').input.plan).toMatchObject({ source: 'media', username: 'customer', hostname: 'vm-customer' });
   });
 
   it("the placeholder's unusable media does not reach the customer's validation", async () => {
     const run = startRun(startup());
-    await run.reject('media', new BootstateError('PASSWORD_TOO_LONG', 'the placeholder password is longer than 72 characters'));
-    await run.resolve('imds', METADATA_POOL_RUNNING);
-    await run.resolve('poolReadyReport');
-    await run.resolve('waitingMarker');
-    await run.resolve('reprovision', MEDIA_CUSTOMER);
-    await run.resolve('media', null);
-    await run.resolve('imds', { ...METADATA, adminUsername: 'customer' });
-    expect(run.pending('validate').input.mediaFailure).toBeNull();
+    await failMedia(run, new BootstateError('PASSWORD_TOO_LONG', 'the placeholder password is longer than 72 characters'));
+    await answerImds(run, METADATA_POOL_RUNNING);
+    await complete(run, 'poolReadyReport');
+    await complete(run, 'waitingMarker');
+    await complete(run, 'reprovision', MEDIA_CUSTOMER);
+    await gather(run, { imds: { ...METADATA, adminUsername: 'customer' } });
+    expect(running(run, 'validate').input.mediaFailure).toBeNull();
   });
 
   it('fails naming the key when IMDS still calls the VM pre-provisioned after the claim', async () => {
     const run = startRun(startup());
     await toWaiting(run);
-    await run.resolve('reprovision', MEDIA_CUSTOMER);
-    await run.resolve('media', null);
-    await run.resolve('imds', METADATA_POOL_RUNNING);
-    const report = run.pending('failureReport').input;
+    await complete(run, 'reprovision', MEDIA_CUSTOMER);
+    await gather(run, { imds: METADATA_POOL_RUNNING });
+    const report = running(run, 'failureReport').input;
     expect(report.failure).toMatchObject({ code: 'IMDS_INVALID', data: expect.arrayContaining([['key', 'extended.compute.ppsType'], ['value', 'Running']]) });
-    expect(started(run, OS_STEPS)).toEqual([]);
+    expect(startsOf(run, ...OS_STEPS)).toEqual([]);
   });
 
   it('after a reboot while waiting resumes polling: no second pool Ready, no marker rewrite, no placeholder provisioning', async () => {
     const run = startRun(startup({ marker: 'waiting-for-reuse' }));
-    expect(run.pending('reprovision').input).toMatchObject({ attempt: 1 });
-    expect(run.gates.map((g) => g.id)).toEqual(['reprovision']);
+    expect(running(run, 'reprovision').input).toMatchObject({ attempt: 1 });
+    expect(run.gates.map((g) => g.id)).toEqual([STEP.reprovision]);
     expect(run.kvp).toEqual([]);
-    await run.resolve('reprovision', MEDIA_CUSTOMER);
-    await run.resolve('media', null);
-    await run.resolve('imds', { ...METADATA, adminUsername: 'customer' });
-    expect(run.pending('validate').input.plan.username).toBe('customer');
-    expect(run.gates.some((g) => g.id === 'poolReadyReport' || g.id === 'waitingMarker')).toBe(false);
+    await complete(run, 'reprovision', MEDIA_CUSTOMER);
+    await gather(run, { imds: { ...METADATA, adminUsername: 'customer' } });
+    expect(running(run, 'validate').input.plan.username).toBe('customer');
+    expect(hasStarted(run, 'poolReadyReport', 'waitingMarker')).toBe(false);
   });
 
   it('SIGTERM while waiting stops without a failure report; the pool Ready stands', async () => {
     const run = startRun(startup());
     await toWaiting(run);
-    const poll = run.pending('reprovision');
+    const poll = running(run, 'reprovision');
     await run.send({ type: 'TERMINATE' });
     expect(poll.signal.aborted).toBe(true);
-    expect(run.gates.some((g) => g.id === 'failureReport')).toBe(false);
+    expect(hasStarted(run, 'failureReport')).toBe(false);
     expect(run.kvp.map((r) => r.event.health)).toEqual([HEALTH_READY]);
     expect(run.actor.getSnapshot().output).toEqual({ result: 'waiting-for-reuse', exitCode: 0, reported: true });
   });
@@ -150,33 +145,32 @@ describe('a pre-provisioned VM of type Running', () => {
   it('a poll that fails for good (a document that is not ovf-env.xml) reports ProvisioningFailed with pps_type=Running', async () => {
     const run = startRun(startup());
     await toWaiting(run);
-    await run.reject('reprovision', new BootstateError('OVF_INVALID', 'ovf-env.xml: root element is not an OVF Environment'));
-    const report = run.pending('failureReport').input;
+    await fail(run, 'reprovision', new BootstateError('OVF_INVALID', 'ovf-env.xml: root element is not an OVF Environment'));
+    const report = running(run, 'failureReport').input;
     expect(report).toMatchObject({ health: HEALTH_FAILED, ppsType: 'Running', failure: { code: 'OVF_INVALID' } });
-    expect(started(run, OS_STEPS)).toEqual([]);
+    expect(startsOf(run, ...OS_STEPS)).toEqual([]);
   });
 
   it('a claim over the body limit ends the wait at that poll: ProvisioningFailed naming the limit and path, no further poll', async () => {
     const run = startRun(startup());
     await toWaiting(run);
-    await run.reject('reprovision', notYet());
+    await fail(run, 'reprovision', notYet());
     await run.advance(POLL_MS);
     const data: Array<[string, string]> = [['limit', '1048576'], ['path', '/metadata/reprovisiondata']];
-    await run.reject('reprovision', new BootstateError('BODY_TOO_LARGE', 'response body from /metadata/reprovisiondata is larger than 1048576 bytes', { data }));
-    const report = run.pending('failureReport').input;
+    await fail(run, 'reprovision', new BootstateError('BODY_TOO_LARGE', 'response body from /metadata/reprovisiondata is larger than 1048576 bytes', { data }));
+    const report = running(run, 'failureReport').input;
     expect(report).toMatchObject({ health: HEALTH_FAILED, ppsType: 'Running', failure: { code: 'BODY_TOO_LARGE', reason: 'response body too large', data, retryable: false } });
     await run.advance(10 * POLL_MS);
-    expect(run.gates.filter((g) => g.id === 'reprovision')).toHaveLength(2);
-    expect(started(run, OS_STEPS)).toEqual([]);
+    expect(startsOf(run, 'reprovision')).toHaveLength(2);
+    expect(startsOf(run, ...OS_STEPS)).toEqual([]);
   });
 
   it('a pool Ready the wireserver refuses ends in ProvisioningFailed carrying that refusal, without the marker', async () => {
     const run = startRun(startup());
-    await run.resolve('media', null);
-    await run.resolve('imds', METADATA_POOL_RUNNING);
-    await run.reject('poolReadyReport', new BootstateError('HTTP_STATUS', 'HTTP 403', { data: [['status', '403']], retryable: false }));
-    expect(run.pending('failureReport').input.failure).toMatchObject({ code: 'HTTP_STATUS', data: [['status', '403']] });
-    expect(run.gates.some((g) => g.id === 'waitingMarker' || g.id === 'reprovision')).toBe(false);
+    await gather(run, { imds: METADATA_POOL_RUNNING });
+    await fail(run, 'poolReadyReport', new BootstateError('HTTP_STATUS', 'HTTP 403', { data: [['status', '403']], retryable: false }));
+    expect(running(run, 'failureReport').input.failure).toMatchObject({ code: 'HTTP_STATUS', data: [['status', '403']] });
+    expect(hasStarted(run, 'waitingMarker', 'reprovision')).toBe(false);
   });
 });
 
@@ -187,15 +181,14 @@ describe('pool types this agent cannot serve', () => {
   ] as const) {
     it(`${name}: a failure naming the type, pps_type in the report, the placeholder never provisioned, no pool Ready`, async () => {
       const run = startRun(startup());
-      await run.resolve('media', media);
-      await run.resolve('imds', metadata);
+      await gather(run, { media: media, imds: metadata });
       const type = media ? 'PreprovisionedOSDisk' : 'Savable';
-      const report = run.pending('failureReport').input;
+      const report = running(run, 'failureReport').input;
       expect(report).toMatchObject({ health: HEALTH_FAILED, ppsType: type, failure: { code: 'PPS_UNSUPPORTED', reason: 'unsupported preprovisioning type' } });
       expect(report.failure.data).toContainEqual(['pps_type', type]);
       expect(run.kvp.at(-1)!.event).toMatchObject({ health: HEALTH_FAILED, ppsType: type });
-      expect(started(run, [...OS_STEPS, 'poolReadyReport', 'waitingMarker', 'reprovision'])).toEqual([]);
-      await run.resolve('failureReport');
+      expect(startsOf(run, ...OS_STEPS, 'poolReadyReport', 'waitingMarker', 'reprovision')).toEqual([]);
+      await complete(run, 'failureReport');
       expect(run.actor.getSnapshot().output).toMatchObject({ result: 'failed', code: 'PPS_UNSUPPORTED', exitCode: 1, reported: true });
     });
   }
@@ -204,19 +197,18 @@ describe('pool types this agent cannot serve', () => {
 describe('steps left out with --only / --skip', () => {
   it('skipped steps never start; the others run with the plan and Ready is still reported', async () => {
     const run = startRun(startup({ config: { ...TEST_CONFIG, steps: { skip: ['user', 'password', 'ssh-keys', 'custom-data'] } } }));
-    await run.resolve('media', null);
-    await run.resolve('imds', METADATA);
-    await run.resolve('validate', run.pending('validate').input.plan);
-    expect(started(run, [...OS_STEPS.slice(1), 'hostKeys']).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname']);
-    await run.resolve('hostname');
-    await run.resolve('hostnamePublish');
+    await gather(run);
+    await acceptPlan(run);
+    expect(startsOf(run, ...OS_STEPS.slice(1), 'hostKeys').map((g) => g.id).sort()).toEqual([STEP.hostKeys, STEP.hostname].sort());
+    await complete(run, 'hostname');
+    await complete(run, 'hostnamePublish');
     // sshd waits for the host keys, made since the work began.
-    expect(started(run, ['sshd'])).toEqual([]);
-    await run.resolve('hostKeys');
-    await run.resolve('sshd');
-    expect(started(run, [...OS_STEPS.slice(1), 'hostKeys']).map((g) => g.id).sort()).toEqual(['hostKeys', 'hostname', 'sshd']);
-    await run.resolve('pendingMarker');
-    expect(run.pending('readyReport').input.health).toBe(HEALTH_READY);
-    expect(run.gates.filter((g) => g.id === 'inProgressReport')[0]!.input.health).toBe(HEALTH_IN_PROGRESS);
+    expect(startsOf(run, 'sshd')).toEqual([]);
+    await complete(run, 'hostKeys');
+    await complete(run, 'sshd');
+    expect(startsOf(run, ...OS_STEPS.slice(1), 'hostKeys').map((g) => g.id).sort()).toEqual([STEP.hostKeys, STEP.hostname, STEP.sshd].sort());
+    await complete(run, 'pendingMarker');
+    expect(running(run, 'readyReport').input.health).toBe(HEALTH_READY);
+    expect(startsOf(run, 'inProgressReport')[0]!.input.health).toBe(HEALTH_IN_PROGRESS);
   });
 });

@@ -23,6 +23,8 @@ import { provisioningMachine } from '../../machines/provisioning-machine.js';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type ProvisioningContext, type ProvisioningOutput } from '../../machines/provisioning.js';
 import { KINDS } from '../../src/core/errors.js';
 import { modelPaths, ORACLE_PATHS, playAgainstOracle } from './check.js';
+import { STEP } from '../support/chart.js';
+import { lastStart, startsOf } from './gates.js';
 import { startRun, type Run } from './harness.js';
 import {
   allStateNodes,
@@ -63,10 +65,10 @@ const invoker = new Map<string, AnyStateNode>(
 );
 
 const REPORTS = [
-  { state: { provisioning: { inProgress: { sending: 'requesting' } } }, id: 'inProgressReport', health: HEALTH_IN_PROGRESS },
-  { state: { reportingReady: 'requesting' }, id: 'readyReport', health: HEALTH_READY },
-  { state: { reportingFailure: 'requesting' }, id: 'failureReport', health: HEALTH_FAILED },
-  { state: { preprovisioned: { reportingPoolReady: 'requesting' } }, id: 'poolReadyReport', health: HEALTH_READY },
+  { state: { provisioning: { inProgress: { sending: 'requesting' } } }, id: STEP.inProgressReport, health: HEALTH_IN_PROGRESS },
+  { state: { reportingReady: 'requesting' }, id: STEP.readyReport, health: HEALTH_READY },
+  { state: { reportingFailure: 'requesting' }, id: STEP.failureReport, health: HEALTH_FAILED },
+  { state: { preprovisioned: { reportingPoolReady: 'requesting' } }, id: STEP.poolReadyReport, health: HEALTH_READY },
 ] as const;
 
 function checkState(run: Run, expected: AnyMachineSnapshot) {
@@ -118,13 +120,13 @@ function checkState(run: Run, expected: AnyMachineSnapshot) {
       expect(output.reason).toBeUndefined();
     }
     if (final === 'failed' || final === 'failedUnreported') {
-      const reported = run.latest('failureReport')!.input.failure;
+      const reported = lastStart(run, 'failureReport')!.input.failure;
       const written = run.kvp.filter((r) => r.event.health === HEALTH_FAILED).at(-1)!.event.failure;
       expect(reported.reason).toBe(output.reason);
       expect(written).toEqual(reported);
     }
     if (final === 'alreadyProvisioned' || final === 'alreadyRunning') expect(run.gates.some((g) => g.id.endsWith('Report'))).toBe(false);
-    expect(run.gates.filter((g) => g.id === 'inProgressReport' && !g.settled && !g.signal.aborted)).toEqual([]);
+    expect(startsOf(run, 'inProgressReport').filter((g) => !g.settled && !g.signal.aborted)).toEqual([]);
     expect(run.kvpStopped).toBe(true);
   }
 }

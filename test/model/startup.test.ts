@@ -4,6 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_READY } from '../../machines/provisioning.js';
+import { STEP } from '../support/chart.js';
+import { complete, running } from './gates.js';
 import { startRun, startup } from './harness.js';
 import { CONFIG_FAILURE, LOCK_REFUSED, NOT_ON_AZURE, PLATFORM_FAILURE, VM_ID } from './support.js';
 
@@ -12,12 +14,12 @@ describe('startup', () => {
     const run = startRun(startup({ configFailure: CONFIG_FAILURE }));
 
     expect(run.actor.getSnapshot().value).toEqual({ reportingFailure: 'requesting' });
-    const report = run.pending('failureReport');
+    const report = running(run, 'failureReport');
     expect(report.input).toMatchObject({ health: HEALTH_FAILED, vmId: VM_ID, failure: { reason: 'failed to load config' } });
     expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_FAILED, vmId: VM_ID, failure: report.input.failure, ppsType: 'None' }]);
-    expect(run.gates.map((g) => g.id)).toEqual(['failureReport']);
+    expect(run.gates.map((g) => g.id)).toEqual([STEP.failureReport]);
 
-    await run.resolve('failureReport');
+    await complete(run, 'failureReport');
     expect(run.actor.getSnapshot().output).toEqual({
       result: 'failed',
       reason: 'failed to load config',
@@ -38,7 +40,7 @@ describe('startup', () => {
 
   it('a platform check that cannot decide lets the run go on, with a warning', () => {
     const run = startRun(startup({ platform: PLATFORM_FAILURE }));
-    expect(run.pending('imds')).toBeDefined();
+    expect(running(run, 'imds')).toBeDefined();
     expect(run.actor.getSnapshot().context.warnings).toEqual(['platform check failed: I/O error; provisioning goes on']);
   });
 
@@ -68,12 +70,12 @@ describe('startup', () => {
 
     expect(run.actor.getSnapshot().value).toEqual({ reportingReady: 'requesting' });
     expect(run.actor.getSnapshot().hasTag(HEALTH_READY)).toBe(true);
-    expect(run.pending('readyReport').input).toMatchObject({ health: HEALTH_READY, vmId: VM_ID, failure: null });
+    expect(running(run, 'readyReport').input).toMatchObject({ health: HEALTH_READY, vmId: VM_ID, failure: null });
     expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_READY, vmId: VM_ID, failure: null, ppsType: 'None' }]);
 
-    await run.resolve('readyReport');
-    await run.resolve('provisionedMarker');
+    await complete(run, 'readyReport');
+    await complete(run, 'provisionedMarker');
     expect(run.actor.getSnapshot().output).toEqual({ result: 'provisioned', exitCode: 0, reported: true });
-    expect(run.gates.map((g) => g.id)).toEqual(['readyReport', 'provisionedMarker']);
+    expect(run.gates.map((g) => g.id)).toEqual([STEP.readyReport, STEP.provisionedMarker]);
   });
 });

@@ -4,6 +4,7 @@
  */
 import { createEmptyActor, type AnyActorScope, type AnyMachineSnapshot, type AnyStateMachine, type AnyStateNode, type AnyTransitionDefinition, type EventObject, type InspectionEvent } from 'xstate';
 import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
+import { CONFIGURING_OS, CREDENTIALS, GATHERING, HOST_KEYS, IN_PROGRESS, nodeId, STATE, stateValue, WORK } from '../support/chart.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
 import { BootstateError, toFailure, type ErrorCode, type Failure } from '../../src/core/errors.js';
 import {
@@ -341,10 +342,17 @@ const under = (node: AnyStateNode, path: string) => node.path.join('.') === path
 /** Regions of a parallel state that move one after the other: each waits for the previous ones to be final. */
 const SEQUENTIAL_REGIONS: Record<string, string[]> = {
   // The media before IMDS on the chart's own paths; the oracle's paths and arrival-order.test.ts take both orders.
-  'provisioning.work.gathering': ['media', 'imds'],
-  'provisioning.work.configuringOs': ['hostname', 'account', 'sshd', 'customData'],
-  'provisioning.work.configuringOs.account.credentials': ['password', 'sshKeys'],
+  [GATHERING]: ['media', 'imds'],
+  [CONFIGURING_OS]: ['hostname', 'account', 'sshd', 'customData'],
+  [CREDENTIALS]: ['password', 'sshKeys'],
 };
+
+/** The state values `mayMove` asks about, built once: it runs for every node at every state of the traversal. */
+const WORK_AT_START = [stateValue(STATE.imdsRequesting), stateValue(STATE.mediaReading)];
+const CONFIGURED = stateValue(STATE.configured);
+const IN_CONFIGURING_OS = stateValue(CONFIGURING_OS);
+const IN_PROGRESS_BACKOFF = stateValue(STATE.inProgressBackoff);
+const MEDIA_WAITING = stateValue(STATE.mediaWaiting);
 
 /**
  * Whether events of `node` are offered at `snapshot`. This is the bound on the parallel regions (see the
@@ -353,22 +361,22 @@ const SEQUENTIAL_REGIONS: Record<string, string[]> = {
 export function mayMove(snapshot: AnyMachineSnapshot, node: AnyStateNode): boolean {
   const context = snapshot.context as ProvisioningContext;
   const workAtStart = () =>
-    snapshot.matches({ provisioning: { work: { gathering: { imds: { fetching: 'requesting' }, media: 'reading' } } } }) &&
+    WORK_AT_START.every((value) => snapshot.matches(value as never)) &&
     context.imdsFailure === null;
-  if (under(node, 'provisioning.inProgress') && !workAtStart()) return false;
+  if (under(node, IN_PROGRESS) && !workAtStart()) return false;
   // The host keys finish at the start of the work, or in the OS stage as the head of sshd's lane.
   // The background host keys end once the OS is configured.
-  if (under(node, 'provisioning.hostKeys.adding')) return snapshot.matches({ provisioning: { work: 'configured' } });
-  if (under(node, 'provisioning.hostKeys') && !workAtStart()) {
-    const configuring = snapshot.machine.getStateNodeById('provisioning.provisioning.work.configuringOs') as AnyStateNode;
+  if (under(node, STATE.hostKeysAdding)) return snapshot.matches(CONFIGURED as never);
+  if (under(node, HOST_KEYS) && !workAtStart()) {
+    const configuring = snapshot.machine.getStateNodeById(nodeId(CONFIGURING_OS)) as AnyStateNode;
     const before = ['hostname', 'account'].map((key) => configuring.states[key] as AnyStateNode);
-    if (!snapshot.matches({ provisioning: { work: 'configuringOs' } }) || !before.every((region) => isFinalChildActive(snapshot, region))) return false;
+    if (!snapshot.matches(IN_CONFIGURING_OS as never) || !before.every((region) => isFinalChildActive(snapshot, region))) return false;
   }
-  if (under(node, 'provisioning.work') && snapshot.matches({ provisioning: { inProgress: { sending: 'backoff' } } })) return false;
+  if (under(node, WORK) && snapshot.matches(IN_PROGRESS_BACKOFF as never)) return false;
   for (const [parallelPath, order] of Object.entries(SEQUENTIAL_REGIONS)) {
     const index = order.findIndex((key) => under(node, `${parallelPath}.${key}`));
     if (index <= 0) continue;
-    const parallel = snapshot.machine.getStateNodeById(`provisioning.${parallelPath}`) as AnyStateNode;
+    const parallel = snapshot.machine.getStateNodeById(nodeId(parallelPath)) as AnyStateNode;
     const earlier = order.slice(0, index).map((key) => parallel.states[key] as AnyStateNode);
     if (!earlier.every((region) => isFinalChildActive(snapshot, region))) return false;
   }
@@ -399,7 +407,7 @@ export function modelEvents(snapshot: AnyMachineSnapshot): ModelEvent[] {
       } else if (type.startsWith('xstate.error.actor.')) {
         const id = type.slice('xstate.error.actor.'.length);
         // The root KVP writer can fail anywhere; failing it once, as the first pass of the work starts, covers its edge.
-        if (id === 'kvp' && !(snapshot.matches({ provisioning: { work: { gathering: { media: 'waitingForImds' } } } }) && context.reprovision === null)) continue;
+        if (id === 'kvp' && !(snapshot.matches(MEDIA_WAITING as never) && context.reprovision === null)) continue;
         const guarded = transitions.some((t) => (t.guard as { type?: string } | undefined)?.type === 'retryable');
         if (guarded) events.push({ type, error: errorFor(id, true) });
         events.push({ type, error: errorFor(id, false) });

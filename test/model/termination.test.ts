@@ -1,22 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/core/errors.js';
+import { acceptPlan, complete, fail, gather, running } from './gates.js';
 import { startRun, startup } from './harness.js';
-import { METADATA } from './support.js';
 
 describe('TERMINATE', () => {
   it('during the OS steps reports "terminated" and gives the failure report 1.5 s', async () => {
     const run = startRun(startup());
-    await run.resolve('media', null);
-    await run.resolve('imds', METADATA);
-    await run.resolve('validate', run.pending('validate').input.plan);
-    await run.resolve('hostname');
-    const user = run.pending('user');
+    await gather(run);
+    await acceptPlan(run);
+    await complete(run, 'hostname');
+    const user = running(run, 'user');
 
     await run.send({ type: 'TERMINATE' });
     expect(user.signal.aborted).toBe(true);
     expect(run.actor.getSnapshot().value).toEqual({ reportingFailure: 'requesting' });
-    expect(run.pending('failureReport').input).toMatchObject({ health: HEALTH_FAILED, failure: { code: 'TERMINATED', reason: 'terminated' } });
+    expect(running(run, 'failureReport').input).toMatchObject({ health: HEALTH_FAILED, failure: { code: 'TERMINATED', reason: 'terminated' } });
 
     await run.advance(1499);
     expect(run.actor.getSnapshot().value).toEqual({ reportingFailure: 'requesting' });
@@ -26,14 +25,13 @@ describe('TERMINATE', () => {
 
   it('during reportingFailure keeps the original reason', async () => {
     const run = startRun(startup());
-    await run.resolve('media', null);
-    await run.resolve('imds', METADATA);
-    await run.reject('validate', new BootstateError('INVALID_USERNAME', 'root is reserved'));
-    const first = run.pending('failureReport');
+    await gather(run);
+    await fail(run, 'validate', new BootstateError('INVALID_USERNAME', 'root is reserved'));
+    const first = running(run, 'failureReport');
 
     await run.send({ type: 'TERMINATE' });
     expect(first.signal.aborted).toBe(true);
-    const second = run.pending('failureReport');
+    const second = running(run, 'failureReport');
     expect(second).not.toBe(first);
     expect(second.input.failure).toMatchObject({ code: 'INVALID_USERNAME', reason: 'invalid username' });
     expect(run.kvp.map((r) => r.event.failure?.reason)).toEqual(['invalid username', 'invalid username']);
