@@ -327,6 +327,23 @@ describe('postinst', () => {
     expect(result.stderr).toContain('fix the findings above');
   });
 
+  it('says at install how to turn off cloud-init\'s Azure datasource, and leaves cloud-init\'s configuration alone', () => {
+    const target = join(scratch, 'cloud-init-root');
+    execFileSync('dpkg-deb', ['-x', deb, target]);
+    mkdirSync(join(target, 'etc/cloud/cloud.cfg.d'), { recursive: true });
+    writeFileSync(join(target, 'etc/cloud/cloud.cfg'), 'datasource_list: [ NoCloud, Azure ]\n');
+    const control = join(scratch, 'control-cloud-init');
+    execFileSync('dpkg-deb', ['-e', deb, control]);
+    const result = spawnSync('sh', [join(control, 'postinst'), 'configure', ''], { env: { PATH: process.env.PATH, DPKG_ROOT: target }, encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('BREAKS FIRST BOOT [cloud-init-azure]');
+    expect(result.stdout).toContain('fix: touch /etc/cloud/cloud-init.disabled');
+    expect(result.stdout).toContain('"datasource_list: [ None ]" in a file of /etc/cloud/cloud.cfg.d/');
+    expect(readdirSync(join(target, 'etc/cloud')).sort()).toEqual(['cloud.cfg', 'cloud.cfg.d']);
+    expect(readdirSync(join(target, 'etc/cloud/cloud.cfg.d'))).toEqual([]);
+    expect(readFileSync(join(target, 'etc/cloud/cloud.cfg'), 'utf8')).toBe('datasource_list: [ NoCloud, Azure ]\n');
+  });
+
   it('leaves an admin\'s disabled unit disabled on upgrade', () => {
     const target = join(scratch, 'upgrade-root');
     const control = join(scratch, 'control-upgrade');
