@@ -51,7 +51,7 @@ export const waagentProvisioning: Check = async (root) => {
   const problems: Record<string, string> = {
     auto: `WALinuxAgent is installed with Provisioning.Agent=${agent ?? 'auto (the default)'}${ignored}: it would provision this VM too (or, with cloud-init enabled, report Ready for cloud-init's provisioning)`,
     waagent: `WALinuxAgent is installed with Provisioning.Agent=waagent${ignored}: it would provision this VM too`,
-    'cloud-init': `WALinuxAgent is installed with Provisioning.Agent=cloud-init${ignored}: it would wait for cloud-init to provision this VM and report Ready for it`,
+    'cloud-init': `WALinuxAgent is installed with Provisioning.Agent=cloud-init (Debian's default)${ignored}: it would wait for cloud-init to provision this VM and report Ready for it, or, when cloud-init does not, report ProvisioningFailed after 30 minutes`,
   };
   const problem = problems[agent ?? 'auto'];
   if (problem) return { id: 'waagent-provisioning', severity: 'breaks', problem, fix: WAAGENT_FIX };

@@ -276,10 +276,16 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     // WALinuxAgent's unit as Debian ships it (walinuxagent.service) and as RHEL does (waagent.service).
     mkdirSync(join(target, 'usr/sbin'), { recursive: true });
     writeFileSync(join(target, 'usr/sbin/waagent'), '#!/bin/sh\n', { mode: 0o755 });
-    const agentUnit = '[Unit]\nDescription=Azure Linux Agent\nAfter=network-online.target cloud-init.service\nWants=network-online.target sshd.service\n\n[Service]\nType=simple\nExecStart=/usr/sbin/waagent -daemon\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n';
-    for (const unit of ['walinuxagent.service', 'waagent.service']) {
+    // Debian's is ordered after multi-user.target, which wants bootstate.service: no ordering cycle either way.
+    const agentUnits: Record<string, string> = {
+      'walinuxagent.service': '[Unit]\nDescription=Azure Linux Agent\nAfter=multi-user.target\nConditionVirtualization=microsoft\n\n[Service]\nExecStart=/usr/sbin/waagent -daemon\n\n[Install]\nWantedBy=multi-user.target\n',
+      'waagent.service': '[Unit]\nDescription=Azure Linux Agent\nAfter=network-online.target cloud-init.service\nWants=network-online.target sshd.service\n\n[Service]\nType=simple\nExecStart=/usr/sbin/waagent -daemon\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n',
+    };
+    mkdirSync(join(target, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
+    for (const [unit, agentUnit] of Object.entries(agentUnits)) {
       writeFileSync(join(units, unit), agentUnit);
-      const verify = spawnSync('systemd-analyze', ['verify', `--root=${target}`, unit, 'bootstate.service'], { encoding: 'utf8' });
+      symlinkSync(`/usr/lib/systemd/system/${unit}`, join(target, 'etc/systemd/system/multi-user.target.wants', unit));
+      const verify = spawnSync('systemd-analyze', ['verify', `--root=${target}`, unit, 'bootstate.service', 'multi-user.target'], { encoding: 'utf8' });
       expect(`${verify.stdout}${verify.stderr}`.trim()).toBe('');
       expect(verify.status).toBe(0);
       // At debug level systemd-analyze dumps each unit as loaded: the drop-in's settings merged into the agent's.
