@@ -136,7 +136,8 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
 
   const okAnswer = (route: RouteName, request: RecordedRequest): OkAnswer => {
     const json = { 'content-type': 'application/json; charset=utf-8' };
-    const vmName = String((document as { compute?: { name?: unknown } } | null)?.compute?.name ?? 'fabric-vm');
+    const name = (document as { compute?: { name?: unknown } } | null)?.compute?.name;
+    const vmName = typeof name === 'string' && name ? name : 'fabric-vm';
     const classicAnswer = classicOkAnswer(route, request, { base: base(wire.address), incarnation, vmName, certificates: options.certificates });
     if (classicAnswer) return classicAnswer;
     if (route === 'imds') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(document)) };

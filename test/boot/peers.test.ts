@@ -88,9 +88,38 @@ const waagentReportedStatus = (m: Machine) => async () => from(await m.requests(
 /** WALinuxAgent told the fabric Ready. */
 const waagentReady = (m: Machine) => async () => healthReportsOf(await m.requests()).some((r) => r.agent === 'WALinuxAgent' && r.state === 'Ready');
 
+interface CloudInitSeen extends Seen {
+  /** `cloud-init status --long`. */
+  status: string;
+  /** ActiveState and start time of cloud-init's four boot stages. */
+  stages: Record<string, Record<string, string>>;
+}
+
+const CLOUD_INIT_STAGES = ['cloud-init-local.service', 'cloud-init.service', 'cloud-config.service', 'cloud-final.service'];
+
 let vms: {
   noDropInFailure: Promise<Seen>;
+  cloudInitOff: Promise<CloudInitSeen>;
 };
+
+/** cloud-init installed and turned off as documented, bootstate provisioning. */
+async function bootCloudInitOff(): Promise<CloudInitSeen> {
+  const cloudInit = await rig.withPackages(['cloud-init']);
+  const m = await machine('ci', { layers: [await cloudInitDisabledLayer(rig), cloudInit.debLayer, cloudInit.debian] });
+  const boot = await m.boot();
+  try {
+    // is-system-running --wait returns once every start job is done, cloud-init's stages included had they been
+    // enabled: whatever cloud-init would have sent, it has sent by then.
+    await boot.settled();
+    const bootstate = await bootstateEnded(m, boot);
+    const stages: Record<string, Record<string, string>> = {};
+    for (const unit of CLOUD_INIT_STAGES) stages[unit] = await show(boot, unit, ['ActiveState', 'ExecMainStartTimestampMonotonic']);
+    const status = await boot.exec(['cloud-init', 'status', '--long']);
+    return { ...(await observe(m, boot)), bootstate, stages, status: `${status.stdout}${status.stderr}` };
+  } finally {
+    await boot.shutdown();
+  }
+}
 
 describe.runIf(canSandbox)('bootstate beside WALinuxAgent and cloud-init on booted Debian 12', () => {
   beforeAll(async () => {
@@ -102,6 +131,7 @@ describe.runIf(canSandbox)('bootstate beside WALinuxAgent and cloud-init on boot
       noDropInFailure: machine('nodrop', { scenario: 'hostile-username', imdsDocument: undefined, layers: [conf, waagent.debLayer, waagent.debian] }).then((m) =>
         bootAndWatch(m, waagentReady(m)),
       ),
+      cloudInitOff: bootCloudInitOff(),
     };
     for (const vm of Object.values(vms)) vm.catch(() => {});
   }, 900_000);
@@ -122,9 +152,30 @@ describe.runIf(canSandbox)('bootstate beside WALinuxAgent and cloud-init on boot
       expect(seen.waagentLog).toContain('Provisioning is disabled');
     }, PEER_WAIT_MS * 2);
   });
+
+  describe('cloud-init turned off with /etc/cloud/cloud-init.disabled', () => {
+    it('leaves bootstate the only agent the fabric hears, and bootstate provisions', async () => {
+      const seen = await vms.cloudInitOff;
+      expect(seen.requests.length, seen.story).toBeGreaterThan(0);
+      expect(
+        seen.requests.filter((r) => r.agent !== 'bootstate').map((r) => `${r.userAgent} ${r.method} ${r.url}`),
+        seen.story,
+      ).toEqual([]);
+      expect(seen.reports.map((r) => `${r.agent}:${r.state}`)).toContain('bootstate:Ready');
+      expect(seen.bootstate.Result).toBe('success');
+      expect(seen.users).toEqual(['azureuser']);
+    }, PEER_WAIT_MS * 2);
+
+    it('never runs a stage of cloud-init, and cloud-init itself says it is disabled', async () => {
+      const seen = await vms.cloudInitOff;
+      expect(seen.status, seen.story).toMatch(/status: disabled/);
+      for (const [unit, props] of Object.entries(seen.stages)) {
+        expect({ unit, ...props }).toEqual({ unit, ActiveState: 'inactive', ExecMainStartTimestampMonotonic: '0' });
+      }
+    }, PEER_WAIT_MS * 2);
+  });
 });
 
 // Keep the unused helpers referenced while the suite grows.
 void firstFinal;
-void cloudInitDisabledLayer;
 void waagentReportedStatus;
