@@ -98,6 +98,8 @@ interface CloudInitSeen extends Seen {
 const CLOUD_INIT_STAGES = ['cloud-init-local.service', 'cloud-init.service', 'cloud-config.service', 'cloud-final.service'];
 
 let vms: {
+  supported: Promise<Seen & { userAdds: string[] }>;
+  supportedFailure: Promise<Seen>;
   noDropInFailure: Promise<Seen>;
   cloudInitOff: Promise<CloudInitSeen>;
 };
@@ -126,9 +128,25 @@ describe.runIf(canSandbox)('bootstate beside WALinuxAgent and cloud-init on boot
     rig = await createRig();
     const waagent = await rig.withPackages(['waagent']);
     const conf = await waagentLayer(rig, 'conf');
-    void withoutBootstateDropIns;
+    const supported = [conf, waagent.debLayer, waagent.debian];
+    const noDropIn = await withoutBootstateDropIns(rig, 'waagent', supported);
     vms = {
-      noDropInFailure: machine('nodrop', { scenario: 'hostile-username', imdsDocument: undefined, layers: [conf, waagent.debLayer, waagent.debian] }).then((m) =>
+      supported: machine('ok', { layers: supported }).then(async (m) => {
+        const boot = await m.boot();
+        try {
+          await boot.settled();
+          await bootstateEnded(m, boot);
+          await until(`${m.name}: WALinuxAgent's status upload`, async () => ((await waagentReportedStatus(m)()) ? true : null), PEER_WAIT_MS, () => peerStory(m, boot));
+          const userAdds = (await boot.exec(['journalctl', '--no-pager', '-q', '-b', '-t', 'useradd', '-o', 'cat'])).stdout;
+          return { ...(await observe(m, boot)), userAdds: userAdds.split('\n').filter((l) => l.startsWith('new user')) };
+        } finally {
+          await boot.shutdown();
+        }
+      }),
+      supportedFailure: machine('fail', { scenario: 'hostile-username', imdsDocument: undefined, layers: supported }).then((m) =>
+        bootAndWatch(m, async (boot) => (await show(boot, WAAGENT_UNIT, ['Result'])).Result === 'exec-condition'),
+      ),
+      noDropInFailure: machine('nodrop', { scenario: 'hostile-username', imdsDocument: undefined, layers: [noDropIn, ...supported] }).then((m) =>
         bootAndWatch(m, waagentReady(m)),
       ),
       cloudInitOff: bootCloudInitOff(),
@@ -140,6 +158,44 @@ describe.runIf(canSandbox)('bootstate beside WALinuxAgent and cloud-init on boot
     for (const m of machines) await m.destroy();
     await rig?.cleanup();
   }, 120_000);
+
+  describe('WALinuxAgent in the supported setup (Provisioning.Agent=disabled, the .deb’s drop-in)', () => {
+    it('a good boot: the first final report the fabric hears is bootstate’s Ready, on its JSON endpoint', async () => {
+      const seen = await vms.supported;
+      expect(firstFinal(seen.reports), seen.story).toMatchObject({ agent: 'bootstate', protocol: 'json', state: 'Ready' });
+      expect(seen.reports.filter((r) => r.subStatus === 'ProvisioningFailed'), seen.story).toEqual([]);
+      expect(seen.bootstate.Result).toBe('success');
+    }, PEER_WAIT_MS * 2);
+
+    it('a good boot: WALinuxAgent starts only after bootstate’s Ready, then fetches the goal state and runs its extension handling', async () => {
+      const seen = await vms.supported;
+      const readyAt = seen.reports.find((r) => r.agent === 'bootstate' && r.state === 'Ready')!.receivedAt;
+      const waagent = from(seen.requests, 'WALinuxAgent');
+      expect(waagent.length, seen.story).toBeGreaterThan(0);
+      expect(waagent.filter((r) => r.receivedAt < readyAt).map((r) => `${r.method} ${r.url}`), seen.story).toEqual([]);
+      const routes = new Set(waagent.map((r) => r.route));
+      for (const route of ['versions', 'goalState', 'extensionsConfig', 'hostPluginStatus'] as const) expect(routes, seen.story).toContain(route);
+      expect(seen.waagent.ActiveState, seen.story).toBe('active');
+      expect(seen.waagentLog).toContain('Provisioning is disabled');
+    }, PEER_WAIT_MS * 2);
+
+    it('a good boot: nothing provisions twice (one user made, by bootstate)', async () => {
+      const seen = await vms.supported;
+      expect(seen.userAdds, seen.story).toHaveLength(1);
+      expect(seen.userAdds[0]).toMatch(/name=azureuser/);
+      expect(seen.users).toEqual(['azureuser']);
+      expect(seen.waagentLog).not.toMatch(/Create user account|Running default provisioning handler/);
+    }, PEER_WAIT_MS * 2);
+
+    it('a failed boot: ProvisioningFailed, no Ready from anyone, and WALinuxAgent never starts (its ExecCondition shuts it out)', async () => {
+      const seen = await vms.supportedFailure;
+      expect(seen.reports.map((r) => `${r.agent}:${r.state}${r.subStatus ? `/${r.subStatus}` : ''}`), seen.story).toContain('bootstate:NotReady/ProvisioningFailed');
+      expect(seen.reports.filter((r) => r.state === 'Ready'), seen.story).toEqual([]);
+      expect(from(seen.requests, 'WALinuxAgent'), seen.story).toEqual([]);
+      expect(seen.waagent, seen.story).toMatchObject({ ActiveState: 'inactive', Result: 'exec-condition', ExecMainStartTimestampMonotonic: '0' });
+      expect(seen.waagentLog).toBe('');
+    }, PEER_WAIT_MS * 2);
+  });
 
   describe('WALinuxAgent without the .deb’s drop-in', () => {
     it('reports Ready after bootstate reported ProvisioningFailed: the race the drop-in closes', async () => {
