@@ -231,7 +231,3 @@ describe.runIf(canSandbox)('bootstate beside WALinuxAgent and cloud-init on boot
     }, PEER_WAIT_MS * 2);
   });
 });
-
-// Keep the unused helpers referenced while the suite grows.
-void firstFinal;
-void waagentReportedStatus;
