@@ -2,17 +2,21 @@
  * Boot to first SSH login on one Debian 12 root that carries Debian's WALinuxAgent 2.7 and cloud-init 22.4 beside
  * the .deb, provisioned by each agent in turn: (a) bootstate (from IMDS; WALinuxAgent in the supported setup and
  * cloud-init turned off, as docs/coexistence.md has it), (b) WALinuxAgent as the provisioning agent
- * (`Provisioning.Agent=waagent`, ovf-env.xml on the provisioning media, no bootstate), (c) cloud-init's Azure
- * datasource (the media, the chassis asset tag, no bootstate), (d) no agent with the user and key baked in. The
- * variants alternate; a variant whose login never comes is reported with what the agent said it lacked.
+ * (`Provisioning.Agent=waagent`, ovf-env.xml on the provisioning media, cloud-init-local.service masked since
+ * WALinuxAgent refuses to provision while it is enabled, no bootstate), (c) cloud-init's Azure datasource (ovf-env.xml
+ * in its seed directory, since ds-identify ignores the chassis asset tag and block devices in a container; eth0 with
+ * a DHCP server for its ephemeral DHCP; no bootstate), (d) no agent with the user and key baked in. The variants
+ * alternate; a variant whose login never comes is tried once and reported with what its agent said it lacked.
  *
  *   node --import tsx bench/peer-boot-time.ts      BENCH_BOOT_RUNS=N sets the repetitions (default 5)
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { ovfDocument } from '../src/fabric/ovf-document.js';
 import { run } from '../src/os/exec.js';
+import { startDhcpServer, type DhcpServer } from '../test/e2e/dhcp-server.js';
 import { canSandbox } from '../test/e2e/ns.js';
 import { createMachine, type Boot, type Machine, type MachineOptions } from '../test/boot/machine.js';
 import { cloudInitDisabledLayer, WAAGENT_CONF, WAAGENT_UNIT, waagentLayer } from '../test/boot/peers.js';
@@ -43,6 +47,13 @@ try {
   await mkdir(path.join(provisioning, `etc/systemd/system/${WAAGENT_UNIT}.d`), { recursive: true });
   await writeFile(path.join(provisioning, 'etc/waagent.conf'), WAAGENT_CONF.replace('Provisioning.Agent=disabled', 'Provisioning.Agent=waagent'));
   await writeFile(path.join(provisioning, `etc/systemd/system/${WAAGENT_UNIT}.d/00-not-hyper-v.conf`), '[Unit]\nConditionVirtualization=\n');
+  await symlink('/dev/null', path.join(provisioning, 'etc/systemd/system/cloud-init-local.service'));
+  const seeded = path.join(rig.workDir, 'cloud-init-seed');
+  await mkdir(path.join(seeded, 'var/lib/cloud/seed/azure'), { recursive: true });
+  await writeFile(
+    path.join(seeded, 'var/lib/cloud/seed/azure/ovf-env.xml'),
+    ovfDocument({ username: USER, hostname: 'bench-vm', keys: [rig.publicKey] }),
+  );
   const baked = await bakeLayer(
     rig,
     'peers-baked',
@@ -57,7 +68,7 @@ chmod 0600 "/home/$1/.ssh/authorized_keys"`,
   layers = {
     bootstate: [cloudInitOff, supported, peers.debLayer, peers.debian],
     waagent: [cloudInitOff, provisioning, peers.debian],
-    'cloud-init': [peers.debian],
+    'cloud-init': [seeded, peers.debian],
     baked: [baked, cloudInitOff, peers.debian],
   };
   media = await mediaImage(rig.workDir, { username: USER, hostname: 'bench-vm', password: 'Bench-Horse-7!', key: rig.publicKey });
@@ -69,8 +80,8 @@ chmod 0600 "/home/$1/.ssh/authorized_keys"`,
 /** What the agent of a variant said about why it did not provision (its log's last lines). */
 async function whyNot(variant: Variant, boot: Boot): Promise<string> {
   const tail = async (argv: string[]) => (await boot.exec(argv)).stdout.trim().split('\n').slice(-15).join('\n');
-  if (variant === 'waagent') return tail(['tail', '-n', '40', '/var/log/waagent.log']);
-  if (variant === 'cloud-init') return tail(['sh', '-c', 'cloud-init status --long; tail -n 40 /var/log/cloud-init.log']);
+  if (variant === 'waagent') return tail(['sh', '-c', "grep -v ' VERBOSE ' /var/log/waagent.log | grep -iE 'provision|dvd|ovf|error|fail' | tail -n 15"]);
+  if (variant === 'cloud-init') return tail(['sh', '-c', 'cloud-init status --long; grep -E "WARNING|ERROR|Traceback|Exception" /var/log/cloud-init.log | tail -n 12']);
   return tail(['journalctl', '--no-pager', '-q', '-b', '-u', 'bootstate.service', '-o', 'cat']);
 }
 
@@ -82,10 +93,13 @@ async function bootToLogin(variant: Variant): Promise<number | null> {
     layers: layers[variant],
     fabric: variant !== 'baked',
     imdsDocument: imdsDocument(rig.publicKey),
-    ...(variant === 'waagent' || variant === 'cloud-init' ? { media } : {}),
+    ...(variant === 'waagent' ? { media } : {}),
+    ...(variant === 'cloud-init' ? { capabilities: ['CAP_NET_ADMIN'] } : {}),
   };
   const machine: Machine = await createMachine(options);
+  let dhcp: DhcpServer | null = null;
   try {
+    if (variant === 'cloud-init') dhcp = await startDhcpServer(machine.netns, `pb${serial}`);
     const boot = await machine.boot();
     const deadline = Date.now() + LOGIN_WAIT_MS;
     let loginMs: number | null = null;
@@ -104,6 +118,7 @@ async function bootToLogin(variant: Variant): Promise<number | null> {
     await boot.shutdown();
     return loginMs;
   } finally {
+    await dhcp?.stop();
     await machine.destroy();
   }
 }
@@ -133,7 +148,7 @@ try {
   report('peer-boot-time', [
     row('bootstate', 'nspawn start → first SSH login, bootstate (IMDS; WALinuxAgent gated for extensions, cloud-init off)'),
     row('waagent', 'nspawn start → first SSH login, WALinuxAgent 2.7.3 provisioning (ovf-env.xml on the media)'),
-    row('cloud-init', 'nspawn start → first SSH login, cloud-init 22.4.2 Azure datasource (ovf-env.xml on the media)'),
+    row('cloud-init', 'nspawn start → first SSH login, cloud-init 22.4.2 Azure datasource (ovf-env.xml seeded, DHCP on eth0)'),
     { metric: 'nspawn start → first SSH login, no agent, key baked in', median: floor, unit: 'ms', note: load },
   ], RUNS);
 } finally {
