@@ -34,12 +34,18 @@ afterEach(async () => {
   await sandbox.cleanup();
 });
 
-type Layout = 'pristine-ntfs' | 'ntfs-with-user-file' | 'two-foreign-partitions';
+type Layout = 'pristine-ntfs' | 'ntfs-with-user-file' | 'two-foreign-partitions' | 'blank' | 'our-partition-without-filesystem';
 
 /** Writes `layout` onto `loop` (whole disk: the old table and signatures go first). */
 async function writeLayout(loop: string, layout: Layout): Promise<void> {
   await run(['partx', '--delete', loop], { allowFailure: true });
   await run(['wipefs', '--all', '--quiet', loop]);
+  if (layout === 'blank') return;
+  if (layout === 'our-partition-without-filesystem') {
+    // As the agent's own sfdisk leaves it: the new partition's old signatures wiped.
+    await run(['sfdisk', '--quiet', '--wipe-partitions', 'always', loop], { stdin: Buffer.from('label: gpt\nname="azure-resource", type=linux\n') });
+    return;
+  }
   const table = layout === 'two-foreign-partitions' ? 'label: dos\n,16M,L\n,,L\n' : 'label: dos\n,,7\n';
   await run(['sfdisk', '--quiet', loop], { stdin: Buffer.from(table) });
   await run(['partx', '--add', loop]);
@@ -173,6 +179,33 @@ describe.skipIf(!canSandbox)('bootstate resource-disk on loop devices', () => {
     await run(['partx', '--delete', loop], { allowFailure: true });
     expect(await sha256(image)).toBe(before);
     expect(await readdir(sandbox.hostPath('/etc/systemd/system')).catch(() => [])).toEqual([]);
+  });
+
+  it('formats a blank disk (a local NVMe disk comes so), and gives our own partition its filesystem after a pass cut short', async () => {
+    const { loop } = await attachDisk('blank');
+    const blank = await pass('');
+    expect(blank.exitCode, blank.stderr).toBe(0);
+    expect(blank.log.map((l) => l.msg)).toContain(`temporary disk ${loop}: it holds no partition table and no filesystem`);
+    expect(blank.mounted).toBe(`${loop}p1 ext4 azure-resource`);
+
+    await writeLayout(loop, 'our-partition-without-filesystem');
+    const resumed = await pass('');
+    expect(resumed.exitCode, resumed.stderr).toBe(0);
+    expect(resumed.log.map((l) => l.msg)).toContain(`temporary disk ${loop}: partition 1 is bootstate's (GPT name azure-resource) and has no filesystem yet`);
+    expect(resumed.mounted).toBe(`${loop}p1 ext4 azure-resource`);
+  });
+
+  it('a mount point that holds files is never mounted over: the disk stays as it was, the pass fails with why', async () => {
+    const { loop, image } = await attachDisk('pristine-ntfs');
+    const before = await sha256(image);
+    await mkdir(sandbox.hostPath('/mnt-temp'), { recursive: true });
+    await writeFile(sandbox.hostPath('/mnt-temp/keep-me'), 'data\n');
+    const result = await pass('');
+    expect(result.exitCode, result.stderr).toBe(1);
+    expect(warnings(result)).toEqual([`temporary disk ${loop}: not formatted: ${sandbox.hostPath('/mnt-temp')} is not empty (1 entry): mounting over it would hide them`]);
+    expect(result.mounted).toBe('');
+    await run(['partx', '--delete', loop], { allowFailure: true });
+    expect(await sha256(image)).toBe(before);
   });
 
   it('never touches a data disk (SCSI controller 1) or the OS disk (LUN 0), even holding a pristine NTFS', async () => {

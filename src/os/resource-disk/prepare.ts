@@ -4,7 +4,7 @@
  * Nothing here fails a provisioning: every problem ends the pass with a warning naming the device and why.
  */
 import { existsSync, realpathSync } from 'node:fs';
-import { chmod, mkdir, open, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, open, readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { ResourceDiskConfig } from '../../config/defaults.js';
 import type { Logger } from '../../logging/log.js';
@@ -12,7 +12,7 @@ import { writeFileAtomic } from '../atomic.js';
 import { stderrOf } from '../exec.js';
 import { decide, ntfsCandidate, type Decision } from './decide.js';
 import { findResourceDisk, type FoundDisk } from './find.js';
-import { blkid, ensurePartitionNodes, mountsOf, listNtfsRoot, probeDisk, readTable, type ProbeEnv } from './probe.js';
+import { blkid, devNumber, ensurePartitionNodes, listNtfsRoot, mountedAt, probeDisk, readTable, type ProbeEnv } from './probe.js';
 import { mountUnit, mountUnitName, SWAP_FILE_NAME, swapUnit, swapUnitName, UNIT_MARK } from './units.js';
 
 export interface ResourceDiskEnv extends ProbeEnv {
@@ -57,6 +57,12 @@ export async function prepareResourceDisk(config: ResourceDiskConfig, env: Resou
     env.log.warn({ step: 'resource-disk', device }, `temporary disk ${device} left alone: ${decision.why}`);
     return { result: 'left-alone', device, why: decision.why };
   }
+  try {
+    const problem = await mountPointProblem(config.mount_point, env, decision.action === 'mount' ? devNumber(decision.partition) : null);
+    if (problem) return failed(env, device, `not ${decision.action === 'format' ? 'formatted' : 'mounted'}: ${problem}`);
+  } catch (error) {
+    return failed(env, device, `mount point ${config.mount_point}: ${stderrOf(error)}`);
+  }
   env.log.info({ step: 'resource-disk', device }, `temporary disk ${device}: ${decision.why}`);
   let partition: string;
   try {
@@ -66,7 +72,7 @@ export async function prepareResourceDisk(config: ResourceDiskConfig, env: Resou
     return failed(env, device, `formatting failed: ${stderrOf(error)}`);
   }
   try {
-    await mountIt(config, env, device, partition);
+    await mountIt(config, env, partition);
   } catch (error) {
     return failed(env, device, `mounting ${partition} at ${config.mount_point} failed: ${stderrOf(error)}`);
   }
@@ -114,18 +120,32 @@ async function writeUnit(file: string, content: string): Promise<boolean> {
   return true;
 }
 
-async function mountIt(config: ResourceDiskConfig, env: ResourceDiskEnv, device: string, partition: string): Promise<void> {
-  await mkdir(config.mount_point, { recursive: true, mode: 0o755 });
+/**
+ * Why the disk cannot be mounted at the mount point, found before anything is written: another filesystem is mounted
+ * there, or it holds files (say `/var` set by mistake) the temporary disk would hide. Null when it can.
+ */
+async function mountPointProblem(where: string, env: ResourceDiskEnv, ours: string | null): Promise<string | null> {
+  const mounted = mountedAt(env, where);
+  if (mounted.length > 0) return mounted.at(-1) === ours ? null : `another filesystem is mounted at ${where}`;
+  await mkdir(where, { recursive: true, mode: 0o755 });
+  const present = await readdir(where);
+  return present.length > 0 ? `${where} is not empty (${present.length} ${present.length === 1 ? 'entry' : 'entries'}): mounting over it would hide them` : null;
+}
+
+async function mountIt(config: ResourceDiskConfig, env: ResourceDiskEnv, partition: string): Promise<void> {
+  const where = config.mount_point;
+  const ours = devNumber(partition);
+  const before = mountedAt(env, where);
   await mkdir(env.unitDir, { recursive: true });
   const unit = mountUnitName(config.mount_point);
   const changed = await writeUnit(path.join(env.unitDir, unit), mountUnit(stableName(env, partition), config.mount_point, config.mount_options));
   if (env.systemd) {
     if (changed) await env.run(['systemctl', 'daemon-reload'], { timeoutMs: TIMEOUT });
     await env.run(['systemctl', 'start', unit], { timeoutMs: TIMEOUT });
-    return;
+  } else if (before.length === 0) {
+    await env.run(['mount', '-t', 'ext4', '-o', config.mount_options, partition, where], { timeoutMs: TIMEOUT });
   }
-  if (mountsOf(env, device, [partition]).some((m) => m.node === partition && m.where === config.mount_point)) return;
-  await env.run(['mount', '-t', 'ext4', '-o', config.mount_options, partition, config.mount_point], { timeoutMs: TIMEOUT });
+  if (mountedAt(env, where).at(-1) !== ours) throw new Error(`${partition} is not what is mounted at ${where} afterwards`);
 }
 
 /** The udev rule's name for the partition when it leads to it (packaging/udev), else the kernel's. */

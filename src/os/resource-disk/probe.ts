@@ -126,6 +126,14 @@ export function mountsOf(env: Pick<ProbeEnv, 'mountinfo'>, device: string, nodes
   return out;
 }
 
+/** `major:minor` of what is mounted at `where`, topmost last; none when nothing is. */
+export function mountedAt(env: Pick<ProbeEnv, 'mountinfo'>, where: string): string[] {
+  return (readAttr(env.mountinfo)?.split('\n') ?? [])
+    .map((line) => line.split(' '))
+    .filter((fields) => fields.length > 4 && unescapeMount(fields[4]!) === where)
+    .map((fields) => fields[2]!);
+}
+
 /** Why `device` or one of `nodes` is in use other than mounted (active swap, held by device-mapper or md), or null. */
 export function inUse(env: ProbeEnv, device: string, nodes: string[]): string | null {
   const numbers = numbersOf(device, nodes);
