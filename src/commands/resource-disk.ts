@@ -39,6 +39,7 @@ export async function resourceDisk(values: ParsedArgs['values']): Promise<number
       swaps: '/proc/swaps',
       unitDir: '/etc/systemd/system',
       systemd: existsSync('/run/systemd/system'),
+      requireAzure: config.platform.check,
     });
     const summary = `${outcome.result}${outcome.device ? ` ${outcome.device}` : ''}: ${outcome.why}${outcome.swap ? `; swap ${outcome.swap}` : ''}`;
     // The warnings reached KVP through the log already; this is the one-line outcome.

@@ -219,6 +219,17 @@ describe.skipIf(!canSandbox)('bootstate resource-disk on loop devices', () => {
     expect([await sha256(data.image), await sha256(os.image)]).toEqual(before);
   });
 
+  it('off Azure (no Azure chassis asset tag) no disk is touched: on Hyper-V the same ids name the VM\'s own disks', async () => {
+    await writeFile(sandbox.hostPath('/sys/class/dmi/id/chassis_asset_tag'), '\n');
+    const { image } = await attachDisk('blank');
+    const before = await sha256(image);
+    const result = await pass('');
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(result.log.map((l) => l.msg)).toContain('not an Azure VM (no Azure chassis asset tag): no disk is looked at');
+    expect(result.mounted).toBe('');
+    expect(await sha256(image)).toBe(before);
+  });
+
   it('[resource_disk] enable = false: the disk is not even read', async () => {
     const { image } = await attachDisk('pristine-ntfs');
     const before = await sha256(image);

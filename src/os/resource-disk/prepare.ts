@@ -10,8 +10,9 @@ import type { ResourceDiskConfig } from '../../config/defaults.js';
 import type { Logger } from '../../logging/log.js';
 import { writeFileAtomic } from '../atomic.js';
 import { stderrOf } from '../exec.js';
+import { AZURE_CHASSIS_ASSET_TAG } from '../platform.js';
 import { decide, ntfsCandidate, type Decision } from './decide.js';
-import { findResourceDisk, type FoundDisk } from './find.js';
+import { findResourceDisk } from './find.js';
 import { blkid, devNumber, ensurePartitionNodes, listNtfsRoot, mountedAt, probeDisk, readTable, type ProbeEnv } from './probe.js';
 import { mountUnit, mountUnitName, SWAP_FILE_NAME, swapUnit, swapUnitName, UNIT_MARK } from './units.js';
 
@@ -23,8 +24,8 @@ export interface ResourceDiskEnv extends ProbeEnv {
   unitDir: string;
   /** systemd runs this system (`/run/systemd/system` exists): units are started through it, else mounted directly. */
   systemd: boolean;
-  /** The disk to use instead of looking for it in sysfs (tests). */
-  disk?: FoundDisk;
+  /** `[platform] check`: act only on a machine with Azure's chassis asset tag. */
+  requireAzure: boolean;
 }
 
 export interface ResourceDiskOutcome {
@@ -38,7 +39,13 @@ const TIMEOUT = 10 * 60 * 1000;
 
 /** Runs one pass; never throws: a failure is the outcome `failed`, logged as a warning. */
 export async function prepareResourceDisk(config: ResourceDiskConfig, env: ResourceDiskEnv): Promise<ResourceDiskOutcome> {
-  const found = env.disk ? { disk: env.disk, unused: [] } : findResourceDisk(env.sysRoot);
+  // Off Azure the same VMBus ids name a Hyper-V VM's own disks (the second IDE disk of every Gen1 VM): never touch them.
+  const tag = await readFile(path.join(env.sysRoot, 'class/dmi/id/chassis_asset_tag'), 'utf8').catch(() => '');
+  if (env.requireAzure && tag.trim() !== AZURE_CHASSIS_ASSET_TAG) {
+    env.log.info({ step: 'resource-disk' }, 'not an Azure VM (no Azure chassis asset tag): no disk is looked at');
+    return { result: 'no-disk', why: 'not an Azure VM' };
+  }
+  const found = findResourceDisk(env.sysRoot);
   if (!found.disk) {
     env.log.info({ step: 'resource-disk' }, 'no temporary disk on this VM (no Azure resource disk, no local NVMe disk)');
     return { result: 'no-disk', why: 'no temporary disk' };
