@@ -34,7 +34,7 @@ afterEach(async () => {
   await sandbox.cleanup();
 });
 
-type Layout = 'pristine-ntfs' | 'ntfs-with-user-file' | 'two-foreign-partitions' | 'blank' | 'our-partition-without-filesystem';
+type Layout = 'pristine-ntfs' | 'pristine-ntfs-over-2tb' | 'ntfs-with-user-file' | 'two-foreign-partitions' | 'blank' | 'our-partition-without-filesystem';
 
 /** Writes `layout` onto `loop` (whole disk: the old table and signatures go first). */
 async function writeLayout(loop: string, layout: Layout): Promise<void> {
@@ -46,19 +46,24 @@ async function writeLayout(loop: string, layout: Layout): Promise<void> {
     await run(['sfdisk', '--quiet', '--wipe-partitions', 'always', loop], { stdin: Buffer.from('label: gpt\nname="azure-resource", type=linux\n') });
     return;
   }
-  const table = layout === 'two-foreign-partitions' ? 'label: dos\n,16M,L\n,,L\n' : 'label: dos\n,,7\n';
-  await run(['sfdisk', '--quiet', loop], { stdin: Buffer.from(table) });
+  const tables: Record<string, string> = {
+    'two-foreign-partitions': 'label: dos\n,16M,L\n,,L\n',
+    // Disks over 2 TB: GPT, a Microsoft reserved partition, then the NTFS.
+    'pristine-ntfs-over-2tb': 'label: gpt\n,16M,E3C9E316-0B5C-4DB8-817D-F92DF00215AE\n,,EBD0A0A2-B9E5-4433-87C0-68B6B72699C7\n',
+  };
+  await run(['sfdisk', '--quiet', loop], { stdin: Buffer.from(tables[layout] ?? 'label: dos\n,,7\n') });
   await run(['partx', '--add', loop]);
   if (layout === 'two-foreign-partitions') {
     await run(['mkfs.ext4', '-q', '-F', '-L', 'data', `${loop}p1`]);
     await run(['mkfs.ext4', '-q', '-F', '-L', 'logs', `${loop}p2`]);
   } else {
-    await run(['mkntfs', '--quick', '--quiet', '--label', 'Temporary Storage', `${loop}p1`]);
+    const ntfs = layout === 'pristine-ntfs-over-2tb' ? `${loop}p2` : `${loop}p1`;
+    await run(['mkntfs', '--quick', '--quiet', '--label', 'Temporary Storage', ntfs]);
     const warning = path.join(sandbox.root, 'DATALOSS_WARNING_README.txt');
     await writeFile(warning, 'WARNING: THIS IS A TEMPORARY DISK.\n');
-    await run(['ntfscp', `${loop}p1`, warning, 'DATALOSS_WARNING_README.txt']);
+    await run(['ntfscp', ntfs, warning, 'DATALOSS_WARNING_README.txt']);
     // Named like NTFS's own files, which a listing without system files would hide.
-    if (layout === 'ntfs-with-user-file') await run(['ntfscp', `${loop}p1`, warning, '$results.csv']);
+    if (layout === 'ntfs-with-user-file') await run(['ntfscp', ntfs, warning, '$results.csv']);
   }
   // A fresh boot: the kernel reads the table itself; here the agent has to ask for the partitions.
   await run(['partx', '--delete', loop]);
@@ -179,6 +184,14 @@ describe.skipIf(!canSandbox)('bootstate resource-disk on loop devices', () => {
     await run(['partx', '--delete', loop], { allowFailure: true });
     expect(await sha256(image)).toBe(before);
     expect(await readdir(sandbox.hostPath('/etc/systemd/system')).catch(() => [])).toEqual([]);
+  });
+
+  it('formats the pristine NTFS of a disk over 2 TB: GPT, a Microsoft reserved partition, the NTFS second', async () => {
+    const { loop } = await attachDisk('pristine-ntfs-over-2tb');
+    const result = await pass('');
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(result.log.map((l) => l.msg)).toContain(`temporary disk ${loop}: partition 2 holds Azure's pristine NTFS (nothing but DATALOSS_WARNING_README.txt)`);
+    expect(result.mounted).toBe(`${loop}p1 ext4 azure-resource`);
   });
 
   it('formats a blank disk (a local NVMe disk comes so), and gives our own partition its filesystem after a pass cut short', async () => {
