@@ -73,7 +73,12 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'custom_data.user_data_path': 'Where IMDS userData is saved, decoded, 0600 root; empty means <data_dir>/UserData.',
   'custom_data.waagent_compat': 'Also write CustomData to /var/lib/waagent/CustomData, where WALinuxAgent keeps it.',
   'custom_data.require': 'Fail provisioning (MissingCustomData) when IMDS says there was custom data and none arrived.',
-  'steps.skip': 'OS steps to leave out: hostname, user, password, ssh-keys, sshd, custom-data (also --only / --skip).',
+  'resource_disk.enable': 'Format the temporary disk when it holds only what Azure put there, and mount it (on every boot).',
+  'resource_disk.mount_point': 'Where the temporary disk is mounted (WALinuxAgent uses /mnt/resource).',
+  'resource_disk.label': 'ext4 label and GPT partition name by which bootstate knows the disk is already its own.',
+  'resource_disk.mount_options': 'Options= of the temporary disk\'s mount unit.',
+  'resource_disk.swap_size_mb': 'Size of the swap file <mount_point>/swapfile on the temporary disk; 0 makes none.',
+  'steps.skip': 'OS steps to leave out: hostname, user, password, ssh-keys, sshd, custom-data, resource-disk (also --only / --skip).',
   'data_dir.path': 'Where the provisioned marker, journals and state live.',
   'log_path.path': 'Log file; an empty string writes no log file.',
 };

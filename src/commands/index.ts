@@ -33,7 +33,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       },
       inspect: { value: 'ws://HOST:PORT', help: 'stream the run to an inspector (bootstate inspect-server)' },
       'log-format': LOG_FORMAT_OPTION,
-      only: { value: 'STEP,…', multiple: true, help: 'run only these OS steps (hostname, user, password, ssh-keys, sshd, host-keys, custom-data); the run still reports' },
+      only: { value: 'STEP,…', multiple: true, help: 'run only these OS steps (hostname, user, password, ssh-keys, sshd, host-keys, custom-data, resource-disk); the run still reports' },
       skip: { value: 'STEP,…', multiple: true, help: 'leave out these OS steps; the run still reports' },
     },
     run: async ({ values }) => (await import('./provision.js')).provisionCommand(values),
@@ -80,6 +80,16 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       'log-format': LOG_FORMAT_OPTION,
     },
     run: async ({ values }) => (await import('./monitor.js')).monitor(values),
+  },
+  'resource-disk': {
+    summary: 'Format the temporary (resource) disk if it holds only what Azure put there, mount it and make its swap file (its own unit runs this on every boot).',
+    options: {
+      config: CONFIG_OPTION,
+      sysfs: { value: 'DIR', help: 'read the devices from DIR instead of /sys' },
+      'log-format': LOG_FORMAT_OPTION,
+    },
+    notes: 'Exit 0 when the disk was mounted, left alone (with a warning saying why) or absent, 1 when partitioning, formatting or mounting failed.',
+    run: async ({ values }) => (await import('./resource-disk.js')).resourceDisk(values),
   },
   kvp: {
     summary: 'Read and edit a Hyper-V KVP pool file under flock(2), as the agent does.',

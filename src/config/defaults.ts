@@ -153,8 +153,26 @@ export type HostnamePublishingBackendName = (typeof HOSTNAME_PUBLISHING_BACKEND_
 export type UserBackendName = (typeof USER_BACKEND_NAMES)[number];
 export type PasswordBackendName = (typeof PASSWORD_BACKEND_NAMES)[number];
 
-/** Names of the OS steps `--only` and `--skip` choose from. */
-export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data'] as const;
+/**
+ * The temporary (resource) disk, formatted when it holds only what Azure put there and mounted with a swap file on
+ * it; its own unit runs `bootstate resource-disk` on every boot (docs/resource-disk.md).
+ */
+export interface ResourceDiskConfig {
+  enable: boolean;
+  mount_point: string;
+  /** The ext4 label (and GPT partition name) by which bootstate knows the disk is already its own. */
+  label: string;
+  /** The mount options of its mount unit. */
+  mount_options: string;
+  /** Size of the swap file on the disk; 0 is no swap. */
+  swap_size_mb: number;
+}
+
+/**
+ * Names of the OS steps `--only` and `--skip` choose from. `resource-disk` is not a step of the first-boot chart: its
+ * own unit runs it on every boot (`bootstate resource-disk`), which honours `[steps] skip`.
+ */
+export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data', 'resource-disk'] as const;
 export type StepName = (typeof STEP_NAMES)[number];
 
 export interface StepsConfig {
@@ -185,6 +203,7 @@ export interface Config {
   journal: JournalConfig;
   preprovisioning: PreprovisioningConfig;
   custom_data: CustomDataConfig;
+  resource_disk: ResourceDiskConfig;
   steps: StepsConfig;
   /** Where markers, journals and state live (azure-init: `azure_init_data_dir.path`). */
   data_dir: { path: string };
@@ -248,6 +267,7 @@ export const DEFAULT_CONFIG: Config = {
   journal: { enable: true, keep: 20 },
   preprovisioning: { poll_interval_secs: 1 },
   custom_data: { custom_data_path: '', user_data_path: '', waagent_compat: false, require: false },
+  resource_disk: { enable: true, mount_point: '/mnt', label: 'azure-resource', mount_options: 'defaults', swap_size_mb: 0 },
   steps: { skip: [] },
   data_dir: { path: '/var/lib/bootstate' },
   log_path: { path: '/var/log/bootstate.log' },

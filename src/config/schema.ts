@@ -119,6 +119,16 @@ const sections = {
     waagent_compat: v.boolean(),
     require: v.boolean(),
   }),
+  resource_disk: v.strictObject({
+    enable: v.boolean(),
+    mount_point: v.pipe(
+      v.string(),
+      v.check((s) => /^(\/[A-Za-z0-9_.-]+)+$/.test(s) && !s.split('/').some((part) => part === '.' || part === '..'), 'must be an absolute path of letters, digits, _ . - (and not /)'),
+    ),
+    label: v.pipe(v.string(), v.check((s) => /^[A-Za-z0-9_.-]{1,16}$/.test(s), 'must be 1 to 16 letters, digits, _ . - (an ext4 label)')),
+    mount_options: v.pipe(v.string(), v.check((s) => /^[A-Za-z0-9_=,.:+-]+$/.test(s), 'must be a comma-separated list of mount options without spaces')),
+    swap_size_mb: count(0, 1024 * 1024),
+  }),
   steps: v.strictObject({ skip: v.array(v.picklist(STEP_NAMES)) }),
   data_dir: v.strictObject({ path: absolutePath }),
   log_path: v.strictObject({ path: v.string() }),

@@ -25,7 +25,7 @@ function names(flags: string[] | undefined, flag: string): StepName[] | undefine
  * Resolves the two flags (each may repeat and take comma lists) into the steps to skip.
  *
  * @example
- *   selectSteps(['hostname,user'], undefined).skip // ['password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data']
+ *   selectSteps(['hostname,user'], undefined).skip // ['password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data', 'resource-disk']
  * @throws TypeError for an unknown step name (the CLI answers it as a usage error, exit 2).
  */
 export function selectSteps(only: string[] | undefined, skip: string[] | undefined): StepSelection {

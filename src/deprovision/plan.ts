@@ -11,6 +11,7 @@ import { findAdminUsers } from '../os/admin-users.js';
 import { HOST_KEY_FILE } from '../os/host-keys.js';
 import { isMarkerName } from '../os/marker.js';
 import { readRegularInRoot, resolveInRoot } from '../os/paths.js';
+import { UNIT_DIR, UNIT_MARK } from '../os/resource-disk/units.js';
 import { shadowHash } from '../os/validate.js';
 
 export type Change =
@@ -95,7 +96,20 @@ export async function planDeprovision(root: string, config: Config, options: { u
   }
 
   changes.push(...(await bootstateState(root, config)));
+  changes.push(...(await resourceDiskUnits(root)));
   return { changes, notes };
+}
+
+/**
+ * The mount and swap units `bootstate resource-disk` wrote (they carry its mark): they name this VM's temporary disk,
+ * and every boot of a VM made from the image writes its own.
+ */
+async function resourceDiskUnits(root: string): Promise<Change[]> {
+  const changes: Change[] = [];
+  for (const file of await regularFilesIn(root, UNIT_DIR, /\.(?:mount|swap)$/)) {
+    if ((await readRegularInRoot(root, file))?.startsWith(UNIT_MARK)) changes.push({ kind: 'remove', path: file, what: 'temporary disk unit' });
+  }
+  return changes;
 }
 
 /** bootstate's own state, as `clean --logs` removes it, and the custom data it saved. */

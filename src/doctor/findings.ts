@@ -26,8 +26,11 @@ async function unitEnabled(root: string, unit: string): Promise<string | null> {
   return null;
 }
 
-/** cloud-init installed, not disabled, and with a datasource list that includes Azure (its default list does). */
-const cloudInit: Check = async (root) => {
+/**
+ * Whether cloud-init is installed, not disabled, and with a datasource list that includes Azure (its default list
+ * does): the list as configured, `default` for its default list, or null when it would not run on Azure.
+ */
+async function cloudInitOnAzure(root: string): Promise<string | null> {
   const main = await read(root, 'etc/cloud/cloud.cfg');
   if (main === null && !(await exists(root, 'usr/bin/cloud-init'))) return null;
   if (await exists(root, 'etc/cloud/cloud-init.disabled')) return null;
@@ -35,13 +38,44 @@ const cloudInit: Check = async (root) => {
   let list: string | null = datasourceList(main ?? '');
   for (const name of dropins) list = datasourceList((await read(root, `etc/cloud/cloud.cfg.d/${name}`)) ?? '') ?? list;
   if (list !== null && !/\bAzure\b/.test(list)) return null;
+  return list ?? 'default';
+}
+
+const cloudInit: Check = async (root) => {
+  const list = await cloudInitOnAzure(root);
+  if (list === null) return null;
   return {
     id: 'cloud-init-azure',
     severity: 'breaks',
-    problem: list === null
+    problem: list === 'default'
       ? 'cloud-init is installed and enabled with its default datasource list, which includes Azure: it would provision this VM too'
       : `cloud-init is enabled with the Azure datasource (datasource_list: ${list.trim()}): it would provision this VM too`,
     fix: 'touch /etc/cloud/cloud-init.disabled (cloud-init then does not run at all), or, when the image needs cloud-init for something else, set "datasource_list: [ None ]" in a file of /etc/cloud/cloud.cfg.d/ such as 99-bootstate.cfg (docs/coexistence.md)',
+  };
+};
+
+/** `[resource_disk]` is on: another agent formatting the temporary disk would race bootstate for it. */
+const formatsTheDisk = (config: Config) => config.resource_disk.enable && !config.steps.skip.includes('resource-disk');
+
+/**
+ * The other agents that format the temporary disk: cloud-init's Azure datasource (ephemeral0, by its built-in
+ * disk_setup, fs_setup and mounts), WALinuxAgent with ResourceDisk.Format=y, azure-vm-utils' ephemeral disk unit.
+ * Two of them on one disk mount it twice or reformat each other's work.
+ */
+const otherResourceDiskAgents: Check = async (root, config) => {
+  if (!formatsTheDisk(config)) return null;
+  const others: string[] = [];
+  if ((await cloudInitOnAzure(root)) !== null) others.push("cloud-init's Azure datasource (ephemeral0: disk_setup, fs_setup and mounts)");
+  const waagentConf = await read(root, 'etc/waagent.conf');
+  if (waagentConf !== null && /^\s*ResourceDisk\.Format\s*=\s*y/im.test(waagentConf)) others.push('WALinuxAgent (ResourceDisk.Format=y in /etc/waagent.conf)');
+  const setup = await unitEnabled(root, 'azure-ephemeral-disk-setup.service');
+  if (setup !== null) others.push(`azure-vm-utils' azure-ephemeral-disk-setup.service (${setup})`);
+  if (others.length === 0) return null;
+  return {
+    id: 'resource-disk-other-agent',
+    severity: 'warns',
+    problem: `bootstate formats and mounts the temporary disk ([resource_disk] enable), and so would ${others.join(', and ')}: the disk would be mounted twice or reformatted under the other`,
+    fix: 'let one of them do it: set ResourceDisk.Format=n and ResourceDisk.EnableSwap=n in /etc/waagent.conf, disable cloud-init (see cloud-init-azure) or azure-ephemeral-disk-setup.service; or set [resource_disk] enable = false',
   };
 };
 
@@ -158,7 +192,7 @@ const leftoverAdmin: Check = async (root, config) => {
   };
 };
 
-export const CHECKS: Check[] = [cloudInit, waagentProvisioning, waagentGated, azureInit, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
+export const CHECKS: Check[] = [cloudInit, waagentProvisioning, waagentGated, azureInit, otherResourceDiskAgents, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
 
 /** Runs every check against `root` and returns the findings, breaking ones first. */
 export async function inspectImage(root: string, config: Config): Promise<Finding[]> {

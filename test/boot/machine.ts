@@ -9,7 +9,7 @@
  * run inside a booted container through nsenter on its PID 1; SSH runs from the namespace like a client would.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
@@ -41,7 +41,16 @@ export interface MachineOptions {
   capabilities?: string[];
   /** A host file: while it exists the fabric answers every health POST with 503 (remove it to let reports in). */
   healthUnavailableWhile?: string;
+  /**
+   * A host block device (a loop device) the container sees as `/dev/<name>` and, in its /sys/class/block, as LUN 1 of
+   * SCSI controller 0 on Azure's VMBus: a Gen2 VM's temporary disk. No udev runs in the container, so it gets no
+   * /dev/disk/azure link, and partitions the kernel makes on it appear only in the host's /dev.
+   */
+  temporaryDisk?: { device: string; name: string };
 }
+
+/** Azure's VMBus device id of SCSI controller 0 on a Gen2 VM. */
+const GEN2_SCSI0 = 'f8b3781a-1e82-4818-a1c3-63d806ec15bb';
 
 export interface Machine {
   name: string;
@@ -103,6 +112,17 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
   await writeFile(record, '');
   await writeFile(path.join(sysClass, 'dmi/id/product_uuid'), `${options.productUuid ?? '7C1E5D1A-0B4F-4C43-9C3E-5D2A8F9B1E60'}\n`, { mode: 0o444 });
   await writeFile(path.join(sysClass, 'dmi/id/chassis_asset_tag'), `${options.chassisAssetTag ?? AZURE_CHASSIS_ASSET_TAG}\n`, { mode: 0o444 });
+  if (options.temporaryDisk) {
+    // Inside the container this tree is /sys/class: the relative link resolves within it.
+    const scsi = path.join(sysClass, 'azure-vmbus', GEN2_SCSI0, 'host0/target0:0:0/0:0:0:1');
+    const { name } = options.temporaryDisk;
+    await mkdir(path.join(scsi, 'block', name), { recursive: true });
+    await mkdir(path.join(sysClass, 'block'), { recursive: true });
+    await writeFile(path.join(sysClass, 'azure-vmbus', GEN2_SCSI0, 'device_id'), `{${GEN2_SCSI0}}\n`);
+    await writeFile(path.join(scsi, 'vendor'), 'Msft    \n');
+    await writeFile(path.join(scsi, 'model'), 'Virtual Disk    \n');
+    await symlink(path.relative(path.join(sysClass, 'block'), path.join(scsi, 'block', name)), path.join(sysClass, 'block', name));
+  }
 
   let netns: Netns | null = null;
   let fabric: ChildProcess | null = null;
@@ -143,6 +163,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
         '--boot', '--register=no', '--keep-unit', `--machine=${options.name}`, `--network-namespace-path=/run/netns/${ns.name}`,
         '--directory', mountPoint, '--console=pipe', `--bind-ro=${sysClass}:/sys/class`,
         ...(options.media ? [`--bind-ro=${options.media}:/dev/sr0`] : []),
+        ...(options.temporaryDisk ? [`--bind=${options.temporaryDisk.device}:/dev/${options.temporaryDisk.name}`] : []),
         ...(options.capabilities?.length ? [`--capability=${options.capabilities.join(',')}`] : []),
       ];
       const startedAt = performance.now();

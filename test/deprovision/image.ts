@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { KvpStore } from '../../src/kvp/store.js';
+import { UNIT_MARK } from '../../src/os/resource-disk/units.js';
 
 export const VM_ID = '4f6a1c2e-9d1b-4f7e-8a3c-2b5d6e7f8a90';
 
@@ -31,6 +32,8 @@ export const REMOVED = [
   `/var/lib/bootstate/runs/2025-01-01T00-00-00.000Z-${VM_ID}.jsonl`,
   '/var/lib/bootstate/CustomData',
   '/var/log/bootstate.log',
+  '/etc/systemd/system/mnt.mount',
+  '/etc/systemd/system/mnt-swapfile.swap',
 ];
 
 /** Paths whose content deprovision changes without `--user` (each keeps its mode and owner). */
@@ -102,6 +105,10 @@ export function prepareImage(root: string, outside: string): void {
   put(root, '/var/lib/bootstate/bootstate.lock', '', 0o600);
   put(root, '/var/log/bootstate.log', '{"msg":"provisioned"}\n', 0o640);
   put(root, '/var/log/syslog', 'kept\n', 0o640);
+  put(root, '/etc/systemd/system/mnt.mount', `${UNIT_MARK}; bootstate-resource-disk.service rewrites and starts it on each boot.\n[Mount]\nWhat=/dev/sdb1\nWhere=/mnt\n`);
+  put(root, '/etc/systemd/system/mnt-swapfile.swap', `${UNIT_MARK}; bootstate-resource-disk.service rewrites and starts it on each boot.\n[Swap]\nWhat=/mnt/swapfile\n`);
+  // The image's own mount unit: kept.
+  put(root, '/etc/systemd/system/data.mount', '[Mount]\nWhat=/dev/disk/azure/scsi1/lun0-part1\nWhere=/data\n');
   mkdirSync(path.join(root, 'var/lib/hyperv'), { recursive: true });
   new KvpStore({ path: path.join(root, 'var/lib/hyperv/.kvp_pool_1') }).append([{ key: 'bootstate-provisioned', value: VM_ID }]);
   new KvpStore({ path: path.join(root, 'var/lib/hyperv/.kvp_pool_3') }).append([{ key: 'VirtualMachineName', value: 'build' }]);

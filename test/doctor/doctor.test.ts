@@ -59,18 +59,18 @@ describe('bootstate doctor --root', () => {
   it('breaks: cloud-init installed and enabled with its default datasource list (which includes Azure)', async () => {
     await put('etc/cloud/cloud.cfg', 'users:\n  - default\n');
     const result = await doctor();
-    expect([result.code, result.ids]).toEqual([1, ['cloud-init-azure']]);
+    expect([result.code, result.ids]).toEqual([1, ['cloud-init-azure', 'resource-disk-other-agent']]);
     expect(result.out).toContain('fix: touch /etc/cloud/cloud-init.disabled');
   });
 
   it('breaks: cloud-init with Azure in a drop-in datasource_list; not when disabled or when a later drop-in says None', async () => {
     await put('etc/cloud/cloud.cfg', 'datasource_list: [ NoCloud ]\n');
     await put('etc/cloud/cloud.cfg.d/90_dpkg.cfg', 'datasource_list: [ Azure ]\n');
-    expect((await doctor()).ids).toEqual(['cloud-init-azure']);
+    expect((await doctor()).ids).toEqual(['cloud-init-azure', 'resource-disk-other-agent']);
     await put('etc/cloud/cloud.cfg.d/99-bootstate.cfg', 'datasource_list: [ None ]\n');
     expect((await doctor()).ids).toEqual([]);
     await put('etc/cloud/cloud.cfg.d/99-bootstate.cfg', 'datasource_list:\n  - Azure\n');
-    expect((await doctor()).ids).toEqual(['cloud-init-azure']);
+    expect((await doctor()).ids).toEqual(['cloud-init-azure', 'resource-disk-other-agent']);
     await put('etc/cloud/cloud-init.disabled');
     expect((await doctor()).code).toBe(0);
   });
@@ -172,6 +172,24 @@ describe('bootstate doctor --root', () => {
       await put('usr/lib/systemd/system/waagent.service.d/50-bootstate.conf', SHIPPED);
       expect((await doctor()).ids).toEqual([]);
     });
+  });
+
+  it('warns: another agent also formats the temporary disk (WALinuxAgent ResourceDisk.Format=y, cloud-init on Azure, azure-ephemeral-disk-setup); not when [resource_disk] is off', async () => {
+    await put('etc/waagent.conf', 'Provisioning.Agent=disabled\nResourceDisk.Format=y\nResourceDisk.EnableSwap=y\n');
+    let result = await doctor();
+    expect([result.code, result.ids]).toEqual([0, ['resource-disk-other-agent']]);
+    expect(result.out).toContain('WALinuxAgent (ResourceDisk.Format=y in /etc/waagent.conf)');
+    expect(result.out).toContain('fix: let one of them do it: set ResourceDisk.Format=n');
+    await put('etc/waagent.conf', 'Provisioning.Agent=disabled\nResourceDisk.Format=n\n');
+    expect((await doctor()).ids).toEqual([]);
+    await link('etc/systemd/system/multi-user.target.wants/azure-ephemeral-disk-setup.service', '/usr/lib/systemd/system/azure-ephemeral-disk-setup.service');
+    result = await doctor();
+    expect(result.ids).toEqual(['resource-disk-other-agent']);
+    expect(result.out).toContain("azure-vm-utils' azure-ephemeral-disk-setup.service");
+    await put('etc/bootstate/bootstate.toml', '[resource_disk]\nenable = false\n');
+    expect((await doctor()).ids).toEqual([]);
+    await put('etc/bootstate/bootstate.toml', '[steps]\nskip = ["resource-disk"]\n');
+    expect((await doctor()).ids).toEqual([]);
   });
 
   it("breaks: azure-init's unit enabled", async () => {

@@ -44,6 +44,7 @@ describe('provision --only / --skip', () => {
       'step sshd skipped (--only hostname)',
       'step host-keys skipped (--only hostname)',
       'step custom-data skipped (--only hostname)',
+      'step resource-disk skipped (--only hostname)',
     ]);
     // The journal shows the skip transitions themselves, with the guard that took them.
     const journal = journalStates(run.root).join('\n');

@@ -17,6 +17,7 @@ const root = resolve(fileURLToPath(import.meta.url), '../../..');
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
 const deb = join(root, `dist/bootstate_${version}_amd64.deb`);
 const WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate.service';
+const RESOURCE_DISK_WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate-resource-disk.service';
 const isRoot = process.getuid?.() === 0;
 const hasSystemdAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
 
@@ -104,16 +105,18 @@ describe('the .deb', () => {
     expect(field('Recommends')).toContain('openssh-server');
   });
 
-  it('installs exactly the binary, two units, the WALinuxAgent drop-ins, the default config and the copyright, owned by root with their modes', () => {
+  it('installs exactly the binary, three units, the WALinuxAgent drop-ins, the udev rule, the default config and the copyright, owned by root with their modes', () => {
     const files = [...contents()].filter(([, entry]) => !entry.mode.startsWith('d'));
     expect(Object.fromEntries(files.map(([path, entry]) => [path, entry.mode]))).toEqual({
       '/etc/bootstate/bootstate.toml': '-rw-r--r--',
       '/usr/bin/bootstate': '-rwxr-xr-x',
       '/usr/lib/systemd/system/bootstate-monitor.service': '-rw-r--r--',
+      '/usr/lib/systemd/system/bootstate-resource-disk.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate.service': '-rw-r--r--',
       '/usr/lib/systemd/system/waagent.service.d/50-bootstate.conf': '-rw-r--r--',
       '/usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf': '-rw-r--r--',
       '/usr/lib/systemd/system-preset/90-bootstate.preset': '-rw-r--r--',
+      '/usr/lib/udev/rules.d/66-bootstate-resource-disk.rules': '-rw-r--r--',
       '/usr/share/doc/bootstate/changelog.gz': '-rw-r--r--',
       '/usr/share/doc/bootstate/copyright': '-rw-r--r--',
       '/usr/share/lintian/overrides/bootstate': '-rw-r--r--',
@@ -186,6 +189,30 @@ describe('the WALinuxAgent drop-ins', () => {
   }
 });
 
+describe('the temporary disk unit', () => {
+  const unit = () => unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate-resource-disk.service'));
+
+  it('runs bootstate resource-disk once per boot, after the first-boot unit is ready, and nothing waits for it', () => {
+    expect(unit()['Service.Type']).toEqual(['oneshot']);
+    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'resource-disk']);
+    expect(unit()['Unit.After']).toContain('bootstate.service');
+    expect(unit()['Unit.Before']).toBeUndefined();
+    expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
+  });
+
+  it('is enabled by the preset, beside the first-boot unit', () => {
+    expect(readFileSync(join(extracted, 'usr/lib/systemd/system-preset/90-bootstate.preset'), 'utf8')).toContain('enable bootstate-resource-disk.service\n');
+  });
+
+  it('ships the udev rule naming the resource disk /dev/disk/azure/resource by its VMBus id (Gen1) or LUN 1 of controller 0 (Gen2)', () => {
+    const rule = readFileSync(join(extracted, 'usr/lib/udev/rules.d/66-bootstate-resource-disk.rules'), 'utf8');
+    expect(rule).toContain('ATTRS{device_id}=="?00000000-0001-*"');
+    expect(rule).toContain('ATTRS{device_id}=="{f8b3781a-1e82-4818-a1c3-63d806ec15bb}"');
+    expect(rule).toContain('SYMLINK+="disk/azure/resource"');
+    expect(rule).toContain('SYMLINK+="disk/azure/resource-part%n"');
+  });
+});
+
 describe('the default /etc/bootstate/bootstate.toml', () => {
   const shipped = () => join(extracted, 'etc/bootstate/bootstate.toml');
   const isSetting = (line: string) => /^#[a-z_]+ = /.test(line);
@@ -222,14 +249,16 @@ describe('the default /etc/bootstate/bootstate.toml', () => {
 });
 
 describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () => {
-  it('enables the first-boot unit, and removing the package disables it and keeps the config until purge', () => {
+  it('enables the first-boot and temporary disk units, and removing the package disables them and keeps the config until purge', () => {
     const target = emptyDpkgRoot('dpkg-root');
     dpkg(target, '-i', deb);
     expect(readlinkSync(join(target, WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate.service');
+    expect(readlinkSync(join(target, RESOURCE_DISK_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-resource-disk.service');
     expect(existsSync(join(target, 'usr/bin/bootstate'))).toBe(true);
 
     dpkg(target, '-r', 'bootstate');
     expect(existsSync(join(target, WANTS_LINK))).toBe(false);
+    expect(existsSync(join(target, RESOURCE_DISK_WANTS_LINK))).toBe(false);
     expect(existsSync(join(target, 'usr/bin/bootstate'))).toBe(false);
     expect(existsSync(join(target, 'etc/bootstate/bootstate.toml'))).toBe(true);
 
@@ -258,7 +287,7 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     for (const name of readdirSync(targets).filter((n) => n.endsWith('.target'))) {
       if (!existsSync(join(target, 'usr/lib/systemd/system', name))) copyFileSync(join(targets, name), join(target, 'usr/lib/systemd/system', name));
     }
-    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service'], { encoding: 'utf8' });
+    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service'], { encoding: 'utf8' });
     expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
     expect(result.status).toBe(0);
   });
@@ -319,6 +348,7 @@ describe('postinst', () => {
     execFileSync('dpkg-deb', ['-e', deb, control]);
     execFileSync(join(bin, 'sh'), [join(control, 'postinst'), 'configure', ''], { env: { PATH: bin, DPKG_ROOT: target } });
     expect(readlinkSync(join(target, WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate.service');
+    expect(readlinkSync(join(target, RESOURCE_DISK_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-resource-disk.service');
   });
 
   it('runs bootstate doctor on the target root and prints its findings without failing the install', () => {

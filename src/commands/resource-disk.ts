@@ -1,0 +1,52 @@
+/**
+ * `bootstate resource-disk`: the temporary disk's pass on every boot (bootstate-resource-disk.service, after the
+ * first-boot unit): format it if it holds only what Azure put there, mount it, make the swap file. Whatever happens
+ * to the disk, it exits 0 and says so in the journal and KVP: a temporary disk left alone is not a broken VM. It
+ * exits 1 only when a step it started (partitioning, mkfs, the mount) failed, so the unit shows it.
+ */
+import { existsSync } from 'node:fs';
+import type { ParsedArgs } from '../cli/argv.js';
+import { configFrom } from '../cli/options.js';
+import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
+import { createLogger } from '../logging/log.js';
+import type { LogFormat } from '../logging/log-text.js';
+import { run } from '../os/exec.js';
+import { readVmId } from '../os/vmid.js';
+
+export async function resourceDisk(values: ParsedArgs['values']): Promise<number> {
+  const config = await configFrom(values.config as string | undefined);
+  const { KvpTelemetry } = await import('../kvp/telemetry.js');
+  const { pinoDestination } = await import('../kvp/log-sink.js');
+  const kvp = config.telemetry.kvp ? new KvpTelemetry({ config: config.telemetry }) : null;
+  const { log, close } = createLogger({
+    logPath: config.log_path.path,
+    format: values['log-format'] as LogFormat | undefined,
+    extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp), sink: 'kvp telemetry' }] : [],
+  });
+  try {
+    kvp?.setVmId((await readVmId()).vmId);
+    if (!config.resource_disk.enable || config.steps.skip.includes('resource-disk')) {
+      log.info({ step: 'resource-disk', skipped: true }, `step resource-disk skipped (${config.resource_disk.enable ? '[steps] skip' : '[resource_disk] enable = false'} in the configuration)`);
+      return EXIT_OK;
+    }
+    const { prepareResourceDisk } = await import('../os/resource-disk/prepare.js');
+    const outcome = await prepareResourceDisk(config.resource_disk, {
+      run,
+      log,
+      sysRoot: (values.sysfs as string | undefined) ?? '/sys',
+      devDir: '/dev',
+      mountinfo: '/proc/self/mountinfo',
+      swaps: '/proc/swaps',
+      unitDir: '/etc/systemd/system',
+      systemd: existsSync('/run/systemd/system'),
+      requireAzure: config.platform.check,
+    });
+    const summary = `${outcome.result}${outcome.device ? ` ${outcome.device}` : ''}: ${outcome.why}${outcome.swap ? `; swap ${outcome.swap}` : ''}`;
+    // The warnings reached KVP through the log already; this is the one-line outcome.
+    kvp?.event('INFO', 'resource-disk', summary);
+    return outcome.result === 'failed' ? EXIT_FAILURE : EXIT_OK;
+  } finally {
+    kvp?.flush();
+    close();
+  }
+}
