@@ -14,6 +14,7 @@ import type { OsContext } from './backends.js';
 import { sshdDumpValue } from './authorized-keys-file.js';
 import { firstLine, isCommandMissing, stderrOf } from './exec.js';
 import { exists, resolveInRoot, under } from './paths.js';
+import { restoreContexts } from './selinux.js';
 import { setMainConfigPasswordAuthentication } from './sshd-main-config.js';
 import type { StepResult } from './provisioner.js';
 
@@ -52,6 +53,7 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
   const written = main !== null && !includesDropInDir(main, config.sshd_config_dir, config.sshd_config_path)
     ? await writeMainConfig(want, config, context, signal)
     : await writeDropIn(want, config, context);
+  warnings.push(...(await restoreContexts(written.labelled, context, signal)));
 
   await ensureSshdRuntimeDir(context.root);
   let detail = written.detail;
@@ -106,6 +108,8 @@ export async function configureSshd(passwordAuthentication: boolean, config: Ssh
 interface Written {
   backend: 'sshd_config.d' | 'sshd_config';
   file: string;
+  /** What was written, to give back its SELinux label. */
+  labelled: string[];
   detail: string;
   restore(): Promise<void>;
 }
@@ -120,7 +124,7 @@ async function writeDropIn(want: string, config: SshConfig, context: OsContext):
     throw sshdError(`cannot write ${file}: ${(error as Error).message}`, [['path', file]], error);
   }
   // The drop-in is ours alone: left in place, it changes nothing an earlier setting overrides.
-  return { backend: 'sshd_config.d', file, detail: `wrote ${file} (PasswordAuthentication ${want})`, restore: async () => undefined };
+  return { backend: 'sshd_config.d', file, labelled: [file], detail: `wrote ${file} (PasswordAuthentication ${want})`, restore: async () => undefined };
 }
 
 async function writeMainConfig(want: 'yes' | 'no', config: SshConfig, context: OsContext, signal: AbortSignal): Promise<Written> {
@@ -132,7 +136,7 @@ async function writeMainConfig(want: 'yes' | 'no', config: SshConfig, context: O
     const what = write.changed
       ? `set PasswordAuthentication ${want} in ${file} (no Include of ${config.sshd_config_dir}; original kept as ${write.backup})`
       : `${file} already sets PasswordAuthentication ${want} first (no Include of ${config.sshd_config_dir})`;
-    return { backend: 'sshd_config', file, detail: what, restore: write.restore };
+    return { backend: 'sshd_config', file, labelled: write.changed ? [file, write.backup!] : [], detail: what, restore: write.restore };
   } catch (error) {
     throw sshdError(`cannot write ${file}: ${(error as Error).message}`, [['path', file]], error);
   }
