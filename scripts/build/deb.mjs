@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Builds dist/bootstate_<version>_<arch>.deb from dist/bootstate (built first when missing), the systemd units,
 // the commented default configuration rendered from DEFAULT_CONFIG, and the maintainer scripts in packaging/debian.
+// `--arch arm64` packages the arm64 executable (built into dist/arm64/, scripts/build/target.mjs); `--build-binary`
+// rebuilds the executable first even when one is there (npm run build:deb).
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
@@ -9,23 +11,27 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
+import { DEBIAN_ARCH, distFor, isCross, targetArch } from './target.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const nodeArch = targetArch();
 // BOOTSTATE_DIST: another output directory, for a build that must not race other users of dist/ (the boot tests).
-const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
+const dist = distFor(root, nodeArch);
 const debian = join(root, 'packaging/debian');
 const units = join(root, 'packaging/systemd');
 const stage = join(dist, 'deb-root');
 const binary = join(dist, 'bootstate');
 
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
-const arch = { x64: 'amd64', arm64: 'arm64' }[process.arch];
-if (!arch) throw new Error(`no Debian architecture for ${process.arch}`);
+const arch = DEBIAN_ARCH[nodeArch];
+if (!arch) throw new Error(`no Debian architecture for ${nodeArch}`);
 const output = join(dist, `bootstate_${version}_${arch}.deb`);
 const changelogVersion = /^bootstate \(([^)]+)\)/.exec(readFileSync(join(debian, 'changelog'), 'utf8'))?.[1];
 if (changelogVersion !== version) throw new Error(`packaging/debian/changelog's latest entry is ${changelogVersion}, package.json says ${version}: add an entry`);
 
-if (!existsSync(binary)) execFileSync(process.execPath, [join(root, 'scripts/build/binary.mjs')], { stdio: 'inherit' });
+if (!existsSync(binary) || process.argv.includes('--build-binary')) {
+  execFileSync(process.execPath, [join(root, 'scripts/build/binary.mjs'), '--arch', nodeArch], { stdio: 'inherit' });
+}
 checkUnitsMatchPostinst();
 
 rmSync(stage, { recursive: true, force: true });
@@ -134,10 +140,15 @@ function sharedLibraryDepends(executable) {
   try {
     mkdirSync(join(work, 'debian'));
     writeFileSync(join(work, 'debian/control'), 'Source: bootstate\n\nPackage: bootstate\nArchitecture: any\n');
-    const out = execFileSync('dpkg-shlibdeps', ['-O', '-e', executable], { cwd: work, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    // Another architecture's libraries are Debian's cross packages (libc6-arm64-cross, under /usr/aarch64-linux-gnu),
+    // whose shlibs files name the packages as libc6:arm64 or libgcc-s1-arm64-cross, for the whole library version.
+    const cross = isCross(nodeArch) ? { triple: { arm64: 'aarch64-linux-gnu', amd64: 'x86_64-linux-gnu' }[arch] } : null;
+    const args = cross ? ['-O', `-l/usr/${cross.triple}/lib`, '-e', executable] : ['-O', '-e', executable];
+    const env = cross ? { ...process.env, DEB_HOST_ARCH: arch, DEB_HOST_MULTIARCH: cross.triple } : process.env;
+    const out = execFileSync('dpkg-shlibdeps', args, { cwd: work, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
     const depends = /^shlibs:Depends=(.+)$/m.exec(out)?.[1];
     if (!depends) throw new Error(`dpkg-shlibdeps found no shared libraries in ${executable}`);
-    return depends;
+    return cross ? depends.replaceAll(`:${arch}`, '').replaceAll(`-${arch}-cross`, '') : depends;
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
