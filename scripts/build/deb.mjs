@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
+import { filesFor } from '../../packaging/installed-files.mjs';
+import { contentOf } from './package-files.mjs';
 import { DEBIAN_ARCH, distFor, isCross, targetArch } from './target.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -35,14 +37,12 @@ if (!existsSync(binary) || process.argv.includes('--build-binary')) {
 checkUnitsMatchPostinst();
 
 rmSync(stage, { recursive: true, force: true });
-place(binary, 'usr/bin/bootstate', 0o755);
-place(join(units, 'bootstate.service'), 'usr/lib/systemd/system/bootstate.service', 0o644);
-place(join(units, 'bootstate-monitor.service'), 'usr/lib/systemd/system/bootstate-monitor.service', 0o644);
-write('etc/bootstate/bootstate.toml', await renderDefaultConfig(), 0o644);
-place(join(debian, 'copyright'), 'usr/share/doc/bootstate/copyright', 0o644);
-write('usr/share/doc/bootstate/changelog.gz', gzipSync(readFileSync(join(debian, 'changelog')), { level: 9 }).fill(0, 4, 8), 0o644);
-place(join(debian, 'lintian-overrides'), 'usr/share/lintian/overrides/bootstate', 0o644);
-write('usr/lib/systemd/system-preset/90-bootstate.preset', 'enable bootstate.service\ndisable bootstate-monitor.service\n', 0o644);
+const made = {
+  executable: () => readFileSync(binary),
+  'default-config': renderDefaultConfig,
+  'changelog-gz': () => gzipSync(readFileSync(join(debian, 'changelog')), { level: 9 }).fill(0, 4, 8),
+};
+for (const file of filesFor('deb')) write(file.path, await contentOf(file, root, made), file.mode);
 
 const payload = filesUnder(stage);
 const installedKiB = payload.reduce((sum, file) => sum + Math.ceil(statSync(join(stage, file)).size / 1024), 0);
@@ -57,7 +57,7 @@ write(
     .replace('@SHLIBS_DEPENDS@', sharedLibraryDepends(join(stage, 'usr/bin/bootstate'))),
   0o644,
 );
-place(join(debian, 'conffiles'), 'DEBIAN/conffiles', 0o644);
+write('DEBIAN/conffiles', filesFor('deb').filter((file) => file.config).map((file) => `/${file.path}\n`).join(''), 0o644);
 for (const script of ['postinst', 'prerm', 'postrm']) place(join(debian, script), `DEBIAN/${script}`, 0o755);
 
 rmSync(output, { force: true });
