@@ -12,3 +12,4 @@ export const INSTALLED_FILES: InstalledFile[];
 export const ENABLED_UNITS: string[];
 export const ALL_UNITS: string[];
 export function filesFor(format: 'deb' | 'rpm'): InstalledFile[];
+export const NODE_PROGRAM_DIR: string;

@@ -17,6 +17,9 @@ export const INSTALLED_FILES = [
   { path: 'usr/share/licenses/bootstate/copyright', mode: 0o644, from: 'packaging/debian/copyright', only: 'rpm' },
 ];
 
+/** Where bootstate-node (the .deb run by the distribution's nodejs) puts the plain program; /usr/bin/bootstate links it. */
+export const NODE_PROGRAM_DIR = 'usr/lib/bootstate';
+
 /** The units the packages enable on a first install (WantedBy=multi-user.target) and stop/disable on removal. */
 export const ENABLED_UNITS = ['bootstate.service'];
 export const ALL_UNITS = ['bootstate.service', 'bootstate-monitor.service'];

@@ -2,16 +2,19 @@
 // Builds dist/bootstate_<version>_<arch>.deb from dist/bootstate (built first when missing), the systemd units,
 // the commented default configuration rendered from DEFAULT_CONFIG, and the maintainer scripts in packaging/debian.
 // `--arch arm64` packages the arm64 executable (built into dist/arm64/, scripts/build/target.mjs); `--build-binary`
-// rebuilds the executable first even when one is there (npm run build:deb).
+// rebuilds the executable first even when one is there (npm run build:deb). `--node` builds bootstate-node instead:
+// architecture-independent, the plain program (dist/'s scripts, no executable, no native addon: flock(1) and
+// systemd-notify(1) stand in) in /usr/lib/bootstate, run by the distribution's nodejs.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
-import { filesFor } from '../../packaging/installed-files.mjs';
+import { filesFor, NODE_PROGRAM_DIR } from '../../packaging/installed-files.mjs';
+import { SCRIPTS, scriptFile, VIZ_FILE } from './bundle.mjs';
 import { contentOf } from './package-files.mjs';
 import { DEBIAN_ARCH, distFor, isCross, targetArch } from './target.mjs';
 
@@ -23,15 +26,24 @@ const debian = join(root, 'packaging/debian');
 const units = join(root, 'packaging/systemd');
 const stage = join(dist, 'deb-root');
 const binary = join(dist, 'bootstate');
+/** The plain program's files (scripts/build/program.mjs), as bootstate-node installs them. */
+const PROGRAM_FILES = ['bootstate.cjs', ...SCRIPTS.map(scriptFile), VIZ_FILE, 'llhttp.wasm', 'llhttp_simd.wasm'];
 
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const arch = DEBIAN_ARCH[nodeArch];
 if (!arch) throw new Error(`no Debian architecture for ${nodeArch}`);
-const output = join(dist, `bootstate_${version}_${arch}.deb`);
+const nodePackage = process.argv.includes('--node');
+const name = nodePackage ? 'bootstate-node' : 'bootstate';
+const debArch = nodePackage ? 'all' : arch;
+const output = join(dist, `${name}_${version}_${debArch}.deb`);
 const changelogVersion = /^bootstate \(([^)]+)\)/.exec(readFileSync(join(debian, 'changelog'), 'utf8'))?.[1];
 if (changelogVersion !== version) throw new Error(`packaging/debian/changelog's latest entry is ${changelogVersion}, package.json says ${version}: add an entry`);
 
-if (!existsSync(binary) || process.argv.includes('--build-binary')) {
+if (nodePackage) {
+  if (!existsSync(join(dist, 'bootstate.cjs')) || process.argv.includes('--build-binary')) {
+    execFileSync(process.execPath, [join(root, 'scripts/build/program.mjs')], { stdio: 'inherit', env: { ...process.env, BOOTSTATE_DIST: dist } });
+  }
+} else if (!existsSync(binary) || process.argv.includes('--build-binary')) {
   execFileSync(process.execPath, [join(root, 'scripts/build/binary.mjs'), '--arch', nodeArch], { stdio: 'inherit' });
 }
 checkUnitsMatchPostinst();
@@ -42,19 +54,30 @@ const made = {
   'default-config': renderDefaultConfig,
   'changelog-gz': () => gzipSync(readFileSync(join(debian, 'changelog')), { level: 9 }).fill(0, 4, 8),
 };
-for (const file of filesFor('deb')) write(file.path, await contentOf(file, root, made), file.mode);
+for (const file of nodePackage ? nodePackageFiles() : filesFor('deb')) write(file.path, await contentOf(file, root, made), file.mode);
+if (nodePackage) {
+  for (const script of PROGRAM_FILES) place(join(dist, script), `${NODE_PROGRAM_DIR}/${script}`, script === 'bootstate.cjs' ? 0o755 : 0o644);
+  mkdirSync(join(stage, 'usr/bin'), { recursive: true, mode: 0o755 });
+  symlinkSync(`../lib/bootstate/bootstate.cjs`, join(stage, 'usr/bin/bootstate'));
+}
 
 const payload = filesUnder(stage);
 const installedKiB = payload.reduce((sum, file) => sum + Math.ceil(statSync(join(stage, file)).size / 1024), 0);
 write('DEBIAN/md5sums', payload.map((file) => `${md5(join(stage, file))}  ${file}\n`).join(''), 0o644);
+const control = readFileSync(join(debian, 'control'), 'utf8')
+  .replace('@VERSION@', version)
+  .replace('@ARCH@', debArch)
+  .replace('@INSTALLED_SIZE@', String(installedKiB))
+  .replace('@MAINTAINER@', maintainer());
 write(
   'DEBIAN/control',
-  readFileSync(join(debian, 'control'), 'utf8')
-    .replace('@VERSION@', version)
-    .replace('@ARCH@', arch)
-    .replace('@INSTALLED_SIZE@', String(installedKiB))
-    .replace('@MAINTAINER@', maintainer())
-    .replace('@SHLIBS_DEPENDS@', sharedLibraryDepends(join(stage, 'usr/bin/bootstate'))),
+  nodePackage
+    ? control
+        .replace('Package: bootstate', 'Package: bootstate-node')
+        .replace('@SHLIBS_DEPENDS@', 'nodejs (>= 20.18)')
+        .replace(/^(Depends: .*)$/m, '$1\nConflicts: bootstate\nReplaces: bootstate')
+        .replace(/control flow is one statechart; it ships as a single executable with no\n runtime dependencies\./, "control flow is one statechart. This package holds the program alone,\n run by the distribution's Node.js, not the single executable.")
+    : control.replace('@SHLIBS_DEPENDS@', sharedLibraryDepends(join(stage, 'usr/bin/bootstate'))),
   0o644,
 );
 write('DEBIAN/conffiles', filesFor('deb').filter((file) => file.config).map((file) => `/${file.path}\n`).join(''), 0o644);
@@ -67,6 +90,16 @@ execFileSync('dpkg-deb', ['--root-owner-group', '-Zxz', '-z1', '--build', stage,
   env: { ...process.env, SOURCE_DATE_EPOCH: process.env.SOURCE_DATE_EPOCH ?? sourceDateEpoch() },
 });
 process.stdout.write(`${relative(root, output)}\n`);
+
+/**
+ * bootstate-node's files: the list's, without the executable and with this package's own doc and lintian paths.
+ * Not the native addons: an architecture-independent package holds no machine code.
+ */
+function nodePackageFiles() {
+  return filesFor('deb')
+    .filter((file) => file.made !== 'executable' && !file.path.startsWith('usr/share/lintian/'))
+    .map((file) => ({ ...file, path: file.path.replace('usr/share/doc/bootstate/', 'usr/share/doc/bootstate-node/') }));
+}
 
 /** Copies a file into the staging root with an exact mode (the umask does not get a say). */
 function place(from, to, mode) {
@@ -85,7 +118,7 @@ function filesUnder(dir, prefix = '') {
   return readdirSync(dir, { withFileTypes: true })
     .flatMap((entry) => {
       const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
-      if (rel === 'DEBIAN') return [];
+      if (rel === 'DEBIAN' || entry.isSymbolicLink()) return [];
       return entry.isDirectory() ? filesUnder(join(dir, entry.name), rel) : [rel];
     })
     .sort();
