@@ -70,6 +70,19 @@ describe('the arm64 package', () => {
   });
 });
 
+describe('the aarch64 RPM', () => {
+  it('is built from the same arm64 executable, for aarch64, requiring the C library by its ELF name', () => {
+    execFileSync(process.execPath, [join(root, 'scripts/build/rpm.mjs'), '--arch', 'arm64'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, BOOTSTATE_DIST: '' } });
+    const rpm = join(dist, `bootstate-${version}-1.aarch64.rpm`);
+    expect(execFileSync('rpm', ['-qp', '--qf', '%{ARCH}', rpm], { encoding: 'utf8' })).toBe('aarch64');
+    expect(execFileSync('rpm', ['-qp', '--requires', rpm], { encoding: 'utf8' }).split('\n')).toContain('libc.so.6()(64bit)');
+    const unpacked = join(scratch, 'rpm');
+    mkdirSync(unpacked);
+    execFileSync('sh', ['-c', 'rpm2cpio "$1" | cpio -idm --quiet -D "$2"', 'unpack', rpm, unpacked]);
+    expect(readFileSync(join(unpacked, 'usr/bin/bootstate')).equals(readFileSync(executable))).toBe(true);
+  }, 300_000);
+});
+
 describe('the arm64 executable provisioning against the fake fabric on loopback', () => {
   let fabric: FakeFabric;
   beforeEach(async () => {
