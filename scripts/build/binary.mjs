@@ -3,15 +3,19 @@
 // so an image needs no Node.js. It carries the plain program's scripts (scripts/build/program.mjs, built here first
 // into the same directory) with their code caches and Graphviz as assets, and the plain program's loader
 // (scripts/build/loader.cjs) as its main script, which reads them from the assets when it runs inside the executable.
+// `--arch arm64` on an amd64 machine builds it for arm64 (scripts/build/target.mjs) into dist/arm64/.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { inject } from 'postject';
 import { assets as bundledAssets, root, SCRIPTS, scriptFile, VIZ_FILE } from './bundle.mjs';
 import { dropFromPageCache } from './page-cache.mjs';
+import { distFor, isCross, nodeBinaryFor, qemuFor, runnerFor, stripFor, targetArch } from './target.mjs';
 
-const dist = process.env.BOOTSTATE_DIST ? resolve(process.env.BOOTSTATE_DIST) : join(root, 'dist');
+const arch = targetArch();
+const dist = distFor(root, arch);
+const node = nodeBinaryFor(root, arch);
 const blob = join(dist, 'bootstate.blob');
 const seaConfig = join(dist, 'sea-config.json');
 const binary = join(dist, 'bootstate');
@@ -22,13 +26,14 @@ execFileSync(process.execPath, [join(root, 'scripts/build/program.mjs')], { env:
 
 // Every script, the caches the build's provisioning run wrote, the files the scripts read as bytes, Graphviz.
 const assets = {};
-// The executable runs on its build's architecture only: one native addon.
-const ownAddon = (name) => !name.startsWith('native-') || name === `native-${process.arch}.node`;
+// The executable runs on one architecture only: one native addon.
+const ownAddon = (name) => !name.startsWith('native-') || name === `native-${arch}.node`;
 for (const name of [...SCRIPTS.map(scriptFile), ...Object.keys(bundledAssets()).filter(ownAddon), VIZ_FILE]) assets[name] = join(dist, name);
 // The caches go in as copies whose key lines the loop below pads (the loader reads them up to the newline).
 const caches = mkdtempSync(join(tmpdir(), 'bootstate-sea-caches-'));
 try {
-  for (const script of SCRIPTS) {
+  // The caches are V8's for the build machine's architecture: another architecture's V8 has no use for them.
+  for (const script of isCross(arch) ? [] : SCRIPTS) {
     const name = `${scriptFile(script)}.cache`;
     assets[name] = join(caches, name);
     copyFileSync(join(dist, name), assets[name]);
@@ -66,7 +71,7 @@ function placement(image, cache) {
   return { at, header: cache.indexOf(10) + 1 };
 }
 
-/** The blob from the assets, injected into a copy of this node binary. */
+/** The blob from the assets, injected into a copy of the target's node binary (this one for this machine). */
 async function buildExecutable() {
   // The main script is the loader, a few hundred lines run once: V8's code cache for it would save next to nothing.
   writeFileSync(
@@ -75,16 +80,22 @@ async function buildExecutable() {
   );
   execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'pipe' });
   rmSync(binary, { force: true });
-  copyFileSync(process.execPath, binary);
+  copyFileSync(node, binary);
   chmodSync(binary, 0o755);
-  stripDebugSymbols(binary);
+  stripDebugSymbols(binary, stripFor(arch));
   await quietly(() => inject(binary, 'NODE_SEA_BLOB', readFileSync(blob), { sentinelFuse: FUSE }));
 }
 
 // Last: the binary is left as an image holds it, on disk only, not in the page cache the build wrote it through.
 dropFromPageCache(binary);
-const version = execFileSync(binary, ['--version'], { env: { PATH: '/nonexistent' }, encoding: 'utf8' }).trim();
-process.stdout.write(`dist/bootstate: ${version}\n`);
+const runner = runnerFor(arch);
+if (runner === null) {
+  process.stdout.write(`${binary}: built for ${arch}; not run (${qemuFor(arch)} is not installed)\n`);
+} else {
+  const [command, ...args] = [...runner, binary, '--version'];
+  const version = execFileSync(command, args, { env: { PATH: '/nonexistent' }, encoding: 'utf8' }).trim();
+  process.stdout.write(`${binary} (${arch}): ${version}\n`);
+}
 
 /** postject's ELF writer warns about every note section it rewrites; those warnings say nothing about the result. */
 async function quietly(task) {
@@ -98,9 +109,9 @@ async function quietly(task) {
 }
 
 /** Node builds ship their symbol tables; an image has no use for them. Skipped when strip is absent. */
-function stripDebugSymbols(file) {
+function stripDebugSymbols(file, strip) {
   try {
-    execFileSync('strip', ['--strip-all', file], { stdio: 'ignore' });
+    execFileSync(strip, ['--strip-all', file], { stdio: 'ignore' });
   } catch (error) {
     if (error.code !== 'ENOENT') throw error;
   }

@@ -9,7 +9,9 @@ import { checkRoot } from '../cli/options.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
-import { inspectImage, type Finding } from '../doctor/findings.js';
+import { bySeverity, inspectImage, type Finding } from '../doctor/findings.js';
+
+const LABEL: Record<Finding['severity'], string> = { breaks: 'BREAKS FIRST BOOT', warns: 'warning', handled: 'handled' };
 
 export interface DoctorIo {
   stdout(text: string): void;
@@ -36,10 +38,10 @@ export async function runDoctor(values: { root?: string }, io: DoctorIo): Promis
     findings.push({ id: 'config-invalid', severity: 'breaks', problem: (error as Error).message, fix: 'fix the file (bootstate config check shows every problem)' });
   }
   findings.push(...(await inspectImage(root, config)));
-  findings.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'breaks' ? -1 : 1));
+  findings.sort(bySeverity);
   if (findings.length === 0) io.stdout(`bootstate doctor: ${root}: no findings\n`);
   for (const f of findings) {
-    io.stdout(`${f.severity === 'breaks' ? 'BREAKS FIRST BOOT' : 'warning'} [${f.id}]: ${f.problem}\n  fix: ${f.fix}\n`);
+    io.stdout(`${LABEL[f.severity]} [${f.id}]: ${f.problem}\n  fix: ${f.fix}\n`);
   }
   return findings.some((f) => f.severity === 'breaks') ? EXIT_FAILURE : EXIT_OK;
 }

@@ -4,8 +4,11 @@ import type { Config } from '../config/defaults.js';
 export interface Finding {
   /** Stable identifier, e.g. `cloud-init-azure`. */
   id: string;
-  /** `breaks`: a first boot would fail or be provisioned twice; `warns`: it works, with less than it should. */
-  severity: 'breaks' | 'warns';
+  /**
+   * `breaks`: a first boot would fail or be provisioned twice; `warns`: it works, with less than it should;
+   * `handled`: unusual, and bootstate deals with it (said so the image's owner knows what will change).
+   */
+  severity: 'breaks' | 'warns' | 'handled';
   problem: string;
   fix: string;
 }

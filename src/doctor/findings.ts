@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { findAdminUsers } from '../os/admin-users.js';
 import { HOST_KEY_FILE } from '../os/host-keys.js';
+import { MAIN_CONFIG_BACKUP_SUFFIX } from '../os/sshd-main-config.js';
 import type { Check, Finding } from './finding.js';
 import { exists, listDir, read } from './image-files.js';
 import { waagentGated, waagentProvisioning } from './waagent.js';
@@ -108,7 +109,7 @@ const azureInit: Check = async (root) => {
   };
 };
 
-/** sshd_config must include the drop-in directory, or the PasswordAuthentication drop-in never applies. */
+/** Without an Include of the drop-in directory, bootstate sets PasswordAuthentication in sshd_config itself. */
 const sshdInclude: Check = async (root, config) => {
   const main = await read(root, config.ssh.sshd_config_path);
   if (main === null) {
@@ -123,9 +124,9 @@ const sshdInclude: Check = async (root, config) => {
   if (includesDir(main, config.ssh.sshd_config_dir)) return null;
   return {
     id: 'sshd-no-include',
-    severity: 'breaks',
-    problem: `${config.ssh.sshd_config_path} never includes ${config.ssh.sshd_config_dir}: the PasswordAuthentication drop-in would have no effect`,
-    fix: `add "Include ${config.ssh.sshd_config_dir}/*.conf" as the first line of ${config.ssh.sshd_config_path}`,
+    severity: 'handled',
+    problem: `${config.ssh.sshd_config_path} never includes ${config.ssh.sshd_config_dir}: a first boot sets PasswordAuthentication in ${config.ssh.sshd_config_path} itself, first in the file, keeping the original as ${config.ssh.sshd_config_path}${MAIN_CONFIG_BACKUP_SUFFIX}`,
+    fix: `nothing needed; to have the drop-in used instead, add "Include ${config.ssh.sshd_config_dir}/*.conf" as the first line of ${config.ssh.sshd_config_path}`,
   };
 };
 
@@ -194,6 +195,11 @@ const leftoverAdmin: Check = async (root, config) => {
 
 export const CHECKS: Check[] = [cloudInit, waagentProvisioning, waagentGated, azureInit, otherResourceDiskAgents, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
 
+const RANK: Record<Finding['severity'], number> = { breaks: 0, warns: 1, handled: 2 };
+
+/** Orders findings breaking ones first, handled ones last. */
+export const bySeverity = (a: Finding, b: Finding): number => RANK[a.severity] - RANK[b.severity];
+
 /** Runs every check against `root` and returns the findings, breaking ones first. */
 export async function inspectImage(root: string, config: Config): Promise<Finding[]> {
   const found: Finding[] = [];
@@ -201,5 +207,5 @@ export async function inspectImage(root: string, config: Config): Promise<Findin
     const finding = await check(root, config);
     if (finding) found.push(finding);
   }
-  return found.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'breaks' ? -1 : 1));
+  return found.sort(bySeverity);
 }

@@ -21,6 +21,7 @@ import { keepKeysSshdAccepts } from './key-policy.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
 import { addHostKeys, regenerateHostKeys, type HostKeysResult, type HostKeyType } from './host-keys.js';
 import { checkProxyAgent } from './proxy-agent.js';
+import { labelSshHome, restoreContexts, sshHomePaths } from './selinux.js';
 import { configureSshd, ensureSshdRuntimeDir } from './sshd.js';
 import { sudoRuleFor, writeSudoers } from './sudoers.js';
 import { USER_BACKENDS } from './user.js';
@@ -130,10 +131,12 @@ export class RealProvisioner implements Provisioner {
         { username: user.name, uid: user.uid, gid: user.gid, home: user.home, paths: resolved.paths, root: this.context.root, rootOwner: this.context.rootOwner },
         usable.keys,
       );
+      const label = sshHomePaths(written.path, user.home);
+      const labels = [...(await labelSshHome(label.sshHome, this.context, signal)), ...(await restoreContexts(label.other, this.context, signal))];
       return {
         backend: resolved.source,
         detail: `${written.added} key(s) added to ${written.path} (${written.total} in total)`,
-        warnings: [...resolved.warnings, ...skipped, ...written.warnings],
+        warnings: [...resolved.warnings, ...skipped, ...written.warnings, ...labels],
       };
     } catch (error) {
       if (error instanceof BootstateError && (error.code === 'SSH_KEYS_FAILED' || error.code === 'INVALID_SSH_KEY')) throw error;

@@ -9,6 +9,7 @@ import type { SudoPolicy } from '../config/defaults.js';
 import { BootstateError } from '../core/errors.js';
 import { sha256Hex } from '../core/random.js';
 import { SUDOERS_DROPIN_PREFIX } from './admin-users.js';
+import { restoreContexts } from './selinux.js';
 import { writeFileAtomic } from './atomic.js';
 import type { OsContext } from './backends.js';
 import { isCommandMissing } from './exec.js';
@@ -101,6 +102,7 @@ export async function writeSudoers(
   if (main !== null && !includesSudoersDir(main, sudoersDir)) {
     warnings.push(`/etc/sudoers has no @includedir ${sudoersDir}; the rule may be ignored`);
   }
+  warnings.push(...(await restoreContexts([file], context, signal)));
   const missing = 'visudo is not installed; sudoers drop-in not validated';
   if (unvalidated && (options.withoutVisudo ?? 'warn') === 'warn') warnings.unshift(missing);
   const note = unvalidated && options.withoutVisudo === 'note' ? ` (${missing})` : '';

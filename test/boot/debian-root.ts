@@ -1,5 +1,5 @@
 /**
- * The Debian 12 root the boot tests and the boot benchmark boot: built once with mmdebstrap from the mirror this
+ * The Debian 12 root (or another suite's) the boot tests and the boot benchmark boot: built once with mmdebstrap from the mirror this
  * machine's apt sources name, cached under /var/cache/bootstate-test keyed by everything that shapes it (suite,
  * variant, package list, mirror, this recipe's version), and never written to again: every boot stacks its own
  * overlay layers on it. `installDeb` puts the project's .deb into one such layer with `dpkg --root`.
@@ -32,28 +32,28 @@ export function debianMirror(): string {
   throw new Error('no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d: the boot tests build their root from it');
 }
 
-/** The cache directory of the root for these packages (PACKAGES, plus `extra` in a root of their own) and this mirror. */
-export function rootKey(mirror = debianMirror(), extra: string[] = []): string {
+/** The cache directory of the root for these packages (PACKAGES, plus `extra` in a root of their own), suite and mirror. */
+export function rootKey(mirror = debianMirror(), extra: string[] = [], suite = SUITE): string {
   const packages = extra.length ? [...PACKAGES, ...extra] : PACKAGES;
-  return createHash('sha256').update(JSON.stringify({ SUITE, variant: 'minbase', PACKAGES: packages, mirror, RECIPE })).digest('hex').slice(0, 16);
+  return createHash('sha256').update(JSON.stringify({ SUITE: suite, variant: 'minbase', PACKAGES: packages, mirror, RECIPE })).digest('hex').slice(0, 16);
 }
 
 /**
  * Returns the cached root, building it first when absent; `extra` packages (e.g. network-manager) make a root of
- * their own. Concurrent callers (test files, the benchmark) wait on one lock; the tree appears under its final name
+ * their own, and so does another `suite` (e.g. trixie, Debian 13, from the same mirror). Concurrent callers (test files, the benchmark) wait on one lock; the tree appears under its final name
  * only once complete, so a killed build leaves no half root.
  */
-export async function debianRoot(extra: string[] = []): Promise<string> {
+export async function debianRoot(extra: string[] = [], suite = SUITE): Promise<string> {
   requireTools(['mmdebstrap', 'flock', 'tar']);
   const mirror = debianMirror();
-  const final = path.join(CACHE, `debian-${SUITE}-${rootKey(mirror, extra)}`);
+  const final = path.join(CACHE, `debian-${suite}-${rootKey(mirror, extra, suite)}`);
   if (existsSync(path.join(final, 'usr/lib/systemd/systemd'))) return final;
   await mkdir(CACHE, { recursive: true });
   // flock(1) holds the lock while a node script rechecks, then builds.
   const lock = path.join(CACHE, '.build.lock');
   const building = await mkdtemp(path.join(CACHE, '.building-'));
   try {
-    await run(['flock', '-w', '600', lock, process.execPath, '-e', BUILD, building, final, mirror, SUITE, [...PACKAGES, ...extra].join(',')], {
+    await run(['flock', '-w', '600', lock, process.execPath, '-e', BUILD, building, final, mirror, suite, [...PACKAGES, ...extra].join(',')], {
       timeoutMs: 660_000,
     });
   } finally {
@@ -122,15 +122,15 @@ export async function installDeb(root: string, deb: string, layer: string): Prom
  * Builds the project's .deb from the current sources as `npm run build:deb` does (single executable, then the
  * package), into `outDir` rather than dist/, which other test files build and read at the same time.
  */
-export async function buildDeb(repo: string, outDir: string): Promise<string> {
-  const result = await run([process.execPath, path.join(repo, 'scripts/build/deb.mjs')], {
+export async function buildDeb(repo: string, outDir: string, args: string[] = []): Promise<string> {
+  const result = await run([process.execPath, path.join(repo, 'scripts/build/deb.mjs'), ...args], {
     cwd: repo,
     env: { ...process.env, BOOTSTATE_DIST: outDir },
     timeoutMs: 600_000,
     allowFailure: true,
   });
   if (result.exitCode !== 0) throw new Error(`building the .deb failed (${result.exitCode}): ${result.stderr}`);
-  const deb = readdirSync(outDir).find((f) => /^bootstate_.*\.deb$/.test(f));
+  const deb = readdirSync(outDir).find((f) => (args.includes('--node') ? /^bootstate-node_.*_all\.deb$/ : /^bootstate_.*\.deb$/).test(f));
   if (!deb) throw new Error(`scripts/build/deb.mjs left no .deb in ${outDir}`);
   return path.join(outDir, deb);
 }

@@ -200,10 +200,11 @@ describe('bootstate doctor --root', () => {
     expect(result.out).toContain('systemctl disable azure-init.service');
   });
 
-  it('breaks: an sshd_config that never includes the drop-in directory', async () => {
+  it('handled: an sshd_config that never includes the drop-in directory gets the setting itself, exit 0', async () => {
     await put('etc/ssh/sshd_config', '# Include /etc/ssh/sshd_config.d/*.conf\nPasswordAuthentication yes\n');
     const result = await doctor();
-    expect([result.code, result.ids]).toEqual([1, ['sshd-no-include']]);
+    expect([result.code, result.ids]).toEqual([0, ['sshd-no-include']]);
+    expect(result.out).toMatch(/^handled \[sshd-no-include\]: .*sets PasswordAuthentication in \/etc\/ssh\/sshd_config itself.*sshd_config\.bootstate-orig/m);
     expect(result.out).toContain('add "Include /etc/ssh/sshd_config.d/*.conf"');
   });
 
@@ -219,7 +220,7 @@ describe('bootstate doctor --root', () => {
     expect(await doctor()).toMatchObject({ code: 1, ids: ['config-invalid'] });
     await put('etc/bootstate/bootstate.toml', '[ssh]\nsshd_config_dir = "/etc/ssh/custom.d"\ntypo = 1\n');
     const result = await doctor();
-    expect(result.ids).toEqual(['sshd-no-include', 'config-unknown-key']);
+    expect(result.ids).toEqual(['config-unknown-key', 'sshd-no-include']);
   });
 
   it('lists breaking findings before warnings', async () => {

@@ -45,6 +45,8 @@ export interface AgentOptions {
   env?: Record<string, string>;
   /** A file descriptor to give the agent as stderr instead of a pipe (then `stderr` stays empty). */
   stderrFd?: number;
+  /** What runs the agent instead of node with dist/bootstate.mjs, e.g. an arm64 executable under qemu-user. */
+  command?: string[];
 }
 
 function toml(section: string, values: Record<string, number | string | boolean>): string {
@@ -73,12 +75,13 @@ export function writeConfig(fabric: FakeFabric, root: string, options: AgentOpti
 
 /** Runs `bootstate provision --scratch ROOT --config ROOT/bootstate.toml` and waits for it to exit. */
 export async function runAgent(fabric: FakeFabric, options: AgentOptions = {}): Promise<AgentRun> {
-  if (!existsSync(AGENT)) throw new Error(`${AGENT} is missing: run npm run build first`);
+  if (!options.command && !existsSync(AGENT)) throw new Error(`${AGENT} is missing: run npm run build first`);
   const root = options.root ?? mkdtempSync(join(tmpdir(), 'bootstate-it-'));
   mkdirSync(root, { recursive: true });
   const config = writeConfig(fabric, root, options);
   const started = performance.now();
-  const child = spawn(process.execPath, [AGENT, 'provision', '--scratch', root, '--config', config, ...(options.args ?? [])], {
+  const [command, ...prefix] = options.command ?? [process.execPath, AGENT];
+  const child = spawn(command!, [...prefix, 'provision', '--scratch', root, '--config', config, ...(options.args ?? [])], {
     stdio: ['ignore', 'pipe', options.stderrFd ?? 'pipe'],
     env: { ...process.env, BOOTSTATE_LOG: 'warn', ...options.env },
   });

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { loadConfig } from '../../src/config/load.js';
 import { renderDefaultConfig } from '../../packaging/default-config.js';
+import { filesFor } from '../../packaging/installed-files.mjs';
 
 const root = resolve(fileURLToPath(import.meta.url), '../../..');
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
@@ -125,6 +126,14 @@ describe('the .deb', () => {
       expect(entry.owner, path).toBe('root/root');
       if (entry.mode.startsWith('d')) expect(entry.mode, path).toBe('drwxr-xr-x');
     }
+  });
+
+  it('installs what packaging/installed-files.mjs lists for the .deb, the list the RPM is built from too', () => {
+    const files = [...contents()].filter(([, entry]) => !entry.mode.startsWith('d'));
+    const octal = (mode: string) => [...mode.slice(1)].reduce((bits, c) => bits * 2 + (c === '-' ? 0 : 1), 0);
+    expect(Object.fromEntries(files.map(([path, entry]) => [path.slice(1), octal(entry.mode)]))).toEqual(
+      Object.fromEntries(filesFor('deb').map((f) => [f.path, f.mode])),
+    );
   });
 
   it('marks the default config a conffile so an admin\'s edits survive upgrades', () => {

@@ -1,0 +1,16 @@
+# On erase ($1 = 0): stops the monitor before its binary goes away and disables both units. An upgrade ($1 = 1)
+# keeps them; postun restarts the monitor on the new binary.
+if [ "$1" -eq 0 ]; then
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        systemctl stop bootstate-monitor.service >/dev/null 2>&1 || true
+    fi
+    if command -v systemctl >/dev/null 2>&1; then
+        systemctl --no-reload disable @ALL_UNITS@ >/dev/null 2>&1 || true
+    fi
+    for wants in /etc/systemd/system/*.wants; do
+        for unit in @ALL_UNITS@; do
+            rm -f "$wants/$unit"
+        done
+    done
+fi
+exit 0
