@@ -11,20 +11,10 @@ import type { Config } from '../config/defaults.js';
 import { findAdminUsers } from '../os/admin-users.js';
 import { HOST_KEY_FILE } from '../os/host-keys.js';
 import type { Check, Finding } from './finding.js';
-import { exists, listDir, read } from './image-files.js';
+import { exists, listDir, read, unitEnabled } from './image-files.js';
 import { waagentGated, waagentProvisioning } from './waagent.js';
 
 export type { Finding } from './finding.js';
-
-/** Directories systemd links enabled units into, relative to the root. */
-const WANTS_DIRS = ['etc/systemd/system/multi-user.target.wants', 'etc/systemd/system/cloud-init.target.wants', 'etc/systemd/system/sysinit.target.wants', 'etc/systemd/system/network-online.target.wants'];
-
-async function unitEnabled(root: string, unit: string): Promise<string | null> {
-  for (const dir of WANTS_DIRS) {
-    if ((await listDir(root, dir)).includes(unit)) return `/${dir}/${unit}`;
-  }
-  return null;
-}
 
 /** cloud-init installed, not disabled, and with a datasource list that includes Azure (its default list does). */
 const cloudInit: Check = async (root) => {
