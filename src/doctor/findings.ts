@@ -12,20 +12,10 @@ import { findAdminUsers } from '../os/admin-users.js';
 import { HOST_KEY_FILE } from '../os/host-keys.js';
 import { MAIN_CONFIG_BACKUP_SUFFIX } from '../os/sshd-main-config.js';
 import type { Check, Finding } from './finding.js';
-import { exists, listDir, read } from './image-files.js';
-import { waagentGated, waagentProvisioning } from './waagent.js';
+import { exists, listDir, read, unitEnabled } from './image-files.js';
+import { waagentGated, waagentProvisioning, waagentSetting } from './waagent.js';
 
 export type { Finding } from './finding.js';
-
-/** Directories systemd links enabled units into, relative to the root. */
-const WANTS_DIRS = ['etc/systemd/system/multi-user.target.wants', 'etc/systemd/system/cloud-init.target.wants', 'etc/systemd/system/sysinit.target.wants', 'etc/systemd/system/network-online.target.wants'];
-
-async function unitEnabled(root: string, unit: string): Promise<string | null> {
-  for (const dir of WANTS_DIRS) {
-    if ((await listDir(root, dir)).includes(unit)) return `/${dir}/${unit}`;
-  }
-  return null;
-}
 
 /**
  * Whether cloud-init is installed, not disabled, and with a datasource list that includes Azure (its default list
@@ -68,7 +58,7 @@ const otherResourceDiskAgents: Check = async (root, config) => {
   const others: string[] = [];
   if ((await cloudInitOnAzure(root)) !== null) others.push("cloud-init's Azure datasource (ephemeral0: disk_setup, fs_setup and mounts)");
   const waagentConf = await read(root, 'etc/waagent.conf');
-  if (waagentConf !== null && /^\s*ResourceDisk\.Format\s*=\s*y/im.test(waagentConf)) others.push('WALinuxAgent (ResourceDisk.Format=y in /etc/waagent.conf)');
+  if (waagentConf !== null && waagentSetting(waagentConf, 'ResourceDisk.Format')?.toLowerCase() === 'y') others.push('WALinuxAgent (ResourceDisk.Format=y in /etc/waagent.conf)');
   const setup = await unitEnabled(root, 'azure-ephemeral-disk-setup.service');
   if (setup !== null) others.push(`azure-vm-utils' azure-ephemeral-disk-setup.service (${setup})`);
   if (others.length === 0) return null;

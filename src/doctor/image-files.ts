@@ -38,3 +38,14 @@ export async function masked(root: string, p: string): Promise<boolean> {
     return false;
   }
 }
+
+/** Directories systemd links enabled units into, relative to the root. */
+const WANTS_DIRS = ['etc/systemd/system/multi-user.target.wants', 'etc/systemd/system/cloud-init.target.wants', 'etc/systemd/system/sysinit.target.wants', 'etc/systemd/system/network-online.target.wants'];
+
+/** The link that enables `unit` in the image, or null when none does. */
+export async function unitEnabled(root: string, unit: string): Promise<string | null> {
+  for (const dir of WANTS_DIRS) {
+    if ((await listDir(root, dir)).includes(unit)) return `/${dir}/${unit}`;
+  }
+  return null;
+}

@@ -5,7 +5,7 @@
  * it, the unit as systemd merges it with its drop-ins.
  */
 import type { Check, Finding } from './finding.js';
-import { exists, listDir, masked, read } from './image-files.js';
+import { exists, listDir, masked, read, unitEnabled } from './image-files.js';
 
 /** WALinuxAgent's unit: walinuxagent.service on Debian and Ubuntu, waagent.service on RHEL, SUSE and upstream. */
 export const WAAGENT_UNITS = ['walinuxagent.service', 'waagent.service'];
@@ -70,13 +70,23 @@ export const waagentProvisioning: Check = async (root) => {
 export const waagentGated: Check = async (root) => {
   const problems: string[] = [];
   const fixes: string[] = [];
+  const gated: string[] = [];
   for (const unit of WAAGENT_UNITS) {
     const gap = await gateGap(root, unit);
-    if (gap === null) continue;
+    if (gap === 'gated') gated.push(unit);
+    if (gap === null || gap === 'gated') continue;
     problems.push(`${unit} would start without waiting for bootstate: ${gap.why}`);
     fixes.push(gap.fix);
   }
-  if (problems.length === 0) return null;
+  if (problems.length === 0) {
+    if (gated.length === 0 || (await unitEnabled(root, 'bootstate.service')) !== null) return null;
+    return {
+      id: 'waagent-gated-bootstate-off',
+      severity: 'warns',
+      problem: `bootstate.service is not enabled, while ${gated.join(' and ')} waits for bootstate gate: no first boot would provision, and WALinuxAgent would never start on Azure`,
+      fix: 'systemctl enable bootstate.service',
+    };
+  }
   const finding: Finding = {
     id: 'waagent-not-gated',
     severity: 'breaks',
@@ -91,8 +101,8 @@ interface Gap {
   fix: string;
 }
 
-/** Why `unit` is not gated as systemd would load it, or null when it is gated, not installed or masked. */
-async function gateGap(root: string, unit: string): Promise<Gap | null> {
+/** Why `unit` is not gated as systemd would load it; `gated`, or null when it is not installed or masked. */
+async function gateGap(root: string, unit: string): Promise<Gap | 'gated' | null> {
   let unitFile: string | null = null;
   for (const dir of UNIT_DIRS) {
     const file = `${dir}/${unit}`;
@@ -139,7 +149,7 @@ async function gateGap(root: string, unit: string): Promise<Gap | null> {
       : { why: `/${shipped} does not run /usr/bin/bootstate gate as its ExecCondition=`, fix: reinstall };
   }
   if (!after.has('bootstate.service')) return { why: 'it is not ordered after bootstate.service', fix: reinstall };
-  return null;
+  return 'gated';
 }
 
 /** `[Section] Key=Value` settings of a unit file, in order; comments skipped, backslash-continued lines joined. */

@@ -123,6 +123,17 @@ describe('bootstate doctor --root', () => {
     const UNIT = '[Unit]\nDescription=Azure Linux Agent\nAfter=network-online.target\n\n[Service]\nExecStart=/usr/sbin/waagent -daemon\nRestart=always\n';
     beforeEach(async () => {
       await put('etc/waagent.conf', 'Provisioning.Agent=disabled\n');
+      await link('etc/systemd/system/multi-user.target.wants/bootstate.service', '/usr/lib/systemd/system/bootstate.service');
+    });
+
+    it('warns when WALinuxAgent is gated but bootstate.service is not enabled: it would never start', async () => {
+      await put('usr/lib/systemd/system/walinuxagent.service', UNIT);
+      await put('usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf', SHIPPED);
+      await rm(path.join(root, 'etc/systemd/system/multi-user.target.wants/bootstate.service'));
+      const result = await doctor();
+      expect([result.code, result.ids]).toEqual([0, ['waagent-gated-bootstate-off']]);
+      expect(result.out).toContain('bootstate.service is not enabled, while walinuxagent.service waits for bootstate gate');
+      expect(result.out).toContain('fix: systemctl enable bootstate.service');
     });
 
     for (const unit of ['walinuxagent.service', 'waagent.service']) {
