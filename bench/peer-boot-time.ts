@@ -2,8 +2,8 @@
  * Boot to first SSH login on one Debian 12 root that carries Debian's WALinuxAgent 2.7 and cloud-init 22.4 beside
  * the .deb, provisioned by each agent in turn: (a) bootstate (from IMDS; WALinuxAgent in the supported setup and
  * cloud-init turned off, as docs/coexistence.md has it), (b) WALinuxAgent as the provisioning agent
- * (`Provisioning.Agent=waagent`, ovf-env.xml on the provisioning media, cloud-init-local.service masked since
- * WALinuxAgent refuses to provision while it is enabled, no bootstate), (c) cloud-init's Azure datasource (ovf-env.xml
+ * (`Provisioning.Agent=waagent`, ovf-env.xml where it reads the provisioning media, cloud-init-local.service masked
+ * since WALinuxAgent refuses to provision while it is enabled, no bootstate), (c) cloud-init's Azure datasource (ovf-env.xml
  * in its seed directory, since ds-identify ignores the chassis asset tag and block devices in a container; eth0 with
  * a DHCP server for its ephemeral DHCP; no bootstate), (d) no agent with the user and key baked in. The variants
  * alternate; a variant whose login never comes is tried once and reported with what its agent said it lacked.
@@ -48,6 +48,10 @@ try {
   await writeFile(path.join(provisioning, 'etc/waagent.conf'), WAAGENT_CONF.replace('Provisioning.Agent=disabled', 'Provisioning.Agent=waagent'));
   await writeFile(path.join(provisioning, `etc/systemd/system/${WAAGENT_UNIT}.d/00-not-hyper-v.conf`), '[Unit]\nConditionVirtualization=\n');
   await symlink('/dev/null', path.join(provisioning, 'etc/systemd/system/cloud-init-local.service'));
+  // The harness's media is an image file bound at /dev/sr0, which WALinuxAgent sees in `mount` and takes for a DVD
+  // already mounted: it then reads the file from its mount point, so that is where the image's ovf-env.xml goes.
+  await mkdir(path.join(provisioning, 'mnt/cdrom/secure'), { recursive: true });
+  await writeFile(path.join(provisioning, 'mnt/cdrom/secure/ovf-env.xml'), ovfDocument({ username: USER, hostname: 'bench-vm', keys: [rig.publicKey] }));
   const seeded = path.join(rig.workDir, 'cloud-init-seed');
   await mkdir(path.join(seeded, 'var/lib/cloud/seed/azure'), { recursive: true });
   await writeFile(

@@ -26,6 +26,7 @@ const BENCHES = [
   { name: 'markers', file: 'bench/markers.ts' },
   { name: 'monitor-soak', file: 'bench/monitor-soak.ts', nodeArgs: ['--expose-gc'], rows: monitorSoakRows },
   { name: 'boot-time', file: 'bench/boot-time.ts' },
+  { name: 'peer-boot-time', file: 'bench/peer-boot-time.ts' },
 ];
 
 const { values } = parseArgs({ options: { only: { type: 'string' }, 'no-write': { type: 'boolean' } } });
