@@ -145,34 +145,46 @@ export async function applyFirewall(run: Runner, tool: FirewallTool, address: st
   return true;
 }
 
+/** A piece of bootstate's rules found in place, and the commands that remove it. */
+export interface FirewallPiece {
+  what: string;
+  remove: string[][];
+}
+
 /**
- * Removes bootstate's rules from whichever tools are present (the rules may have been made with either), and
- * nothing else; returns one line per thing removed.
+ * bootstate's rules in whichever tools are present (they may have been made with either), and nothing else: the
+ * nft table, each jump to the iptables chain (whatever address it was made for: the chain cannot be deleted while
+ * one remains), and the chain. Reads only.
  */
-export async function removeFirewall(run: Runner): Promise<string[]> {
-  const removed: string[] = [];
+export async function findFirewall(run: Runner): Promise<FirewallPiece[]> {
+  const found: FirewallPiece[] = [];
   if (await runs(run, ['nft', '--version'])) {
     const tables = await exec(run, ['nft', 'list', 'tables']);
     if (new RegExp(`^table inet ${NFT_TABLE}$`, 'm').test(tables)) {
-      await exec(run, ['nft', 'delete', 'table', 'inet', NFT_TABLE]);
-      removed.push(`nft table inet ${NFT_TABLE}`);
+      found.push({ what: `nft table inet ${NFT_TABLE}`, remove: [['nft', 'delete', 'table', 'inet', NFT_TABLE]] });
     }
   }
   if (await runs(run, ['iptables', '--version'])) {
     const base = ['iptables', '-w', '-t', IPTABLES_TABLE];
-    // Every jump to the chain, whatever address it was made for: the chain cannot be deleted while one remains.
     const output = await exec(run, [...base, '-S', 'OUTPUT']);
     for (const line of output.split('\n')) {
       const words = line.trim().split(/\s+/);
       if (words[0] !== '-A' || words.at(-1) !== IPTABLES_CHAIN || words.at(-2) !== '-j') continue;
-      await exec(run, [...base, '-D', ...words.slice(1)]);
-      removed.push(`iptables -t ${IPTABLES_TABLE} rule: ${words.slice(1).join(' ')}`);
+      found.push({ what: `iptables -t ${IPTABLES_TABLE} rule: ${words.slice(1).join(' ')}`, remove: [[...base, '-D', ...words.slice(1)]] });
     }
     if (await runs(run, [...base, '-S', IPTABLES_CHAIN])) {
-      await exec(run, [...base, '-F', IPTABLES_CHAIN]);
-      await exec(run, [...base, '-X', IPTABLES_CHAIN]);
-      removed.push(`iptables -t ${IPTABLES_TABLE} chain ${IPTABLES_CHAIN}`);
+      found.push({ what: `iptables -t ${IPTABLES_TABLE} chain ${IPTABLES_CHAIN}`, remove: [[...base, '-F', IPTABLES_CHAIN], [...base, '-X', IPTABLES_CHAIN]] });
     }
+  }
+  return found;
+}
+
+/** Removes what `findFirewall` found, in its order; returns one line per thing removed. */
+export async function removeFirewall(run: Runner, found?: FirewallPiece[]): Promise<string[]> {
+  const removed: string[] = [];
+  for (const piece of found ?? (await findFirewall(run))) {
+    for (const argv of piece.remove) await exec(run, argv);
+    removed.push(piece.what);
   }
   return removed;
 }
