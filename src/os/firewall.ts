@@ -200,7 +200,7 @@ async function nftMissing(run: Runner, address: string): Promise<string[]> {
   if (chain.type !== 'filter' || chain.hook !== 'output' || chain.policy !== 'accept') {
     missing.push(`nft chain inet ${NFT_TABLE} output is not a filter chain on the output hook with policy accept`);
   }
-  const present = items.filter((item) => item.rule?.chain === 'output').map((item) => JSON.stringify(item.rule.expr));
+  const present = items.filter((item) => item.rule?.chain === 'output').map((item) => JSON.stringify(namedProtocols(item.rule.expr as unknown[])));
   const wanted = nftRules(address);
   for (const rule of wanted) {
     if (!present.includes(JSON.stringify(rule.expr))) missing.push(`nft rule missing: ${rule.text}`);
@@ -209,6 +209,14 @@ async function nftMissing(run: Runner, address: string): Promise<string[]> {
     missing.push(`nft chain inet ${NFT_TABLE} output holds other rules or another order than: ${wanted.map((rule) => rule.text).join('; ')}`);
   }
   return missing;
+}
+
+/** nft lists `meta l4proto` by number where /etc/protocols is missing (a minimal root); the rules name it. */
+function namedProtocols(expr: unknown[]): unknown[] {
+  return expr.map((item) => {
+    const match = (item as { match?: { left?: { meta?: { key?: string } }; right?: unknown } }).match;
+    return match?.left?.meta?.key === 'l4proto' && match.right === 6 ? { match: { ...match, right: 'tcp' } } : item;
+  });
 }
 
 async function iptablesMissing(run: Runner, address: string): Promise<string[]> {

@@ -158,6 +158,14 @@ describe.skipIf(!canSandbox)('the firewall in a network namespace, with the real
     expect(await reach(80, 0, 30_000)).toBe('wireserver:80');
   }, 180_000);
 
+  it('check finds the rules in place where nft lists protocols by number (no /etc/protocols, as in a minimal root)', async () => {
+    const check = await inNs([
+      'unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind /dev/null /etc/protocols && exec "$@"', 'hide-protocols',
+      process.execPath, AGENT, 'firewall', 'check', '--config', path.join(dir, 'bootstate.toml'),
+    ], { allowFailure: true, timeoutMs: 60_000 });
+    expect([check.exitCode, check.stdout]).toEqual([0, 'firewall: in place (nft): only root reaches 168.63.129.16, TCP port 53 excepted\n']);
+  }, 120_000);
+
   it('check says the table is missing when it is; remove takes bootstate\'s table and leaves another one', async () => {
     await inNs(['nft', 'add', 'table', 'inet', 'someone_else']);
     const removed = await bootstate(['remove']);
