@@ -110,6 +110,20 @@ const waagent: Check = async (root) => {
   };
 };
 
+/** WALinuxAgent's own wireserver firewall on beside bootstate's: the same rules twice, one of them is enough. */
+const waagentFirewall: Check = async (root, config) => {
+  if (!config.firewall.enable) return null;
+  const conf = await read(root, 'etc/waagent.conf');
+  const value = conf === null ? null : /^\s*OS\.EnableFirewall\s*=\s*(\S+)/m.exec(conf)?.[1];
+  if (!value || !/^y/i.test(value)) return null;
+  return {
+    id: 'two-firewalls',
+    severity: 'warns',
+    problem: 'WALinuxAgent\'s firewall is on (OS.EnableFirewall=y) and so is bootstate\'s ([firewall] enable = true): both guard the wireserver',
+    fix: 'keep one: set OS.EnableFirewall=n in /etc/waagent.conf, or [firewall] enable = false in bootstate\'s configuration',
+  };
+};
+
 const azureInit: Check = async (root) => {
   const link = await unitEnabled(root, 'azure-init.service');
   if (link === null) return null;
@@ -205,7 +219,7 @@ const leftoverAdmin: Check = async (root, config) => {
   };
 };
 
-export const CHECKS: Check[] = [cloudInit, waagent, azureInit, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
+export const CHECKS: Check[] = [cloudInit, waagent, waagentFirewall, azureInit, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
 
 /** Runs every check against `root` and returns the findings, breaking ones first. */
 export async function inspectImage(root: string, config: Config): Promise<Finding[]> {
