@@ -189,18 +189,24 @@ export async function removeFirewall(run: Runner, found?: FirewallPiece[]): Prom
   return removed;
 }
 
+/** The parts of `nft --json list table` (libnftables-json) the check reads. */
+interface NftListItem {
+  chain?: { name?: string; type?: string; hook?: string; policy?: string };
+  rule?: { chain?: string; expr?: unknown[] };
+}
+
 async function nftMissing(run: Runner, address: string): Promise<string[]> {
   const tables = await exec(run, ['nft', 'list', 'tables']);
   if (!new RegExp(`^table inet ${NFT_TABLE}$`, 'm').test(tables)) return [`nft table inet ${NFT_TABLE} does not exist`];
-  const listed = JSON.parse(await exec(run, ['nft', '--json', 'list', 'table', 'inet', NFT_TABLE])) as { nftables?: Array<Record<string, any>> };
+  const listed = JSON.parse(await exec(run, ['nft', '--json', 'list', 'table', 'inet', NFT_TABLE])) as { nftables?: NftListItem[] };
   const items = listed.nftables ?? [];
-  const chain = items.find((item) => item.chain?.name === 'output')?.chain as Record<string, unknown> | undefined;
+  const chain = items.find((item) => item.chain?.name === 'output')?.chain;
   const missing: string[] = [];
   if (!chain) return [`nft chain inet ${NFT_TABLE} output does not exist`];
   if (chain.type !== 'filter' || chain.hook !== 'output' || chain.policy !== 'accept') {
     missing.push(`nft chain inet ${NFT_TABLE} output is not a filter chain on the output hook with policy accept`);
   }
-  const present = items.filter((item) => item.rule?.chain === 'output').map((item) => JSON.stringify(namedProtocols(item.rule.expr as unknown[])));
+  const present = items.flatMap((item) => (item.rule?.chain === 'output' ? [JSON.stringify(namedProtocols(item.rule.expr ?? []))] : []));
   const wanted = nftRules(address);
   for (const rule of wanted) {
     if (!present.includes(JSON.stringify(rule.expr))) missing.push(`nft rule missing: ${rule.text}`);
