@@ -53,11 +53,11 @@ describe('systemd-analyze security --offline=true on the shipped units', () => {
     expect(settings.CapabilityBoundingSet!.split(' ')).toEqual(expect.arrayContaining(['CAP_SYS_ADMIN', 'CAP_CHOWN', 'CAP_NET_ADMIN', 'CAP_NET_RAW']));
   });
 
-  it('gives the firewall unit netlink and CAP_NET_ADMIN, and no write access anywhere', () => {
+  it('gives the firewall unit netlink and CAP_NET_ADMIN, and write access only to /run (iptables\' lock file)', () => {
     const settings = service('bootstate-firewall.service');
     expect(settings.CapabilityBoundingSet!.split(' ')).toContain('CAP_NET_ADMIN');
     expect(settings.RestrictAddressFamilies!.split(' ')).toContain('AF_NETLINK');
     expect(settings.ProtectSystem).toBe('strict');
-    expect(settings.ReadWritePaths).toBeUndefined();
+    expect(settings.ReadWritePaths).toBe('/run');
   });
 });
