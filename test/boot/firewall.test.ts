@@ -5,10 +5,12 @@
  * TCP port 53, `bootstate deprovision` takes the rules away, and `[firewall] enable = false` leaves none.
  */
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canSandbox } from '../e2e/ns.js';
+import { debianRoot, installDeb } from './debian-root.js';
 import { createMachine, type Boot, type Machine } from './machine.js';
-import { configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
+import { bakeLayer, configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsf${process.pid}${randomBytes(2).toString('hex')}`;
 const WIRESERVER = '168.63.129.16';
@@ -34,6 +36,7 @@ let rig: Rig;
 const machines: Machine[] = [];
 let enabled: Promise<Seen[]>;
 let disabled: Promise<Seen[]>;
+let legacy: Promise<Seen[]>;
 
 /** Opens a TCP connection from inside the VM as `uid`, with bash's /dev/tcp, giving up after `seconds`. */
 async function connect(boot: Boot, uid: number, port: number, seconds: number): Promise<string> {
@@ -79,7 +82,7 @@ async function observe(machine: Machine, boot: Boot, deprovision: boolean): Prom
 }
 
 async function vm(name: string, layers: string[], boots: number): Promise<Seen[]> {
-  const machine = await createMachine({ name: `${TAG}${name}`, workDir: rig.workDir, layers: [...layers, rig.debLayer, rig.debian], imdsDocument: imdsDocument(rig.publicKey) });
+  const machine = await createMachine({ name: `${TAG}${name}`, workDir: rig.workDir, layers, imdsDocument: imdsDocument(rig.publicKey) });
   machines.push(machine);
   const seen: Seen[] = [];
   for (let i = 0; i < boots; i++) seen.push(await observe(machine, await machine.boot(), i === boots - 1 && name === 'on'));
@@ -89,13 +92,21 @@ async function vm(name: string, layers: string[], boots: number): Promise<Seen[]
 describe.skipIf(!canSandbox)('the wireserver firewall on a booted Debian 12 with the .deb installed', () => {
   beforeAll(async () => {
     rig = await createRig();
-    enabled = vm('on', [], 2);
-    disabled = configLayer(rig, 'firewall-off', '[firewall]\nenable = false\n').then((layer) => vm('off', [layer], 1));
-    for (const p of [enabled, disabled]) p.catch(() => undefined);
+    enabled = vm('on', [rig.debLayer, rig.debian], 2);
+    disabled = configLayer(rig, 'firewall-off', '[firewall]\nenable = false\n').then((layer) => vm('off', [layer, rig.debLayer, rig.debian], 1));
+    // Where nft is absent: a root with iptables, its nft removed and its legacy backend chosen.
+    legacy = (async () => {
+      const root = await debianRoot(['iptables']);
+      const debLayer = path.join(rig.workDir, 'deb-layer-iptables');
+      await installDeb(root, rig.deb!, debLayer);
+      const noNft = await bakeLayer(rig, 'no-nft', [path.join(debLayer, 'upper'), root], 'rm /usr/sbin/nft\nupdate-alternatives --quiet --set iptables /usr/sbin/iptables-legacy\n');
+      return vm('legacy', [noNft, path.join(debLayer, 'upper'), root], 1);
+    })();
+    for (const p of [enabled, disabled, legacy]) p.catch(() => undefined);
   }, 900_000);
 
   afterAll(async () => {
-    await Promise.allSettled([enabled, disabled]);
+    await Promise.allSettled([enabled, disabled, legacy]);
     for (const machine of machines) await machine.destroy().catch(() => undefined);
     await rig?.cleanup();
   }, 120_000);
@@ -129,6 +140,14 @@ describe.skipIf(!canSandbox)('the wireserver firewall on a booted Debian 12 with
     expect(deprovision!.exitCode, deprovision!.stdout).toBe(0);
     expect(deprovision!.stdout).toContain('removed nft table inet bootstate');
     expect(deprovision!.tableAfter).not.toContain('bootstate');
+  }, 900_000);
+
+  it('where nft is absent, makes the same rules with the legacy iptables from inside its sandbox', async () => {
+    const [boot] = await legacy;
+    expect(boot!.firewallUnit, JSON.stringify(boot!.firewallUnit)).toMatchObject({ ActiveState: 'active', Result: 'success' });
+    expect(boot!.check, boot!.check.stdout).toEqual({ exitCode: 0, stdout: `firewall: in place (iptables): only root reaches ${WIRESERVER}, TCP port 53 excepted\n` });
+    expect(boot!.bootstateResult).toBe('success');
+    expect([boot!.root80, boot!.nobody80, boot!.nobody53]).toEqual(['open', 'timeout', 'Connection refused']);
   }, 900_000);
 
   it('with [firewall] enable = false, leaves no rule and the unit still succeeds', async () => {

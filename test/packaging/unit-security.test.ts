@@ -50,7 +50,7 @@ describe('systemd-analyze security --offline=true on the shipped units', () => {
     expect(settings.ReadWritePaths!.split(' ')).toEqual(expect.arrayContaining(['/etc', '/home', '/var', '/run']));
     expect(settings.RestrictAddressFamilies!.split(' ')).toEqual(expect.arrayContaining(['AF_UNIX', 'AF_INET', 'AF_INET6', 'AF_NETLINK', 'AF_PACKET']));
     expect(settings.SystemCallFilter!.split(' ')).toEqual(expect.arrayContaining(['@system-service', '@mount', 'sethostname']));
-    expect(settings.CapabilityBoundingSet!.split(' ')).toEqual(expect.arrayContaining(['CAP_SYS_ADMIN', 'CAP_CHOWN', 'CAP_NET_ADMIN', 'CAP_NET_RAW']));
+    expect(settings.CapabilityBoundingSet!.split(' ')).toEqual(expect.arrayContaining(['CAP_SYS_ADMIN', 'CAP_SYS_PTRACE', 'CAP_CHOWN', 'CAP_NET_ADMIN', 'CAP_NET_RAW']));
   });
 
   it('gives the firewall unit netlink and CAP_NET_ADMIN, and write access only to /run (iptables\' lock file)', () => {
