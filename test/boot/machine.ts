@@ -37,10 +37,7 @@ export interface MachineOptions {
   chassisAssetTag?: string;
   /** An image file the container sees as its DVD drive, /dev/sr0 (Azure's provisioning media). */
   media?: string;
-  /**
-   * Capabilities the container keeps beyond nspawn's default set. CAP_NET_ADMIN is always kept, as a VM's root has
-   * it (bootstate-firewall.service and systemd-networkd need it); nspawn drops it when the network is not its own.
-   */
+  /** Capabilities the container keeps beyond nspawn's default set, e.g. CAP_NET_ADMIN for systemd-networkd. */
   capabilities?: string[];
   /** A host file: while it exists the fabric answers every health POST with 503 (remove it to let reports in). */
   healthUnavailableWhile?: string;
@@ -143,7 +140,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
         '--boot', '--register=no', '--keep-unit', `--machine=${options.name}`, `--network-namespace-path=/run/netns/${ns.name}`,
         '--directory', mountPoint, '--console=pipe', `--bind-ro=${sysClass}:/sys/class`,
         ...(options.media ? [`--bind-ro=${options.media}:/dev/sr0`] : []),
-        `--capability=${[...new Set(['CAP_NET_ADMIN', ...(options.capabilities ?? [])])].join(',')}`,
+        ...(options.capabilities?.length ? [`--capability=${options.capabilities.join(',')}`] : []),
       ];
       const startedAt = performance.now();
       const child = spawn(

@@ -174,13 +174,15 @@ describe('the firewall unit', () => {
     );
   });
 
-  it('applies the rules once per boot, before network-pre.target, early (no default dependencies)', () => {
+  it('applies the rules once per boot, before network-pre.target, early (no default dependencies), after nftables.service\'s flush', () => {
     expect(unit()['Service.Type']).toEqual(['oneshot']);
     expect(unit()['Service.RemainAfterExit']).toEqual(['yes']);
     expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'firewall', 'apply']);
     expect(unit()['Unit.DefaultDependencies']).toEqual(['no']);
     expect(unit()['Unit.Before']).toContain('network-pre.target');
     expect(unit()['Unit.Wants']).toContain('network-pre.target');
+    expect(unit()['Unit.After']).toContain('nftables.service');
+    expect(unit()['Unit.ConditionCapability']).toEqual(['CAP_NET_ADMIN']);
     expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
   });
 });
