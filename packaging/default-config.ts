@@ -36,6 +36,7 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'hostname_publishing.enable': 'After setting the hostname, make the DHCP client send it, which is how Azure DNS learns it.',
   'hostname_publishing.backends': 'DHCP clients tried in order; the first that runs and manages the primary interface sends the name.',
   'hostname_publishing.timeout_secs': 'Give up publishing the hostname after this many seconds (a warning; provisioning goes on).',
+  'firewall.enable': 'On every boot, before the network comes up, let only root reach the wireserver (TCP to its DNS port excepted), as WALinuxAgent\'s OS.EnableFirewall does (bootstate-firewall.service).',
   'user_provisioners.backends': 'Ways to create the admin user, tried in order until one works.',
   'user_provisioners.shell': 'Login shell of the admin user.',
   'user_provisioners.groups': 'Supplementary groups the admin user joins (also --groups / BOOTSTATE_USER_GROUPS).',

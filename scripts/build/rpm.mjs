@@ -76,8 +76,11 @@ URL: https://github.com/bootstate/bootstate
 # distribution; the shared libraries are found by rpm's ELF dependency generator.
 Requires: /usr/sbin/useradd
 Requires: /usr/bin/mount
+Requires: (nftables or iptables)
 Recommends: openssh-server
 Recommends: systemd
+Recommends: util-linux
+Recommends: ntfs-3g
 Suggests: sudo
 AutoProv: no
 %global debug_package %{nil}

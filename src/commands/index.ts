@@ -59,6 +59,14 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       return runDeprovision(values as { root?: string; user?: boolean; force?: boolean }, terminalIo(STDIO));
     },
   },
+  firewall: {
+    summary: 'Let only root reach the wireserver, TCP port 53 excepted (WALinuxAgent\'s OS.EnableFirewall): apply the rules (bootstate-firewall.service does on every boot), check them, or remove them.',
+    args: 'apply|check|remove',
+    positionals: { min: 1, max: 1, choices: ['apply', 'check', 'remove'] },
+    options: { config: CONFIG_OPTION },
+    notes: 'The rules are nft\'s table `inet bootstate`, or where nft is absent the chain BOOTSTATE of iptables\' security table. apply replaces them when they differ (with [firewall] enable = false it removes them); check exits 1 naming each missing rule; remove touches nothing but them.',
+    run: async ({ values, positionals }) => (await import('./firewall.js')).runFirewall(values, positionals[0]!, STDIO),
+  },
   report: {
     summary: 'Send one health report to the wireserver, with the same retries and deadline as a first boot.',
     args: 'ready|in-progress|failure',

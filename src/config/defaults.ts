@@ -57,6 +57,11 @@ export interface AzureProxyAgentConfig {
   wait_secs: number;
 }
 
+/** The rules that let only root reach the wireserver, DNS excepted (src/os/firewall.ts), made on every boot. */
+export interface FirewallConfig {
+  enable: boolean;
+}
+
 /** Whether the machine is checked to be an Azure VM before anything is sent (src/os/platform.ts). */
 export interface PlatformConfig {
   check: boolean;
@@ -194,6 +199,7 @@ export interface Config {
   azure_proxy_agent: AzureProxyAgentConfig;
   hostname_provisioners: BackendsConfig;
   hostname_publishing: HostnamePublishingConfig;
+  firewall: FirewallConfig;
   user_provisioners: UserProvisionersConfig;
   password_provisioners: BackendsConfig;
   os: OsConfig;
@@ -242,6 +248,7 @@ export const DEFAULT_CONFIG: Config = {
   azure_proxy_agent: { enable: true, require: false, wait_secs: 120 },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
   hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30 },
+  firewall: { enable: true },
   user_provisioners: {
     backends: ['useradd'],
     shell: '/bin/bash',

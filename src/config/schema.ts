@@ -84,6 +84,7 @@ const sections = {
     backends: backendList(HOSTNAME_PUBLISHING_BACKEND_NAMES, '; enable = false turns publishing off'),
     timeout_secs: positiveSecs,
   }),
+  firewall: v.strictObject({ enable: v.boolean() }),
   user_provisioners: v.strictObject({
     backends: backendList(USER_BACKEND_NAMES),
     shell: absolutePath,

@@ -27,6 +27,8 @@ export function describeChange(root: string, change: Change): string {
       return `lock root's password: replace its hash by "*" in ${change.paths.map((p) => shown(root, p)).join(' and ')} ${change.paths.includes('/etc/shadow-') ? '' : ` (and in the backup ${shown(root, '/etc/shadow-')} if one is written meanwhile)`}`;
     case 'empty-kvp':
       return `empty ${shown(root, change.path)} (KVP pool)`;
+    case 'remove-firewall':
+      return `remove the wireserver firewall's rules: ${change.pieces.map((piece) => piece.what).join(', ')}`;
     case 'remove-user':
       return `delete user ${change.username} and its home${change.home ? ` ${shown(root, change.home)}` : ''} (userdel -r)`;
   }
@@ -68,6 +70,10 @@ export async function applyChange(root: string, change: Change): Promise<string[
     }
     case 'remove-user':
       return removeUser(root, change.username, change.home);
+    case 'remove-firewall': {
+      const { removeFirewall } = await import('../os/firewall.js');
+      return (await removeFirewall(run, change.pieces)).map((what) => `removed ${what}`);
+    }
   }
 }
 

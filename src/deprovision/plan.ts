@@ -8,6 +8,8 @@ import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { WAAGENT_CUSTOM_DATA_PATH } from '../config/defaults.js';
 import { findAdminUsers } from '../os/admin-users.js';
+import { run } from '../os/exec.js';
+import { findFirewall, type FirewallPiece } from '../os/firewall.js';
 import { HOST_KEY_FILE } from '../os/host-keys.js';
 import { isMarkerName } from '../os/marker.js';
 import { readRegularInRoot, resolveInRoot } from '../os/paths.js';
@@ -24,7 +26,9 @@ export type Change =
   /** A KVP pool file emptied in place, under its lock (other writers keep it open). */
   | { kind: 'empty-kvp'; path: string }
   /** `userdel -r`: the account, its home and mail spool. */
-  | { kind: 'remove-user'; username: string; home: string | null };
+  | { kind: 'remove-user'; username: string; home: string | null }
+  /** The running system's wireserver firewall rules (kernel state: only on `/`), as `bootstate firewall remove`. */
+  | { kind: 'remove-firewall'; pieces: FirewallPiece[] };
 
 export interface Plan {
   changes: Change[];
@@ -97,6 +101,10 @@ export async function planDeprovision(root: string, config: Config, options: { u
 
   changes.push(...(await bootstateState(root, config)));
   changes.push(...(await resourceDiskUnits(root)));
+  if (root === '/') {
+    const pieces = await findFirewall(run);
+    if (pieces.length > 0) changes.push({ kind: 'remove-firewall', pieces });
+  }
   return { changes, notes };
 }
 

@@ -88,6 +88,19 @@ export function datasourceList(yaml: string): string | null {
   return found;
 }
 
+/** WALinuxAgent's own wireserver firewall on beside bootstate's: the same rules twice, one of them is enough. */
+const waagentFirewall: Check = async (root, config) => {
+  if (!config.firewall.enable) return null;
+  const conf = await read(root, 'etc/waagent.conf');
+  if (conf === null || waagentSetting(conf, 'OS.EnableFirewall')?.toLowerCase() !== 'y') return null;
+  return {
+    id: 'two-firewalls',
+    severity: 'warns',
+    problem: 'WALinuxAgent\'s firewall is on (OS.EnableFirewall=y) and so is bootstate\'s ([firewall] enable = true): both guard the wireserver',
+    fix: 'keep one: set OS.EnableFirewall=n in /etc/waagent.conf, or [firewall] enable = false in bootstate\'s configuration',
+  };
+};
+
 const azureInit: Check = async (root) => {
   const link = await unitEnabled(root, 'azure-init.service');
   if (link === null) return null;
@@ -183,7 +196,7 @@ const leftoverAdmin: Check = async (root, config) => {
   };
 };
 
-export const CHECKS: Check[] = [cloudInit, waagentProvisioning, waagentGated, azureInit, otherResourceDiskAgents, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
+export const CHECKS: Check[] = [cloudInit, waagentProvisioning, waagentGated, waagentFirewall, azureInit, otherResourceDiskAgents, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
 
 const RANK: Record<Finding['severity'], number> = { breaks: 0, warns: 1, handled: 2 };
 

@@ -349,7 +349,7 @@ describe.skipIf(!canSandbox)('Debian 12 booted under systemd with the .deb insta
       for (const key of second!.hostKeyBlock!.keys) expect(first!.hostKeyBlock!.keys).not.toContain(key);
       expect(second!.login!.exitCode, loginStory(second!)).toBe(0);
       expect(second!.strictLogin!.exitCode, second!.strictLogin!.stderr).toBe(0);
-    });
+    }, 900_000);
   });
 
   describe('off Azure (the chassis asset tag is not Azure\'s, no media)', () => {

@@ -11,8 +11,8 @@ import path from 'node:path';
 import { run } from '../../src/os/exec.js';
 
 export const SUITE = 'bookworm';
-/** What a cloud image of Debian has that the agent and the test touch: systemd as PID 1, D-Bus for hostnamectl, sshd. */
-export const PACKAGES = ['systemd', 'systemd-sysv', 'dbus', 'openssh-server'];
+/** What a cloud image of Debian has that the agent and the test touch: systemd as PID 1, D-Bus for hostnamectl, sshd, nft. */
+export const PACKAGES = ['systemd', 'systemd-sysv', 'dbus', 'openssh-server', 'nftables'];
 /** Bump when the recipe below changes in a way the key does not see. */
 const RECIPE = 1;
 export const CACHE = process.env.BOOTSTATE_TEST_CACHE ?? '/var/cache/bootstate-test';

@@ -203,6 +203,18 @@ describe('bootstate doctor --root', () => {
     expect((await doctor()).ids).toEqual([]);
   });
 
+  it("warns: WALinuxAgent's firewall on beside bootstate's; not when either is off", async () => {
+    await put('etc/waagent.conf', 'Provisioning.Agent=disabled\nOS.EnableFirewall=y\n');
+    const result = await doctor();
+    expect([result.code, result.ids]).toEqual([0, ['two-firewalls']]);
+    expect(result.out).toContain('OS.EnableFirewall=n');
+    await put('etc/waagent.conf', 'Provisioning.Agent=disabled\nOS.EnableFirewall=n\n');
+    expect((await doctor()).ids).toEqual([]);
+    await put('etc/waagent.conf', 'Provisioning.Agent=disabled\nOS.EnableFirewall=y\n');
+    await put('etc/bootstate/bootstate.toml', '[firewall]\nenable = false\n');
+    expect((await doctor()).ids).toEqual([]);
+  });
+
   it("breaks: azure-init's unit enabled", async () => {
     await mkdir(path.join(root, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
     await symlink('/usr/lib/systemd/system/azure-init.service', path.join(root, 'etc/systemd/system/multi-user.target.wants/azure-init.service'));

@@ -19,6 +19,7 @@ const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 const deb = join(root, `dist/bootstate_${version}_amd64.deb`);
 const WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate.service';
 const RESOURCE_DISK_WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate-resource-disk.service';
+const FIREWALL_WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate-firewall.service';
 const isRoot = process.getuid?.() === 0;
 const hasSystemdAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
 
@@ -101,16 +102,17 @@ describe('the .deb', () => {
     for (const library of ['libc6', 'libstdc++6', 'libgcc-s1']) {
       expect(depends.find((d) => d.startsWith(`${library} `)), library).toMatch(/^\S+ \(>= [0-9.]+\)$/);
     }
-    expect(depends).toEqual(expect.arrayContaining(['passwd', 'mount']));
+    expect(depends).toEqual(expect.arrayContaining(['passwd', 'mount', 'nftables | iptables']));
     expect(depends.some((d) => d.startsWith('util-linux'))).toBe(false);
     expect(field('Recommends')).toContain('openssh-server');
   });
 
-  it('installs exactly the binary, three units, the WALinuxAgent drop-ins, the udev rule, the default config and the copyright, owned by root with their modes', () => {
+  it('installs exactly the binary, four units, the WALinuxAgent drop-ins, the udev rule, the default config and the copyright, owned by root with their modes', () => {
     const files = [...contents()].filter(([, entry]) => !entry.mode.startsWith('d'));
     expect(Object.fromEntries(files.map(([path, entry]) => [path, entry.mode]))).toEqual({
       '/etc/bootstate/bootstate.toml': '-rw-r--r--',
       '/usr/bin/bootstate': '-rwxr-xr-x',
+      '/usr/lib/systemd/system/bootstate-firewall.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-monitor.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-resource-disk.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate.service': '-rw-r--r--',
@@ -170,6 +172,31 @@ describe('the first-boot unit', () => {
   });
 
   it('is wanted by multi-user.target, which is where postinst links it', () => {
+    expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
+  });
+});
+
+describe('the firewall unit', () => {
+  const unit = () => unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate-firewall.service'));
+
+  it('is shipped as packaging/systemd has it, and the preset enables it with the first-boot unit', () => {
+    expect(readFileSync(join(extracted, 'usr/lib/systemd/system/bootstate-firewall.service'), 'utf8')).toBe(
+      readFileSync(join(root, 'packaging/systemd/bootstate-firewall.service'), 'utf8'),
+    );
+    expect(readFileSync(join(extracted, 'usr/lib/systemd/system-preset/90-bootstate.preset'), 'utf8').split('\n')).toEqual(
+      expect.arrayContaining(['enable bootstate.service', 'enable bootstate-firewall.service', 'disable bootstate-monitor.service']),
+    );
+  });
+
+  it('applies the rules once per boot, before network-pre.target, early (no default dependencies), after nftables.service\'s flush', () => {
+    expect(unit()['Service.Type']).toEqual(['oneshot']);
+    expect(unit()['Service.RemainAfterExit']).toEqual(['yes']);
+    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'firewall', 'apply']);
+    expect(unit()['Unit.DefaultDependencies']).toEqual(['no']);
+    expect(unit()['Unit.Before']).toContain('network-pre.target');
+    expect(unit()['Unit.Wants']).toContain('network-pre.target');
+    expect(unit()['Unit.After']).toContain('nftables.service');
+    expect(unit()['Unit.ConditionCapability']).toEqual(['CAP_NET_ADMIN']);
     expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
   });
 });
@@ -263,11 +290,13 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     dpkg(target, '-i', deb);
     expect(readlinkSync(join(target, WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate.service');
     expect(readlinkSync(join(target, RESOURCE_DISK_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-resource-disk.service');
+    expect(readlinkSync(join(target, FIREWALL_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-firewall.service');
     expect(existsSync(join(target, 'usr/bin/bootstate'))).toBe(true);
 
     dpkg(target, '-r', 'bootstate');
     expect(existsSync(join(target, WANTS_LINK))).toBe(false);
     expect(existsSync(join(target, RESOURCE_DISK_WANTS_LINK))).toBe(false);
+    expect(existsSync(join(target, FIREWALL_WANTS_LINK))).toBe(false);
     expect(existsSync(join(target, 'usr/bin/bootstate'))).toBe(false);
     expect(existsSync(join(target, 'etc/bootstate/bootstate.toml'))).toBe(true);
 
@@ -296,7 +325,7 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     for (const name of readdirSync(targets).filter((n) => n.endsWith('.target'))) {
       if (!existsSync(join(target, 'usr/lib/systemd/system', name))) copyFileSync(join(targets, name), join(target, 'usr/lib/systemd/system', name));
     }
-    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service'], { encoding: 'utf8' });
+    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service', 'bootstate-firewall.service'], { encoding: 'utf8' });
     expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
     expect(result.status).toBe(0);
   });
@@ -345,6 +374,13 @@ describe('prerm', () => {
     expect(prerm).toMatch(/remove\|upgrade\|deconfigure\)/);
     expect(prerm).toContain('deb-systemd-invoke stop bootstate-monitor.service');
   });
+
+  it('removes the wireserver firewall\'s rules with the binary on removal of a live system, not on upgrade', () => {
+    const control = join(scratch, 'control-prerm-firewall');
+    execFileSync('dpkg-deb', ['-e', deb, control]);
+    const prerm = readFileSync(join(control, 'prerm'), 'utf8');
+    expect(prerm).toMatch(/if \[ "\$1" = remove \] && \[ -z "\$root" \] && \[ -x \/usr\/bin\/bootstate \]; then\n\s+\/usr\/bin\/bootstate firewall remove/);
+  });
 });
 
 describe('postinst', () => {
@@ -358,6 +394,7 @@ describe('postinst', () => {
     execFileSync(join(bin, 'sh'), [join(control, 'postinst'), 'configure', ''], { env: { PATH: bin, DPKG_ROOT: target } });
     expect(readlinkSync(join(target, WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate.service');
     expect(readlinkSync(join(target, RESOURCE_DISK_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-resource-disk.service');
+    expect(readlinkSync(join(target, FIREWALL_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-firewall.service');
   });
 
   it('runs bootstate doctor on the target root and prints its findings without failing the install', () => {
@@ -395,5 +432,6 @@ describe('postinst', () => {
     execFileSync('dpkg-deb', ['-e', deb, control]);
     execFileSync('sh', [join(control, 'postinst'), 'configure', '0.0.1'], { env: { PATH: process.env.PATH, DPKG_ROOT: target } });
     expect(existsSync(join(target, WANTS_LINK))).toBe(false);
+    expect(existsSync(join(target, FIREWALL_WANTS_LINK))).toBe(false);
   });
 });
