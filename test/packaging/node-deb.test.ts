@@ -34,7 +34,7 @@ const field = (name: string) => execFileSync('dpkg-deb', ['-f', deb, name], { en
 describe('bootstate-node', () => {
   it("is architecture-independent, depends on nodejs (>= 20.18), and takes the single executable's place", () => {
     expect([field('Package'), field('Architecture')]).toEqual(['bootstate-node', 'all']);
-    expect(field('Depends')).toBe('nodejs (>= 20.18), passwd, mount');
+    expect(field('Depends')).toBe('nodejs (>= 20.18), passwd, mount, nftables | iptables');
     expect([field('Conflicts'), field('Replaces')]).toEqual(['bootstate', 'bootstate']);
   });
 
