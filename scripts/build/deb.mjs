@@ -32,11 +32,12 @@ rmSync(stage, { recursive: true, force: true });
 place(binary, 'usr/bin/bootstate', 0o755);
 place(join(units, 'bootstate.service'), 'usr/lib/systemd/system/bootstate.service', 0o644);
 place(join(units, 'bootstate-monitor.service'), 'usr/lib/systemd/system/bootstate-monitor.service', 0o644);
+place(join(units, 'bootstate-monitor.timer'), 'usr/lib/systemd/system/bootstate-monitor.timer', 0o644);
 write('etc/bootstate/bootstate.toml', await renderDefaultConfig(), 0o644);
 place(join(debian, 'copyright'), 'usr/share/doc/bootstate/copyright', 0o644);
 write('usr/share/doc/bootstate/changelog.gz', gzipSync(readFileSync(join(debian, 'changelog')), { level: 9 }).fill(0, 4, 8), 0o644);
 place(join(debian, 'lintian-overrides'), 'usr/share/lintian/overrides/bootstate', 0o644);
-write('usr/lib/systemd/system-preset/90-bootstate.preset', 'enable bootstate.service\ndisable bootstate-monitor.service\n', 0o644);
+write('usr/lib/systemd/system-preset/90-bootstate.preset', 'enable bootstate.service\ndisable bootstate-monitor.timer\n', 0o644);
 
 const payload = filesUnder(stage);
 const installedKiB = payload.reduce((sum, file) => sum + Math.ceil(statSync(join(stage, file)).size / 1024), 0);

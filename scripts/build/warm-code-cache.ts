@@ -1,7 +1,7 @@
 /**
  * Writes the plain program's code caches (scripts/build/program.mjs): runs `provision --scratch` of the built program
  * once against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
- * boot compiles, then one `report` for the other subcommands' script, and fails the build unless the first reached
+ * boot compiles, then one `report` for the other subcommands' script and one `monitor --once` for the monitor's, and fails the build unless the first reached
  * Ready and exited 0 and the second sent its report.
  *
  *   node --import tsx scripts/build/warm-code-cache.ts dist/bootstate.mjs
@@ -35,6 +35,16 @@ try {
     env: { ...process.env, BOOTSTATE_LOG: 'error' },
   });
   if (fabric.requestsTo('health').length === before) throw new Error('the code cache run of `report` sent no report');
+  // The monitor's script: one timer-started cycle, what runs every minute for the VM's life.
+  const monitorConfig = join(dir, 'monitor.toml');
+  writeFileSync(
+    monitorConfig,
+    `[wireserver]\naddress = "127.0.0.1"\n[monitor]\nhealth_service_port = ${fabric.ports.wireserver}\nhost_plugin_port = ${fabric.ports.hostPlugin}\n` +
+      `[imds]\nendpoint = ${q(fabric.imdsUrl)}\n[data_dir]\npath = ${q(join(dir, 'data'))}\n[log_path]\npath = ""\n[telemetry]\nkvp = false\n`,
+  );
+  const posts = fabric.requestsTo('healthService').length;
+  await promisify(execFile)(process.execPath, [entry, 'monitor', '--once', '--config', monitorConfig], { env: { ...process.env, BOOTSTATE_LOG: 'error' } });
+  if (fabric.requestsTo('healthService').length === posts) throw new Error('the code cache run of `monitor --once` posted nothing');
 } finally {
   await fabric.close();
   rmSync(dir, { recursive: true, force: true });
