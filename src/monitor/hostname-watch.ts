@@ -12,8 +12,7 @@ import path from 'node:path';
 import type { HostnamePublishingConfig } from '../config/defaults.js';
 import { run } from '../os/exec.js';
 import { publishHostname } from '../os/hostname-publish.js';
-
-export const PUBLISHED_FILE = 'published-hostname';
+import { PUBLISHED_FILE } from './published-hostname.js';
 
 export interface HostnameWatchLog {
   info(obj: object, msg?: string): void;

@@ -59,7 +59,9 @@ async function untilHeartbeats(n: number): Promise<void> {
     if ((await heartbeats()).length >= n) return;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
-  throw new Error(`fewer than ${n} heartbeats reached the fabric in 240 s`);
+  const status = await boot.exec(['systemctl', 'status', '--no-pager', '-l', 'bootstate-monitor.timer', 'bootstate-monitor.service']);
+  const log = await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate-monitor.service', '-u', 'bootstate-monitor.timer']);
+  throw new Error(`fewer than ${n} heartbeats reached the fabric in 240 s:\n${status.stdout}\n${log.stdout}`);
 }
 
 /** Journal entries about the monitor's service (its own and PID 1's), and heartbeats, over `cycles` more cycles. */
