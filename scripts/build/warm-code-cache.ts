@@ -1,8 +1,8 @@
 /**
  * Writes the plain program's code caches (scripts/build/program.mjs): runs `provision --scratch` of the built program
  * once against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
- * boot compiles, then one `report` for the other subcommands' script and one `monitor --once` for the monitor's, and fails the build unless the first reached
- * Ready and exited 0 and the second sent its report.
+ * boot compiles, then one `report` for the other subcommands' script and one `monitor --once` for the monitor's, and
+ * fails the build unless the first reached Ready and exited 0, the second sent its report and the third posted.
  *
  *   node --import tsx scripts/build/warm-code-cache.ts dist/bootstate.mjs
  */
@@ -40,7 +40,9 @@ try {
   writeFileSync(
     monitorConfig,
     `[wireserver]\naddress = "127.0.0.1"\n[monitor]\nhealth_service_port = ${fabric.ports.wireserver}\nhost_plugin_port = ${fabric.ports.hostPlugin}\n` +
-      `[imds]\nendpoint = ${q(fabric.imdsUrl)}\n[data_dir]\npath = ${q(join(dir, 'data'))}\n[log_path]\npath = ""\n[telemetry]\nkvp = false\n`,
+      `state_file = ${q(join(dir, 'monitor-state.json'))}\n[imds]\nendpoint = ${q(fabric.imdsUrl)}\n[data_dir]\npath = ${q(join(dir, 'data'))}\n` +
+      // Nothing of this machine's: its /run, or its DHCP client whatever its hostname does.
+      `[log_path]\npath = ""\n[telemetry]\nkvp = false\n[hostname_publishing]\nmonitor = false\n`,
   );
   const posts = fabric.requestsTo('healthService').length;
   await promisify(execFile)(process.execPath, [entry, 'monitor', '--once', '--config', monitorConfig], { env: { ...process.env, BOOTSTATE_LOG: 'error' } });
