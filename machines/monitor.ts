@@ -9,62 +9,37 @@
  * `reporter`, invoked on the root so it lives as long as the run; the reporter's client posts one observation
  * per POST and queues (at most ten) what arrives while a POST is in flight. STOP leaves `running`, which aborts
  * every measurement in flight, and `stopping` flushes the queue once before the final state.
+ *
+ * With `once` each region measures once and is done: the timer-started `bootstate monitor --once` runs one such cycle
+ * a period, going on from the streaks (and the plugin's availability) the previous cycle left in its output.
  */
 import { assign, enqueueActions, fromCallback, fromPromise, setup } from 'xstate';
 import type { Observation } from '../src/azure/healthservice.js';
 import type { MonitorConfig } from '../src/config/defaults.js';
+import {
+  HEARTBEAT,
+  IMDS_HEARTBEAT,
+  VERSIONS,
+  type Measurement,
+  type MonitorContext,
+  type MonitorEvent,
+  type MonitorInput,
+  type MonitorOutput,
+  type MonitorState,
+  type ReporterEvent,
+  type VersionsMeasurement,
+} from './monitor-types.js';
 
-export const HEARTBEAT = 'GuestAgentPluginHeartbeat';
-export const VERSIONS = 'GuestAgentPluginVersions';
-export const IMDS_HEARTBEAT = 'InstanceMetadataHeartbeat';
-
-/** What one measurement found: its own health, the text for `Value`, and when it finished (clock ms). */
-export interface Measurement {
-  ok: boolean;
-  value: string;
-  at: number;
-}
-
-/** A `/versions` measurement also says whether the plugin supports the protocol version we need. */
-export interface VersionsMeasurement extends Measurement {
-  available: boolean;
-}
-
-/** Periods and roll-up windows in milliseconds, and whether to stop after one measurement per signal. */
-export interface MonitorInput {
-  once: boolean;
-  heartbeatPeriodMs: number;
-  versionsPeriodMs: number;
-  imdsPeriodMs: number;
-  heartbeatRollupMs: number;
-  imdsRollupMs: number;
-}
-
-export interface MonitorContext extends MonitorInput {
-  /** `at` of the first failure of the current heartbeat failure streak; null while healthy. */
-  heartbeatStreak: number | null;
-  imdsStreak: number | null;
-  stopRequested: boolean;
-  reporterFailed: boolean;
-}
-
-export interface MonitorOutput {
-  result: 'completed' | 'stopped' | 'failed';
-  exitCode: number;
-}
-
-export type MonitorEvent = { type: 'STOP' };
-
-/** The only event the reporter receives. */
-export type ReporterEvent = { type: 'OBSERVE'; observation: Observation };
+export * from './monitor-types.js';
 
 /** A period as a timer delay: never above 2^31−1 ms, where the runtime would fire at once and loop. */
 const periodMs = (secs: number) => Math.min(2 ** 31 - 1, Math.max(1, Math.round(secs * 1000)));
 
-/** Builds the chart input from configuration (seconds) and the `--once` flag. */
-export function monitorInput(config: MonitorConfig, once: boolean): MonitorInput {
+/** Builds the chart input from configuration (seconds), the `--once` flag and what the previous run left. */
+export function monitorInput(config: MonitorConfig, once: boolean, saved: MonitorState | null = null): MonitorInput {
   return {
     once,
+    saved,
     heartbeatPeriodMs: periodMs(config.heartbeat_period_secs),
     versionsPeriodMs: periodMs(config.versions_period_secs),
     imdsPeriodMs: periodMs(config.imds_period_secs),
@@ -136,6 +111,7 @@ export const monitorMachine = setup({
   },
   guards: {
     once: ({ context }) => context.once,
+    versionsKnownAvailable: ({ context }) => context.versionsAvailable,
     versionsAvailable: (_, measurement: VersionsMeasurement) => measurement.available,
   },
   delays: {
@@ -151,6 +127,7 @@ export const monitorMachine = setup({
       enqueue.sendTo('reporter', { type: 'OBSERVE', observation } satisfies ReporterEvent);
     }),
     observeVersions: enqueueActions(({ enqueue }, measurement: VersionsMeasurement) => {
+      enqueue.assign({ versionsAvailable: measurement.available });
       enqueue.sendTo('reporter', { type: 'OBSERVE', observation: versionsObservation(measurement) } satisfies ReporterEvent);
     }),
     observeImds: enqueueActions(({ context, enqueue }, measurement: Measurement) => {
@@ -164,7 +141,14 @@ export const monitorMachine = setup({
   },
 }).createMachine({
   id: 'monitor',
-  context: ({ input }) => ({ ...input, heartbeatStreak: null, imdsStreak: null, stopRequested: false, reporterFailed: false }),
+  context: ({ input: { saved, ...input } }) => ({
+    ...input,
+    heartbeatStreak: saved?.heartbeatStreak ?? null,
+    imdsStreak: saved?.imdsStreak ?? null,
+    versionsAvailable: saved?.versionsAvailable ?? false,
+    stopRequested: false,
+    reporterFailed: false,
+  }),
   invoke: { id: 'reporter', src: 'reporter', onError: { target: '.stopped', actions: 'noteReporterFailed' } },
   initial: 'running',
   states: {
@@ -193,8 +177,10 @@ export const monitorMachine = setup({
           },
         },
         versions: {
-          initial: 'measuring',
+          initial: 'starting',
           states: {
+            // A run that goes on from one which found the plugin usable does not ask again.
+            starting: { always: [{ guard: 'versionsKnownAvailable', target: 'done' }, { target: 'measuring' }] },
             measuring: {
               invoke: {
                 id: 'checkVersions',
@@ -242,8 +228,9 @@ export const monitorMachine = setup({
     stopped: { type: 'final' },
   },
   output: ({ context }): MonitorOutput => {
-    if (context.reporterFailed) return { result: 'failed', exitCode: 1 };
-    return { result: context.stopRequested ? 'stopped' : 'completed', exitCode: 0 };
+    const state = { heartbeatStreak: context.heartbeatStreak, imdsStreak: context.imdsStreak, versionsAvailable: context.versionsAvailable };
+    if (context.reporterFailed) return { result: 'failed', exitCode: 1, state };
+    return { result: context.stopRequested ? 'stopped' : 'completed', exitCode: 0, state };
   },
 });
 

@@ -1,5 +1,5 @@
-# Enables the first-boot unit on the first install ($1 = 1), so the next boot of an image built with it provisions
-# the VM; an upgrade leaves the admin's choice alone and restarts a running monitor on the new binary. Runs inside
+# Enables the first-boot, firewall and temporary disk units on the first install ($1 = 1), so the next boot of an
+# image built with it provisions the VM; an upgrade leaves the admin's choice alone. Runs inside
 # the target root (rpm --root chroots), where systemctl may be absent: then the enable link is made directly.
 if [ "$1" -eq 1 ]; then
     if command -v systemctl >/dev/null 2>&1; then
@@ -19,5 +19,7 @@ if [ -x /usr/bin/bootstate ]; then
 fi
 if [ -d /run/systemd/system ]; then
     systemctl daemon-reload >/dev/null 2>&1 || true
+    # The wireserver firewall on a running system at once, and again after an upgrade (its rules may have changed).
+    systemctl restart bootstate-firewall.service >/dev/null 2>&1 || true
 fi
 exit 0

@@ -84,6 +84,7 @@ const CLI_MODULE = 'bootstate-cli';
 const subcommandTable = join(root, 'src/commands/index.ts');
 const argvModule = join(root, 'src/cli/argv.ts');
 const PROVISION = 'src/commands/provision.ts';
+const MONITOR = 'src/commands/monitor.ts';
 
 /** `import('./x.js')` in `dir` → the TypeScript file's path from the repository root. */
 const sourceOf = (dir, specifier) => relative(root, join(dir, specifier).replace(/\.js$/, '.ts'));
@@ -91,16 +92,17 @@ const sourceOf = (dir, specifier) => relative(root, join(dir, specifier).replace
 /** Script name → the modules it holds that others load on demand (paths from the repository root). */
 function scriptModules() {
   const subcommands = [...new Set([...readFileSync(subcommandTable, 'utf8').matchAll(/\bimport\('([^']+)'\)/g)].map((m) => sourceOf(dirname(subcommandTable), m[1])))];
-  if (!subcommands.includes(PROVISION)) throw new Error(`${subcommandTable} no longer imports ${PROVISION}`);
+  for (const path of [PROVISION, MONITOR]) if (!subcommands.includes(path)) throw new Error(`${subcommandTable} no longer imports ${path}`);
   return {
     provision: [PROVISION],
     run: [PROVISION_RUN],
-    commands: [...subcommands.filter((path) => path !== PROVISION), 'src/inspect/live.ts'],
+    monitor: [MONITOR],
+    commands: [...subcommands.filter((path) => path !== PROVISION && path !== MONITOR), 'src/inspect/live.ts'],
   };
 }
 
 /** The program's scripts, by name. */
-export const SCRIPTS = ['cli', 'provision', 'run', 'commands'];
+export const SCRIPTS = ['cli', 'provision', 'run', 'monitor', 'commands'];
 
 /** Scripts that are the second part of another one: only that one loads them; any other holds their modules itself. */
 const PART_OF = { run: 'provision' };

@@ -51,7 +51,7 @@ process.once('exit', () => {
 const SCRIPT = /^bootstate-(import|script):([a-z]+)\/(.+)$/;
 const scripts = new Map();
 /** WebAssembly each script needs, compiled while the script loads and starts. */
-const WASM_OF = { provision: ['llhttp_simd.wasm'] };
+const WASM_OF = { provision: ['llhttp_simd.wasm'], monitor: ['llhttp_simd.wasm'] };
 const wasm = new Map();
 const cli = load('bootstate.bundle.js');
 cli.runAsProgram();

@@ -1,8 +1,8 @@
 /**
  * Writes the plain program's code caches (scripts/build/program.mjs): runs `provision --scratch` of the built program
  * once against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
- * boot compiles, then one `report` for the other subcommands' script, and fails the build unless the first reached
- * Ready and exited 0 and the second sent its report.
+ * boot compiles, then one `report` for the other subcommands' script and one `monitor --once` for the monitor's, and
+ * fails the build unless the first reached Ready and exited 0, the second sent its report and the third posted.
  *
  *   node --import tsx scripts/build/warm-code-cache.ts dist/bootstate.mjs
  */
@@ -35,6 +35,18 @@ try {
     env: { ...process.env, BOOTSTATE_LOG: 'error' },
   });
   if (fabric.requestsTo('health').length === before) throw new Error('the code cache run of `report` sent no report');
+  // The monitor's script: one timer-started cycle, what runs every minute for the VM's life.
+  const monitorConfig = join(dir, 'monitor.toml');
+  writeFileSync(
+    monitorConfig,
+    `[wireserver]\naddress = "127.0.0.1"\n[monitor]\nhealth_service_port = ${fabric.ports.wireserver}\nhost_plugin_port = ${fabric.ports.hostPlugin}\n` +
+      `state_file = ${q(join(dir, 'monitor-state.json'))}\n[imds]\nendpoint = ${q(fabric.imdsUrl)}\n[data_dir]\npath = ${q(join(dir, 'data'))}\n` +
+      // Nothing of this machine's: its /run, or its DHCP client whatever its hostname does.
+      `[log_path]\npath = ""\n[telemetry]\nkvp = false\n[hostname_publishing]\nmonitor = false\n`,
+  );
+  const posts = fabric.requestsTo('healthService').length;
+  await promisify(execFile)(process.execPath, [entry, 'monitor', '--once', '--config', monitorConfig], { env: { ...process.env, BOOTSTATE_LOG: 'error' } });
+  if (fabric.requestsTo('healthService').length === posts) throw new Error('the code cache run of `monitor --once` posted nothing');
 } finally {
   await fabric.close();
   rmSync(dir, { recursive: true, force: true });

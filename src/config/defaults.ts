@@ -95,6 +95,8 @@ export interface HostnamePublishingConfig {
   backends: string[];
   /** Longest publishing may take; past it the run goes on with a warning. */
   timeout_secs: number;
+  /** Whether each monitor cycle publishes a hostname changed since the last one published. */
+  monitor: boolean;
 }
 
 export interface OsConfig {
@@ -126,6 +128,8 @@ export interface MonitorConfig {
   imds_rollup_secs: number;
   versions_period_secs: number;
   request_timeout_secs: number;
+  /** Where a `monitor --once` cycle keeps the roll-up state for the next (under /run: a reboot empties it). */
+  state_file: string;
 }
 
 export interface PreprovisioningConfig {
@@ -247,7 +251,7 @@ export const DEFAULT_CONFIG: Config = {
   platform: { check: true },
   azure_proxy_agent: { enable: true, require: false, wait_secs: 120 },
   hostname_provisioners: { backends: ['hostnamectl', 'hostname'] },
-  hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30 },
+  hostname_publishing: { enable: true, backends: ['networkd', 'networkmanager', 'dhclient'], timeout_secs: 30, monitor: true },
   firewall: { enable: true },
   user_provisioners: {
     backends: ['useradd'],
@@ -270,6 +274,7 @@ export const DEFAULT_CONFIG: Config = {
     imds_rollup_secs: 180,
     versions_period_secs: 60,
     request_timeout_secs: 10,
+    state_file: '/run/bootstate/monitor-state.json',
   },
   journal: { enable: true, keep: 20 },
   preprovisioning: { poll_interval_secs: 1 },

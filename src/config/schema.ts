@@ -83,6 +83,7 @@ const sections = {
     enable: v.boolean(),
     backends: backendList(HOSTNAME_PUBLISHING_BACKEND_NAMES, '; enable = false turns publishing off'),
     timeout_secs: positiveSecs,
+    monitor: v.boolean(),
   }),
   firewall: v.strictObject({ enable: v.boolean() }),
   user_provisioners: v.strictObject({
@@ -111,6 +112,7 @@ const sections = {
     imds_rollup_secs: positiveSecs,
     versions_period_secs: positiveSecs,
     request_timeout_secs: positiveSecs,
+    state_file: absolutePath,
   }),
   journal: v.strictObject({ enable: v.boolean(), keep: count(0, 10_000) }),
   preprovisioning: v.strictObject({ poll_interval_secs: positiveSecs }),

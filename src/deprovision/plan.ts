@@ -7,6 +7,7 @@ import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { WAAGENT_CUSTOM_DATA_PATH } from '../config/defaults.js';
+import { PUBLISHED_FILE } from '../monitor/published-hostname.js';
 import { findAdminUsers } from '../os/admin-users.js';
 import { run } from '../os/exec.js';
 import { findFirewall, type FirewallPiece } from '../os/firewall.js';
@@ -127,6 +128,9 @@ async function bootstateState(root: string, config: Config): Promise<Change[]> {
   for (const name of (await namesIn(root, dataDir)).filter(isMarkerName)) changes.push({ kind: 'remove', path: path.posix.join(dataDir, name), what: 'provisioned marker' });
   const runs = path.posix.join(dataDir, 'runs');
   for (const name of await namesIn(root, runs)) changes.push({ kind: 'remove', path: path.posix.join(runs, name), what: 'run journal', recursive: true });
+  // The build VM's name: a VM made from the image would otherwise publish its own name once more on its first cycle.
+  const published = path.posix.join(dataDir, PUBLISHED_FILE);
+  if (await isRegular(root, published)) changes.push({ kind: 'remove', path: published, what: 'last hostname published' });
   const saved = [config.custom_data.custom_data_path || path.posix.join(dataDir, 'CustomData'), config.custom_data.user_data_path || path.posix.join(dataDir, 'UserData')];
   if (config.custom_data.waagent_compat) saved.push(WAAGENT_CUSTOM_DATA_PATH);
   for (const file of saved) if (await isRegular(root, file)) changes.push({ kind: 'remove', path: file, what: 'saved custom data' });

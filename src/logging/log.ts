@@ -17,8 +17,10 @@ export type { Logger };
 export interface LoggerOptions {
   /** Log file path; empty disables it. A file that cannot be opened is reported once on stderr and skipped. */
   logPath?: string;
-  /** Level for stderr (default `info`, or BOOTSTATE_LOG). The file always gets `debug` and above. */
+  /** Level for stderr (default `info`, or BOOTSTATE_LOG). */
   stderrLevel?: pino.Level;
+  /** Level for the file (default `debug`). */
+  fileLevel?: pino.Level;
   /** Further destinations, e.g. the KVP telemetry sink (`sink` names it in failure notes; default `extra`). */
   extra?: Array<{ level: pino.Level; stream: DestinationStream; sink?: string }>;
   /** Where stderr lines go (tests pass their own). */
@@ -72,7 +74,7 @@ export function createLogger(options: LoggerOptions = {}): { log: Logger; close(
       mkdirSync(dirname(options.logPath), { recursive: true, mode: 0o755 });
       fileFd = openRegularSync(options.logPath, { flags: constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT });
       fchmodSync(fileFd, 0o600);
-      streams.push({ level: 'debug', stream: sinks.stream('log file', pino.destination({ dest: fileFd, sync: true })) });
+      streams.push({ level: options.fileLevel ?? 'debug', stream: sinks.stream('log file', pino.destination({ dest: fileFd, sync: true })) });
     } catch (error) {
       if (fileFd !== null) closeSync(fileFd);
       fileFd = null;

@@ -4,11 +4,12 @@
  * aborted and queued observations get their one POST before the promise resolves; a second signal aborts that POST.
  */
 import { createActor, toPromise, type InspectionEvent } from 'xstate';
-import { monitorInput, monitorMachine, type Measurement } from '../../machines/monitor.js';
+import { monitorInput, monitorMachine, type Measurement, type MonitorState } from '../../machines/monitor.js';
 import { HealthServiceClient, type HealthServiceOptions, type MonitorLog, type Observation } from '../azure/healthservice.js';
 import { HostPluginClient } from '../azure/hostplugin.js';
 import type { Config } from '../config/defaults.js';
 import { monitorActors } from './actors.js';
+import { bootClockMs } from './state-file.js';
 
 /** Where the monitor sends its requests; tests point these at a fake fabric. */
 export interface MonitorEndpoints {
@@ -24,6 +25,8 @@ export interface RunMonitorOptions {
   config: Pick<Config, 'monitor' | 'wireserver' | 'imds'>;
   /** Measure every signal once, report, and exit. */
   once: boolean;
+  /** What the previous cycle left (`--once` under the timer). */
+  saved?: MonitorState | null;
   /** Aborting it stops the monitor as SIGTERM does. */
   signal?: AbortSignal;
   log: MonitorLog;
@@ -44,6 +47,8 @@ const STOPPING_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQ
 
 export interface MonitorResult {
   exitCode: number;
+  /** What the next cycle goes on from; null when the run failed before the chart ended. */
+  state: MonitorState | null;
 }
 
 /** Derives the endpoints from configuration: the wireserver address for both wireserver services, IMDS's origin. */
@@ -82,13 +87,15 @@ export async function runMonitor(options: RunMonitorOptions): Promise<MonitorRes
       imdsOrigin: endpoints.imds,
       healthService,
       requestTimeoutMs,
-      now: () => Math.round(performance.now()),
+      now: bootClockMs,
       log,
       onMeasured: options.onMeasured,
     }),
   });
-  const actor = createActor(machine, { input: monitorInput(config.monitor, once), inspect: options.inspect });
+  const actor = createActor(machine, { input: monitorInput(config.monitor, once, options.saved ?? null), inspect: options.inspect });
 
+  // A timer-started cycle says nothing at info level when all is well: it runs every minute.
+  const note = (fields: object, message: string) => (once ? log.debug(fields, message) : log.info(fields, message));
   let stops = 0;
   const stop = (why: string) => {
     stops += 1;
@@ -106,15 +113,15 @@ export async function runMonitor(options: RunMonitorOptions): Promise<MonitorRes
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
   try {
-    log.info({ once, endpoints }, 'monitor started');
+    note({ once, endpoints }, 'monitor started');
     actor.start();
     if (options.signal?.aborted) onAbort();
     const output = await toPromise(actor);
-    log.info({ result: output.result }, 'monitor stopped');
-    return { exitCode: output.exitCode };
+    note({ result: output.result }, 'monitor stopped');
+    return { exitCode: output.exitCode, state: output.state };
   } catch (error) {
     log.warn({ error: (error as Error).message }, 'monitor failed');
-    return { exitCode: 1 };
+    return { exitCode: 1, state: null };
   } finally {
     if (handleSignals) for (const name of STOPPING_SIGNALS) process.off(name, onSignal);
     options.signal?.removeEventListener('abort', onAbort);

@@ -37,6 +37,11 @@ export interface PublishOptions {
   deadline: number;
   /** Whether to wait for what the commands did (process gone, new lease); a dry run only records the commands. */
   observe: boolean;
+  /**
+   * How a restarted dhclient runs under systemd: in a scope of its own (default: the first boot's, which outlives
+   * bootstate.service), or as a transient service PID1 starts, outside a sandboxed caller (the monitor's cycle).
+   */
+  dhclientUnder?: 'scope' | 'service';
 }
 
 interface Request {
@@ -107,7 +112,8 @@ export const PUBLISHERS: Record<string, Publisher> = {
     const again = client.argv.includes('-nw') ? client.argv : [client.argv[0]!, '-nw', ...client.argv.slice(1)];
     // Under systemd the new client gets a scope of its own: in bootstate.service's cgroup it would die with the unit.
     const systemd = await stat(path.join(options.probeRoot, 'run/systemd/system')).then(() => true, () => false);
-    await context.run(systemd ? ['systemd-run', '--scope', '--quiet', '--', ...again] : again, { signal, timeoutMs: remaining(options) });
+    const under = options.dhclientUnder === 'service' ? ['systemd-run', '--quiet', '--collect', '--property=Type=forking', '--'] : ['systemd-run', '--scope', '--quiet', '--'];
+    await context.run(systemd ? [...under, ...again] : again, { signal, timeoutMs: remaining(options) });
     const detail = `dhclient (pid ${client.pid}) restarted without releasing its lease`;
     return outcome('dhclient', iface, hostname, detail, options.observe ? await renewed(lease, before, options, signal) : null);
   },

@@ -31,6 +31,7 @@ export const REMOVED = [
   `/var/lib/bootstate/${VM_ID}.provisioned`,
   `/var/lib/bootstate/runs/2025-01-01T00-00-00.000Z-${VM_ID}.jsonl`,
   '/var/lib/bootstate/CustomData',
+  '/var/lib/bootstate/published-hostname',
   '/var/log/bootstate.log',
   '/etc/systemd/system/mnt.mount',
   '/etc/systemd/system/mnt-swapfile.swap',
@@ -102,6 +103,7 @@ export function prepareImage(root: string, outside: string): void {
   put(root, `/var/lib/bootstate/${VM_ID}.provisioned`, '', 0o600);
   put(root, `/var/lib/bootstate/runs/2025-01-01T00-00-00.000Z-${VM_ID}.jsonl`, '{"t":0}\n', 0o600);
   put(root, '/var/lib/bootstate/CustomData', 'secret custom data\n', 0o600);
+  put(root, '/var/lib/bootstate/published-hostname', 'build-vm\n', 0o644);
   put(root, '/var/lib/bootstate/bootstate.lock', '', 0o600);
   put(root, '/var/log/bootstate.log', '{"msg":"provisioned"}\n', 0o640);
   put(root, '/var/log/syslog', 'kept\n', 0o640);

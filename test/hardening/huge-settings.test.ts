@@ -101,7 +101,7 @@ describe('the monitor with a huge period', () => {
     });
     await new Promise((resolve) => setTimeout(resolve, 3000));
     stop.abort();
-    expect(await done).toEqual({ exitCode: 0 });
+    expect(await done).toMatchObject({ exitCode: 0 });
     expect({
       hostPluginHealth: fabric.requestsTo('hostPluginHealth').length,
       hostPluginVersions: fabric.requestsTo('hostPluginVersions').length,

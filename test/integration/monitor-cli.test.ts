@@ -17,6 +17,7 @@ const WIRESERVER = '127.0.0.1';
 describe('bootstate monitor --once', () => {
   let fabric: FakeFabric;
   let root: string;
+  let runs = 0;
   beforeAll(async () => {
     fabric = await startFakeFabric({ wireserver: { host: WIRESERVER }, hostPlugin: { host: WIRESERVER } });
     root = mkdtempSync(join(tmpdir(), 'bootstate-monitor-'));
@@ -34,6 +35,9 @@ describe('bootstate monitor --once', () => {
         `[imds]\nendpoint = "${fabric.imdsUrl}"`,
         `[wireserver]\naddress = "${WIRESERVER}"`,
         `[monitor]\nhealth_service_port = ${new URL(fabric.healthServiceUrl).port}\nhost_plugin_port = ${new URL(fabric.hostPluginUrl).port}\nrequest_timeout_secs = 2`,
+        // Each run a first cycle, and none of this machine's /run or DHCP client.
+        `state_file = "${join(root, 'run', String(++runs), 'monitor-state.json')}"`,
+        `[hostname_publishing]\nmonitor = false`,
         `[telemetry]\nkvp_dir = "${join(root, 'kvp')}"`,
         `[data_dir]\npath = "${join(root, 'data')}"`,
         `[log_path]\npath = "${join(root, 'bootstate.log')}"`,

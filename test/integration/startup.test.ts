@@ -106,6 +106,23 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(opened).not.toContain('bootstate-commands.bundle.js');
   });
 
+  it('runs a monitor cycle from the monitor\'s own script, never reading the other subcommands\' or provisioning\'s', () => {
+    const config = join(work, 'monitor-cycle.toml');
+    // Every endpoint on a loopback port nothing listens on: the cycle measures failures and still runs to its end.
+    writeFileSync(
+      config,
+      '[wireserver]\naddress = "127.0.0.1"\n[monitor]\nhealth_service_port = 9\nhost_plugin_port = 9\n' +
+        `state_file = ${JSON.stringify(join(work, 'monitor-state.json'))}\n[imds]\nendpoint = "http://127.0.0.1:9/metadata"\n` +
+        `[data_dir]\npath = ${JSON.stringify(join(work, 'monitor-data'))}\n[log_path]\npath = ""\n[telemetry]\nkvp = false\n[hostname_publishing]\nmonitor = false\n`,
+    );
+    const trace = join(work, 'monitor.trace');
+    const cycle = spawnSync('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, 'monitor', '--once', '--config', config], { encoding: 'utf8' });
+    expect(cycle.stdout).toContain('check(s) failed');
+    const opened = readFileSync(trace, 'utf8');
+    expect(opened).toContain('bootstate-monitor.bundle.js');
+    for (const other of ['bootstate-commands.bundle.js', 'bootstate-provision.bundle.js', 'bootstate-run.bundle.js']) expect(opened).not.toContain(other);
+  });
+
   it('provisions from its own two scripts, never reading the other subcommands\' script', async () => {
     const opened = await provisionTraced('openat', '--scratch');
     expect(opened).toContain('bootstate-provision.bundle.js');
@@ -163,7 +180,7 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
 
   it('stores each code cache at a 16-byte boundary after its key line, where V8 reads it without copying it', () => {
     const caches = readdirSync(dirname(AGENT)).filter((name) => name.endsWith('.bundle.js.cache'));
-    expect(caches.length).toBe(4);
+    expect(caches.length).toBe(5);
     for (const name of caches) {
       const bytes = readFileSync(join(dirname(AGENT), name));
       const header = bytes.indexOf(10) + 1;

@@ -6,20 +6,38 @@
  */
 import { createActor, type AnyEventObject, type AnyStateMachine } from 'xstate';
 import { TestModel } from 'xstate/graph';
-import { monitorMachine, type MonitorInput } from '../../machines/monitor.js';
+import { monitorMachine, type MonitorInput, type MonitorState } from '../../machines/monitor.js';
 import type { Observation } from '../../src/azure/healthservice.js';
 import { BREAK_REPORTER, Gates, StepClock, gatedActors, settle } from './harness.js';
 import { MonitorOracle, type SeenMeasurement, type Signal } from './oracle.js';
 
 // Distinct periods let the clock tell the regions' timers apart; zero roll-up makes every failure visible
 // in the observation, so each step's report can be checked (roll-up over time has its own scenario tests).
-export const INPUT: Omit<MonitorInput, 'once'> = {
+export const INPUT: Omit<MonitorInput, 'once' | 'saved'> = {
   heartbeatPeriodMs: 1_000,
   versionsPeriodMs: 2_000,
   imdsPeriodMs: 3_000,
   heartbeatRollupMs: 0,
   imdsRollupMs: 0,
 };
+
+/** How a run starts: resident, one cycle from nothing, or one cycle going on from what an earlier one left. */
+export interface Mode {
+  once: boolean;
+  saved: MonitorState | null;
+  label: string;
+}
+
+/** An earlier cycle's failure streaks (before this run's clock began) and a usable plugin. */
+const SAVED: MonitorState = { heartbeatStreak: -60_000, imdsStreak: -120_000, versionsAvailable: true };
+
+export const MODES: Mode[] = [
+  { once: false, saved: null, label: '' },
+  { once: true, saved: null, label: '--once: ' },
+  { once: true, saved: SAVED, label: '--once after a cycle: ' },
+];
+
+export const inputOf = (mode: Mode): MonitorInput => ({ ...INPUT, once: mode.once, saved: mode.saved });
 
 export const REGIONS = [
   { key: 'heartbeat', actor: 'checkHeartbeat', delay: 'heartbeatPeriod', ms: INPUT.heartbeatPeriodMs },
@@ -74,11 +92,11 @@ export function edgeKey(event: AnyEventObject | undefined): string {
 
 /** State value, incoming edge and every context field that changes (guards, observations and output read them). */
 export function serializeState(snapshot: any, event: AnyEventObject | undefined): string {
-  const { once, heartbeatStreak, imdsStreak, stopRequested, reporterFailed } = snapshot.context;
+  const { once, heartbeatStreak, imdsStreak, versionsAvailable, stopRequested, reporterFailed } = snapshot.context;
   return JSON.stringify({
     value: snapshot.value,
     status: snapshot.status,
-    context: { once, heartbeatStreak, imdsStreak, stopRequested, reporterFailed },
+    context: { once, heartbeatStreak, imdsStreak, versionsAvailable, stopRequested, reporterFailed },
     via: edgeKey(event),
   });
 }
@@ -116,11 +134,11 @@ function tell(oracle: MonitorOracle, event: AnyEventObject) {
   else oracle.periodOver(region.key);
 }
 
-/** Shortest event sequences reaching every (oracle state, event) pair, for `once`; none a prefix of another. */
-export function oraclePaths(once: boolean): AnyEventObject[][] {
+/** Shortest event sequences reaching every (oracle state, event) pair, for `mode`; none a prefix of another. */
+export function oraclePaths(mode: Mode): AnyEventObject[][] {
   const paths: Array<{ events: AnyEventObject[]; extended: boolean; oracle: MonitorOracle }> = [];
   const seen = new Set<string>();
-  let frontier: Array<{ oracle: MonitorOracle; path: (typeof paths)[number] | null }> = [{ oracle: new MonitorOracle({ ...INPUT, once }), path: null }];
+  let frontier: Array<{ oracle: MonitorOracle; path: (typeof paths)[number] | null }> = [{ oracle: new MonitorOracle(inputOf(mode)), path: null }];
   while (frontier.length) {
     const next: typeof frontier = [];
     for (const { oracle, path } of frontier) {
@@ -150,14 +168,14 @@ export function describePath(events: AnyEventObject[]): string {
 }
 
 /** Plays `events` on `machine` and the oracle side by side; throws at the first difference. */
-export async function playAgainstOracle(machine: AnyStateMachine, once: boolean, events: AnyEventObject[]): Promise<void> {
+export async function playAgainstOracle(machine: AnyStateMachine, mode: Mode, events: AnyEventObject[]): Promise<void> {
   const gates = new Gates();
   const observations: Observation[] = [];
   const clock = new StepClock();
   const errors: unknown[] = [];
-  const actor = createActor(machine.provide({ actors: gatedActors(gates, observations) } as never), { input: { ...INPUT, once }, clock });
+  const actor = createActor(machine.provide({ actors: gatedActors(gates, observations) } as never), { input: inputOf(mode), clock });
   actor.subscribe({ error: (e) => errors.push(e) });
-  const oracle = new MonitorOracle({ ...INPUT, once });
+  const oracle = new MonitorOracle(inputOf(mode));
   const compare = (after: string) => {
     const snapshot = actor.getSnapshot();
     const requests = Object.fromEntries(Object.keys(oracle.requests).map((id) => [id, gates.invocations.get(id) ?? 0]));
@@ -198,51 +216,51 @@ export async function playAgainstOracle(machine: AnyStateMachine, once: boolean,
   }
 }
 
-/** The chart's own shortest paths, for `once`. */
-export function modelPaths(machine: AnyStateMachine, once: boolean) {
-  const model = new TestModel(machine, { input: { ...INPUT, once }, events: eventsFor as never, serializeState: serializeState as never });
+/** The chart's own shortest paths, for `mode`. */
+export function modelPaths(machine: AnyStateMachine, mode: Mode) {
+  const model = new TestModel(machine, { input: inputOf(mode), events: eventsFor as never, serializeState: serializeState as never });
   return model.getShortestPaths();
 }
 
-const oracleCache = new Map<boolean, AnyEventObject[][]>();
+const oracleCache = new Map<Mode, AnyEventObject[][]>();
 
 export interface CheckPath {
   name: string;
   play(machine: AnyStateMachine): Promise<void>;
 }
 
-const checkPath = (once: boolean, events: AnyEventObject[]): CheckPath => ({
-  name: `${once ? '--once: ' : ''}${describePath(events)}`,
-  play: (machine) => playAgainstOracle(machine, once, events),
+const checkPath = (mode: Mode, events: AnyEventObject[]): CheckPath => ({
+  name: `${mode.label}${describePath(events)}`,
+  play: (machine) => playAgainstOracle(machine, mode, events),
 });
 
 /** Paths that do not depend on the chart under test: the oracle's own and the real chart's model paths (their events name no chart state). */
 export async function fixedPaths(): Promise<CheckPath[]> {
-  return [false, true].flatMap((once) => [
-    ...oraclePaths(once).map((events) => checkPath(once, events)),
-    ...modelPaths(monitorMachine as unknown as AnyStateMachine, once).map((p) => checkPath(once, p.steps.slice(1).map((s) => s.event as AnyEventObject))),
+  return MODES.flatMap((mode) => [
+    ...oraclePaths(mode).map((events) => checkPath(mode, events)),
+    ...modelPaths(monitorMachine as unknown as AnyStateMachine, mode).map((p) => checkPath(mode, p.steps.slice(1).map((s) => s.event as AnyEventObject))),
   ]);
 }
 
 /** The shortest paths of `machine` itself. */
 export const ownPaths = (machine: AnyStateMachine): CheckPath[] =>
-  [false, true].flatMap((once) => modelPaths(machine, once).map((p) => checkPath(once, p.steps.slice(1).map((s) => s.event as AnyEventObject))));
+  MODES.flatMap((mode) => modelPaths(machine, mode).map((p) => checkPath(mode, p.steps.slice(1).map((s) => s.event as AnyEventObject))));
 
 /** The first path on which `machine` and the oracle disagree, or null. */
 export async function firstDisagreement(machine: AnyStateMachine): Promise<{ path: string; message: string } | null> {
-  for (const once of [false, true]) {
-    if (!oracleCache.has(once)) oracleCache.set(once, oraclePaths(once));
+  for (const mode of MODES) {
+    if (!oracleCache.has(mode)) oracleCache.set(mode, oraclePaths(mode));
     let chartPaths: AnyEventObject[][];
     try {
-      chartPaths = modelPaths(machine, once).map((p) => p.steps.slice(1).map((s) => s.event as AnyEventObject));
+      chartPaths = modelPaths(machine, mode).map((p) => p.steps.slice(1).map((s) => s.event as AnyEventObject));
     } catch (error) {
       return { path: '(traversal)', message: String(error) };
     }
-    for (const events of [...oracleCache.get(once)!, ...chartPaths]) {
+    for (const events of [...oracleCache.get(mode)!, ...chartPaths]) {
       try {
-        await playAgainstOracle(machine, once, events);
+        await playAgainstOracle(machine, mode, events);
       } catch (error) {
-        return { path: `${once ? '--once: ' : ''}${describePath(events)}`, message: (error as Error).message };
+        return { path: `${mode.label}${describePath(events)}`, message: (error as Error).message };
       }
     }
   }

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   createActor,
+  getInitialMicrosteps,
   getMicrosteps,
   type AnyEventObject,
   type AnyTransitionDefinition,
@@ -16,7 +17,7 @@ import {
 import { getStateNodes, TestModel } from 'xstate/graph';
 import { HEARTBEAT, IMDS_HEARTBEAT, VERSIONS, monitorMachine } from '../../machines/monitor.js';
 import type { Observation } from '../../src/azure/healthservice.js';
-import { edgeKey, eventsFor, INPUT, oraclePaths, playAgainstOracle, REGIONS as CHECK_REGIONS, serializeState, describePath as describeEvents } from './check.js';
+import { edgeKey, eventsFor, inputOf, MODES, type Mode, oraclePaths, playAgainstOracle, REGIONS as CHECK_REGIONS, serializeState, describePath as describeEvents } from './check.js';
 import { BREAK_REPORTER, Gates, StepClock, gatedActors, settle } from './harness.js';
 
 const NAMES = { heartbeat: HEARTBEAT, versions: VERSIONS, imds: IMDS_HEARTBEAT } as const;
@@ -24,9 +25,9 @@ const REGIONS = CHECK_REGIONS.map((r) => ({ ...r, name: NAMES[r.key] }));
 
 type Snapshot = SnapshotFrom<typeof monitorMachine>;
 
-function modelFor(once: boolean) {
+function modelFor(mode: Mode) {
   return new TestModel(monitorMachine, {
-    input: { ...INPUT, once },
+    input: inputOf(mode),
     events: eventsFor as never,
     serializeState: serializeState as never,
   });
@@ -58,22 +59,36 @@ function plannedTransitions(prev: Snapshot, event: AnyEventObject): string[] {
       }
     }
   }
+  return [...taken, ...eventlessTaken(micro)];
+}
+
+/** Eventless transitions between consecutive microsteps: the source left, every target entered. */
+function eventlessTaken(micro: Snapshot[]): string[] {
+  const taken: string[] = [];
+  for (let k = 1; k < micro.length; k++) {
+    for (const node of allNodes) {
+      for (const t of node.always ?? []) {
+        const left = micro[k - 1]._nodes.includes(node) && !micro[k]._nodes.includes(node);
+        if (left && (t.target ?? []).every((n) => micro[k]._nodes.includes(n))) taken.push(transitionKey(t));
+      }
+    }
+  }
   return taken;
 }
 
-const models = [false, true].map((once) => ({ once, paths: modelFor(once).getShortestPaths() }));
+const models = MODES.map((mode) => ({ mode, paths: modelFor(mode).getShortestPaths() }));
 const observed = new Set<string>();
 
 /** Runs one planned path against the real interpreter and checks every state and side effect on the way. */
-async function runPath(once: boolean, path: (typeof models)[number]['paths'][number]) {
+async function runPath(mode: Mode, path: (typeof models)[number]['paths'][number]) {
   const gates = new Gates();
   const observations: Observation[] = [];
   const clock = new StepClock();
   const actor = createActor(monitorMachine.provide({ actors: gatedActors(gates, observations) }), {
-    input: { ...INPUT, once },
+    input: inputOf(mode),
     clock,
     inspect: (e: InspectionEvent) => {
-      if (e.type === '@xstate.microstep' && e.actorRef === actor) e._transitions.forEach((t) => observed.add(transitionKey(t)));
+      if (e.type === '@xstate.microstep' && e.actorRef.sessionId === e.rootId) e._transitions.forEach((t) => observed.add(transitionKey(t)));
     },
   });
   actor.start();
@@ -128,28 +143,29 @@ function describePath(path: { steps: Array<{ event: AnyEventObject }> }): string
   return path.steps.slice(1).map((s) => edgeKey(s.event).replace(/^xstate\.(done|error|after)\.(actor\.)?/, '$1 ')).join(' → ') || 'start';
 }
 
-for (const { once, paths } of models) {
-  describe(`the monitor chart${once ? ' with --once' : ''} follows every planned path`, () => {
-    for (const path of paths) it(describePath(path), () => runPath(once, path));
+for (const { mode, paths } of models) {
+  describe(`the monitor chart${mode.label ? ` ${mode.label}` : ''} follows every planned path`, () => {
+    for (const path of paths) it(describePath(path), () => runPath(mode, path));
   });
 }
 
 // The expected effects come from oracle.ts (docs/protocol.md#healthservice), not from the chart: requests per check and
 // period, the observations sent, the checks in flight and the output, after every event of every path.
-for (const { once, paths } of models) {
-  describe(`the monitor chart${once ? ' with --once' : ''} against the oracle`, () => {
+for (const { mode, paths } of models) {
+  describe(`the monitor chart${mode.label ? ` ${mode.label}` : ''} against the oracle`, () => {
     for (const path of paths) {
       const events = path.steps.slice(1).map((s) => s.event as AnyEventObject);
-      it(describeEvents(events), () => playAgainstOracle(monitorMachine, once, events));
+      it(describeEvents(events), () => playAgainstOracle(monitorMachine, mode, events));
     }
-    for (const events of oraclePaths(once)) it(`(oracle) ${describeEvents(events)}`, () => playAgainstOracle(monitorMachine, once, events));
+    for (const events of oraclePaths(mode)) it(`(oracle) ${describeEvents(events)}`, () => playAgainstOracle(monitorMachine, mode, events));
   });
 }
 
 describe('monitor chart coverage', () => {
   it('plans a path through every transition of every state node', () => {
     const planned = new Set<string>();
-    for (const { paths } of models) {
+    for (const { mode, paths } of models) {
+      eventlessTaken(getInitialMicrosteps(monitorMachine, inputOf(mode)).map(([s]) => s)).forEach((t) => planned.add(t));
       for (const path of paths) {
         for (let i = 1; i < path.steps.length; i++) {
           plannedTransitions(path.steps[i - 1].state, path.steps[i].event).forEach((t) => planned.add(t));

@@ -11,8 +11,10 @@
  *   the plugin is available. With --once each signal is measured once, then the queue is flushed: "completed", 0.
  * - STOP aborts the measurements in flight, flushes once: "stopped", 0. A broken reporter ends the run at once
  *   (nothing more to send to): "failed", 1.
+ * - A run going on from an earlier one (the timer's --once cycles) starts with its streaks, and does not measure
+ *   /versions again once the plugin was found available. Every output carries the streaks and that finding on.
  */
-import { HEARTBEAT, IMDS_HEARTBEAT, VERSIONS, type MonitorInput } from '../../machines/monitor.js';
+import { HEARTBEAT, IMDS_HEARTBEAT, VERSIONS, type MonitorInput, type MonitorState } from '../../machines/monitor.js';
 import type { Observation } from '../../src/azure/healthservice.js';
 
 export type Signal = 'heartbeat' | 'versions' | 'imds';
@@ -28,14 +30,20 @@ export interface SeenMeasurement {
 
 export class MonitorOracle {
   observations: Observation[] = [];
-  requests: Record<string, number> = { checkHeartbeat: 1, checkVersions: 1, checkImds: 1, flush: 0 };
-  output: { result: 'completed' | 'stopped' | 'failed'; exitCode: number } | null = null;
-  signals: Record<Signal, 'measuring' | 'waiting' | 'done'> = { heartbeat: 'measuring', versions: 'measuring', imds: 'measuring' };
+  requests: Record<string, number>;
+  output: { result: 'completed' | 'stopped' | 'failed'; exitCode: number; state: MonitorState } | null = null;
+  signals: Record<Signal, 'measuring' | 'waiting' | 'done'>;
   private phase: 'running' | 'flushing' | 'over' = 'running';
   private stopRequested = false;
-  private streak: Record<'heartbeat' | 'imds', number | null> = { heartbeat: null, imds: null };
+  private streak: Record<'heartbeat' | 'imds', number | null>;
+  private available: boolean;
 
-  constructor(private readonly input: MonitorInput) {}
+  constructor(private readonly input: MonitorInput) {
+    this.streak = { heartbeat: input.saved?.heartbeatStreak ?? null, imds: input.saved?.imdsStreak ?? null };
+    this.available = input.saved?.versionsAvailable ?? false;
+    this.signals = { heartbeat: 'measuring', versions: this.available ? 'done' : 'measuring', imds: 'measuring' };
+    this.requests = { checkHeartbeat: 1, checkVersions: this.available ? 0 : 1, checkImds: 1, flush: 0 };
+  }
 
   /** The actors in flight. */
   inFlight(): string[] {
@@ -59,6 +67,7 @@ export class MonitorOracle {
   measured(signal: Signal, m: SeenMeasurement): void {
     this.expectMeasuring(signal);
     if (signal === 'versions') {
+      this.available = m.available === true;
       this.observations.push({ ObservationName: VERSIONS, IsHealthy: m.ok, Description: '', Value: m.value });
     } else {
       const rollup = signal === 'heartbeat' ? this.input.heartbeatRollupMs : this.input.imdsRollupMs;
@@ -90,19 +99,23 @@ export class MonitorOracle {
   flushEnded(): void {
     if (this.phase !== 'flushing') throw new Error('oracle: no flush is running');
     this.phase = 'over';
-    this.output = { result: this.stopRequested ? 'stopped' : 'completed', exitCode: 0 };
+    this.output = { result: this.stopRequested ? 'stopped' : 'completed', exitCode: 0, state: this.carried() };
   }
 
   reporterBroke(): void {
     if (this.phase === 'over') throw new Error('oracle: the run is over, there is no reporter');
     this.phase = 'over';
-    this.output = { result: 'failed', exitCode: 1 };
+    this.output = { result: 'failed', exitCode: 1, state: this.carried() };
   }
 
-  /** The state that decides the next answers; with a zero roll-up window (as the paths use) the streak does not. */
+  private carried(): MonitorState {
+    return { heartbeatStreak: this.streak.heartbeat, imdsStreak: this.streak.imds, versionsAvailable: this.available };
+  }
+
+  /** The state that decides the next answers: the streaks too, which the output carries on. */
   key(): string {
-    const { observations: _o, requests: _r, input: _i, streak, ...rest } = this as any;
-    return JSON.stringify(this.input.heartbeatRollupMs || this.input.imdsRollupMs ? { ...rest, streak } : rest);
+    const { observations: _o, requests: _r, input: _i, ...rest } = this as any;
+    return JSON.stringify(rest);
   }
 
   clone(): MonitorOracle {

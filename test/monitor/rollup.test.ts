@@ -55,6 +55,7 @@ describe('roll-up', () => {
   it('takes periods and windows from configuration in milliseconds', () => {
     expect(monitorInput(DEFAULT_CONFIG.monitor, true)).toEqual({
       once: true,
+      saved: null,
       heartbeatPeriodMs: 60_000,
       versionsPeriodMs: 60_000,
       imdsPeriodMs: 60_000,

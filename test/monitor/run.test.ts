@@ -46,7 +46,7 @@ describe('bootstate monitor --once', () => {
     fabric.setHostPluginVersions({ delayMs: 150 });
     fabric.setImds({ delayMs: 300 });
     const { done } = run({ config: config(), once: true });
-    expect(await done).toEqual({ exitCode: 0 });
+    expect(await done).toMatchObject({ exitCode: 0 });
     expect(documents()).toEqual([
       '{"Api":"reporttargethealth","Version":"1.0","Source":"bootstate","Observations":[{"ObservationName":"GuestAgentPluginHeartbeat","IsHealthy":true,"Description":"","Value":""}]}',
       '{"Api":"reporttargethealth","Version":"1.0","Source":"bootstate","Observations":[{"ObservationName":"GuestAgentPluginVersions","IsHealthy":true,"Description":"","Value":""}]}',
@@ -57,7 +57,7 @@ describe('bootstate monitor --once', () => {
   it('reports a broken IMDS document with its reason, healthy until the roll-up window passes', async () => {
     fabric.setImdsDocument({ compute: {} });
     const { done, unhealthy } = run({ config: config(), once: true });
-    expect(await done).toEqual({ exitCode: 0 });
+    expect(await done).toMatchObject({ exitCode: 0 });
     expect(observed().find((o) => o.ObservationName === 'InstanceMetadataHeartbeat')).toEqual({
       ObservationName: 'InstanceMetadataHeartbeat',
       IsHealthy: true,
@@ -90,7 +90,7 @@ describe('bootstate monitor with short periods', () => {
     failing = false;
     await waitFor(() => observed().filter((o) => o.ObservationName === 'GuestAgentPluginHeartbeat').at(-1)?.IsHealthy === true);
     abort.abort();
-    expect(await done).toEqual({ exitCode: 0 });
+    expect(await done).toMatchObject({ exitCode: 0 });
 
     const heartbeats = observed().filter((o) => o.ObservationName === 'GuestAgentPluginHeartbeat').map((o) => o.IsHealthy);
     const firstUnhealthy = heartbeats.indexOf(false);
@@ -118,7 +118,7 @@ describe('stopping the monitor', () => {
     expect(process.listeners('SIGTERM')).toHaveLength(1);
     process.emit('SIGTERM');
     hold.resolve();
-    expect(await done).toEqual({ exitCode: 0 });
+    expect(await done).toMatchObject({ exitCode: 0 });
     expect(process.listeners('SIGTERM')).toHaveLength(0);
     // The heartbeat went out first; versions queued behind it and got its one POST during the flush; the stalled
     // IMDS check was aborted, so it never produced an observation.

@@ -117,7 +117,7 @@ describe('stopping', () => {
     await monitor.runFor(2);
     monitor.actor.send({ type: 'STOP' });
     monitor.actor.send({ type: 'STOP' });
-    await expect(toPromise(monitor.actor)).resolves.toEqual({ result: 'stopped', exitCode: 0 });
+    await expect(toPromise(monitor.actor)).resolves.toMatchObject({ result: 'stopped', exitCode: 0 });
     expect(monitor.flushes()).toBe(1);
   });
 });

@@ -107,7 +107,7 @@ describe('the .deb', () => {
     expect(field('Recommends')).toContain('openssh-server');
   });
 
-  it('installs exactly the binary, four units, the WALinuxAgent drop-ins, the udev rule, the default config and the copyright, owned by root with their modes', () => {
+  it('installs exactly the binary, the units, the WALinuxAgent drop-ins, the udev rule, the default config and the copyright, owned by root with their modes', () => {
     const files = [...contents()].filter(([, entry]) => !entry.mode.startsWith('d'));
     expect(Object.fromEntries(files.map(([path, entry]) => [path, entry.mode]))).toEqual({
       '/etc/bootstate/bootstate.toml': '-rw-r--r--',
@@ -115,6 +115,7 @@ describe('the .deb', () => {
       '/usr/lib/systemd/system/bootstate-firewall.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-monitor.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-resource-disk.service': '-rw-r--r--',
+      '/usr/lib/systemd/system/bootstate-monitor.timer': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate.service': '-rw-r--r--',
       '/usr/lib/systemd/system/waagent.service.d/50-bootstate.conf': '-rw-r--r--',
       '/usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf': '-rw-r--r--',
@@ -204,11 +205,33 @@ describe('the firewall unit', () => {
 describe('the monitor unit', () => {
   const unit = () => unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate-monitor.service'));
 
-  it('is a long-running bootstate monitor that starts after provisioning and restarts on failure', () => {
-    expect(unit()['Service.Type']).toEqual(['simple']);
-    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'monitor']);
+  const timer = () => unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate-monitor.timer'));
+
+  it('is one cycle, `bootstate monitor --once`, after provisioning, started by its timer every minute', () => {
+    expect(unit()['Service.Type']).toEqual(['oneshot']);
+    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'monitor', '--once']);
     expect(unit()['Unit.After']).toContain('bootstate.service');
-    expect(unit()['Service.Restart']).toEqual(['on-failure']);
+    expect(unit()['Install.WantedBy']).toBeUndefined();
+    expect(timer()['Timer.OnUnitActiveSec']).toEqual(['1min']);
+    expect(timer()['Timer.AccuracySec']).toEqual(['1s']);
+    expect(timer()['Timer.Persistent']).toEqual(['false']);
+    expect(timer()['Install.WantedBy']).toEqual(['timers.target']);
+  });
+
+  it('keeps its per-minute lines out of the journal, and is capped and sandboxed', () => {
+    expect(unit()['Service.LogLevelMax']).toEqual(['notice']);
+    expect(unit()['Service.CPUQuota']).toEqual(['50%']);
+    expect(unit()['Service.MemoryMax']).toEqual(['96M']);
+    expect(unit()['Service.RuntimeDirectory']).toEqual(['bootstate']);
+    expect(unit()['Service.RuntimeDirectoryPreserve']).toEqual(['yes']);
+    expect(unit()['Service.ProtectSystem']).toEqual(['strict']);
+  });
+
+  it.skipIf(!hasSystemdAnalyze)('rates 2.0 or better in systemd-analyze security --offline=true', () => {
+    const result = spawnSync('systemd-analyze', ['security', '--offline=true', join(extracted, 'usr/lib/systemd/system/bootstate-monitor.service')], { encoding: 'utf8' });
+    const level = /Overall exposure level for bootstate-monitor\.service: ([0-9.]+)/.exec(`${result.stdout}${result.stderr}`)?.[1];
+    expect(level, `${result.stdout}${result.stderr}`).toBeDefined();
+    expect(Number(level)).toBeLessThanOrEqual(2.0);
   });
 });
 
@@ -325,7 +348,7 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     for (const name of readdirSync(targets).filter((n) => n.endsWith('.target'))) {
       if (!existsSync(join(target, 'usr/lib/systemd/system', name))) copyFileSync(join(targets, name), join(target, 'usr/lib/systemd/system', name));
     }
-    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service', 'bootstate-firewall.service'], { encoding: 'utf8' });
+    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service', 'bootstate-firewall.service', 'bootstate-monitor.timer'], { encoding: 'utf8' });
     expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
     expect(result.status).toBe(0);
   });
@@ -367,12 +390,13 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
 });
 
 describe('prerm', () => {
-  it('stops bootstate-monitor through deb-systemd-invoke on removal and upgrade of a live system', () => {
+  it('stops the monitor\'s timer on removal and a cycle in flight on removal and upgrade, through deb-systemd-invoke', () => {
     const control = join(scratch, 'control-prerm');
     execFileSync('dpkg-deb', ['-e', deb, control]);
     const prerm = readFileSync(join(control, 'prerm'), 'utf8');
     expect(prerm).toMatch(/remove\|upgrade\|deconfigure\)/);
     expect(prerm).toContain('deb-systemd-invoke stop bootstate-monitor.service');
+    expect(prerm).toContain('deb-systemd-invoke stop bootstate-monitor.timer');
   });
 
   it('removes the wireserver firewall\'s rules with the binary on removal of a live system, not on upgrade', () => {
