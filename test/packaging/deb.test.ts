@@ -185,7 +185,7 @@ describe('the firewall unit', () => {
       readFileSync(join(root, 'packaging/systemd/bootstate-firewall.service'), 'utf8'),
     );
     expect(readFileSync(join(extracted, 'usr/lib/systemd/system-preset/90-bootstate.preset'), 'utf8').split('\n')).toEqual(
-      expect.arrayContaining(['enable bootstate.service', 'enable bootstate-firewall.service', 'disable bootstate-monitor.service']),
+      expect.arrayContaining(['enable bootstate.service', 'enable bootstate-firewall.service', 'disable bootstate-monitor.timer']),
     );
   });
 
