@@ -18,7 +18,7 @@ export interface RecordedRequest {
   receivedAt: number;
 }
 
-export type RouteName = 'imds' | 'reprovision' | 'health' | 'healthService' | 'hostPluginHealth' | 'hostPluginVersions';
+export type RouteName = 'imds' | 'reprovision' | 'health' | 'healthService' | 'hostPluginHealth' | 'hostPluginVersions' | 'goalState' | 'certificates';
 
 export type Behaviour =
   /** The route's normal successful answer (the IMDS document, an empty 200, the versions list). */

@@ -13,6 +13,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { type Behaviour, type OkAnswer, type RecordedRequest, type RouteName, Script, play } from './behaviours.js';
+import { certificatesPath, certificatesXml, goalStateXml, sealCertificates, type FabricCertificate } from './certificates.js';
 import { exampleImdsDocument } from './imds-document.js';
 import { ovfDocument } from './ovf-document.js';
 
@@ -32,6 +33,8 @@ export interface FakeFabricOptions {
   hostPlugin?: Partial<Listen>;
   /** The document IMDS serves; default the example of docs/protocol.md#imds-example-document. */
   imdsDocument?: unknown;
+  /** Certificates of the VM's goal state (served enveloped to the agent's transport certificate); default none. */
+  certificates?: FabricCertificate[];
   /** Called with every request once its body has arrived (serve.ts appends them to the record file). */
   onRequest?: (request: RecordedRequest) => void;
 }
@@ -67,6 +70,8 @@ export interface FakeFabric {
   setHostPlugin(...behaviours: Behaviour[]): void;
   /** Scripts the host plugin's `GET /versions`. */
   setHostPluginVersions(...behaviours: Behaviour[]): void;
+  /** The certificates of the goal state; none (empty) means a goal state without a Certificates URL. */
+  setCertificates(certificates: FabricCertificate[]): void;
   /** Scripts any route by name. */
   setBehaviour(route: RouteName, ...behaviours: Behaviour[]): void;
   /** Replaces the document IMDS serves on 'ok'. */
@@ -101,12 +106,13 @@ const SUPPORTED_VERSIONS = ['2015-09-01', '2012-11-30'];
 /** Starts the three fabric services and resolves when all of them listen. */
 export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<FakeFabric> {
   const scripts = new Map<RouteName, Script>(
-    (['imds', 'reprovision', 'health', 'healthService', 'hostPluginHealth', 'hostPluginVersions'] as const).map((r) => [r, new Script()]),
+    (['imds', 'reprovision', 'health', 'healthService', 'hostPluginHealth', 'hostPluginVersions', 'goalState', 'certificates'] as const).map((r) => [r, new Script()]),
   );
   let document: unknown = options.imdsDocument ?? exampleImdsDocument();
   let pool: { customerDocument: Record<string, any>; customerOvf: string; claimAtPoll?: number } | null = null;
   let claimedOvf: string | null = null;
   let imdsDelayMs = 0;
+  let certificates = options.certificates ?? [];
   const claim = () => {
     if (!pool) throw new Error('fake fabric: no pool VM to claim (setPreprovisioned first)');
     document = pool.customerDocument;
@@ -122,6 +128,10 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
     if (route === 'reprovision') {
       if (claimedOvf === null) return { status: 404, headers: json, body: Buffer.from('{"error":"Not found"}') };
       return { status: 200, headers: { 'content-type': 'text/xml; charset=utf-8' }, body: Buffer.from(claimedOvf) };
+    }
+    const xml = { 'content-type': 'text/xml; charset=utf-8' };
+    if (route === 'goalState') {
+      return { status: 200, headers: xml, body: Buffer.from(goalStateXml({ certificatesUrl: certificates.length > 0 ? `http://168.63.129.16:80${certificatesPath()}` : null })) };
     }
     if (route === 'hostPluginVersions') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(SUPPORTED_VERSIONS)) };
     return { status: 200, headers: {}, body: Buffer.alloc(0) };
@@ -152,7 +162,22 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
       return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer('imds'), recorded);
     }
     if (recorded.route === 'imds' && imdsDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, imdsDelayMs));
-    await play(res, scripts.get(recorded.route)!.next(), okAnswer(recorded.route), recorded);
+    const ok = recorded.route === 'certificates' ? await certificatesAnswer(req) : okAnswer(recorded.route);
+    await play(res, scripts.get(recorded.route)!.next(), ok, recorded);
+  };
+
+  // As the wireserver: the bundle is enveloped to the transport certificate the request carries.
+  const certificatesAnswer = async (req: IncomingMessage): Promise<OkAnswer> => {
+    const transport = req.headers['x-ms-guest-agent-public-x509-cert'];
+    const xml = { 'content-type': 'text/xml; charset=utf-8' };
+    if (typeof transport !== 'string' || req.headers['x-ms-cipher-name'] !== 'DES_EDE3_CBC' || certificates.length === 0) {
+      return { status: 400, headers: xml, body: Buffer.from('<Error>no transport certificate, or no certificates</Error>') };
+    }
+    try {
+      return { status: 200, headers: xml, body: Buffer.from(certificatesXml(await sealCertificates(transport, certificates))) };
+    } catch {
+      return { status: 400, headers: xml, body: Buffer.from('<Error>the transport certificate is not an X.509 certificate</Error>') };
+    }
   };
 
   const imds = await listen('imds', options.imds, handle);
@@ -175,6 +200,9 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
     setHostPlugin: (...b) => scripts.get('hostPluginHealth')!.set(b),
     setHostPluginVersions: (...b) => scripts.get('hostPluginVersions')!.set(b),
     setBehaviour: (route, ...b) => scripts.get(route)!.set(b),
+    setCertificates: (list) => {
+      certificates = list;
+    },
     setImdsDocument: (doc) => {
       document = doc;
     },
@@ -245,6 +273,9 @@ function routeOf(service: RecordedRequest['service'], method: string, url: strin
   if (service === 'wireserver') {
     if (method === 'POST' && path === '/provisioning/health') return 'health';
     if (method === 'POST' && path === '/HealthService') return 'healthService';
+    const query = new URLSearchParams(url.split('?')[1] ?? '');
+    if (method === 'GET' && (path === '/machine/' || path === '/machine') && query.get('comp') === 'goalstate') return 'goalState';
+    if (method === 'GET' && path?.startsWith('/machine/') && query.get('comp') === 'certificates') return 'certificates';
     return null;
   }
   if (method === 'GET' && path === '/health') return 'hostPluginHealth';
