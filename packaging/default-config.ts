@@ -73,6 +73,8 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'custom_data.user_data_path': 'Where IMDS userData is saved, decoded, 0600 root; empty means <data_dir>/UserData.',
   'custom_data.waagent_compat': 'Also write CustomData to /var/lib/waagent/CustomData, where WALinuxAgent keeps it.',
   'custom_data.require': 'Fail provisioning (MissingCustomData) when IMDS says there was custom data and none arrived.',
+  'certificates.place': 'Write the goal state certificates to /var/lib/waagent/<THUMBPRINT>.crt/.prv: "auto" when they are fetched for keys and WALinuxAgent is absent, true always, false never.',
+  'certificates.total_retry_timeout_secs': 'Longest the goal state and Certificates requests may take, retries included.',
   'steps.skip': 'OS steps to leave out: hostname, user, password, ssh-keys, sshd, custom-data (also --only / --skip).',
   'data_dir.path': 'Where the provisioned marker, journals and state live.',
   'log_path.path': 'Log file; an empty string writes no log file.',

@@ -119,6 +119,7 @@ const sections = {
     waagent_compat: v.boolean(),
     require: v.boolean(),
   }),
+  certificates: v.strictObject({ place: v.union([v.literal('auto'), v.boolean()], 'must be "auto", true or false'), total_retry_timeout_secs: positiveSecs }),
   steps: v.strictObject({ skip: v.array(v.picklist(STEP_NAMES)) }),
   data_dir: v.strictObject({ path: absolutePath }),
   log_path: v.strictObject({ path: v.string() }),
