@@ -5,7 +5,7 @@
  * that is removed when the work is done, however it ends; no private key is ever in an argument, only paths.
  */
 import { X509Certificate, createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
-import { mkdtemp, readFile, rm, chmod } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../core/errors.js';
 import { normalizeThumbprint } from '../core/metadata.js';
@@ -18,6 +18,8 @@ export interface TransportCertificate {
   certificateFile: string;
   keyFile: string;
   dir: string;
+  /** The minimal openssl configuration every command here runs with (`OPENSSL_CONF`). */
+  config: string;
 }
 
 /** One certificate of the bundle: its thumbprint as Azure writes it, its PEM, its public key, its private key if the bundle had it. */
@@ -31,6 +33,8 @@ export interface BundleCertificate {
 
 export interface OpenSslOptions {
   signal?: AbortSignal;
+  /** The configuration file given as OPENSSL_CONF. */
+  config?: string;
   /** Bound on each openssl command. */
   timeoutMs?: number;
   runner?: Runner;
@@ -48,11 +52,15 @@ export async function withTransportCertificate<T>(parent: string, options: OpenS
   });
   try {
     await chmod(dir, 0o700);
+    // Its own configuration: the image's openssl.cnf may be missing or add extensions; `req` needs only a name section.
+    const config = path.join(dir, 'openssl.cnf');
+    await writeFile(config, '[req]\ndistinguished_name = dn\nprompt = no\n[dn]\n', { mode: 0o600 });
     const keyFile = path.join(dir, 'transport.key');
     const certificateFile = path.join(dir, 'transport.crt');
-    await openssl(['req', '-x509', '-nodes', '-newkey', 'rsa:3072', '-keyout', keyFile, '-out', certificateFile, '-subj', '/CN=LinuxTransport', '-days', '730'], options, 'make the transport certificate');
+    const own = { ...options, config };
+    await openssl(['req', '-config', config, '-x509', '-nodes', '-newkey', 'rsa:3072', '-keyout', keyFile, '-out', certificateFile, '-subj', '/CN=LinuxTransport', '-days', '730'], own, 'make the transport certificate');
     const certificateBase64 = new X509Certificate(await readFile(certificateFile)).raw.toString('base64');
-    return await use({ certificateBase64, certificateFile, keyFile, dir });
+    return await use({ certificateBase64, certificateFile, keyFile, dir, config });
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -67,6 +75,7 @@ export async function withTransportCertificate<T>(parent: string, options: OpenS
 export async function openCertificates(transport: TransportCertificate, cms: Buffer, options: OpenSslOptions = {}): Promise<BundleCertificate[]> {
   const pfx = path.join(transport.dir, 'bundle.pfx');
   try {
+    options = { ...options, config: transport.config };
     await openssl(['cms', '-decrypt', '-inform', 'DER', '-recip', transport.certificateFile, '-inkey', transport.keyFile, '-out', pfx], { ...options, stdin: cms }, 'decrypt the Certificates blob with the transport key');
     const pkcs12 = ['pkcs12', '-nodes', '-password', 'pass:', '-in', pfx];
     // Bundles made with RC2 or 3DES need OpenSSL 3's legacy provider; newer ones must not ask for it.
@@ -105,7 +114,8 @@ export function certificatesFromPem(pem: string): BundleCertificate[] {
 async function openssl(args: string[], options: OpenSslOptions & { stdin?: Buffer; maxOutputBytes?: number }, what: string): Promise<string> {
   const runner = options.runner ?? run;
   try {
-    const result = await runner(['openssl', ...args], { signal: options.signal, timeoutMs: options.timeoutMs ?? 60_000, stdin: options.stdin, maxOutputBytes: options.maxOutputBytes });
+    const env = options.config ? { ...process.env, OPENSSL_CONF: options.config } : undefined;
+    const result = await runner(['openssl', ...args], { signal: options.signal, timeoutMs: options.timeoutMs ?? 60_000, stdin: options.stdin, maxOutputBytes: options.maxOutputBytes, env });
     return result.stdout;
   } catch (error) {
     if (options.signal?.aborted) throw error;
