@@ -5,7 +5,7 @@
  * that is removed when the work is done, however it ends; no private key is ever in an argument, only paths.
  */
 import { X509Certificate, createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../core/errors.js';
 import { normalizeThumbprint } from '../core/metadata.js';
@@ -47,6 +47,8 @@ const BUNDLE_OUTPUT_BYTES = 8 * 1024 * 1024;
  * `parent`, runs `use` with it, and removes the directory afterwards, whether `use` succeeded, failed or was aborted.
  */
 export async function withTransportCertificate<T>(parent: string, options: OpenSslOptions, use: (transport: TransportCertificate) => Promise<T>): Promise<T> {
+  // `/run` exists on every VM; a scratch run's own `run` may not yet.
+  await mkdir(parent, { recursive: true, mode: 0o755 }).catch(() => undefined);
   const dir = await mkdtemp(path.join(parent, 'bootstate-transport-')).catch((error: NodeJS.ErrnoException) => {
     throw failed(`cannot make a private directory under ${parent}: ${error.code ?? error.message}`);
   });
