@@ -90,9 +90,13 @@ export function parseGoalState(xml: string): GoalState {
   if (!root) throw invalid('the goal state document has no GoalState element');
   const incarnation = text(root.Incarnation);
   if (!incarnation) throw invalid('the goal state has no Incarnation');
-  const instances = (root.Container as any)?.RoleInstanceList?.RoleInstance;
-  const instance = Array.isArray(instances) ? instances[0] : instances;
-  const url = text(instance?.Configuration?.Certificates);
+  const container = element(root, 'Container');
+  const list = container && element(container, 'RoleInstanceList');
+  const instances = list?.RoleInstance;
+  // Several role instances: the first is this VM's, as WALinuxAgent and cloud-init take it.
+  const instance = Array.isArray(instances) ? (instances[0] as unknown) : instances;
+  const configuration = instance && typeof instance === 'object' ? element(instance as Record<string, unknown>, 'Configuration') : null;
+  const url = text(configuration?.Certificates);
   if (!url) return { incarnation, certificatesPath: null };
   let parsed: URL;
   try {
