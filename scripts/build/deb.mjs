@@ -32,6 +32,8 @@ rmSync(stage, { recursive: true, force: true });
 place(binary, 'usr/bin/bootstate', 0o755);
 place(join(units, 'bootstate.service'), 'usr/lib/systemd/system/bootstate.service', 0o644);
 place(join(units, 'bootstate-monitor.service'), 'usr/lib/systemd/system/bootstate-monitor.service', 0o644);
+// WALinuxAgent's unit is walinuxagent.service on Debian and Ubuntu, waagent.service on RHEL, SUSE and upstream.
+for (const unit of ['walinuxagent.service', 'waagent.service']) place(join(units, 'waagent-gate.conf'), `usr/lib/systemd/system/${unit}.d/50-bootstate.conf`, 0o644);
 write('etc/bootstate/bootstate.toml', await renderDefaultConfig(), 0o644);
 place(join(debian, 'copyright'), 'usr/share/doc/bootstate/copyright', 0o644);
 write('usr/share/doc/bootstate/changelog.gz', gzipSync(readFileSync(join(debian, 'changelog')), { level: 9 }).fill(0, 4, 8), 0o644);

@@ -153,6 +153,16 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     options: { root: { value: 'DIR', help: 'inspect the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would (default /)' } },
     run: async ({ values }) => (await import('./doctor.js')).runDoctor(values as { root?: string }, STDIO),
   },
+  gate: {
+    summary: 'For another agent\'s unit (WALinuxAgent\'s ExecCondition=): wait while a provisioning run holds the instance lock, then exit 0 only when this VM is provisioned (or is not an Azure VM).',
+    options: {
+      timeout: { value: 'SECS', kind: 'count', help: 'wait at most SECS for a provisioning run to end (default: the IMDS and Ready budgets plus 300 s)' },
+      config: CONFIG_OPTION,
+    },
+    notes: 'Exit 0: provisioned, or not an Azure VM. 1: not provisioned (provisioning failed or has not run for this VM id). 3: provisioned, Ready not yet accepted. 4: a pool VM waiting to be claimed. 5: a provisioning run still holds the lock after --timeout. 2: usage error.',
+    run: async ({ values }) =>
+      (await import('./gate.js')).gate({ config: values.config as string | undefined, timeoutSecs: values.timeout === undefined ? undefined : Number(values.timeout), ...STDIO }),
+  },
   demo: {
     summary: 'A whole first boot against an embedded fake Azure fabric, changing nothing on this machine.',
     options: {

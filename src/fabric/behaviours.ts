@@ -16,9 +16,35 @@ export interface RecordedRequest {
   body: string;
   /** Milliseconds since the epoch when the whole request body had arrived. */
   receivedAt: number;
+  /** The User-Agent header ('' when absent). */
+  userAgent: string;
+  /** The agent that User-Agent names (agents.ts). */
+  agent: AgentName;
 }
 
-export type RouteName = 'imds' | 'reprovision' | 'health' | 'healthService' | 'hostPluginHealth' | 'hostPluginVersions' | 'goalState' | 'certificates';
+/** The agents a fabric can tell apart by their User-Agent. */
+export type AgentName = 'bootstate' | 'WALinuxAgent' | 'cloud-init' | 'unknown';
+
+export type RouteName =
+  | 'imds'
+  | 'reprovision'
+  | 'health'
+  | 'healthService'
+  | 'hostPluginHealth'
+  | 'hostPluginVersions'
+  // The classic wireserver protocol the peers speak (goal-state.ts).
+  | 'versions'
+  | 'goalState'
+  | 'hostingEnvironmentConfig'
+  | 'sharedConfig'
+  | 'extensionsConfig'
+  | 'certificates'
+  | 'wireHealth'
+  | 'telemetry'
+  | 'roleProperties'
+  | 'hostPluginVmSettings'
+  | 'hostPluginStatus'
+  | 'hostPluginLog';
 
 export type Behaviour =
   /** The route's normal successful answer (the IMDS document, an empty 200, the versions list). */

@@ -1,8 +1,8 @@
 /**
- * The wireserver's goal state and Certificates document, for the fake fabric: a goal state that names a
- * Certificates URL when the VM has certificates, and a `CertificateFile` whose `Data` is a PKCS#12 bundle (no
- * password) enveloped with real `openssl cms -encrypt -des3` to the transport certificate the agent sent, as the
- * platform does. `makeCertificate` makes the self-signed certificates tests hand to it.
+ * The goal state's Certificates document, for the fake fabric (goal-state.ts links it): a `CertificateFile` whose
+ * `Data` is a PKCS#12 bundle (no password) enveloped with real `openssl cms -encrypt -des3` to the transport
+ * certificate the agent sent, as the platform does. `makeCertificate` makes the self-signed certificates tests hand
+ * to it.
  */
 import { X509Certificate } from 'node:crypto';
 import { execFile } from 'node:child_process';
@@ -18,41 +18,6 @@ export interface FabricCertificate {
   certificatePem: string;
   privateKeyPem?: string;
 }
-
-export const GOAL_STATE_CONTAINER = 'c6d5526c-5ac2-4200-b6e2-56f2b70c5ab2';
-export const GOAL_STATE_INSTANCE = 'b61f93d0-e1ed-40b2-b067-22c243233448._vm';
-
-/** The goal state document (laid out as WALinuxAgent's and cloud-init's parsers read it). */
-export function goalStateXml(options: { incarnation?: number; certificatesUrl?: string | null } = {}): string {
-  const incarnation = options.incarnation ?? 1;
-  const certificates = options.certificatesUrl ? `\n          <Certificates>${options.certificatesUrl.replace(/&/g, '&amp;')}</Certificates>` : '';
-  return `<?xml version="1.0" encoding="utf-8"?>
-<GoalState xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:noNamespaceSchemaLocation="goalstate10.xsd">
-  <Version>2012-11-30</Version>
-  <Incarnation>${incarnation}</Incarnation>
-  <Machine>
-    <ExpectedState>Started</ExpectedState>
-    <StopRolesDeadlineHint>300000</StopRolesDeadlineHint>
-  </Machine>
-  <Container>
-    <ContainerId>${GOAL_STATE_CONTAINER}</ContainerId>
-    <RoleInstanceList>
-      <RoleInstance>
-        <InstanceId>${GOAL_STATE_INSTANCE}</InstanceId>
-        <State>Started</State>
-        <Configuration>
-          <HostingEnvironmentConfig>http://168.63.129.16:80/machine/${GOAL_STATE_CONTAINER}/${GOAL_STATE_INSTANCE}?comp=config&amp;type=hostingEnvironmentConfig&amp;incarnation=${incarnation}</HostingEnvironmentConfig>${certificates}
-          <ConfigName>${GOAL_STATE_INSTANCE}.1.xml</ConfigName>
-        </Configuration>
-      </RoleInstance>
-    </RoleInstanceList>
-  </Container>
-</GoalState>
-`;
-}
-
-/** The path and query of the Certificates URL the fake goal state names. */
-export const certificatesPath = (incarnation = 1) => `/machine/${GOAL_STATE_CONTAINER}/${GOAL_STATE_INSTANCE}?comp=certificates&incarnation=${incarnation}`;
 
 /** The Certificates document around an enveloped blob. */
 export function certificatesXml(cms: Buffer, incarnation = 1): string {

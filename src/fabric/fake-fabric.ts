@@ -12,12 +12,15 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { agentOf, type HealthReport, healthReportsOf } from './agents.js';
 import { type Behaviour, type OkAnswer, type RecordedRequest, type RouteName, Script, play } from './behaviours.js';
-import { certificatesPath, certificatesXml, goalStateXml, sealCertificates, type FabricCertificate } from './certificates.js';
+import { certificatesXml, sealCertificates, type FabricCertificate } from './certificates.js';
+import { classicOkAnswer, classicRouteOf } from './classic-wireserver.js';
 import { exampleImdsDocument } from './imds-document.js';
 import { ovfDocument } from './ovf-document.js';
 
-export type { Behaviour, RecordedRequest, RouteName } from './behaviours.js';
+export type { AgentName, Behaviour, RecordedRequest, RouteName } from './behaviours.js';
+export type { HealthReport } from './agents.js';
 
 export interface Listen {
   host: string;
@@ -33,10 +36,13 @@ export interface FakeFabricOptions {
   hostPlugin?: Partial<Listen>;
   /** The document IMDS serves; default the example of docs/protocol.md#imds-example-document. */
   imdsDocument?: unknown;
-  /** Certificates of the VM's goal state (served enveloped to the agent's transport certificate); default none. */
-  certificates?: FabricCertificate[];
   /** Called with every request once its body has arrived (serve.ts appends them to the record file). */
   onRequest?: (request: RecordedRequest) => void;
+  /**
+   * The Certificates document of the goal state (the XML envelope around the encrypted blob), built per request
+   * from the request that asks for it (its transport certificate header). Without it the goal state links none.
+   */
+  certificates?: (request: RecordedRequest) => string;
 }
 
 export interface PoolVm {
@@ -60,6 +66,10 @@ export interface FakeFabric {
   requests: RecordedRequest[];
   /** Parsed bodies of `POST /provisioning/health` in arrival order (the raw text when it is not JSON). */
   reports: unknown[];
+  /** Every agent's health reports, JSON and XML, in arrival order, each with the agent that sent it. */
+  healthReports: HealthReport[];
+  /** The goal state's incarnation (the classic agents' `?comp=goalstate`). */
+  incarnation: number;
   /** Scripts IMDS: each request takes the next behaviour, the last one repeats; none means 'ok'. */
   setImds(...behaviours: Behaviour[]): void;
   /** Scripts `POST /provisioning/health`. */
@@ -100,19 +110,24 @@ export interface FakeFabric {
   close(): Promise<void>;
 }
 
+const ROUTES: RouteName[] = [
+  'imds', 'reprovision', 'health', 'healthService', 'hostPluginHealth', 'hostPluginVersions', 'versions', 'goalState',
+  'hostingEnvironmentConfig', 'sharedConfig', 'extensionsConfig', 'certificates', 'wireHealth', 'telemetry',
+  'roleProperties', 'hostPluginVmSettings', 'hostPluginStatus', 'hostPluginLog',
+];
 const IMDS_PATH = '/metadata/instance?api-version=2023-11-15&extended=true';
 const SUPPORTED_VERSIONS = ['2015-09-01', '2012-11-30'];
 
 /** Starts the three fabric services and resolves when all of them listen. */
 export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<FakeFabric> {
   const scripts = new Map<RouteName, Script>(
-    (['imds', 'reprovision', 'health', 'healthService', 'hostPluginHealth', 'hostPluginVersions', 'goalState', 'certificates'] as const).map((r) => [r, new Script()]),
+    ROUTES.map((r) => [r, new Script()]),
   );
   let document: unknown = options.imdsDocument ?? exampleImdsDocument();
   let pool: { customerDocument: Record<string, any>; customerOvf: string; claimAtPoll?: number } | null = null;
   let claimedOvf: string | null = null;
   let imdsDelayMs = 0;
-  let certificates = options.certificates ?? [];
+  let bundle: FabricCertificate[] = [];
   const claim = () => {
     if (!pool) throw new Error('fake fabric: no pool VM to claim (setPreprovisioned first)');
     document = pool.customerDocument;
@@ -120,18 +135,21 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
   };
   const requests: RecordedRequest[] = [];
   const reports: unknown[] = [];
+  const healthReports: HealthReport[] = [];
   const waiters = new Set<() => void>();
 
-  const okAnswer = (route: RouteName): OkAnswer => {
+  const okAnswer = (route: RouteName, request: RecordedRequest): OkAnswer => {
     const json = { 'content-type': 'application/json; charset=utf-8' };
+    const name = (document as { compute?: { name?: unknown } } | null)?.compute?.name;
+    const vmName = typeof name === 'string' && name ? name : 'fabric-vm';
+    // A bundle set with setCertificates is linked too (and answered in `handle`, where it can be enveloped).
+    const certificates = options.certificates ?? (bundle.length > 0 ? () => '' : undefined);
+    const classicAnswer = classicOkAnswer(route, request, { base: base(wire.address), incarnation, vmName, certificates });
+    if (classicAnswer) return classicAnswer;
     if (route === 'imds') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(document)) };
     if (route === 'reprovision') {
       if (claimedOvf === null) return { status: 404, headers: json, body: Buffer.from('{"error":"Not found"}') };
       return { status: 200, headers: { 'content-type': 'text/xml; charset=utf-8' }, body: Buffer.from(claimedOvf) };
-    }
-    const xml = { 'content-type': 'text/xml; charset=utf-8' };
-    if (route === 'goalState') {
-      return { status: 200, headers: xml, body: Buffer.from(goalStateXml({ certificatesUrl: certificates.length > 0 ? `http://168.63.129.16:80${certificatesPath()}` : null })) };
     }
     if (route === 'hostPluginVersions') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(SUPPORTED_VERSIONS)) };
     return { status: 200, headers: {}, body: Buffer.alloc(0) };
@@ -140,6 +158,7 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
   const handle = async (service: RecordedRequest['service'], req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
+    const userAgent = req.headers['user-agent'] ?? '';
     const recorded: RecordedRequest = {
       service,
       route: routeOf(service, req.method ?? '', req.url ?? ''),
@@ -148,21 +167,25 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
       headers: req.headers,
       body: Buffer.concat(chunks).toString('utf8'),
       receivedAt: Date.now(),
+      userAgent,
+      agent: agentOf(userAgent),
     };
     requests.push(recorded);
     if (recorded.route === 'reprovision' && pool?.claimAtPoll !== undefined && claimedOvf === null) {
       if (requests.filter((r) => r.route === 'reprovision').length >= pool.claimAtPoll) claim();
     }
     if (recorded.route === 'health') reports.push(parseOrRaw(recorded.body));
+    healthReports.push(...healthReportsOf([recorded]));
     options.onRequest?.(recorded);
     for (const wake of waiters) wake();
 
-    if (recorded.route === null) return play(res, { status: 404, body: 'not found' }, okAnswer('health'), recorded);
+    if (recorded.route === null) return play(res, { status: 404, body: 'not found' }, okAnswer('health', recorded), recorded);
     if ((recorded.route === 'imds' || recorded.route === 'reprovision') && String(req.headers.metadata).toLowerCase() !== 'true') {
-      return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer('imds'), recorded);
+      return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer('imds', recorded), recorded);
     }
     if (recorded.route === 'imds' && imdsDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, imdsDelayMs));
-    const ok = recorded.route === 'certificates' ? await certificatesAnswer(req) : okAnswer(recorded.route);
+    // Certificates set with setCertificates are enveloped per request, to the transport certificate it carries.
+    const ok = recorded.route === 'certificates' && bundle.length > 0 ? await certificatesAnswer(req) : okAnswer(recorded.route, recorded);
     await play(res, scripts.get(recorded.route)!.next(), ok, recorded);
   };
 
@@ -170,11 +193,11 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
   const certificatesAnswer = async (req: IncomingMessage): Promise<OkAnswer> => {
     const transport = req.headers['x-ms-guest-agent-public-x509-cert'];
     const xml = { 'content-type': 'text/xml; charset=utf-8' };
-    if (typeof transport !== 'string' || req.headers['x-ms-cipher-name'] !== 'DES_EDE3_CBC' || certificates.length === 0) {
-      return { status: 400, headers: xml, body: Buffer.from('<Error>no transport certificate, or no certificates</Error>') };
+    if (typeof transport !== 'string' || req.headers['x-ms-cipher-name'] !== 'DES_EDE3_CBC') {
+      return { status: 400, headers: xml, body: Buffer.from('<Error>no transport certificate</Error>') };
     }
     try {
-      return { status: 200, headers: xml, body: Buffer.from(certificatesXml(await sealCertificates(transport, certificates))) };
+      return { status: 200, headers: xml, body: Buffer.from(certificatesXml(await sealCertificates(transport, bundle))) };
     } catch {
       return { status: 400, headers: xml, body: Buffer.from('<Error>the transport certificate is not an X.509 certificate</Error>') };
     }
@@ -184,6 +207,7 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
   const wire = await listen('wireserver', options.wireserver, handle);
   const plugin = await listen('hostPlugin', options.hostPlugin, handle);
   const base = (l: Listen) => `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
+  const incarnation = 1;
 
   const requestsTo = (route: RouteName) => requests.filter((r) => r.route === route);
   return {
@@ -194,6 +218,8 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
     ports: { imds: imds.address.port, wireserver: wire.address.port, hostPlugin: plugin.address.port },
     requests,
     reports,
+    healthReports,
+    incarnation,
     setImds: (...b) => scripts.get('imds')!.set(b),
     setWireserver: (...b) => scripts.get('health')!.set(b),
     setHealthService: (...b) => scripts.get('healthService')!.set(b),
@@ -201,7 +227,7 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
     setHostPluginVersions: (...b) => scripts.get('hostPluginVersions')!.set(b),
     setBehaviour: (route, ...b) => scripts.get(route)!.set(b),
     setCertificates: (list) => {
-      certificates = list;
+      bundle = list;
     },
     setImdsDocument: (doc) => {
       document = doc;
@@ -273,13 +299,13 @@ function routeOf(service: RecordedRequest['service'], method: string, url: strin
   if (service === 'wireserver') {
     if (method === 'POST' && path === '/provisioning/health') return 'health';
     if (method === 'POST' && path === '/HealthService') return 'healthService';
-    const query = new URLSearchParams(url.split('?')[1] ?? '');
-    if (method === 'GET' && (path === '/machine/' || path === '/machine') && query.get('comp') === 'goalstate') return 'goalState';
-    if (method === 'GET' && path?.startsWith('/machine/') && query.get('comp') === 'certificates') return 'certificates';
-    return null;
+    return classicRouteOf(method, path, new URLSearchParams(url.split('?')[1] ?? '').get('comp'), url);
   }
   if (method === 'GET' && path === '/health') return 'hostPluginHealth';
   if (method === 'GET' && path === '/versions') return 'hostPluginVersions';
+  if (method === 'GET' && path === '/vmSettings') return 'hostPluginVmSettings';
+  if (method === 'PUT' && path === '/status') return 'hostPluginStatus';
+  if (method === 'PUT' && path === '/vmAgentLog') return 'hostPluginLog';
   return null;
 }
 

@@ -40,8 +40,9 @@ export class FileMarkerStore implements MarkerStore {
    * Read with synchronous calls: this runs before the first IMDS request, when the instance lock in the same
    * directory has just been taken synchronously, and the first asynchronous file call of a run starts libuv's
    * thread pool and loads Node's fs/promises module, which the media read can pay for later.
+   * `tidy: false` only looks (`bootstate gate`: the stale files are the run's to tidy).
    */
-  async state(vmId: string): Promise<MarkerState> {
+  async state(vmId: string, options: { tidy?: boolean } = {}): Promise<MarkerState> {
     const want = vmId.toLowerCase();
     const names = this.#namesNow('read') ?? [];
     const found = (suffix: string) => names.filter((n) => n.toLowerCase() === want + suffix);
@@ -50,6 +51,7 @@ export class FileMarkerStore implements MarkerStore {
     const waiting = found(WAITING);
     for (const name of [...provisioned, ...pending, ...waiting]) this.#checkRegular(name);
     if (provisioned.length > 0) {
+      if (options.tidy === false) return 'provisioned';
       // A crash between writing `provisioned` and removing the others leaves them behind: provisioned wins, so they
       // are stale, and are tidied here (best effort: a read-only data dir still reads as provisioned).
       for (const name of [...pending, ...waiting]) {

@@ -3,7 +3,7 @@
  * run. A second agent started meanwhile exits at once with a clear message instead of provisioning twice. The
  * kernel drops the lock when the process dies, so a crash never leaves a stale lock behind.
  */
-import { closeSync, constants, mkdirSync } from 'node:fs';
+import { closeSync, constants, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure } from '../core/errors.js';
@@ -17,7 +17,7 @@ export interface InstanceLock {
 
 /** Takes the instance lock or throws ALREADY_RUNNING (another agent holds it) / IO (cannot create it). */
 export function acquireInstanceLock(dataDir: string): InstanceLock {
-  const path = join(dataDir, 'bootstate.lock');
+  const path = join(dataDir, LOCK_FILE);
   let fd: number;
   try {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -43,6 +43,8 @@ export function acquireInstanceLock(dataDir: string): InstanceLock {
     },
   };
 }
+
+const LOCK_FILE = 'bootstate.lock';
 
 /** Where the instance lock goes when `<data_dir>` cannot hold it, so two agents never provision at once. */
 export const RUNTIME_LOCK_DIR = '/run/bootstate';
@@ -76,4 +78,49 @@ export interface LockOutcome {
   warnings: Array<{ code: string; reason?: string; message: string }>;
   /** Another agent holds it: this run reports nothing. */
   refused?: { error: unknown };
+}
+
+/** Every place a run may hold the instance lock (takeInstanceLock's order). */
+export const instanceLockPaths = (config: Config): string[] => [join(config.data_dir.path, LOCK_FILE), join(RUNTIME_LOCK_DIR, LOCK_FILE)];
+
+/**
+ * The pid of a process holding a flock(2) on `path` (0 when its pid is not visible here), or null when none does.
+ * Read from `/proc/locks` instead of trying the lock: a probe that took it, even for an instant, could make a
+ * provisioning run starting at that moment refuse to run. A lock is matched by device and inode; where the two
+ * disagree on the device (btrfs reports a subvolume's own device to stat), by inode and the holder's open file.
+ */
+export function lockHolder(path: string, procLocks = '/proc/locks'): number | null {
+  let stat;
+  try {
+    stat = statSync(path, { bigint: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
+  const major = ((stat.dev >> 8n) & 0xfffn) | ((stat.dev >> 32n) & ~0xfffn);
+  const minor = (stat.dev & 0xffn) | ((stat.dev >> 12n) & ~0xffn);
+  for (const line of readFileSync(procLocks, 'utf8').split('\n')) {
+    // `1: FLOCK  ADVISORY  WRITE 1234 fe:00:2146436 0 EOF`; waiters (`1: -> FLOCK …`) hold nothing.
+    const m = /^\d+:\s+FLOCK\s+\S+\s+\S+\s+(-?\d+)\s+([0-9a-f]+):([0-9a-f]+):(\d+)\s/.exec(line);
+    if (!m || BigInt(m[4]!) !== stat.ino) continue;
+    const pid = Number(m[1]);
+    if ((BigInt(`0x${m[2]!}`) === major && BigInt(`0x${m[3]!}`) === minor) || hasOpen(pid, realpathSync(path))) return Math.max(pid, 0);
+  }
+  return null;
+}
+
+/** Whether process `pid` has `path` open (readable only for processes this one may inspect). */
+function hasOpen(pid: number, path: string): boolean {
+  if (pid <= 0) return false;
+  try {
+    return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+      try {
+        return readlinkSync(`/proc/${pid}/fd/${fd}`) === path;
+      } catch {
+        return false;
+      }
+    });
+  } catch {
+    return false;
+  }
 }

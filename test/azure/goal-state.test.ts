@@ -12,7 +12,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { fetchCertificatesOnce, fetchGoalStateOnce, parseCertificatesDocument, parseGoalState } from '../../src/azure/goal-state.js';
 import { DEFAULT_CONFIG, type WireserverConfig } from '../../src/config/defaults.js';
 import { BootstateError } from '../../src/core/errors.js';
-import { certificatesPath, goalStateXml, makeCertificate, type FabricCertificate } from '../../src/fabric/certificates.js';
+import { makeCertificate, type FabricCertificate } from '../../src/fabric/certificates.js';
+import { configUrl, goalStateDocument } from '../../src/fabric/goal-state.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { openCertificates, withTransportCertificate } from '../../src/os/certificate-bundle.js';
 
@@ -48,8 +49,10 @@ describe('goal state', () => {
 
   it('takes only the path and query of the Certificates URL, so the request stays on the configured wireserver', async () => {
     fabric.setCertificates([owner]);
-    expect(await fetchGoalStateOnce({ config })).toEqual({ incarnation: '1', certificatesPath: certificatesPath() });
-    expect(parseGoalState(goalStateXml({ certificatesUrl: 'http://10.9.9.9:8080/machine/x?comp=certificates&incarnation=2' })).certificatesPath).toBe('/machine/x?comp=certificates&incarnation=2');
+    const linked = new URL(configUrl(new URL(fabric.healthUrl).origin, 'certificates', 1));
+    expect(await fetchGoalStateOnce({ config })).toEqual({ incarnation: '1', certificatesPath: `${linked.pathname}${linked.search}` });
+    const elsewhere = goalStateDocument({ base: 'http://10.9.9.9:8080', incarnation: 2, certificates: true, statusBlobUrl: 'http://10.9.9.9/s' });
+    expect(parseGoalState(elsewhere).certificatesPath).toMatch(/^\/machine\/.*\?comp=config&type=certificates&incarnation=2$/);
   });
 
   it('classifies answers: 500, 503, 410 and 429 are worth another attempt, 404 and 403 are not', async () => {
@@ -62,7 +65,7 @@ describe('goal state', () => {
   });
 
   it('never throws anything but a BootstateError on any document, and never follows a DOCTYPE', () => {
-    const base = goalStateXml({ certificatesUrl: 'http://168.63.129.16/machine/a?comp=certificates&incarnation=1' });
+    const base = goalStateDocument({ base: 'http://168.63.129.16:80', incarnation: 1, certificates: true, statusBlobUrl: 'http://168.63.129.16/s' });
     const mutated = fc.tuple(fc.nat(base.length), fc.nat(30), fc.string({ maxLength: 8 })).map(([at, cut, insert]) => base.slice(0, at) + insert + base.slice(at + cut));
     fc.assert(
       fc.property(fc.oneof(fc.string(), mutated), (doc) => {

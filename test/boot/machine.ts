@@ -108,6 +108,9 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
   let fabric: ChildProcess | null = null;
   try {
     netns = await createNetns(options.name);
+    // An Azure VM's main routing table has a route to the wireserver; WALinuxAgent takes one as the wireserver's
+    // address and otherwise runs a DHCP exchange of its own, which nothing in the namespace would answer.
+    await run(['ip', '-n', netns.name, 'route', 'add', '168.63.129.16/32', 'dev', 'lo']);
     if (options.fabric !== false) {
       let doc: string | undefined;
       if (options.imdsDocument !== undefined) {

@@ -24,6 +24,11 @@ export interface Rig {
   /** Private key whose public half the metadata carries. */
   key: string;
   publicKey: string;
+  /**
+   * A root with `extra` Debian packages beside the image's own (e.g. `waagent`, `cloud-init`), built once and cached
+   * like the plain one, with the .deb installed over it in a layer of its own.
+   */
+  withPackages(extra: string[]): Promise<{ debian: string; debLayer: string }>;
   cleanup(): Promise<void>;
 }
 
@@ -38,7 +43,26 @@ export async function createRig(options: { deb?: boolean } = {}): Promise<Rig> {
     const key = path.join(workDir, 'admin-key');
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'admin@boot-test', '-f', key]);
     const publicKey = (await readFile(`${key}.pub`, 'utf8')).trim();
-    return { workDir, debian, debLayer: path.join(debLayer, 'upper'), deb, key, publicKey, cleanup: () => rm(workDir, { recursive: true, force: true }) };
+    const roots = new Map<string, Promise<{ debian: string; debLayer: string }>>();
+    const withPackages = (extra: string[]) => {
+      const name = [...extra].sort().join('+');
+      if (!roots.has(name)) {
+        roots.set(
+          name,
+          (async () => {
+            const root = await debianRoot(extra);
+            const layer = path.join(workDir, `deb-layer-${name}`);
+            if (deb) await installDeb(root, deb, layer);
+            return { debian: root, debLayer: path.join(layer, 'upper') };
+          })(),
+        );
+      }
+      return roots.get(name)!;
+    };
+    return {
+      workDir, debian, debLayer: path.join(debLayer, 'upper'), deb, key, publicKey, withPackages,
+      cleanup: () => rm(workDir, { recursive: true, force: true }),
+    };
   } catch (error) {
     await rm(workDir, { recursive: true, force: true });
     throw error;

@@ -24,7 +24,7 @@ beforeAll(async () => {
   [cert, other] = await Promise.all([makeCertificate('vm-cert'), makeCertificate('other')]);
 });
 beforeEach(async () => {
-  fabric = await startFakeFabric({ certificates: [] });
+  fabric = await startFakeFabric();
 });
 afterEach(async () => {
   await fabric.close();

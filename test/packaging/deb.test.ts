@@ -104,13 +104,15 @@ describe('the .deb', () => {
     expect(field('Recommends')).toContain('openssh-server');
   });
 
-  it('installs exactly the binary, two units, the default config and the copyright, owned by root with their modes', () => {
+  it('installs exactly the binary, two units, the WALinuxAgent drop-ins, the default config and the copyright, owned by root with their modes', () => {
     const files = [...contents()].filter(([, entry]) => !entry.mode.startsWith('d'));
     expect(Object.fromEntries(files.map(([path, entry]) => [path, entry.mode]))).toEqual({
       '/etc/bootstate/bootstate.toml': '-rw-r--r--',
       '/usr/bin/bootstate': '-rwxr-xr-x',
       '/usr/lib/systemd/system/bootstate-monitor.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate.service': '-rw-r--r--',
+      '/usr/lib/systemd/system/waagent.service.d/50-bootstate.conf': '-rw-r--r--',
+      '/usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf': '-rw-r--r--',
       '/usr/lib/systemd/system-preset/90-bootstate.preset': '-rw-r--r--',
       '/usr/share/doc/bootstate/changelog.gz': '-rw-r--r--',
       '/usr/share/doc/bootstate/copyright': '-rw-r--r--',
@@ -169,6 +171,19 @@ describe('the monitor unit', () => {
     expect(unit()['Unit.After']).toContain('bootstate.service');
     expect(unit()['Service.Restart']).toEqual(['on-failure']);
   });
+});
+
+describe('the WALinuxAgent drop-ins', () => {
+  for (const unit of ['walinuxagent.service', 'waagent.service']) {
+    it(`order ${unit} after the first-boot unit and start it only when bootstate gate opens, with no timeout of their own`, () => {
+      const dropIn = unitSettings(join(extracted, `usr/lib/systemd/system/${unit}.d/50-bootstate.conf`));
+      expect(dropIn).toEqual({
+        'Unit.After': ['bootstate.service'],
+        'Service.ExecCondition': ['/usr/bin/bootstate', 'gate'],
+        'Service.TimeoutStartSec': ['infinity'],
+      });
+    });
+  }
 });
 
 describe('the default /etc/bootstate/bootstate.toml', () => {
@@ -246,6 +261,35 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service'], { encoding: 'utf8' });
     expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
     expect(result.status).toBe(0);
+  });
+
+  it.skipIf(!hasSystemdAnalyze)('gates WALinuxAgent under either unit name as systemd loads it, and changes nothing where it is absent', () => {
+    const target = emptyDpkgRoot('waagent-root');
+    dpkg(target, '-i', deb);
+    const units = join(target, 'usr/lib/systemd/system');
+    for (const name of readdirSync('/usr/lib/systemd/system').filter((n) => n.endsWith('.target'))) {
+      if (!existsSync(join(units, name))) copyFileSync(join('/usr/lib/systemd/system', name), join(units, name));
+    }
+    // No WALinuxAgent: the drop-in directories load nothing, and the package's own units stay clean.
+    const without = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service'], { encoding: 'utf8' });
+    expect(`${without.stdout}${without.stderr}`.trim()).toBe('');
+    // WALinuxAgent's unit as Debian ships it (walinuxagent.service) and as RHEL does (waagent.service).
+    mkdirSync(join(target, 'usr/sbin'), { recursive: true });
+    writeFileSync(join(target, 'usr/sbin/waagent'), '#!/bin/sh\n', { mode: 0o755 });
+    const agentUnit = '[Unit]\nDescription=Azure Linux Agent\nAfter=network-online.target cloud-init.service\nWants=network-online.target sshd.service\n\n[Service]\nType=simple\nExecStart=/usr/sbin/waagent -daemon\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n';
+    for (const unit of ['walinuxagent.service', 'waagent.service']) {
+      writeFileSync(join(units, unit), agentUnit);
+      const verify = spawnSync('systemd-analyze', ['verify', `--root=${target}`, unit, 'bootstate.service'], { encoding: 'utf8' });
+      expect(`${verify.stdout}${verify.stderr}`.trim()).toBe('');
+      expect(verify.status).toBe(0);
+      // At debug level systemd-analyze dumps each unit as loaded: the drop-in's settings merged into the agent's.
+      const debug = spawnSync('systemd-analyze', ['verify', `--root=${target}`, unit], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_LEVEL: 'debug' } });
+      const dump = `${debug.stdout}${debug.stderr}`;
+      expect(dump).toContain(`DropIn Path: ${units}/${unit}.d/50-bootstate.conf`);
+      expect(dump).toMatch(/-> ExecCondition:\s+Command Line: \/usr\/bin\/bootstate gate\s+-> ExecStart:\s+Command Line: \/usr\/sbin\/waagent -daemon/);
+      expect(dump).toMatch(/After: bootstate\.service/);
+      expect(dump).toMatch(/TimeoutStartSec: infinity/);
+    }
   });
 });
 

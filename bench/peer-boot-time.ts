@@ -1,0 +1,156 @@
+/**
+ * Boot to first SSH login on one Debian 12 root that carries Debian's WALinuxAgent 2.7 and cloud-init 22.4 beside
+ * the .deb, provisioned by each agent in turn: (a) bootstate (from IMDS; WALinuxAgent in the supported setup and
+ * cloud-init turned off, as docs/coexistence.md has it), (b) WALinuxAgent as the provisioning agent
+ * (`Provisioning.Agent=waagent`, ovf-env.xml on the provisioning media, cloud-init-local.service masked since
+ * WALinuxAgent refuses to provision while it is enabled, no bootstate), (c) cloud-init's Azure datasource (ovf-env.xml
+ * in its seed directory, since ds-identify ignores the chassis asset tag and block devices in a container; eth0 with
+ * a DHCP server for its ephemeral DHCP; no bootstate), (d) no agent with the user and key baked in. The variants
+ * alternate; a variant whose login never comes is tried once and reported with what its agent said it lacked.
+ *
+ *   node --import tsx bench/peer-boot-time.ts      BENCH_BOOT_RUNS=N sets the repetitions (default 5)
+ */
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { ovfDocument } from '../src/fabric/ovf-document.js';
+import { run } from '../src/os/exec.js';
+import { startDhcpServer, type DhcpServer } from '../test/e2e/dhcp-server.js';
+import { canSandbox } from '../test/e2e/ns.js';
+import { createMachine, type Boot, type Machine, type MachineOptions } from '../test/boot/machine.js';
+import { cloudInitDisabledLayer, WAAGENT_CONF, WAAGENT_UNIT, waagentLayer } from '../test/boot/peers.js';
+import { bakeLayer, createRig, imdsDocument, mediaImage } from '../test/boot/scenario.js';
+import { fmt, interleave, median, report } from './harness.js';
+
+const RUNS = Number(process.env.BENCH_BOOT_RUNS ?? 5);
+const USER = 'azureuser';
+const LOGIN_WAIT_MS = 240_000;
+
+if (!canSandbox) {
+  report('peer-boot-time', [{ metric: 'not run: needs root on Linux', median: Number.NaN, unit: 'ms' }]);
+  process.exit(0);
+}
+
+const rig = await createRig();
+let serial = 0;
+const lacked: Record<string, string> = {};
+
+type Variant = 'bootstate' | 'waagent' | 'cloud-init' | 'baked';
+let layers: Record<Variant, string[]>;
+let media: string;
+try {
+  const peers = await rig.withPackages(['cloud-init', 'waagent']);
+  const cloudInitOff = await cloudInitDisabledLayer(rig);
+  const supported = await waagentLayer(rig, 'bench');
+  const provisioning = path.join(rig.workDir, 'waagent-provisions');
+  await mkdir(path.join(provisioning, `etc/systemd/system/${WAAGENT_UNIT}.d`), { recursive: true });
+  await writeFile(path.join(provisioning, 'etc/waagent.conf'), WAAGENT_CONF.replace('Provisioning.Agent=disabled', 'Provisioning.Agent=waagent'));
+  await writeFile(path.join(provisioning, `etc/systemd/system/${WAAGENT_UNIT}.d/00-not-hyper-v.conf`), '[Unit]\nConditionVirtualization=\n');
+  await symlink('/dev/null', path.join(provisioning, 'etc/systemd/system/cloud-init-local.service'));
+  const seeded = path.join(rig.workDir, 'cloud-init-seed');
+  await mkdir(path.join(seeded, 'var/lib/cloud/seed/azure'), { recursive: true });
+  await writeFile(
+    path.join(seeded, 'var/lib/cloud/seed/azure/ovf-env.xml'),
+    ovfDocument({ username: USER, hostname: 'bench-vm', keys: [rig.publicKey] }),
+  );
+  const baked = await bakeLayer(
+    rig,
+    'peers-baked',
+    [cloudInitOff, peers.debian],
+    `useradd -m -s /bin/bash -U "$1"
+install -d -m 0700 -o "$1" -g "$1" "/home/$1/.ssh"
+printf '%s\\n' "$2" > "/home/$1/.ssh/authorized_keys"
+chown "$1:$1" "/home/$1/.ssh/authorized_keys"
+chmod 0600 "/home/$1/.ssh/authorized_keys"`,
+    [USER, rig.publicKey],
+  );
+  layers = {
+    bootstate: [cloudInitOff, supported, peers.debLayer, peers.debian],
+    waagent: [cloudInitOff, provisioning, peers.debian],
+    'cloud-init': [seeded, peers.debian],
+    baked: [baked, cloudInitOff, peers.debian],
+  };
+  media = await mediaImage(rig.workDir, { username: USER, hostname: 'bench-vm', password: 'Bench-Horse-7!', key: rig.publicKey });
+} catch (error) {
+  await rig.cleanup();
+  throw error;
+}
+
+/** What the agent of a variant said about why it did not provision (its log's last lines). */
+async function whyNot(variant: Variant, boot: Boot): Promise<string> {
+  const tail = async (argv: string[]) => (await boot.exec(argv)).stdout.trim().split('\n').slice(-15).join('\n');
+  if (variant === 'waagent') return tail(['sh', '-c', "grep -v ' VERBOSE ' /var/log/waagent.log | grep -iE 'provision|dvd|ovf|error|fail' | tail -n 15"]);
+  if (variant === 'cloud-init') return tail(['sh', '-c', 'cloud-init status --long; grep -E "WARNING|ERROR|Traceback|Exception" /var/log/cloud-init.log | tail -n 12']);
+  return tail(['journalctl', '--no-pager', '-q', '-b', '-u', 'bootstate.service', '-o', 'cat']);
+}
+
+/** Boots a fresh VM, polls SSH until a login runs `true`; null (and `lacked`) when it never does. */
+async function bootToLogin(variant: Variant): Promise<number | null> {
+  const options: MachineOptions = {
+    name: `bspb${process.pid}x${serial++}`,
+    workDir: rig.workDir,
+    layers: layers[variant],
+    fabric: variant !== 'baked',
+    imdsDocument: imdsDocument(rig.publicKey),
+    ...(variant === 'waagent' ? { media } : {}),
+    ...(variant === 'cloud-init' ? { capabilities: ['CAP_NET_ADMIN'] } : {}),
+  };
+  const machine: Machine = await createMachine(options);
+  let dhcp: DhcpServer | null = null;
+  try {
+    if (variant === 'cloud-init') dhcp = await startDhcpServer(machine.netns, `pb${serial}`);
+    const boot = await machine.boot();
+    const deadline = Date.now() + LOGIN_WAIT_MS;
+    let loginMs: number | null = null;
+    for (;;) {
+      const attempt = await boot.ssh(rig.key, USER, 'true', 10_000, ['-o', 'ConnectTimeout=2']);
+      if (attempt.exitCode === 0) {
+        loginMs = performance.now() - boot.startedAt;
+        break;
+      }
+      if (Date.now() > deadline) {
+        lacked[variant] ??= `no SSH login within ${LOGIN_WAIT_MS / 1000} s; the agent said:\n${await whyNot(variant, boot)}`;
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await boot.shutdown();
+    return loginMs;
+  } finally {
+    await dhcp?.stop();
+    await machine.destroy();
+  }
+}
+
+const loadBefore = loadavg()[0]!;
+try {
+  // A variant that cannot provision here is tried once, not RUNS times.
+  const samples = await interleave(
+    {
+      bootstate: () => bootToLogin('bootstate'),
+      waagent: () => (lacked.waagent ? Promise.resolve(null) : bootToLogin('waagent')),
+      'cloud-init': () => (lacked['cloud-init'] ? Promise.resolve(null) : bootToLogin('cloud-init')),
+      baked: () => bootToLogin('baked'),
+    },
+    RUNS,
+  );
+  const loadAfter = loadavg()[0]!;
+  const load = `1-min load ${fmt(loadBefore)} before, ${fmt(loadAfter)} after, on ${(await run(['nproc'])).stdout.trim()} cores`;
+  const ok = (v: Variant) => samples[v]!.filter((s): s is number => s !== null);
+  const floor = median(ok('baked'));
+  const row = (variant: Variant, what: string) => {
+    const values = ok(variant);
+    if (values.length === 0) return { metric: `${what}: did not provision in the harness`, median: Number.NaN, unit: 'ms', note: lacked[variant]?.split('\n').slice(0, 6).join(' ⏎ ') };
+    return { metric: what, median: median(values), unit: 'ms', floor, floorName: 'same root, key baked in, no agent', ratio: median(values) / floor, note: load };
+  };
+  for (const [variant, why] of Object.entries(lacked)) process.stderr.write(`${variant}: ${why}\n`);
+  report('peer-boot-time', [
+    row('bootstate', 'nspawn start → first SSH login, bootstate (IMDS; WALinuxAgent gated for extensions, cloud-init off)'),
+    row('waagent', 'nspawn start → first SSH login, WALinuxAgent 2.7.3 provisioning (ovf-env.xml on the media)'),
+    row('cloud-init', 'nspawn start → first SSH login, cloud-init 22.4.2 Azure datasource (ovf-env.xml seeded, DHCP on eth0)'),
+    { metric: 'nspawn start → first SSH login, no agent, key baked in', median: floor, unit: 'ms', note: load },
+  ], RUNS);
+} finally {
+  await rig.cleanup();
+}

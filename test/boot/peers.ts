@@ -1,0 +1,110 @@
+/**
+ * What the boots beside a real peer share: the layers that put Debian's WALinuxAgent (`waagent`, unit
+ * walinuxagent.service) or cloud-init on an image beside the .deb, and how a test reads what each agent told the
+ * fabric and what the peer did inside the VM.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { type AgentName, healthReportsOf, type HealthReport, isFinal } from '../../src/fabric/agents.js';
+import type { RecordedRequest } from '../../src/fabric/behaviours.js';
+import type { Boot, Machine } from './machine.js';
+import { bakeLayer, type Rig } from './scenario.js';
+
+export const WAAGENT_UNIT = 'walinuxagent.service';
+
+/**
+ * WALinuxAgent's configuration for the supported setup: bootstate provisions, WALinuxAgent runs extensions only.
+ * `Provisioning.Agent=disabled` is the setting bootstate's docs name; the resource disk is left alone because the
+ * container has none (WALinuxAgent would look for it on the VMBus), and verbose logs explain a failing test.
+ */
+export const WAAGENT_CONF = `Extensions.Enabled=y
+Provisioning.Agent=disabled
+Provisioning.DeleteRootPassword=n
+Provisioning.RegenerateSshHostKeyPair=n
+Provisioning.MonitorHostName=n
+ResourceDisk.Format=n
+ResourceDisk.EnableSwap=n
+Logs.Verbose=y
+OS.EnableFirewall=n
+AutoUpdate.Enabled=n
+`;
+
+/**
+ * A layer with WALinuxAgent's configuration, and a drop-in that lifts the unit's only condition
+ * (ConditionVirtualization=microsoft: Debian starts it on Hyper-V only, and a container is not one). An empty
+ * Condition assignment resets the unit's conditions; the drop-in sorts before any other, so nothing else is reset.
+ */
+export async function waagentLayer(rig: Rig, name: string): Promise<string> {
+  const dir = path.join(rig.workDir, `waagent-${name}`);
+  await mkdir(path.join(dir, `etc/systemd/system/${WAAGENT_UNIT}.d`), { recursive: true });
+  await writeFile(path.join(dir, 'etc/waagent.conf'), WAAGENT_CONF);
+  await writeFile(path.join(dir, `etc/systemd/system/${WAAGENT_UNIT}.d/00-not-hyper-v.conf`), '[Unit]\nConditionVirtualization=\n');
+  return dir;
+}
+
+/**
+ * A layer that removes, over `lowers`, every drop-in of walinuxagent.service the .deb installed (what an image
+ * builder who deleted them would have): the boot that shows what the drop-in is for. Returns the layer and what
+ * it removed.
+ */
+export async function withoutBootstateDropIns(rig: Rig, name: string, lowers: string[]): Promise<string> {
+  const script = `found=$(dpkg-query -L bootstate | grep -E '/${WAAGENT_UNIT.replace('.', '\\.')}\\.d/[^/]+$' || true)
+[ -n "$found" ] || { echo "the .deb installed no drop-in of ${WAAGENT_UNIT}" >&2; exit 1; }
+for f in $found; do rm "$f"; done`;
+  return bakeLayer(rig, `no-dropin-${name}`, lowers, script);
+}
+
+/** A layer that turns cloud-init off the documented way: /etc/cloud/cloud-init.disabled. */
+export async function cloudInitDisabledLayer(rig: Rig): Promise<string> {
+  const dir = path.join(rig.workDir, 'cloud-init-disabled');
+  await mkdir(path.join(dir, 'etc/cloud'), { recursive: true });
+  await writeFile(path.join(dir, 'etc/cloud/cloud-init.disabled'), '');
+  return dir;
+}
+
+/** The first final report (Ready, or ProvisioningFailed) the fabric heard, and from whom. */
+export function firstFinal(reports: HealthReport[]): HealthReport | undefined {
+  return reports.find(isFinal);
+}
+
+/** Requests one agent sent. */
+export const from = (requests: RecordedRequest[], agent: AgentName) => requests.filter((r) => r.agent === agent);
+
+/** Everything about one boot beside WALinuxAgent a failing assertion needs to be explained. */
+export async function peerStory(machine: Machine, boot: Boot): Promise<string> {
+  const exec = async (argv: string[]) => {
+    const r = await boot.exec(argv);
+    return `${r.stdout}${r.stderr}`;
+  };
+  const requests = await machine.requests();
+  return [
+    `health reports: ${JSON.stringify(healthReportsOf(requests).map((r) => `${r.agent}:${r.state}${r.subStatus ? `/${r.subStatus}` : ''}`))}`,
+    `requests: ${requests.map((r) => `${r.agent} ${r.method} ${r.url}`).join('\n  ')}`,
+    `systemctl status:\n${await exec(['systemctl', 'status', '--no-pager', '-l', 'bootstate.service', WAAGENT_UNIT])}`,
+    `waagent.log (end):\n${(await exec(['tail', '-n', '60', '/var/log/waagent.log'])).slice(-6000)}`,
+    `console (end):\n${boot.console().slice(-2000)}`,
+  ].join('\n');
+}
+
+/** Polls `probe` every 250 ms until it returns a value; throws with `story()` after `timeoutMs`. */
+export async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs: number, story: () => Promise<string>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== null) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s\n${await story()}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** `systemctl show UNIT -p …` as an object. */
+export async function show(boot: Boot, unit: string, props: string[]): Promise<Record<string, string>> {
+  const result = await boot.exec(['systemctl', 'show', unit, ...props.flatMap((p) => ['-p', p])]);
+  return Object.fromEntries(result.stdout.trim().split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+}
+
+/** The users of the VM with a home under /home (the ones an agent made for someone to log in as). */
+export async function homeUsers(boot: Boot): Promise<string[]> {
+  const passwd = await boot.exec(['getent', 'passwd']);
+  return passwd.stdout.split('\n').filter((l) => l.split(':')[5]?.startsWith('/home/')).map((l) => l.split(':')[0]!);
+}
