@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { ProvisioningPlan } from '../../machines/provisioning.js';
 import { fetchCertificatesOnce, fetchGoalStateOnce } from '../azure/goal-state.js';
 import type { Config } from '../config/defaults.js';
-import { BootstateError, toFailure } from '../core/errors.js';
+import { toFailure } from '../core/errors.js';
 import { openCertificates, withTransportCertificate, type BundleCertificate } from '../os/certificate-bundle.js';
 import { noUsableKey, type SkippedKey } from '../os/key-policy.js';
 import { opensshPublicKey } from '../os/openssh-key.js';
@@ -71,12 +71,15 @@ export async function fetchCertificates(deps: CertificatesDeps, { config, plan }
     }
     keyPairs.push({ fingerprint: pair.fingerprint, path: pair.path, privateKeyPem: certificate.privateKeyPem, publicKeyLine: opensshPublicKey(certificate.publicKey) });
   }
+  // Files that cannot be written never cost the VM the keys it got: a warning, and the keys go on.
   if (bundle.length > 0 || keyPairs.length > 0) {
-    const result = await deps.provisioner.installCertificates({ username: plan.username, place: config.certificates.place, certificates: bundle, keyPairs }, signal).catch((error: unknown) => {
-      if (!signal.aborted) log.error({ step: 'certificates', code: toFailure(error).code }, `certificates not installed: ${(error as Error).message}`);
-      throw error instanceof BootstateError ? error : new BootstateError('CERTIFICATES_FAILED', (error as Error).message, { data: [['problem', (error as Error).message]] });
-    });
-    for (const warning of result.warnings ?? []) log.warn({ step: 'certificates', backend: result.backend }, warning);
+    try {
+      const result = await deps.provisioner.installCertificates({ username: plan.username, place: config.certificates.place, certificates: bundle, keyPairs }, signal);
+      for (const warning of result.warnings ?? []) log.warn({ step: 'certificates', backend: result.backend }, warning);
+    } catch (error) {
+      if (signal.aborted) throw error;
+      log.warn({ step: 'certificates', code: toFailure(error).code }, `certificates not installed: ${(error as Error).message}`);
+    }
   }
   log.info(
     { step: 'certificates', certificates: bundle.length, keys: keys.length, key_pairs: keyPairs.length, ms: Date.now() - started },
