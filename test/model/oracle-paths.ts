@@ -49,12 +49,10 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
       // What validation returns: the plan it was given, its hostname normalised.
       const plan = oracle.planToValidate!;
       const validated = { ...plan, sshKeys: Array.from({ length: plan.sshKeys }, (_, i) => `ssh-ed25519 key${i}`), hostname: `${plan.hostname}-validated` };
-      // Also as if the media had named a key by fingerprint: beside the others, and as the only way in.
-      return [
-        validated,
-        { ...validated, keyFingerprints: [KEY_FINGERPRINT] },
-        { ...validated, sshKeys: [], passwordAuthentication: false, keyFingerprints: [KEY_FINGERPRINT], keyPairs: [{ fingerprint: KEY_FINGERPRINT, path: '' }] },
-      ];
+      // Also as if the media had named the only key by fingerprint (the model's own paths take one beside others too).
+      // Offered for one kind of plan only: every plan doubles the OS stage's states that follow.
+      if (plan.source !== 'imds' || plan.passwordAuthentication || plan.passwordProvided) return [validated];
+      return [validated, { ...validated, sshKeys: [], keyFingerprints: [KEY_FINGERPRINT], keyPairs: [{ fingerprint: KEY_FINGERPRINT, path: '' }] }];
     }
     case 'certificates':
       return [[CERTIFICATE_KEY]];

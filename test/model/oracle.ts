@@ -155,6 +155,7 @@ export class ProvisioningOracle {
   private certificatesRetryAt = 0;
   private certificatesDeadline = 0;
   private certificatesLastError: string | undefined;
+  private certificatesSettled = false;
   private osDeadline = 0;
   private publishDeadline = 0;
   private warningsBeforeOs: number | null = null;
@@ -353,7 +354,14 @@ export class ProvisioningOracle {
       mediaFailure: this.mediaFailure?.code ?? null,
       stage: this.stage,
       lanes: this.lanes.map((l) => l[0] ?? 'done'),
-      certificates: this.certificates !== 'over' && { state: this.certificates, retried: this.certificatesLastError !== undefined, fingerprints: this.fingerprints.length, pairs: this.keyPairs.length },
+      // Until the certificates are settled, what they are wanted for: plans that differ only there explore apart.
+      certificates: this.certificatesPending() && {
+        state: this.certificates,
+        retried: this.certificatesLastError !== undefined,
+        fingerprints: this.fingerprints.length,
+        pairs: this.keyPairs.length,
+        onlyWayIn: this.plan!.sshKeys === 0 && !this.plan!.passwordAuthentication,
+      },
     });
   }
 
@@ -387,6 +395,7 @@ export class ProvisioningOracle {
         this.keyPairs = (certificates.keyPairs ?? []).map((p) => p.fingerprint);
         this.certificates = 'over';
         this.certificatesLastError = undefined;
+        this.certificatesSettled = false;
         this.stage = 'os';
         this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
         this.warningsBeforeOs = this.warnings.length;
@@ -421,6 +430,7 @@ export class ProvisioningOracle {
         return this.laterHostKeysOver();
       case 'certificates':
         this.certificates = 'over';
+        this.certificatesSettled = true;
         this.plan = { ...this.plan!, sshKeys: this.plan!.sshKeys + (output as string[]).length };
         return this.laneStepDone(id);
       case 'pendingMarker':
@@ -674,6 +684,11 @@ export class ProvisioningOracle {
     this.startCertificates();
   }
 
+  /** The validated plan wants certificates whose step has not ended yet. */
+  private certificatesPending(): boolean {
+    return this.stage === 'os' && !this.certificatesSettled && (this.fingerprints.length > 0 || this.keyPairs.length > 0);
+  }
+
   private startCertificates() {
     this.certificates = 'requesting';
     this.start('certificates');
@@ -682,6 +697,7 @@ export class ProvisioningOracle {
   /** No certificates came: the run fails when their keys were the only way in, else a warning and the keys go on. */
   private certificatesOver(failure: Failure, timedOut = false) {
     this.certificates = 'over';
+    this.certificatesSettled = true;
     const plan = this.plan!;
     if (plan.sshKeys === 0 && this.fingerprints.length > 0 && !plan.passwordAuthentication) {
       this.failure = timedOut ? { code: 'TIMEOUT', ...(this.certificatesLastError ? { lastError: this.certificatesLastError } : {}) } : seen(failure);
