@@ -1,17 +1,19 @@
 /**
- * The plan is validated, then applied: hostname (then published to DHCP) ‖ user → (password ‖ SSH keys) ‖ sshd (once
+ * The plan is validated, then applied: hostname (then published to DHCP) ‖ user → (password ‖ the goal state's
+ * certificates when needed → SSH keys) ‖ sshd (once
  * this VM's host keys are in) ‖ custom data, the whole phase bounded by the OS timeout. `configured` is where
  * systemd hears READY=1 and logins start.
  */
 import { assign } from 'xstate';
 import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
+import { sshKeysRegion } from './certificates.js';
 import { failRun } from './retry.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
 const FAIL = '#provisioning.reportingFailure';
-type OsActor = 'setHostname' | 'createUser' | 'setPassword' | 'writeSshKeys' | 'configureSshd' | 'saveCustomData';
+type OsActor = 'setHostname' | 'createUser' | 'setPassword' | 'configureSshd' | 'saveCustomData';
 
 /**
  * One OS step: invoke the named actor with the plan; any error fails the run. A step left out by `--only`/`--skip`
@@ -91,7 +93,7 @@ export const configuringOs = chart.createStateConfig({
         credentials: {
           type: 'parallel',
           onDone: 'done',
-          states: { password: region('password', 'setPassword', 'password', 'setting'), sshKeys: region('sshKeys', 'writeSshKeys', 'ssh-keys', 'writing') },
+          states: { password: region('password', 'setPassword', 'password', 'setting'), sshKeys: sshKeysRegion },
         },
         done: { type: 'final' },
       },

@@ -40,6 +40,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       media: null,
       mediaFailure: null,
       imdsFailure: null,
+      certificatesFailure: null,
       imdsRetries: 0,
       imdsSent: input?.startup?.imdsSent ?? false,
       plan: null,

@@ -15,6 +15,11 @@ export function planFrom(context: ProvisioningContext): ProvisioningPlan | null 
   const customDataFound = media?.customDataPresent ?? false;
   const groups = [...new Set([...config.user_provisioners.groups, ...context.extraGroups])];
   const passwordProvided = media?.passwordProvided ?? false;
+  // Keys named by fingerprint and key pairs come only from the media, whichever source the rest comes from.
+  const certificates = {
+    ...(media?.keyFingerprints?.length ? { keyFingerprints: media.keyFingerprints.map((f) => f.fingerprint) } : {}),
+    ...(media?.keyPairs?.length ? { keyPairs: media.keyPairs } : {}),
+  };
   if (imds) {
     return {
       source: 'imds',
@@ -26,6 +31,7 @@ export function planFrom(context: ProvisioningContext): ProvisioningPlan | null 
       passwordProvided,
       hasCustomData,
       customDataFound,
+      ...certificates,
     };
   }
   if (media?.username) {
@@ -39,10 +45,28 @@ export function planFrom(context: ProvisioningContext): ProvisioningPlan | null 
       passwordProvided,
       hasCustomData,
       customDataFound,
+      ...certificates,
     };
   }
   return null;
 }
+
+/**
+ * Whether the SSH keys step fetches the goal state's certificates first: the media names keys by fingerprint or
+ * key pairs, or `[certificates] place = true` asks for them alone; never when the SSH keys step is left out.
+ */
+export function certificatesWanted({ plan, config }: Pick<ProvisioningContext, 'plan' | 'config'>): boolean {
+  if (!plan || config.steps.skip.includes('ssh-keys')) return false;
+  return (plan.keyFingerprints?.length ?? 0) > 0 || (plan.keyPairs?.length ?? 0) > 0 || config.certificates.place === true;
+}
+
+/** The keys named by fingerprint are the only way in: no other key, and password logins are off. */
+export const certificatesEssential = (plan: ProvisioningPlan | null): boolean =>
+  !!plan && plan.sshKeys.length === 0 && (plan.keyFingerprints?.length ?? 0) > 0 && !plan.passwordAuthentication;
+
+/** The plan with the keys the certificates gave added to its own (each once). */
+export const withCertificateKeys = (plan: ProvisioningPlan | null, keys: string[]): ProvisioningPlan | null =>
+  plan && { ...plan, sshKeys: [...new Set([...plan.sshKeys, ...keys])] };
 
 /** Why there is no plan: IMDS failed, and the media was not there or could not stand in for it. */
 export function noMetadataFailure(context: ProvisioningContext): Failure {

@@ -31,8 +31,8 @@ export interface Retried<I extends Request = Request> {
   deadline?: { after: Delay; then: AfterTransition };
   /** Recorded on a retryable error before the backoff. */
   onRetry?: Actions;
-  /** A non-retryable error. */
-  onFatal: Transition;
+  /** A non-retryable error: one transition, or guarded ones tried in order. */
+  onFatal: Transition | readonly Transition[];
   /** Anything else the loop's own state has (entry actions, event handlers, tags). */
   state?: Omit<StateConfig, 'initial' | 'states' | 'after' | 'meta' | 'invoke'>;
 }
@@ -53,7 +53,7 @@ export function retried<I extends Request>({ invoke, every, deadline, onRetry, o
     ...(deadline ? { after: { [deadline.after]: deadline.then } } : {}),
     states: {
       requesting: {
-        invoke: { ...invoke, onError: [{ guard: { type: 'retryable', params: withError }, target: 'backoff', actions: onRetry ?? [] }, onFatal] },
+        invoke: { ...invoke, onError: [{ guard: { type: 'retryable', params: withError }, target: 'backoff', actions: onRetry ?? [] }, ...[onFatal].flat()] },
       },
       backoff: { after: { [every]: 'requesting' } },
     },

@@ -3,45 +3,19 @@
  * delay and action, by name. The state files build on `chart` (`chart.createStateConfig`), so each is typed against
  * exactly these names.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, not, or, setup, stateIn } from 'xstate';
+import { assign, enqueueActions, not, or, setup, stateIn } from 'xstate';
+import { PLACEHOLDER_ACTORS } from './actors.js';
 import { HEALTH_FAILED, type Health } from '../../src/azure/health.js';
-import { ZERO_VM_ID, type InstanceMetadata, type MediaMetadata } from '../../src/core/metadata.js';
+import { ZERO_VM_ID, type MediaMetadata } from '../../src/core/metadata.js';
 import { normalizePpsType, pollErrorKind } from '../../src/azure/pps.js';
 import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
-import { noMetadataFailure, planFrom, seconds, timedOut, unclaimedPool } from './plan.js';
+import { certificatesEssential, certificatesWanted, noMetadataFailure, planFrom, seconds, timedOut, unclaimedPool, withCertificateKeys } from './plan.js';
 import type * as T from './types.js';
 
-/** A named actor that `src/actors/provisioning.ts` provides for real. */
-const placeholder = <Out, In = void>(name: string) =>
-  fromPromise<Out, In>(async () => {
-    throw new Error(`actor ${name} was not provided`);
-  });
-
-export const PLACEHOLDER_ACTORS = {
-  kvpWriter: fromCallback<T.KvpEvent>(() => undefined),
-  reportHealth: placeholder<void, T.ReportInput>('reportHealth'),
-  fetchMetadata: placeholder<InstanceMetadata, T.ImdsInput>('fetchMetadata'),
-  readMedia: placeholder<MediaMetadata | null, T.MediaInput>('readMedia'),
-  validatePlan: placeholder<T.ProvisioningPlan, T.ValidateInput>('validatePlan'),
-  setHostname: placeholder<void, T.PlanInput>('setHostname'),
-  publishHostname: placeholder<void, T.PlanInput>('publishHostname'),
-  createUser: placeholder<void, T.PlanInput>('createUser'),
-  setPassword: placeholder<void, T.PlanInput>('setPassword'),
-  writeSshKeys: placeholder<void, T.PlanInput>('writeSshKeys'),
-  configureSshd: placeholder<void, T.PlanInput>('configureSshd'),
-  regenerateHostKeys: placeholder<HostKeyType[], T.ConfigInput>('regenerateHostKeys'),
-  addHostKeys: placeholder<void, T.HostKeysInput>('addHostKeys'),
-  checkProxyAgent: placeholder<void, T.ConfigInput>('checkProxyAgent'),
-  markReportPending: placeholder<void, T.MarkerInput>('markReportPending'),
-  markProvisioned: placeholder<void, T.MarkerInput>('markProvisioned'),
-  saveCustomData: placeholder<void, T.PlanInput>('saveCustomData'),
-  markWaitingForReuse: placeholder<void, T.MarkerInput>('markWaitingForReuse'),
-  pollReprovisionData: placeholder<MediaMetadata, T.PollInput>('pollReprovisionData'),
-};
-
 export type ProvisioningActors = typeof PLACEHOLDER_ACTORS;
+export { PLACEHOLDER_ACTORS };
 
 const WORK = '#provisioning.provisioning.work';
 const HOST_KEYS = '#provisioning.provisioning.hostKeys';
@@ -112,6 +86,10 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}, effe
     /** The host key step left types for the background. */
     hostKeysLeft: (_, params: { later: HostKeyType[] | undefined }) => (params.later?.length ?? 0) > 0,
     retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
+    /** The media names keys by fingerprint or key pairs, or the configuration places certificates: fetch them. */
+    certificatesWanted: ({ context }) => certificatesWanted(context),
+    /** Without the certificates' keys nobody could log in: their absence fails the run. */
+    certificatesEssential: ({ context }) => certificatesEssential(context.plan),
     havePlan: ({ context }) => planFrom(context) !== null,
     /** The configuration requires the Guest Proxy Agent, or the media of this run (the customer's, once claimed) asks for it. */
     proxyAgentWanted: ({ context }) =>
@@ -127,6 +105,7 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}, effe
     mediaTimeout: ({ context }) => seconds(context.config.provisioning_media.timeout_secs),
     /** The agent's own --wait, and a little more for the command itself. */
     proxyAgentTimeout: ({ context }) => seconds(context.config.azure_proxy_agent.wait_secs + 10),
+    certificatesTotalTimeout: ({ context }) => seconds(context.config.certificates.total_retry_timeout_secs),
     hostnamePublishTimeout: ({ context }) => seconds(context.config.hostname_publishing.timeout_secs),
     /** Once terminating, retries come quickly so one more attempt fits the short budget. */
     wireserverRetryInterval: ({ context }) =>
@@ -158,6 +137,9 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}, effe
       imdsFailure: ({ context }) =>
         timedOut(`IMDS did not answer usefully within ${context.config.imds.total_retry_timeout_secs} s`, context.imdsFailure),
     }),
+    recordCertificatesRetry: assign({ certificatesFailure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    /** The keys the certificates gave join the plan's, for the SSH keys step. */
+    recordCertificateKeys: assign({ plan: ({ context }, params: { keys: string[] }) => withCertificateKeys(context.plan, params.keys) }),
     recordReportFailure: assign({ reportFailure: (_, params: { error: unknown }) => toFailure(params.error) }),
     recordReportTimeout: assign({
       reportFailure: ({ context }) =>

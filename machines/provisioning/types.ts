@@ -1,6 +1,6 @@
 /** The provisioning chart's types: its context, input and output, its events, and the input of each actor. */
 import type { Health, HEALTH_FAILED, HEALTH_READY } from '../../src/azure/health.js';
-import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
+import type { CertificateReference, InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import type { Config } from '../../src/config/defaults.js';
 import type { Failure } from '../../src/core/errors.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
@@ -20,6 +20,10 @@ export interface ProvisioningPlan {
   hasCustomData: boolean;
   /** Custom data arrived in ovf-env.xml. */
   customDataFound: boolean;
+  /** Thumbprints of the goal state certificates whose keys the media lists as the user's SSH keys. */
+  keyFingerprints?: string[];
+  /** Private keys of the goal state the media asks to install (`KeyPairs`). */
+  keyPairs?: CertificateReference[];
 }
 
 /** How a run ended: `waiting-for-reuse` is a pool VM stopped while it waited (its next boot waits again). */
@@ -73,6 +77,8 @@ export interface ProvisioningContext {
   /** Why the provisioning media could not be used; validation decides whether that fails the run. */
   mediaFailure: Failure | null;
   imdsFailure: Failure | null;
+  /** The last retryable failure of the goal state's certificates, named when their deadline passes. */
+  certificatesFailure: Failure | null;
   /** IMDS attempts of this pass that failed and were retried: the next attempt's number is one more. */
   imdsRetries: number;
   /** The run's first IMDS request was sent before the chart started: this pass's first attempt is it. */

@@ -28,6 +28,7 @@ import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
 import type { SecretStore } from '../core/secrets.js';
 import type { ReportBook } from './report-book.js';
+import { fetchCertificates } from './certificates.js';
 
 export interface ProvisioningDeps {
   log: Logger;
@@ -45,6 +46,8 @@ export interface ProvisioningDeps {
   reporter: HealthReporter;
   reports: ReportBook;
   kvp: KvpTelemetry | null;
+  /** Where the transport key's private directory is made (default `/run`). */
+  transportParent?: string;
   /** Called after each KVP report attempt: written, or the reason it was not. */
   onKvpReport?(outcome: { written: boolean; error?: string }): void;
 }
@@ -205,6 +208,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
     writeSshKeys: step('sshKeys', ({ plan }, signal) =>
       deps.provisioner.writeSshKeys({ username: plan.username, keys: plan.sshKeys, passwordAuthentication: plan.passwordAuthentication }, signal),
     ),
+    fetchCertificates: fromPromise<string[], PlanInput>(({ input, signal }) => fetchCertificates(deps, input, signal)),
     configureSshd: step('sshd', ({ config, plan }, signal) =>
       config.ssh.configure_sshd_password_authentication
         ? deps.provisioner.configureSshd(plan.passwordAuthentication, signal)

@@ -94,6 +94,14 @@ export function phaseOf(snapshot: StatusSnapshot): Phase | null {
     };
   }
   if (is({ provisioning: { work: 'validating' } })) return { key: 'validating', budgetSecs: config.os.timeout_secs, text: () => 'configuring the OS' };
+  if (is({ provisioning: { work: { configuringOs: { account: { credentials: { sshKeys: 'fetchingCertificates' } } } } } })) {
+    return {
+      key: 'certificates',
+      attempts: 'certificates',
+      budgetSecs: config.certificates.total_retry_timeout_secs,
+      text: ({ attempt, left }) => `configuring the OS: fetching the goal state's certificates: attempt ${attempt}${seconds(left)}`,
+    };
+  }
   if (is({ provisioning: { work: 'configuringOs' } })) return { key: 'os', budgetSecs: config.os.timeout_secs, text: () => 'configuring the OS' };
   if (is({ provisioning: { work: 'configured' } })) {
     return { key: 'configured', budgetSecs: config.os.timeout_secs, text: () => 'OS configured, logins open: making the last ssh host keys' };

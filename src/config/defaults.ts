@@ -99,6 +99,17 @@ export interface HostnamePublishingConfig {
   monitor: boolean;
 }
 
+export interface CertificatesConfig {
+  /**
+   * Whether the goal state's certificates are written to /var/lib/waagent: `auto` when the goal state is fetched
+   * anyway (the media names keys by fingerprint or key pairs) and WALinuxAgent is not installed; `true` also
+   * fetches it for that alone; `false` never writes them.
+   */
+  place: 'auto' | boolean;
+  /** Longest the goal state and Certificates requests may take, retries included. */
+  total_retry_timeout_secs: number;
+}
+
 export interface OsConfig {
   /** Longest the metadata checks, and then the OS changes, may each take before the run fails. */
   timeout_secs: number;
@@ -214,6 +225,7 @@ export interface Config {
   preprovisioning: PreprovisioningConfig;
   custom_data: CustomDataConfig;
   resource_disk: ResourceDiskConfig;
+  certificates: CertificatesConfig;
   steps: StepsConfig;
   /** Where markers, journals and state live (azure-init: `azure_init_data_dir.path`). */
   data_dir: { path: string };
@@ -280,6 +292,7 @@ export const DEFAULT_CONFIG: Config = {
   preprovisioning: { poll_interval_secs: 1 },
   custom_data: { custom_data_path: '', user_data_path: '', waagent_compat: false, require: false },
   resource_disk: { enable: true, mount_point: '/mnt', label: 'azure-resource', mount_options: 'defaults', swap_size_mb: 0 },
+  certificates: { place: 'auto', total_retry_timeout_secs: 120 },
   steps: { skip: [] },
   data_dir: { path: '/var/lib/bootstate' },
   log_path: { path: '/var/log/bootstate.log' },

@@ -132,6 +132,7 @@ const sections = {
     mount_options: v.pipe(v.string(), v.check((s) => /^[A-Za-z0-9_=,.:+-]+$/.test(s), 'must be a comma-separated list of mount options without spaces')),
     swap_size_mb: count(0, 1024 * 1024),
   }),
+  certificates: v.strictObject({ place: v.union([v.literal('auto'), v.boolean()], 'must be "auto", true or false'), total_retry_timeout_secs: positiveSecs }),
   steps: v.strictObject({ skip: v.array(v.picklist(STEP_NAMES)) }),
   data_dir: v.strictObject({ path: absolutePath }),
   log_path: v.strictObject({ path: v.string() }),

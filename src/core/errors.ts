@@ -51,6 +51,7 @@ export const KINDS = {
   PPS_UNSUPPORTED: { reason: 'unsupported preprovisioning type', exitCode: EXIT_FAILURE },
   MISSING_CUSTOM_DATA: { reason: 'failure to read customData while hasCustomData=true', exitCode: EXIT_FAILURE },
   CUSTOM_DATA_FAILED: { reason: 'failed to save custom data', exitCode: EXIT_FAILURE },
+  CERTIFICATES_FAILED: { reason: 'failed to provision certificates', exitCode: EXIT_FAILURE },
   UNHANDLED: { reason: 'unhandled error', exitCode: EXIT_FAILURE },
 } as const satisfies Record<string, Kind>;
 

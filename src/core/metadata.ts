@@ -30,6 +30,10 @@ export interface MediaMetadata {
   hostname: string | null;
   disablePasswordAuthentication: boolean | null;
   publicKeys: string[];
+  /** `PublicKey` entries with a `Fingerprint` and no `Value`: their key is a certificate's of the goal state. */
+  keyFingerprints?: CertificateReference[];
+  /** `KeyPairs/KeyPair`: a private key, a certificate's of the goal state, to install at `path`. */
+  keyPairs?: CertificateReference[];
   passwordProvided: boolean;
   customDataPresent: boolean;
   /** Set to `verbatim` only when CustomData was not base64 (peers' samples carry plain text): kept as received. */
@@ -38,4 +42,23 @@ export interface MediaMetadata {
   /** The media's `ProvisionGuestProxyAgent` was true (absent: false). */
   provisionGuestProxyAgent?: boolean;
   device: string;
+}
+
+/** A certificate of the goal state named in ovf-env.xml: its SHA-1 thumbprint (upper-case hex) and a path. */
+export interface CertificateReference {
+  fingerprint: string;
+  /** Where the key goes, as the media says (may be empty or use `$HOME`). */
+  path: string;
+}
+
+/**
+ * A certificate thumbprint as Azure writes it, 40 upper-case hex digits, from text that may have colons, spaces
+ * or lower case; null when it is not a SHA-1 thumbprint.
+ *
+ * @example
+ *   normalizeThumbprint('ab:cd…') // 'ABCD…'
+ */
+export function normalizeThumbprint(text: string): string | null {
+  const hex = text.replace(/[\s:]/g, '').toUpperCase();
+  return /^[0-9A-F]{40}$/.test(hex) ? hex : null;
 }

@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import { agentOf, type HealthReport, healthReportsOf } from './agents.js';
 import { type Behaviour, type OkAnswer, type RecordedRequest, type RouteName, Script, play } from './behaviours.js';
+import { certificatesXml, sealCertificates, type FabricCertificate } from './certificates.js';
 import { classicOkAnswer, classicRouteOf } from './classic-wireserver.js';
 import { exampleImdsDocument } from './imds-document.js';
 import { ovfDocument } from './ovf-document.js';
@@ -79,6 +80,8 @@ export interface FakeFabric {
   setHostPlugin(...behaviours: Behaviour[]): void;
   /** Scripts the host plugin's `GET /versions`. */
   setHostPluginVersions(...behaviours: Behaviour[]): void;
+  /** The certificates of the goal state; none (empty) means a goal state without a Certificates URL. */
+  setCertificates(certificates: FabricCertificate[]): void;
   /** Scripts any route by name. */
   setBehaviour(route: RouteName, ...behaviours: Behaviour[]): void;
   /** Replaces the document IMDS serves on 'ok'. */
@@ -124,6 +127,7 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
   let pool: { customerDocument: Record<string, any>; customerOvf: string; claimAtPoll?: number } | null = null;
   let claimedOvf: string | null = null;
   let imdsDelayMs = 0;
+  let bundle: FabricCertificate[] = [];
   const claim = () => {
     if (!pool) throw new Error('fake fabric: no pool VM to claim (setPreprovisioned first)');
     document = pool.customerDocument;
@@ -138,7 +142,9 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
     const json = { 'content-type': 'application/json; charset=utf-8' };
     const name = (document as { compute?: { name?: unknown } } | null)?.compute?.name;
     const vmName = typeof name === 'string' && name ? name : 'fabric-vm';
-    const classicAnswer = classicOkAnswer(route, request, { base: base(wire.address), incarnation, vmName, certificates: options.certificates });
+    // A bundle set with setCertificates is linked too (and answered in `handle`, where it can be enveloped).
+    const certificates = options.certificates ?? (bundle.length > 0 ? () => '' : undefined);
+    const classicAnswer = classicOkAnswer(route, request, { base: base(wire.address), incarnation, vmName, certificates });
     if (classicAnswer) return classicAnswer;
     if (route === 'imds') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(document)) };
     if (route === 'reprovision') {
@@ -178,7 +184,23 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
       return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer('imds', recorded), recorded);
     }
     if (recorded.route === 'imds' && imdsDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, imdsDelayMs));
-    await play(res, scripts.get(recorded.route)!.next(), okAnswer(recorded.route, recorded), recorded);
+    // Certificates set with setCertificates are enveloped per request, to the transport certificate it carries.
+    const ok = recorded.route === 'certificates' && bundle.length > 0 ? await certificatesAnswer(req) : okAnswer(recorded.route, recorded);
+    await play(res, scripts.get(recorded.route)!.next(), ok, recorded);
+  };
+
+  // As the wireserver: the bundle is enveloped to the transport certificate the request carries.
+  const certificatesAnswer = async (req: IncomingMessage): Promise<OkAnswer> => {
+    const transport = req.headers['x-ms-guest-agent-public-x509-cert'];
+    const xml = { 'content-type': 'text/xml; charset=utf-8' };
+    if (typeof transport !== 'string' || req.headers['x-ms-cipher-name'] !== 'DES_EDE3_CBC') {
+      return { status: 400, headers: xml, body: Buffer.from('<Error>no transport certificate</Error>') };
+    }
+    try {
+      return { status: 200, headers: xml, body: Buffer.from(certificatesXml(await sealCertificates(transport, bundle))) };
+    } catch {
+      return { status: 400, headers: xml, body: Buffer.from('<Error>the transport certificate is not an X.509 certificate</Error>') };
+    }
   };
 
   const imds = await listen('imds', options.imds, handle);
@@ -204,6 +226,9 @@ export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<
     setHostPlugin: (...b) => scripts.get('hostPluginHealth')!.set(b),
     setHostPluginVersions: (...b) => scripts.get('hostPluginVersions')!.set(b),
     setBehaviour: (route, ...b) => scripts.get(route)!.set(b),
+    setCertificates: (list) => {
+      bundle = list;
+    },
     setImdsDocument: (doc) => {
       document = doc;
     },

@@ -1,8 +1,9 @@
 /**
  * The classic wireserver protocol as the fake fabric serves it to WALinuxAgent and cloud-init's Azure datasource:
  * the version list, the goal state and the documents it links to (hosting environment, shared config, extensions
- * config, optionally the certificates), and the XML health report those agents POST back. bootstate itself never
- * reads any of this; the fabric serves it so a real peer can run beside bootstate on one booted image.
+ * config, optionally the certificates), and the XML health report those agents POST back. bootstate reads only the
+ * goal state and its Certificates (docs/certificates.md); the rest is served so a real peer can run beside bootstate
+ * on one booted image.
  *
  * The documents carry only what the peers read (docs/protocol.md#classic-wireserver-protocol): identifiers that stay
  * the same for the life of the fabric, and URLs under the wireserver's own base so they work on loopback and on

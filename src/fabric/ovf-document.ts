@@ -8,6 +8,10 @@ export interface OvfDocumentOptions {
   hostname: string;
   /** OpenSSH public key lines. */
   keys?: string[];
+  /** Keys given only by their certificate's thumbprint (a `PublicKey` with `Fingerprint` and `Path`, no `Value`). */
+  keyFingerprints?: string[];
+  /** `KeyPairs`: private keys of goal state certificates to install at a path. */
+  keyPairs?: Array<{ fingerprint: string; path: string }>;
   /** Raw bytes of the custom data; encoded as base64 wrapped at 76 characters, as the platform does. */
   customData?: Buffer;
   password?: string;
@@ -27,7 +31,11 @@ const escapeXml = (text: string) =>
 export function ovfDocument(options: OvfDocumentOptions): string {
   const keys = (options.keys ?? [])
     .map((key) => `          <PublicKey><Path>/home/${escapeXml(options.username)}/.ssh/authorized_keys</Path><Value>${escapeXml(key.trim())}</Value></PublicKey>`)
+    .concat((options.keyFingerprints ?? []).map((fp) => `          <PublicKey><Fingerprint>${escapeXml(fp)}</Fingerprint><Path>/home/${escapeXml(options.username)}/.ssh/authorized_keys</Path></PublicKey>`))
     .join('\n');
+  const keyPairs = options.keyPairs?.length
+    ? `\n        <KeyPairs>\n${options.keyPairs.map((p) => `          <KeyPair><Fingerprint>${escapeXml(p.fingerprint)}</Fingerprint><Path>${escapeXml(p.path)}</Path></KeyPair>`).join('\n')}\n        </KeyPairs>`
+    : '';
   const customData = options.customData
     ? `      <CustomData>${options.customData.toString('base64').replace(/(.{76})/g, '$1\n')}</CustomData>\n`
     : '';
@@ -45,7 +53,7 @@ export function ovfDocument(options: OvfDocumentOptions): string {
       <SSH>
         <PublicKeys>
 ${keys}
-        </PublicKeys>
+        </PublicKeys>${keyPairs}
       </SSH>
 ${customData}    </LinuxProvisioningConfigurationSet>
   </wa:ProvisioningSection>

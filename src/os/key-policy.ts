@@ -67,7 +67,8 @@ export function selectSshKeys(keyData: string[], passwordAuthentication: boolean
   return { keys, skipped };
 }
 
-function noUsableKey(skipped: SkippedKey[]): BootstateError {
+/** The failure of a VM left without a usable key while password logins are off, naming the skipped keys. */
+export function noUsableKey(skipped: SkippedKey[]): BootstateError {
   const data: SupportingData = [['problem', 'no usable ssh key and password logins are off: the VM would be unreachable']];
   skipped.slice(0, KEYS_NAMED_IN_REPORT).forEach((s, i) => data.push([`key_${i + 1}`, s.key], [`key_${i + 1}_problem`, s.problem]));
   if (skipped.length > KEYS_NAMED_IN_REPORT) data.push(['keys_not_named', String(skipped.length - KEYS_NAMED_IN_REPORT)]);

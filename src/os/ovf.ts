@@ -5,7 +5,7 @@
  * (billion laughs, external entities) can reach the parser. The password and the decoded CustomData go into the SecretStore only.
  */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import { MAX_OVF_BYTES, type MediaMetadata } from '../core/metadata.js';
+import { MAX_OVF_BYTES, normalizeThumbprint, type CertificateReference, type MediaMetadata } from '../core/metadata.js';
 import { BootstateError, escapeValue } from '../core/errors.js';
 import type { SecretStore } from '../core/secrets.js';
 import { decodeBase64Data } from './custom-data.js';
@@ -91,16 +91,23 @@ function fromEnvironment(env: Element | undefined, options: ParseOvfOptions): Me
   }
   const disable = field('DisableSshPasswordAuthentication');
   const keys = single(single(linux, 'SSH', WA_NS) ?? emptyElement(), 'PublicKeys', WA_NS);
-  const publicKeys = (keys?.children ?? [])
-    .filter((e) => e.local === 'PublicKey' && inNs(e, WA_NS))
-    .map((key) => single(key, 'Value', WA_NS)?.text.trim() ?? '')
-    .filter((v) => v.length > 0);
+  const entries = (keys?.children ?? []).filter((e) => e.local === 'PublicKey' && inNs(e, WA_NS));
+  const publicKeys = entries.map((key) => single(key, 'Value', WA_NS)?.text.trim() ?? '').filter((v) => v.length > 0);
+  // A key without a Value names a certificate of the goal state by its thumbprint: kept, never dropped in silence.
+  const keyFingerprints = entries
+    .filter((key) => (single(key, 'Value', WA_NS)?.text.trim() ?? '') === '')
+    .map(certificateReference)
+    .filter((ref) => ref.fingerprint !== '');
+  const pairs = single(single(linux, 'SSH', WA_NS) ?? emptyElement(), 'KeyPairs', WA_NS);
+  const keyPairs = (pairs?.children ?? []).filter((e) => e.local === 'KeyPair' && inNs(e, WA_NS)).map(certificateReference).filter((ref) => ref.fingerprint !== '');
 
   return {
     username: trimmed('UserName'),
     hostname: trimmed('HostName'),
     disablePasswordAuthentication: disable ? disable.text.trim().toLowerCase() === 'true' : null,
     publicKeys,
+    ...(keyFingerprints.length > 0 ? { keyFingerprints } : {}),
+    ...(keyPairs.length > 0 ? { keyPairs } : {}),
     passwordProvided: password.length > 0,
     customDataPresent: (field('CustomData')?.text.replace(/\s+/g, '') ?? '').length > 0,
     ...(customDataEncoding === 'verbatim' ? { customDataEncoding } : {}),
@@ -108,6 +115,16 @@ function fromEnvironment(env: Element | undefined, options: ParseOvfOptions): Me
     ...(provisionGuestProxyAgent(env) ? { provisionGuestProxyAgent: true } : {}),
     device: options.device ?? '',
   };
+}
+
+/**
+ * A `PublicKey` without `Value`, or a `KeyPair`: the certificate's SHA-1 thumbprint as Azure writes it (colons,
+ * spaces and case forgiven), and the path the key belongs at. One that is not a thumbprint is kept as written: it
+ * matches no certificate and is named in a warning then, rather than costing the document its password and keys.
+ */
+function certificateReference(element: Element): CertificateReference {
+  const raw = single(element, 'Fingerprint', WA_NS)?.text.trim() ?? '';
+  return { fingerprint: normalizeThumbprint(raw) ?? raw, path: single(element, 'Path', WA_NS)?.text.trim() ?? '' };
 }
 
 /** `ProvisionGuestProxyAgent`: the platform asks that Azure's Guest Proxy Agent be running before IMDS is used. */

@@ -29,6 +29,16 @@ export interface SshKeysRequest {
   passwordAuthentication?: boolean;
 }
 
+/** What the certificates step installs; private keys are secrets, never logged. */
+export interface CertificatesRequest {
+  username: string;
+  /** `[certificates] place`: whether every certificate goes to /var/lib/waagent. */
+  place: 'auto' | boolean;
+  certificates: Array<{ thumbprint: string; certificatePem: string; privateKeyPem?: string }>;
+  /** `KeyPairs`: a private key for the user at `path` (as the media wrote it), with its OpenSSH public line. */
+  keyPairs: Array<{ fingerprint: string; path: string; privateKeyPem: string; publicKeyLine: string }>;
+}
+
 export interface Provisioner {
   readonly name: string;
   /**
@@ -53,6 +63,11 @@ export interface Provisioner {
   regenerateHostKeys(signal: AbortSignal): Promise<HostKeysResult>;
   /** Adds the host keys of `types` while sshd may be running; never fails the run (warnings). */
   addHostKeys(types: readonly HostKeyType[], signal: AbortSignal): Promise<StepResult>;
+  /**
+   * Writes the goal state's certificates to /var/lib/waagent (per `place`) and the key pairs into the user's
+   * home; a key pair that cannot be installed is a warning.
+   */
+  installCertificates(request: CertificatesRequest, signal: AbortSignal): Promise<StepResult>;
   /** Saves the custom data and user data held in `secrets` as 0600 root files (config `[custom_data]`). */
   saveCustomData(secrets: SecretStore, signal: AbortSignal): Promise<StepResult>;
 }

@@ -3,7 +3,7 @@
  * (backends.ts). Every path is resolved under `root` (default `/`); commands run as they are, so tests run it
  * inside the namespace sandbox (test/e2e/ns.ts) rather than pointing commands at a temp tree.
  */
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import type { Config } from '../config/defaults.js';
 import { BootstateError, escapeValue } from '../core/errors.js';
 import type { SecretStore } from '../core/secrets.js';
@@ -16,7 +16,8 @@ import { HOSTNAME_BACKENDS } from './hostname.js';
 import { publishHostname } from './hostname-publish.js';
 import { PASSWORD_BACKENDS } from './password.js';
 import { under } from './paths.js';
-import type { Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
+import type { CertificatesRequest, Provisioner, SshKeysRequest, StepResult, UserRequest } from './provisioner.js';
+import { installKeyPair, keyPairPath, placeCertificates, WAAGENT_PROGRAMS } from './certificate-files.js';
 import { keepKeysSshdAccepts } from './key-policy.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
 import { addHostKeys, regenerateHostKeys, type HostKeysResult, type HostKeyType } from './host-keys.js';
@@ -143,6 +144,46 @@ export class RealProvisioner implements Provisioner {
       const message = (error as Error).message;
       throw new BootstateError('SSH_KEYS_FAILED', `ssh keys: ${message}`, { data: [['error', message]], cause: error });
     }
+  }
+
+  /** Places the certificates (unless WALinuxAgent, installed, does with `auto`) and installs the key pairs. */
+  async installCertificates(request: CertificatesRequest, signal: AbortSignal): Promise<StepResult> {
+    const warnings: string[] = [];
+    const done: string[] = [];
+    try {
+      const waagent = request.place === 'auto' ? await this.waagentInstalled() : null;
+      if (request.place === true || (request.place === 'auto' && waagent === null)) {
+        const written = await placeCertificates(this.context.root, this.context.rootOwner, request.certificates, signal);
+        done.push(`${written.length} file(s) in /var/lib/waagent`);
+      } else if (waagent) {
+        done.push(`certificates left to WALinuxAgent (${waagent})`);
+      }
+    } catch (error) {
+      if (error instanceof BootstateError) throw error;
+      const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+      throw new BootstateError('CERTIFICATES_FAILED', `cannot write /var/lib/waagent: ${code}`, { data: [['path', '/var/lib/waagent'], ['error', code]], cause: error });
+    }
+    if (request.keyPairs.length > 0) {
+      const user = await this.lookupUser(request.username);
+      for (const pair of request.keyPairs) {
+        try {
+          const file = keyPairPath(pair.path, user.home);
+          await installKeyPair({ uid: user.uid, gid: user.gid, home: user.home, root: this.context.root }, file, pair.privateKeyPem, pair.publicKeyLine);
+          done.push(`key pair ${pair.fingerprint} at ${file}`);
+        } catch (error) {
+          warnings.push(`key pair ${pair.fingerprint} not installed: ${(error as Error).message}`);
+        }
+      }
+    }
+    return { backend: 'file', detail: done.length > 0 ? done.join('; ') : 'nothing to install', warnings };
+  }
+
+  /** WALinuxAgent's program, when it is installed. */
+  protected async waagentInstalled(): Promise<string | null> {
+    for (const program of WAAGENT_PROGRAMS) {
+      if (await access(under(this.context.root, program)).then(() => true, () => false)) return program;
+    }
+    return null;
   }
 
   /** Writes the sshd drop-in for PasswordAuthentication and checks the effective value. */

@@ -112,6 +112,8 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
       return read;
     },
     secrets,
+    // A scratch run keeps even the transport key's directory inside its own tree.
+    ...(options.scratchDir ? { transportParent: `${options.scratchDir.replace(/\/+$/, '')}/run` } : {}),
     console: (text) => void (options.stdout ?? process.stdout).write(text),
     reporter,
     reports,
@@ -301,3 +303,4 @@ async function reportLastResort(
     return false;
   }
 }
+

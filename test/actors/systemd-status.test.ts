@@ -19,6 +19,11 @@ describe('phaseOf', () => {
     [{ provisioning: { work: { gathering: { imds: 'done', media: 'reading' } }, inProgress: 'done' } }, 'reading the provisioning media', 30],
     [{ provisioning: { work: 'checkingProxyAgent', inProgress: 'done' } }, 'waiting for the Azure Guest Proxy Agent, 130 s left', 130],
     [{ provisioning: { work: 'validating', inProgress: 'done' } }, 'configuring the OS', 300],
+    [
+      { provisioning: { work: { configuringOs: { hostname: 'done', account: { credentials: { password: 'done', sshKeys: 'fetchingCertificates' } }, sshd: 'done', customData: 'done' } }, inProgress: 'done' } },
+      "configuring the OS: fetching the goal state's certificates: attempt 1, 120 s left",
+      120,
+    ],
     [{ provisioning: { work: 'configured', hostKeys: 'adding', inProgress: 'done' } }, 'OS configured, logins open: making the last ssh host keys', 300],
     ['reportingReady', 'reporting Ready: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'reportingPoolReady' }, 'pool VM: reporting Ready to the pool: attempt 1, 1200 s left', 1200],

@@ -52,6 +52,10 @@ export interface VmOptions extends SandboxOptions {
   scenario?: string;
   /** Every IMDS answer waits this long first (so the provisioning media is read before IMDS answers). */
   imdsDelayMs?: number;
+  /** The IMDS document to serve instead of the scenario's. */
+  imdsDocument?: unknown;
+  /** PEM of the goal state's certificates (each certificate, then its private key if the VM gets it). */
+  certificates?: string;
 }
 
 export interface Vm {
@@ -90,7 +94,11 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
       await chmod(path.join(shims, command), 0o755);
     }
     netns = await createNetns(name);
-    fabric = await startFabric(netns.name, options.scenario ?? 'happy', record, undefined, options.imdsDelayMs);
+    const imdsDoc = options.imdsDocument === undefined ? undefined : path.join(sandbox.root, 'imds-document.json');
+    if (imdsDoc) await writeFile(imdsDoc, JSON.stringify(options.imdsDocument));
+    const certificates = options.certificates === undefined ? undefined : path.join(sandbox.root, 'fabric-certificates.pem');
+    if (certificates) await writeFile(certificates, options.certificates!, { mode: 0o600 });
+    fabric = await startFabric(netns.name, options.scenario ?? 'happy', record, imdsDoc, options.imdsDelayMs, { certificates });
   } catch (error) {
     fabric?.kill('SIGKILL');
     await netns?.delete();
@@ -154,7 +162,7 @@ export async function startFabric(
   record: string,
   imdsDoc?: string,
   imdsDelayMs?: number,
-  options: { healthUnavailableWhile?: string } = {},
+  options: { healthUnavailableWhile?: string; certificates?: string } = {},
 ): Promise<ChildProcess> {
   const argv = [
     'ip', 'netns', 'exec', netns, process.execPath, '--import', 'tsx', SERVE,
@@ -162,6 +170,7 @@ export async function startFabric(
     '--record', record, '--scenario', scenario, ...(imdsDoc ? ['--imds-doc', imdsDoc] : []),
     ...(imdsDelayMs ? ['--imds-delay-ms', String(imdsDelayMs)] : []),
     ...(options.healthUnavailableWhile ? ['--health-unavailable-while', options.healthUnavailableWhile] : []),
+    ...(options.certificates ? ['--certificates', options.certificates] : []),
   ];
   const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

@@ -3,7 +3,7 @@
  *
  *   npx tsx test/fabric/serve.ts --imds 169.254.169.254:80 --wireserver 168.63.129.16:80 \
  *     --host-plugin 168.63.129.16:32526 --record /tmp/requests.jsonl [--scenario happy] [--imds-doc FILE] \
- *     [--imds-delay-ms N] [--health-unavailable-while FILE]
+ *     [--imds-delay-ms N] [--health-unavailable-while FILE] [--certificates PEM]
  *
  * Prints one JSON line `{"ready":true,...}` once every service listens, appends each request to the record file
  * as a JSON line, and exits on SIGTERM/SIGINT. `FAKE_FABRIC_SCENARIO` and `FAKE_FABRIC_IMDS_DOC` stand in for
@@ -32,6 +32,8 @@ const { values } = parseArgs({
     'imds-doc': { type: 'string' },
     /** Every IMDS answer waits N ms first, whatever the scenario answers then. */
     'imds-delay-ms': { type: 'string' },
+    /** PEM file of the goal state's certificates (each CERTIFICATE, the first one's PRIVATE KEY after it). */
+    certificates: { type: 'string' },
     /** Every health POST gets 503 while FILE exists (a test removes it to let the reports through). */
     'health-unavailable-while': { type: 'string' },
   },
@@ -49,6 +51,16 @@ const fabric = await startFakeFabric({
 });
 applyScenario(fabric, scenario);
 if (docFile) fabric.setImdsDocument(JSON.parse(readFileSync(docFile, 'utf8')));
+if (values.certificates) {
+  const pem = readFileSync(values.certificates, 'utf8');
+  const blocks = [...pem.matchAll(/-----BEGIN ([A-Z ]+)-----[\s\S]*?-----END \1-----\n?/g)];
+  const certificates: Array<{ certificatePem: string; privateKeyPem?: string }> = [];
+  for (const [text, label] of blocks) {
+    if (label === 'CERTIFICATE') certificates.push({ certificatePem: text.endsWith('\n') ? text : `${text}\n` });
+    else if (label!.endsWith('PRIVATE KEY') && certificates.length > 0) certificates.at(-1)!.privateKeyPem = text;
+  }
+  fabric.setCertificates(certificates);
+}
 if (values['imds-delay-ms']) fabric.delayImds(Number(values['imds-delay-ms']));
 const unavailableWhile = values['health-unavailable-while'];
 if (unavailableWhile) fabric.setWireserver(() => (existsSync(unavailableWhile) ? { status: 503, body: 'Service Unavailable' } : 'ok'));

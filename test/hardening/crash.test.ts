@@ -97,6 +97,14 @@ const imdsGate: Hold = {
   ready: (ctx) => arrived(ctx, 'imds'),
 };
 const poller: Hold = { how: 'journal poller (SIGSTOP on the line, then SIGKILL)' };
+/** The goal state is fetched for the certificates alone (the crash runs have no media naming keys by fingerprint). */
+const PLACE_CERTIFICATES = '[certificates]\nplace = true\n';
+const goalStateGate: Hold = {
+  how: 'certificates placed (`[certificates] place = true`), the goal state GET gated',
+  options: { extraToml: PLACE_CERTIFICATES },
+  setup: (ctx) => ctx.fabric.setBehaviour('goalState', { gate: ctx.gate }),
+  ready: (ctx) => ctx.fabric.requestsTo('goalState').length > 0,
+};
 /** The poller, waiting until the step's atomic write is between creating its temp file and renaming it. */
 const midWrite = (dir: string): Hold => ({
   how: `journal poller, killed while the atomic writer's temp file exists in ${dir} (between open and rename)`,
@@ -223,6 +231,16 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   [`${CREDENTIALS}.password.done`]: midWrite(`home/${USER}/.ssh`),
   [`${CREDENTIALS}.sshKeys`]: midWrite(`home/${USER}/.ssh`),
   [`${CREDENTIALS}.sshKeys.writing`]: midWrite(`home/${USER}/.ssh`),
+  [`${CREDENTIALS}.sshKeys.deciding`]: {
+    transient: 'eventless: decides at once whether the goal state\'s certificates are fetched, in the macrostep that enters it',
+  },
+  [`${CREDENTIALS}.sshKeys.fetchingCertificates`]: goalStateGate,
+  [`${CREDENTIALS}.sshKeys.fetchingCertificates.requesting`]: goalStateGate,
+  [`${CREDENTIALS}.sshKeys.fetchingCertificates.backoff`]: {
+    how: 'certificates placed (`[certificates] place = true`), the goal state answered 503 with retry_interval_secs = 30',
+    options: { wireserver: slowWire, extraToml: PLACE_CERTIFICATES },
+    setup: (ctx) => ctx.fabric.setBehaviour('goalState', { status: 503 }),
+  },
   [`${CREDENTIALS}.sshKeys.done`]: {
     transient:
       'final region state: the scratch backend only records `passwd -l`, so the password step always finishes before the keys step\'s file writes, and the keys finishing completes credentials in the same macrostep',

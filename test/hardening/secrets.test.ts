@@ -5,8 +5,10 @@
  * argv of the agent and its children while it ran.
  */
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { makeCertificate } from '../../src/fabric/certificates.js';
+import { opensshPublicKey } from '../../src/os/openssh-key.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -149,5 +151,39 @@ describe('secrets planted in metadata and config', () => {
     expect(fabric.requestsTo('imds')).toHaveLength(1);
     expect(produced.some((p) => p.text.includes('ProvisioningFailed') && p.text.includes('error parsing IMDS metadata'))).toBe(true);
     expect(leaks(produced)).toEqual([]);
+  });
+});
+
+describe("the goal state's private keys", () => {
+  it('appear nowhere but the key pair file and /var/lib/waagent/<THUMBPRINT>.prv: not in logs, KVP, journals, the trace, requests or any argv', async () => {
+    const owner = await makeCertificate('owner-key');
+    // Lines of the private key's PEM, but for those that happen to hold only public bytes the public key shares.
+    const sshLine = opensshPublicKey(new X509Certificate(owner.certificatePem).publicKey);
+    const body = owner.privateKeyPem!.split('\n').filter((l) => l && !l.startsWith('-----') && !sshLine.includes(l) && !owner.certificatePem.includes(l));
+    const customer = exampleImdsDocument();
+    customer.compute.publicKeys = [];
+    fabric.setCertificates([owner]);
+    fabric.setPreprovisioned({
+      type: 'Running',
+      claimAtPoll: 1,
+      customerDocument: customer,
+      customerOvf: ovfDocument({
+        username: 'azureuser',
+        hostname: 'web-01',
+        keyFingerprints: [owner.thumbprint],
+        keyPairs: [{ fingerprint: owner.thumbprint, path: '/home/azureuser/.ssh/id_rsa' }],
+      }),
+    });
+    const { run, produced } = await runAndCollect({ preprovisioning: { poll_interval_secs: 0.1 } });
+    expect(run.code, run.stderr).toBe(0);
+    const allowed = ['home/azureuser/.ssh/id_rsa', `var/lib/waagent/${owner.thumbprint}.prv`];
+    expect(body.length).toBeGreaterThan(10);
+    for (const file of allowed) expect(readFileSync(join(run.root, file), 'utf8')).toContain(body[1]);
+    const found = produced
+      .filter(({ where }) => !allowed.some((file) => where.endsWith(`/${file}`)))
+      // Any private key, the transport key included, and any line of the owner's.
+      .flatMap(({ where, text }) => [...(text.includes('PRIVATE KEY') ? ['PRIVATE KEY'] : []), ...body.filter((l) => text.includes(l))].map((n) => `${n.slice(0, 16)} in ${where}`));
+    expect(found).toEqual([]);
+    expect(produced.filter((p) => p.where.startsWith('argv')).length).toBeGreaterThan(0);
   });
 });

@@ -14,7 +14,7 @@ import { apply, oraclePaths } from './oracle-paths.js';
 import { MODEL_STARTS, modelEvents, serializeState, shortEvent, type ModelEvent } from './support.js';
 
 const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport', 'poolReadyReport']);
-const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd']);
+const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'certificates', 'sshKeys', 'sshd']);
 const MARKER_IDS = new Set(['pendingMarker', 'provisionedMarker', 'waitingMarker']);
 
 const seenFailure = (f: Failure | null | undefined): SeenFailure | null => {

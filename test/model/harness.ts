@@ -38,6 +38,7 @@ const GATED = [
   'createUser',
   'setPassword',
   'writeSshKeys',
+  'fetchCertificates',
   'configureSshd',
   'regenerateHostKeys',
   'addHostKeys',

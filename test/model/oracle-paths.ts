@@ -14,7 +14,9 @@
  */
 import type { ModelEvent, Start } from './support.js';
 import {
+  CERTIFICATE_KEY,
   errorFor,
+  KEY_FINGERPRINT,
   MEDIA_CUSTOM_DATA,
   MEDIA_CUSTOMER,
   MEDIA_POOL_OS_DISK,
@@ -33,7 +35,7 @@ import {
 import { ProvisioningOracle } from './oracle.js';
 
 /** Actors whose failures the protocol retries: each fails both ways on the paths. */
-const RETRIED = new Set(['inProgressReport', 'imds', 'readyReport', 'failureReport', 'poolReadyReport', 'reprovision']);
+const RETRIED = new Set(['inProgressReport', 'imds', 'readyReport', 'failureReport', 'poolReadyReport', 'reprovision', 'certificates']);
 
 function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
   switch (id) {
@@ -46,8 +48,14 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
     case 'validate': {
       // What validation returns: the plan it was given, its hostname normalised.
       const plan = oracle.planToValidate!;
-      return [{ ...plan, sshKeys: Array.from({ length: plan.sshKeys }, (_, i) => `ssh-ed25519 key${i}`), hostname: `${plan.hostname}-validated` }];
+      const validated = { ...plan, sshKeys: Array.from({ length: plan.sshKeys }, (_, i) => `ssh-ed25519 key${i}`), hostname: `${plan.hostname}-validated` };
+      // Also as if the media had named the only key by fingerprint (the model's own paths take one beside others too).
+      // Offered for one kind of plan only: every plan doubles the OS stage's states that follow.
+      if (plan.source !== 'imds' || plan.passwordAuthentication || plan.passwordProvided) return [validated];
+      return [validated, { ...validated, sshKeys: [], keyFingerprints: [KEY_FINGERPRINT], keyPairs: [{ fingerprint: KEY_FINGERPRINT, path: '' }] }];
     }
+    case 'certificates':
+      return [[CERTIFICATE_KEY]];
     case 'hostKeys':
       // What the step leaves for the background: nothing, or rsa (only where it heads sshd's lane, to keep the walk small).
       return oracle.hostKeysInOs ? [[], ['rsa']] : [[]];

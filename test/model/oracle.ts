@@ -29,6 +29,11 @@
  *   their failure fails the run at once; a pool VM leaves them unfinished and makes them again once claimed. The
  *   types that step leaves for the background (sshd reads keys per connection) are made once the OS is configured
  *   (READY); their failure, or the OS timeout counted from then, is a warning, and the run goes on.
+ * - keys named by fingerprint or key pairs in the plan, or `[certificates] place = true`: the goal state's
+ *   certificates are fetched once the user exists, before the SSH keys (retried while retryable, until
+ *   `[certificates] total_retry_timeout_secs`); their keys join the plan's. A failure, or that deadline, is a warning
+ *   "certificates: …" naming the keys not installed, unless those keys were the only way in (no other key, password
+ *   logins off): then the run fails with it.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ (host
  *   keys done → sshd), each phase bounded by the OS timeout; then (configured) the background host keys done; then
  *   the report-pending marker; then Ready; then the provisioned marker.
@@ -59,7 +64,7 @@
 import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
 import type { Failure } from '../../src/core/errors.js';
-import { KINDS, toFailure } from '../../src/core/errors.js';
+import { describeFailure as describeReported, failure as failureOf, KINDS, toFailure } from '../../src/core/errors.js';
 import { canonicalPpsType, describeFailure, describePlan, expectedPlan, pollKind, poolOf, reasonOf, seen, type SeenFailure, type SeenOutput, type SeenPlan } from './oracle-seen.js';
 
 export { describeFailure, describePlan, expectedPlan, type SeenFailure, type SeenOutput, type SeenPlan } from './oracle-seen.js';
@@ -143,6 +148,14 @@ export class ProvisioningOracle {
   private proxyChecked = false;
   private proxyDeadline = 0;
   private plan: SeenPlan | null = null;
+  /** The keys named by fingerprint and the key pairs of the validated plan. */
+  private fingerprints: string[] = [];
+  private keyPairs: string[] = [];
+  private certificates: 'requesting' | 'backoff' | 'over' = 'over';
+  private certificatesRetryAt = 0;
+  private certificatesDeadline = 0;
+  private certificatesLastError: string | undefined;
+  private certificatesSettled = false;
   private osDeadline = 0;
   private publishDeadline = 0;
   private warningsBeforeOs: number | null = null;
@@ -223,7 +236,7 @@ export class ProvisioningOracle {
         }
         if (this.stage === 'proxyAgent') ids.push('proxyAgent');
         if (this.stage === 'validating') ids.push('validate');
-        if (this.stage === 'os') for (const lane of this.lanes) if (lane.length) ids.push(lane[0]!);
+        if (this.stage === 'os') for (const lane of this.lanes) if (lane.length && (lane[0] !== 'certificates' || this.certificates === 'requesting')) ids.push(lane[0]!);
         break;
       case 'pool':
         if (this.pool === 'ready') ids.push('poolReadyReport');
@@ -341,6 +354,14 @@ export class ProvisioningOracle {
       mediaFailure: this.mediaFailure?.code ?? null,
       stage: this.stage,
       lanes: this.lanes.map((l) => l[0] ?? 'done'),
+      // Until the certificates are settled, what they are wanted for: plans that differ only there explore apart.
+      certificates: this.certificatesPending() && {
+        state: this.certificates,
+        retried: this.certificatesLastError !== undefined,
+        fingerprints: this.fingerprints.length,
+        pairs: this.keyPairs.length,
+        onlyWayIn: this.plan!.sshKeys === 0 && !this.plan!.passwordAuthentication,
+      },
     });
   }
 
@@ -369,6 +390,12 @@ export class ProvisioningOracle {
         const { source, username, hostname, passwordAuthentication, passwordProvided } = output as SeenPlan & { sshKeys: string[] };
         const sshKeys = (output as { sshKeys: string[] }).sshKeys.length;
         this.plan = { source, username, hostname, sshKeys, passwordAuthentication, passwordProvided };
+        const certificates = output as { keyFingerprints?: string[]; keyPairs?: Array<{ fingerprint: string }> };
+        this.fingerprints = certificates.keyFingerprints ?? [];
+        this.keyPairs = (certificates.keyPairs ?? []).map((p) => p.fingerprint);
+        this.certificates = 'over';
+        this.certificatesLastError = undefined;
+        this.certificatesSettled = false;
         this.stage = 'os';
         this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
         this.warningsBeforeOs = this.warnings.length;
@@ -401,6 +428,11 @@ export class ProvisioningOracle {
       }
       case 'laterHostKeys':
         return this.laterHostKeysOver();
+      case 'certificates':
+        this.certificates = 'over';
+        this.certificatesSettled = true;
+        this.plan = { ...this.plan!, sshKeys: this.plan!.sshKeys + (output as string[]).length };
+        return this.laneStepDone(id);
       case 'pendingMarker':
         return this.reportReady();
       case 'readyReport':
@@ -470,6 +502,14 @@ export class ProvisioningOracle {
       case 'laterHostKeys':
         this.warnings.push(`ssh host keys ${this.hostKeysLater.join(', ')} not made: ${reasonOf(error)}`);
         return this.laterHostKeysOver();
+      case 'certificates':
+        if (retryable) {
+          this.certificatesLastError = reasonOf(error);
+          this.certificates = 'backoff';
+          this.certificatesRetryAt = this.now + this.config.wireserver.retry_interval_secs * 1000;
+          return;
+        }
+        return this.certificatesOver(toFailure(error));
       case 'poolReadyReport':
         if (retryable) {
           this.pool = 'readyBackoff';
@@ -577,6 +617,10 @@ export class ProvisioningOracle {
           },
         });
       }
+      if (this.stage === 'os' && this.certificates !== 'over') {
+        timers.push({ at: this.certificatesDeadline, fire: () => this.certificatesOver(this.certificatesTimeout(), true) });
+        if (this.certificates === 'backoff') timers.push({ at: this.certificatesRetryAt, fire: () => this.startCertificates() });
+      }
       if (this.stage === 'validating' || this.stage === 'os') {
         const phase = this.stage === 'validating' ? 'validation' : 'OS configuration';
         timers.push({ at: this.osDeadline, fire: () => ((this.failure = { code: 'TIMEOUT', phase }), this.reportFailure()) });
@@ -630,11 +674,46 @@ export class ProvisioningOracle {
     return (this.config.steps.skip as string[]).includes(STEP_OF[id]!);
   }
 
-  /** The keys start once the user exists, or at once when its step is left out. */
+  /** The keys start once the user exists, or at once when its step is left out; the certificates first when wanted. */
   private addKeysLane(at: number) {
     if (this.skipped('sshKeys')) return;
-    this.lanes.splice(at, 0, [...KEYS_LANE]);
-    this.start(KEYS_LANE[0]!);
+    const wanted = this.fingerprints.length > 0 || this.keyPairs.length > 0 || this.config.certificates.place === true;
+    this.lanes.splice(at, 0, wanted ? ['certificates', ...KEYS_LANE] : [...KEYS_LANE]);
+    if (!wanted) return this.start(KEYS_LANE[0]!);
+    this.certificatesDeadline = this.now + this.config.certificates.total_retry_timeout_secs * 1000;
+    this.startCertificates();
+  }
+
+  /** The validated plan wants certificates whose step has not ended yet. */
+  private certificatesPending(): boolean {
+    return this.stage === 'os' && !this.certificatesSettled && (this.fingerprints.length > 0 || this.keyPairs.length > 0);
+  }
+
+  private startCertificates() {
+    this.certificates = 'requesting';
+    this.start('certificates');
+  }
+
+  /** No certificates came: the run fails when their keys were the only way in, else a warning and the keys go on. */
+  private certificatesOver(failure: Failure, timedOut = false) {
+    this.certificates = 'over';
+    this.certificatesSettled = true;
+    const plan = this.plan!;
+    if (plan.sshKeys === 0 && this.fingerprints.length > 0 && !plan.passwordAuthentication) {
+      this.failure = timedOut ? { code: 'TIMEOUT', ...(this.certificatesLastError ? { lastError: this.certificatesLastError } : {}) } : seen(failure);
+      return this.reportFailure();
+    }
+    const missing = [
+      ...(this.fingerprints.length > 0 ? [`ssh keys ${this.fingerprints.join(', ')}`] : []),
+      ...(this.keyPairs.length > 0 ? [`key pairs ${this.keyPairs.join(', ')}`] : []),
+    ];
+    this.warnings.push(`certificates: ${describeReported(failure)}; ${missing.length ? `${missing.join(' and ')} not installed` : 'no certificates placed'}`);
+    return this.laneStepDone('certificates');
+  }
+
+  private certificatesTimeout(): Failure {
+    const error = `the wireserver did not give the goal state's certificates within ${this.config.certificates.total_retry_timeout_secs} s`;
+    return failureOf('TIMEOUT', [['error', error], ...(this.certificatesLastError ? ([['last_error', this.certificatesLastError]] as Array<[string, string]>) : [])]);
   }
 
   /** An OS step finished: the next of its lane starts; when every lane is through, the report-pending marker. */
@@ -776,7 +855,7 @@ export class ProvisioningOracle {
     if (id === 'hostnamePublish') this.publishDeadline = this.now + this.config.hostname_publishing.timeout_secs * 1000;
     const describedDetail =
       detail ??
-      (['validate', 'hostname', 'user', 'password', 'sshKeys', 'sshd'].includes(id)
+      (['validate', 'hostname', 'user', 'password', 'certificates', 'sshKeys', 'sshd'].includes(id)
         ? describePlan(this.plan)
         : ['pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
           ? `vm=${this.vmId}`

@@ -23,13 +23,14 @@ export type ModelEvent = EventObject & { output?: unknown; error?: unknown; to?:
 
 /**
  * A config whose delays are all distinct (imds retry 2 s, imds total 30 s, media 25.5 s, wireserver retry 1 s,
- * wireserver total 60 s, failure report on SIGTERM 1.5 s), so no two timers of one path are ever due at the same instant.
+ * wireserver total 60 s, certificates total 17.5 s, failure report on SIGTERM 1.5 s), so no two timers of one path are ever due at the same instant.
  */
 export const TEST_CONFIG: Config = {
   ...DEFAULT_CONFIG,
   provisioning_media: { ...DEFAULT_CONFIG.provisioning_media, timeout_secs: 25.5 },
   imds: { ...DEFAULT_CONFIG.imds, retry_interval_secs: 2, total_retry_timeout_secs: 30 },
   wireserver: { ...DEFAULT_CONFIG.wireserver, retry_interval_secs: 1, total_retry_timeout_secs: 60 },
+  certificates: { ...DEFAULT_CONFIG.certificates, total_retry_timeout_secs: 17.5 },
 };
 
 /** The same config with every OS step left out (`--only` with nothing, or `--skip` of them all). */
@@ -173,6 +174,10 @@ export const MEDIA_CUSTOMER: MediaMetadata = {
   device: 'reprovisiondata',
 };
 
+/** A key the media names by its certificate's thumbprint, and the OpenSSH line the goal state's certificate gives. */
+export const KEY_FINGERPRINT = 'EB0C0AB4B2D5FC35F2F0658D19F44C8283E2DD62';
+export const CERTIFICATE_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICertificate certificate';
+
 /** Done payloads per invoke id; `validate` returns the plan it was given with the hostname changed. */
 export function donePayloads(invokeId: string, context: ProvisioningContext): unknown[] {
   switch (invokeId) {
@@ -185,9 +190,19 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
       return [[], ['rsa']];
     case 'media':
       return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_PROXY_AGENT];
-    case 'validate':
-      // Validation may normalise the plan; the OS steps must get what it returned, not what it was given.
-      return [context.plan && { ...context.plan, hostname: `${context.plan.hostname}-validated` }];
+    case 'validate': {
+      // Validation may normalise the plan; the OS steps must get what it returned, not what it was given. Besides
+      // the plan as it came, one whose media also named a key by fingerprint, and one where that key is the only way in.
+      if (!context.plan) return [null];
+      const validated = { ...context.plan, hostname: `${context.plan.hostname}-validated` };
+      return [
+        validated,
+        { ...validated, keyFingerprints: [KEY_FINGERPRINT] },
+        { ...validated, sshKeys: [], passwordAuthentication: false, keyFingerprints: [KEY_FINGERPRINT], keyPairs: [{ fingerprint: KEY_FINGERPRINT, path: '' }] },
+      ];
+    }
+    case 'certificates':
+      return [[CERTIFICATE_KEY]];
     case 'inProgressReport':
     case 'readyReport':
     case 'failureReport':
@@ -221,6 +236,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   user: 'USER_FAILED',
   password: 'PASSWORD_FAILED',
   sshKeys: 'SSH_KEYS_FAILED',
+  certificates: 'CERTIFICATES_FAILED',
   sshd: 'SSHD_CONFIG_FAILED',
   pendingMarker: 'MARKER_FAILED',
   readyReport: 'HTTP_STATUS',
@@ -353,6 +369,7 @@ const CONFIGURED = stateValue(STATE.configured);
 const IN_CONFIGURING_OS = stateValue(CONFIGURING_OS);
 const IN_PROGRESS_BACKOFF = stateValue(STATE.inProgressBackoff);
 const MEDIA_WAITING = stateValue(STATE.mediaWaiting);
+const KEYS_WRITTEN = [stateValue(STATE.sshKeysWriting), stateValue(STATE.sshKeysDone)];
 
 /**
  * Whether events of `node` are offered at `snapshot`. This is the bound on the parallel regions (see the
@@ -450,6 +467,10 @@ export function serializeState(snapshot: AnyMachineSnapshot, event: EventObject 
     pps: context.metadata?.ppsType ?? null,
     claimed: context.reprovision !== null && mediaKey(context.reprovision),
     skip: context.config.steps.skip.length,
+    // Until the SSH keys are written, whether the goal state's certificates are wanted, and whether they are the only way in.
+    ...(snapshot.matches(IN_CONFIGURING_OS as never) && !KEYS_WRITTEN.some((v) => snapshot.matches(v as never)) && context.plan?.keyFingerprints
+      ? { certificates: context.plan.sshKeys.length === 0 && !context.plan.passwordAuthentication ? 'only way in' : 'wanted' }
+      : {}),
   });
 }
 

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/core/errors.js';
 import { parseOvfEnv } from '../../src/os/ovf.js';
+import { normalizeThumbprint } from '../../src/core/metadata.js';
 import { SecretStore } from '../../src/core/secrets.js';
 import { KEY, specExample } from './fixtures/ovf.js';
 
@@ -79,6 +80,43 @@ describe('parseOvfEnv', () => {
     for (const doc of [twice, noSection, '<Environment', '', 'not xml']) {
       expect(() => parseOvfEnv(doc), doc).toThrow(expect.objectContaining({ code: 'OVF_INVALID' }));
     }
+  });
+
+  it('keeps a key given only by Fingerprint and Path, and each KeyPair, with the thumbprint as Azure writes it', () => {
+    const doc = specExample().replace(
+      `<Value>${KEY}</Value>`,
+      '</PublicKey><PublicKey><Fingerprint>eb:0c:0a:b4:b2:d5:fc:35:f2:f0:65:8d:19:f4:4c:82:83:e2:dd:62</Fingerprint><Path>/home/azureuser/.ssh/authorized_keys</Path><Value> </Value>',
+    ).replace('</PublicKeys>', '</PublicKeys><KeyPairs><KeyPair><Fingerprint>0123456789ABCDEF0123456789ABCDEF01234567</Fingerprint><Path>$HOME/azureuser/.ssh/id_rsa</Path></KeyPair></KeyPairs>');
+    const media = parseOvfEnv(doc);
+    expect(media.publicKeys).toEqual([]);
+    expect(media.keyFingerprints).toEqual([
+      { fingerprint: '6BE7A7C3C8A8F4B123CCA5D0C2F1BE4CA7B63ED7', path: '/home/azureuser/.ssh/authorized_keys' },
+      { fingerprint: 'EB0C0AB4B2D5FC35F2F0658D19F44C8283E2DD62', path: '/home/azureuser/.ssh/authorized_keys' },
+    ]);
+    expect(media.keyPairs).toEqual([{ fingerprint: '0123456789ABCDEF0123456789ABCDEF01234567', path: '$HOME/azureuser/.ssh/id_rsa' }]);
+  });
+
+  it('keeps a Fingerprint that is no thumbprint as written, so the certificate step can name it', () => {
+    const doc = specExample().replace(`<Value>${KEY}</Value>`, '').replace('6BE7A7C3C8A8F4B123CCA5D0C2F1BE4CA7B63ED7', 'not-a-thumbprint');
+    expect(parseOvfEnv(doc).keyFingerprints).toEqual([{ fingerprint: 'not-a-thumbprint', path: '/home/azureuser/.ssh/authorized_keys' }]);
+  });
+
+  it('normalises every spelling of a SHA-1 thumbprint to 40 upper-case hex digits and refuses anything else', () => {
+    const bytes = fc.uint8Array({ minLength: 20, maxLength: 20 });
+    fc.assert(
+      fc.property(bytes, fc.boolean(), fc.boolean(), (raw, colons, lower) => {
+        const hex = Buffer.from(raw).toString('hex').toUpperCase();
+        let written = colons ? hex.match(/../g)!.join(':') : hex;
+        if (lower) written = written.toLowerCase();
+        expect(normalizeThumbprint(` ${written}\n`)).toBe(hex);
+      }),
+    );
+    fc.assert(fc.property(fc.string(), (text) => {
+      const result = normalizeThumbprint(text);
+      if (result !== null) expect(result).toMatch(/^[0-9A-F]{40}$/);
+    }));
+    expect(normalizeThumbprint('AB'.repeat(19))).toBeNull();
+    expect(normalizeThumbprint('G'.repeat(40))).toBeNull();
   });
 
   it('never throws anything but a BootstateError, whatever the input', () => {

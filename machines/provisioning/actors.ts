@@ -1,0 +1,35 @@
+/** The placeholder of every actor the chart invokes: the chart performs no I/O, `src/actors/` provides them for real. */
+import { fromCallback, fromPromise } from 'xstate';
+import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
+import type { HostKeyType } from '../../src/os/host-keys.js';
+import type * as T from './types.js';
+
+/** A named actor that `src/actors/provisioning.ts` provides for real. */
+const placeholder = <Out, In = void>(name: string) =>
+  fromPromise<Out, In>(async () => {
+    throw new Error(`actor ${name} was not provided`);
+  });
+
+export const PLACEHOLDER_ACTORS = {
+  kvpWriter: fromCallback<T.KvpEvent>(() => undefined),
+  reportHealth: placeholder<void, T.ReportInput>('reportHealth'),
+  fetchMetadata: placeholder<InstanceMetadata, T.ImdsInput>('fetchMetadata'),
+  readMedia: placeholder<MediaMetadata | null, T.MediaInput>('readMedia'),
+  validatePlan: placeholder<T.ProvisioningPlan, T.ValidateInput>('validatePlan'),
+  setHostname: placeholder<void, T.PlanInput>('setHostname'),
+  publishHostname: placeholder<void, T.PlanInput>('publishHostname'),
+  createUser: placeholder<void, T.PlanInput>('createUser'),
+  setPassword: placeholder<void, T.PlanInput>('setPassword'),
+  writeSshKeys: placeholder<void, T.PlanInput>('writeSshKeys'),
+  /** The goal state's certificates: installs them and the key pairs, and gives the OpenSSH lines of the keys named by fingerprint. */
+  fetchCertificates: placeholder<string[], T.PlanInput>('fetchCertificates'),
+  configureSshd: placeholder<void, T.PlanInput>('configureSshd'),
+  regenerateHostKeys: placeholder<HostKeyType[], T.ConfigInput>('regenerateHostKeys'),
+  addHostKeys: placeholder<void, T.HostKeysInput>('addHostKeys'),
+  checkProxyAgent: placeholder<void, T.ConfigInput>('checkProxyAgent'),
+  markReportPending: placeholder<void, T.MarkerInput>('markReportPending'),
+  markProvisioned: placeholder<void, T.MarkerInput>('markProvisioned'),
+  saveCustomData: placeholder<void, T.PlanInput>('saveCustomData'),
+  markWaitingForReuse: placeholder<void, T.MarkerInput>('markWaitingForReuse'),
+  pollReprovisionData: placeholder<MediaMetadata, T.PollInput>('pollReprovisionData'),
+};

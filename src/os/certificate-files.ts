@@ -1,0 +1,104 @@
+/**
+ * Where the goal state's certificates land: every certificate as `/var/lib/waagent/<THUMBPRINT>.crt` (0644) and
+ * its private key as `.prv` (0600), root's, in WALinuxAgent's 0700 directory, where applications and extensions
+ * written for it look; and each `KeyPairs` private key at its path in the user's home (0600, the user's, with
+ * `<path>.pub` 0644 beside it). Files are replaced atomically and never through a symlink.
+ */
+import { constants } from 'node:fs';
+import { mkdir, open, rename, rm, chmod, lstat } from 'node:fs/promises';
+import path from 'node:path';
+import { BootstateError, escapeValue } from '../core/errors.js';
+import { sweepTempFiles, tempNameFor, writeFileAtomic } from './atomic.js';
+import { under } from './paths.js';
+import { inDir, openBase, walkDirs, type Owner } from './safe-fs.js';
+
+/** WALinuxAgent's directory, where its certificates are looked for. */
+export const WAAGENT_DIR = '/var/lib/waagent';
+/** Where WALinuxAgent is installed when it is (the `auto` placement places only without it). */
+export const WAAGENT_PROGRAMS = ['/usr/sbin/waagent', '/usr/bin/waagent', '/usr/local/sbin/waagent'];
+
+export interface PlacedCertificate {
+  thumbprint: string;
+  certificatePem: string;
+  /** A secret: never logged. */
+  privateKeyPem?: string;
+}
+
+/** Writes each certificate (and key) under `<root>/var/lib/waagent`; returns the names written. */
+export async function placeCertificates(root: string, owner: Owner, certificates: PlacedCertificate[], signal?: AbortSignal): Promise<string[]> {
+  const dir = under(root, WAAGENT_DIR);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const stat = await lstat(dir);
+  if (!stat.isDirectory()) throw failed(`${WAAGENT_DIR} is not a directory`);
+  await chmod(dir, 0o700);
+  const written: string[] = [];
+  for (const certificate of certificates) {
+    if (!/^[0-9A-F]{40}$/.test(certificate.thumbprint)) continue;
+    await writeFileAtomic(path.join(dir, `${certificate.thumbprint}.crt`), certificate.certificatePem, { mode: 0o644, ...owner, signal });
+    written.push(`${certificate.thumbprint}.crt`);
+    if (certificate.privateKeyPem) {
+      await writeFileAtomic(path.join(dir, `${certificate.thumbprint}.prv`), certificate.privateKeyPem, { mode: 0o600, ...owner, signal });
+      written.push(`${certificate.thumbprint}.prv`);
+    }
+  }
+  return written;
+}
+
+export interface KeyPairTarget {
+  uid: number;
+  gid: number;
+  /** The user's home as the system sees it. */
+  home: string;
+  root: string;
+}
+
+/**
+ * Where a `KeyPair`'s `Path` puts the key: `$HOME` stands for `/home` as in WALinuxAgent, an empty path is
+ * `~/.ssh/id_rsa`, and a path outside the user's home is refused (the key is the user's).
+ */
+export function keyPairPath(raw: string, home: string): string {
+  const expanded = raw.trim() === '' ? path.posix.join(home, '.ssh/id_rsa') : path.posix.normalize(raw.trim().replace('$HOME', '/home'));
+  const rel = path.posix.relative(home, expanded);
+  if (!path.posix.isAbsolute(expanded) || rel === '' || rel.startsWith('..') || path.posix.isAbsolute(rel)) {
+    throw failed(`key pair path ${escapeValue(raw, 80)} is not inside ${home}`);
+  }
+  return expanded;
+}
+
+/** Installs a private key (0600) and its OpenSSH public line (`.pub`, 0644) for the user; directories made 0700, theirs. */
+export async function installKeyPair(target: KeyPairTarget, file: string, privateKeyPem: string, publicKeyLine: string): Promise<void> {
+  const components = path.posix.relative(target.home, file).split('/');
+  const name = components.pop()!;
+  const base = await openBase(under(target.root, target.home), [target.uid, 0]);
+  const dir = await walkDirs(base, target.home, components, { create: { uid: target.uid, gid: target.gid, mode: 0o700 }, allowedOwners: [target.uid, 0] });
+  try {
+    await replace(dir, name, privateKeyPem, 0o600, target);
+    await replace(dir, `${name}.pub`, `${publicKeyLine}\n`, 0o644, target);
+  } finally {
+    await dir.close();
+  }
+}
+
+async function replace(dir: Awaited<ReturnType<typeof walkDirs>>, name: string, text: string, mode: number, owner: Owner): Promise<void> {
+  await sweepTempFiles(inDir(dir, '.'), name);
+  const temp = tempNameFor(name);
+  const handle = await open(inDir(dir, temp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    try {
+      await handle.chown(owner.uid, owner.gid);
+      await handle.chmod(mode);
+      await handle.writeFile(text);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(inDir(dir, temp), inDir(dir, name));
+  } catch (error) {
+    await rm(inDir(dir, temp), { force: true });
+    throw error;
+  }
+}
+
+function failed(problem: string): BootstateError {
+  return new BootstateError('CERTIFICATES_FAILED', problem, { data: [['problem', problem]] });
+}
