@@ -6,55 +6,15 @@
  * image never leads a check to the host's files; only regular files are read, so a FIFO cannot block one. A
  * finding says what is wrong, where, and what to change.
  */
-import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { findAdminUsers } from '../os/admin-users.js';
 import { HOST_KEY_FILE } from '../os/host-keys.js';
-import { readRegularInRoot, resolveInRoot } from '../os/paths.js';
+import type { Check, Finding } from './finding.js';
+import { exists, listDir, read, unitEnabled } from './image-files.js';
+import { waagentGated, waagentProvisioning } from './waagent.js';
 
-export interface Finding {
-  /** Stable identifier, e.g. `cloud-init-azure`. */
-  id: string;
-  /** `breaks`: a first boot would fail or be provisioned twice; `warns`: it works, with less than it should. */
-  severity: 'breaks' | 'warns';
-  problem: string;
-  fix: string;
-}
-
-type Check = (root: string, config: Config) => Promise<Finding | null>;
-
-/** The text of regular file `p` in the image; null when it is absent, unreadable or not a regular file. */
-const read = readRegularInRoot;
-
-/** Whether `p` exists in the image, links followed inside it. */
-async function exists(root: string, p: string): Promise<boolean> {
-  try {
-    await stat(resolveInRoot(root, p));
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The names in directory `p` of the image; none when it is absent or not a directory. */
-async function listDir(root: string, p: string): Promise<string[]> {
-  try {
-    return await readdir(resolveInRoot(root, p));
-  } catch {
-    return [];
-  }
-}
-
-/** Directories systemd links enabled units into, relative to the root. */
-const WANTS_DIRS = ['etc/systemd/system/multi-user.target.wants', 'etc/systemd/system/cloud-init.target.wants', 'etc/systemd/system/sysinit.target.wants', 'etc/systemd/system/network-online.target.wants'];
-
-async function unitEnabled(root: string, unit: string): Promise<string | null> {
-  for (const dir of WANTS_DIRS) {
-    if ((await listDir(root, dir)).includes(unit)) return `/${dir}/${unit}`;
-  }
-  return null;
-}
+export type { Finding } from './finding.js';
 
 /** cloud-init installed, not disabled, and with a datasource list that includes Azure (its default list does). */
 const cloudInit: Check = async (root) => {
@@ -71,7 +31,7 @@ const cloudInit: Check = async (root) => {
     problem: list === null
       ? 'cloud-init is installed and enabled with its default datasource list, which includes Azure: it would provision this VM too'
       : `cloud-init is enabled with the Azure datasource (datasource_list: ${list.trim()}): it would provision this VM too`,
-    fix: 'touch /etc/cloud/cloud-init.disabled, or set "datasource_list: [ None ]" in /etc/cloud/cloud.cfg.d/99-bootstate.cfg',
+    fix: 'touch /etc/cloud/cloud-init.disabled (cloud-init then does not run at all), or, when the image needs cloud-init for something else, set "datasource_list: [ None ]" in a file of /etc/cloud/cloud.cfg.d/ such as 99-bootstate.cfg (docs/coexistence.md)',
   };
 };
 
@@ -92,23 +52,6 @@ export function datasourceList(yaml: string): string | null {
   }
   return found;
 }
-
-/** WALinuxAgent installed with provisioning on (Provisioning.Agent not disabled; older: Provisioning.Enabled=y). */
-const waagent: Check = async (root) => {
-  const conf = await read(root, 'etc/waagent.conf');
-  if (conf === null) return null;
-  const setting = (key: string) => new RegExp(`^\\s*${key.replace('.', '\\.')}\\s*=\\s*(\\S+)`, 'm').exec(conf)?.[1] ?? null;
-  const agent = setting('Provisioning.Agent');
-  const enabled = setting('Provisioning.Enabled');
-  if (agent === 'disabled') return null;
-  if (agent === null && enabled !== null && /^n/i.test(enabled)) return null;
-  return {
-    id: 'waagent-provisioning',
-    severity: 'breaks',
-    problem: `WALinuxAgent is installed with provisioning on (Provisioning.Agent=${agent ?? 'auto (default)'}): it would provision this VM too`,
-    fix: 'set Provisioning.Agent=disabled in /etc/waagent.conf (keep the agent for extensions)',
-  };
-};
 
 const azureInit: Check = async (root) => {
   const link = await unitEnabled(root, 'azure-init.service');
@@ -205,7 +148,7 @@ const leftoverAdmin: Check = async (root, config) => {
   };
 };
 
-export const CHECKS: Check[] = [cloudInit, waagent, azureInit, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
+export const CHECKS: Check[] = [cloudInit, waagentProvisioning, waagentGated, azureInit, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
 
 /** Runs every check against `root` and returns the findings, breaking ones first. */
 export async function inspectImage(root: string, config: Config): Promise<Finding[]> {

@@ -3,6 +3,7 @@
  * coexistence problem is one finding that says what to change, and those that would break a first boot exit 1.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli.js';
 import { UsageError } from '../../src/cli/argv.js';
 import { datasourceList, includesDir } from '../../src/doctor/findings.js';
+import { waagentSetting } from '../../src/doctor/waagent.js';
 import { runDoctor } from '../../src/commands/doctor.js';
 
 let root: string;
@@ -73,17 +75,114 @@ describe('bootstate doctor --root', () => {
     expect((await doctor()).code).toBe(0);
   });
 
-  it('breaks: WALinuxAgent with provisioning on; not with Provisioning.Agent=disabled or the older Provisioning.Enabled=n', async () => {
+  it('breaks: WALinuxAgent with provisioning on; not with Provisioning.Agent=disabled, and not with the ignored Provisioning.Enabled=n alone', async () => {
     await put('etc/waagent.conf', 'Provisioning.Agent=auto\nLogs.Verbose=n\n');
     const result = await doctor();
     expect([result.code, result.ids]).toEqual([1, ['waagent-provisioning']]);
-    expect(result.out).toContain('Provisioning.Agent=disabled');
+    expect(result.out).toContain('fix: set Provisioning.Agent=disabled in /etc/waagent.conf');
     await put('etc/waagent.conf', 'Provisioning.Agent=disabled\n');
     expect((await doctor()).ids).toEqual([]);
+    // Ignored since WALinuxAgent 2.2.45: Provisioning.Agent stays auto, which provisions.
     await put('etc/waagent.conf', 'Provisioning.Enabled=n\n');
+    const legacy = await doctor();
+    expect([legacy.code, legacy.ids]).toEqual([1, ['waagent-provisioning']]);
+    expect(legacy.out).toContain('Provisioning.Agent=auto (the default); Provisioning.Enabled=n has no effect since WALinuxAgent 2.2.45');
+    await put('etc/waagent.conf', 'Provisioning.Enabled=n\nProvisioning.Agent=disabled\n');
     expect((await doctor()).ids).toEqual([]);
-    await put('etc/waagent.conf', 'Provisioning.Enabled=y\n');
-    expect((await doctor()).ids).toEqual(['waagent-provisioning']);
+  });
+
+  it('reads waagent.conf as WALinuxAgent does: the last line wins, # starts a comment, quotes and blanks go, None is unset', async () => {
+    const ids = async (conf: string) => {
+      await put('etc/waagent.conf', conf);
+      return (await doctor()).ids;
+    };
+    expect(await ids('Provisioning.Agent=disabled\nProvisioning.Agent=auto\n')).toEqual(['waagent-provisioning']);
+    expect(await ids('Provisioning.Agent=auto\nProvisioning.Agent=disabled\n')).toEqual([]);
+    expect(await ids('#Provisioning.Agent=auto\n Provisioning.Agent = "disabled" # bootstate provisions\r\n')).toEqual([]);
+    expect(await ids('Provisioning.Agent=disabled\n# Provisioning.Agent=auto\n')).toEqual([]);
+    expect(await ids('Provisioning.Agent=None\n')).toEqual(['waagent-provisioning']);
+    expect(waagentSetting('A=1\n#A=2\nA = "3" # x\n', 'A')).toBe('3');
+    expect(waagentSetting('AB=1\n', 'A')).toBeNull();
+  });
+
+  it('breaks with Provisioning.Agent=cloud-init or waagent; warns on a value WALinuxAgent does not document', async () => {
+    await put('etc/waagent.conf', 'Provisioning.Agent=cloud-init\n');
+    const cloudInit = await doctor();
+    expect([cloudInit.code, cloudInit.ids]).toEqual([1, ['waagent-provisioning']]);
+    expect(cloudInit.out).toContain('wait for cloud-init to provision this VM and report Ready for it');
+    await put('etc/waagent.conf', 'Provisioning.Agent=waagent\n');
+    expect((await doctor()).code).toBe(1);
+    await put('etc/waagent.conf', 'Provisioning.Agent=Disabled\n');
+    const odd = await doctor();
+    expect([odd.code, odd.ids]).toEqual([0, ['waagent-provisioning']]);
+    expect(odd.out).toMatch(/^warning \[waagent-provisioning\]: Provisioning.Agent=Disabled/m);
+  });
+
+  describe('WALinuxAgent\'s unit, as systemd would load it with its drop-ins', () => {
+    const SHIPPED = readFileSync(path.join(import.meta.dirname, '../../packaging/systemd/waagent-gate.conf'), 'utf8');
+    const UNIT = '[Unit]\nDescription=Azure Linux Agent\nAfter=network-online.target\n\n[Service]\nExecStart=/usr/sbin/waagent -daemon\nRestart=always\n';
+    beforeEach(async () => {
+      await put('etc/waagent.conf', 'Provisioning.Agent=disabled\n');
+      await link('etc/systemd/system/multi-user.target.wants/bootstate.service', '/usr/lib/systemd/system/bootstate.service');
+    });
+
+    it('warns when WALinuxAgent is gated but bootstate.service is not enabled: it would never start', async () => {
+      await put('usr/lib/systemd/system/walinuxagent.service', UNIT);
+      await put('usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf', SHIPPED);
+      await rm(path.join(root, 'etc/systemd/system/multi-user.target.wants/bootstate.service'));
+      const result = await doctor();
+      expect([result.code, result.ids]).toEqual([0, ['waagent-gated-bootstate-off']]);
+      expect(result.out).toContain('bootstate.service is not enabled, while walinuxagent.service waits for bootstate gate');
+      expect(result.out).toContain('fix: systemctl enable bootstate.service');
+    });
+
+    for (const unit of ['walinuxagent.service', 'waagent.service']) {
+      it(`breaks: ${unit} installed without the package's drop-in; not with it`, async () => {
+        await put(`usr/lib/systemd/system/${unit}`, UNIT);
+        const result = await doctor();
+        expect([result.code, result.ids]).toEqual([1, ['waagent-not-gated']]);
+        expect(result.out).toContain(`${unit} would start without waiting for bootstate: no /usr/lib/systemd/system/${unit}.d/50-bootstate.conf`);
+        expect(result.out).toContain(`fix: reinstall bootstate: it ships /usr/lib/systemd/system/${unit}.d/50-bootstate.conf`);
+        await put(`usr/lib/systemd/system/${unit}.d/50-bootstate.conf`, SHIPPED);
+        expect(await doctor()).toMatchObject({ code: 0, ids: [] });
+      });
+    }
+
+    it('breaks when the drop-in is masked or replaced from /etc, or a later drop-in resets ExecCondition=', async () => {
+      await put('lib/systemd/system/walinuxagent.service', UNIT);
+      await put('usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf', SHIPPED);
+      expect((await doctor()).ids).toEqual([]);
+
+      await link('etc/systemd/system/walinuxagent.service.d/50-bootstate.conf', '/dev/null');
+      let result = await doctor();
+      expect(result.ids).toEqual(['waagent-not-gated']);
+      expect(result.out).toContain('/etc/systemd/system/walinuxagent.service.d/50-bootstate.conf masks /usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf');
+      expect(result.out).toContain('fix: remove /etc/systemd/system/walinuxagent.service.d/50-bootstate.conf');
+      await rm(path.join(root, 'etc/systemd/system/walinuxagent.service.d/50-bootstate.conf'));
+
+      await put('etc/systemd/system/walinuxagent.service.d/50-bootstate.conf', '[Unit]\nAfter=bootstate.service\n');
+      expect((await doctor()).out).toContain('/etc/systemd/system/walinuxagent.service.d/50-bootstate.conf replaces');
+      await rm(path.join(root, 'etc/systemd/system/walinuxagent.service.d/50-bootstate.conf'));
+
+      await put('etc/systemd/system/walinuxagent.service.d/60-local.conf', '[Service]\nExecCondition=\nExecCondition=/bin/true\n');
+      result = await doctor();
+      expect(result.ids).toEqual(['waagent-not-gated']);
+      expect(result.out).toContain('/etc/systemd/system/walinuxagent.service.d/60-local.conf resets its ExecCondition=');
+      // Reset before ours, it takes nothing away.
+      await rm(path.join(root, 'etc/systemd/system/walinuxagent.service.d/60-local.conf'));
+      await put('etc/systemd/system/walinuxagent.service.d/10-local.conf', '[Service]\nExecCondition=\n');
+      expect((await doctor()).ids).toEqual([]);
+    });
+
+    it('finds nothing for a masked WALinuxAgent unit, and reads a full copy of the unit in /etc with the drop-in still applied', async () => {
+      await put('usr/lib/systemd/system/waagent.service', UNIT);
+      await link('etc/systemd/system/waagent.service', '/dev/null');
+      expect((await doctor()).ids).toEqual([]);
+      await rm(path.join(root, 'etc/systemd/system/waagent.service'));
+      await put('etc/systemd/system/waagent.service', UNIT);
+      await put('usr/lib/systemd/system/waagent.service.d/50-bootstate.conf', SHIPPED);
+      expect((await doctor()).ids).toEqual([]);
+    });
   });
 
   it("breaks: azure-init's unit enabled", async () => {

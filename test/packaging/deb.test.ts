@@ -276,10 +276,16 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     // WALinuxAgent's unit as Debian ships it (walinuxagent.service) and as RHEL does (waagent.service).
     mkdirSync(join(target, 'usr/sbin'), { recursive: true });
     writeFileSync(join(target, 'usr/sbin/waagent'), '#!/bin/sh\n', { mode: 0o755 });
-    const agentUnit = '[Unit]\nDescription=Azure Linux Agent\nAfter=network-online.target cloud-init.service\nWants=network-online.target sshd.service\n\n[Service]\nType=simple\nExecStart=/usr/sbin/waagent -daemon\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n';
-    for (const unit of ['walinuxagent.service', 'waagent.service']) {
+    // Debian's is ordered after multi-user.target, which wants bootstate.service: no ordering cycle either way.
+    const agentUnits: Record<string, string> = {
+      'walinuxagent.service': '[Unit]\nDescription=Azure Linux Agent\nAfter=multi-user.target\nConditionVirtualization=microsoft\n\n[Service]\nExecStart=/usr/sbin/waagent -daemon\n\n[Install]\nWantedBy=multi-user.target\n',
+      'waagent.service': '[Unit]\nDescription=Azure Linux Agent\nAfter=network-online.target cloud-init.service\nWants=network-online.target sshd.service\n\n[Service]\nType=simple\nExecStart=/usr/sbin/waagent -daemon\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n',
+    };
+    mkdirSync(join(target, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
+    for (const [unit, agentUnit] of Object.entries(agentUnits)) {
       writeFileSync(join(units, unit), agentUnit);
-      const verify = spawnSync('systemd-analyze', ['verify', `--root=${target}`, unit, 'bootstate.service'], { encoding: 'utf8' });
+      symlinkSync(`/usr/lib/systemd/system/${unit}`, join(target, 'etc/systemd/system/multi-user.target.wants', unit));
+      const verify = spawnSync('systemd-analyze', ['verify', `--root=${target}`, unit, 'bootstate.service', 'multi-user.target'], { encoding: 'utf8' });
       expect(`${verify.stdout}${verify.stderr}`.trim()).toBe('');
       expect(verify.status).toBe(0);
       // At debug level systemd-analyze dumps each unit as loaded: the drop-in's settings merged into the agent's.
@@ -325,6 +331,23 @@ describe('postinst', () => {
     expect(result.status, result.stderr).toBe(0);
     expect(result.stdout).toContain('BREAKS FIRST BOOT [waagent-provisioning]');
     expect(result.stderr).toContain('fix the findings above');
+  });
+
+  it('says at install how to turn off cloud-init\'s Azure datasource, and leaves cloud-init\'s configuration alone', () => {
+    const target = join(scratch, 'cloud-init-root');
+    execFileSync('dpkg-deb', ['-x', deb, target]);
+    mkdirSync(join(target, 'etc/cloud/cloud.cfg.d'), { recursive: true });
+    writeFileSync(join(target, 'etc/cloud/cloud.cfg'), 'datasource_list: [ NoCloud, Azure ]\n');
+    const control = join(scratch, 'control-cloud-init');
+    execFileSync('dpkg-deb', ['-e', deb, control]);
+    const result = spawnSync('sh', [join(control, 'postinst'), 'configure', ''], { env: { PATH: process.env.PATH, DPKG_ROOT: target }, encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('BREAKS FIRST BOOT [cloud-init-azure]');
+    expect(result.stdout).toContain('fix: touch /etc/cloud/cloud-init.disabled');
+    expect(result.stdout).toContain('"datasource_list: [ None ]" in a file of /etc/cloud/cloud.cfg.d/');
+    expect(readdirSync(join(target, 'etc/cloud')).sort()).toEqual(['cloud.cfg', 'cloud.cfg.d']);
+    expect(readdirSync(join(target, 'etc/cloud/cloud.cfg.d'))).toEqual([]);
+    expect(readFileSync(join(target, 'etc/cloud/cloud.cfg'), 'utf8')).toBe('datasource_list: [ NoCloud, Azure ]\n');
   });
 
   it('leaves an admin\'s disabled unit disabled on upgrade', () => {
