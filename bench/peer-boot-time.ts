@@ -84,7 +84,7 @@ chmod 0600 "/home/$1/.ssh/authorized_keys"`,
 /** What the agent of a variant said about why it did not provision (its log's last lines). */
 async function whyNot(variant: Variant, boot: Boot): Promise<string> {
   const tail = async (argv: string[]) => (await boot.exec(argv)).stdout.trim().split('\n').slice(-15).join('\n');
-  if (variant === 'waagent') return tail(['sh', '-c', "grep -v ' VERBOSE ' /var/log/waagent.log | grep -iE 'provision|dvd|ovf|error|fail' | tail -n 15"]);
+  if (variant === 'waagent') return tail(['sh', '-c', "grep -v ' VERBOSE ' /var/log/waagent.log | grep -iE 'provision|ovf|error|fail|hostname|interface' | tail -n 8"]);
   if (variant === 'cloud-init') return tail(['sh', '-c', 'cloud-init status --long; grep -E "WARNING|ERROR|Traceback|Exception" /var/log/cloud-init.log | tail -n 12']);
   return tail(['journalctl', '--no-pager', '-q', '-b', '-u', 'bootstate.service', '-o', 'cat']);
 }
