@@ -10,6 +10,7 @@ export const INSTALLED_FILES = [
   { path: 'usr/lib/systemd/system/bootstate.service', mode: 0o644, from: 'packaging/systemd/bootstate.service' },
   { path: 'usr/lib/systemd/system/bootstate-monitor.service', mode: 0o644, from: 'packaging/systemd/bootstate-monitor.service' },
   { path: 'usr/lib/systemd/system/bootstate-monitor.timer', mode: 0o644, from: 'packaging/systemd/bootstate-monitor.timer' },
+  { path: 'usr/libexec/bootstate/firewall-recheck', mode: 0o755, from: 'packaging/libexec/firewall-recheck' },
   { path: 'usr/lib/systemd/system/bootstate-firewall.service', mode: 0o644, from: 'packaging/systemd/bootstate-firewall.service' },
   { path: 'usr/lib/systemd/system/bootstate-resource-disk.service', mode: 0o644, from: 'packaging/systemd/bootstate-resource-disk.service' },
   { path: 'usr/lib/udev/rules.d/66-bootstate-resource-disk.rules', mode: 0o644, from: 'packaging/udev/66-bootstate-resource-disk.rules' },

@@ -63,7 +63,10 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     summary: 'Let only root reach the wireserver, TCP port 53 excepted (WALinuxAgent\'s OS.EnableFirewall): apply the rules (bootstate-firewall.service does on every boot), check them, or remove them.',
     args: 'apply|check|remove',
     positionals: { min: 1, max: 1, choices: ['apply', 'check', 'remove'] },
-    options: { config: CONFIG_OPTION },
+    options: {
+      config: CONFIG_OPTION,
+      snapshot: { value: 'FILE', help: 'apply: save nft\'s listing of the table as applied to FILE, which the monitor\'s re-check compares with the kernel\'s (remove, or no nft: FILE is deleted)' },
+    },
     notes: 'The rules are nft\'s table `inet bootstate`, or where nft is absent the chain BOOTSTATE of iptables\' security table. apply replaces them when they differ (with [firewall] enable = false it removes them); check exits 1 naming each missing rule; remove touches nothing but them.',
     run: async ({ values, positionals }) => (await import('./firewall.js')).runFirewall(values, positionals[0]!, STDIO),
   },

@@ -71,8 +71,11 @@ export async function applyChange(root: string, change: Change): Promise<string[
     case 'remove-user':
       return removeUser(root, change.username, change.home);
     case 'remove-firewall': {
-      const { removeFirewall } = await import('../os/firewall.js');
-      return (await removeFirewall(run, change.pieces)).map((what) => `removed ${what}`);
+      const { FIREWALL_SNAPSHOT, removeFirewall } = await import('../os/firewall.js');
+      const removed = (await removeFirewall(run, change.pieces)).map((what) => `removed ${what}`);
+      // Without its snapshot the monitor's re-check has nothing to put back.
+      await rm(FIREWALL_SNAPSHOT, { force: true });
+      return removed;
     }
   }
 }

@@ -13,6 +13,8 @@ import { isCommandMissing, stderrOf, type Runner } from './exec.js';
 export type FirewallTool = 'nft' | 'iptables';
 
 export const NFT_TABLE = 'bootstate';
+/** Where bootstate-firewall.service keeps nft's listing of the rules it applied, for the monitor's re-check. */
+export const FIREWALL_SNAPSHOT = '/run/bootstate/firewall.nft';
 export const IPTABLES_TABLE = 'security';
 export const IPTABLES_CHAIN = 'BOOTSTATE';
 const DNS_PORT = 53;
@@ -193,6 +195,14 @@ export async function removeFirewall(run: Runner, found?: FirewallPiece[]): Prom
 interface NftListItem {
   chain?: { name?: string; type?: string; hook?: string; policy?: string };
   rule?: { chain?: string; expr?: unknown[] };
+}
+
+/**
+ * nft's own listing of bootstate's table, as `nft list table inet bootstate` prints it: what the monitor's re-check
+ * (packaging/libexec/firewall-recheck) compares with the kernel's listing, byte for byte.
+ */
+export async function listNftTable(run: Runner): Promise<string> {
+  return exec(run, ['nft', 'list', 'table', 'inet', NFT_TABLE]);
 }
 
 async function nftMissing(run: Runner, address: string): Promise<string[]> {

@@ -32,6 +32,7 @@ interface Seen {
   nobody53: string;
   reportsAfter: string[];
   deprovision?: { exitCode: number | null; stdout: string; tableAfter: string };
+  recheck?: { brokenExit: number | null; restoredExit: number | null; journal: string };
 }
 
 let rig: Rig;
@@ -78,6 +79,14 @@ async function observe(machine: Machine, boot: Boot, deprovision: boolean): Prom
     reportsAfter: [],
   };
   if (deprovision) {
+    // The monitor's re-check: a deleted rule is back after one cycle of the monitor's unit.
+    const listed = (await boot.exec(['nft', '-a', 'list', 'chain', 'inet', 'bootstate', 'output'])).stdout;
+    const handle = /meta skuid 0 accept # handle (\d+)/.exec(listed)?.[1] ?? 'none';
+    await boot.exec(['nft', 'delete', 'rule', 'inet', 'bootstate', 'output', 'handle', handle]);
+    const broken = await boot.exec(['bootstate', 'firewall', 'check']);
+    await boot.exec(['systemctl', 'start', 'bootstate-monitor.service'], 120_000);
+    const restored = await boot.exec(['bootstate', 'firewall', 'check']);
+    seen.recheck = { brokenExit: broken.exitCode, restoredExit: restored.exitCode, journal: (await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate-monitor.service', '-o', 'cat'])).stdout };
     const result = await boot.exec(['bootstate', 'deprovision', '--force'], 120_000);
     const after = await boot.exec(['nft', 'list', 'tables']);
     seen.deprovision = { exitCode: result.exitCode, stdout: result.stdout, tableAfter: after.stdout };
@@ -140,6 +149,13 @@ describe.skipIf(!canSandbox)('the wireserver firewall on a booted Debian 12 with
       // Nothing listens on 53 in the fake fabric: a refusal is the fabric's answer, so the SYN got through.
       expect(boot.nobody53).toBe('Connection refused');
     }
+  }, 900_000);
+
+  it("is put back by the monitor's re-check when a rule was deleted, with a warning in the journal", async () => {
+    const { recheck } = (await enabled)[1]!;
+    expect(recheck!.brokenExit).toBe(1);
+    expect(recheck!.restoredExit, recheck!.journal).toBe(0);
+    expect(recheck!.journal).toContain("the wireserver firewall's rules changed since they were applied; applying them again");
   }, 900_000);
 
   it('is removed by bootstate deprovision', async () => {

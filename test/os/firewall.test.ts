@@ -4,7 +4,8 @@
  * and as uid 65534 (nobody). Nothing here touches the host's own rules or addresses.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -25,6 +26,7 @@ import { AGENT } from '../integration/agent.js';
 
 const WIRESERVER = '168.63.129.16';
 const NOBODY = 65534;
+const RECHECK = path.resolve('packaging/libexec/firewall-recheck');
 
 describe('the rules bootstate writes', () => {
   it('are one nft table of its own, replaced as a whole: TCP 53 for everyone, the rest for root, new and invalid TCP from others dropped', () => {
@@ -189,6 +191,44 @@ describe.skipIf(!canSandbox)('the firewall in a network namespace, with the real
     const check = await bootstate(['check'], path.join(dir, 'off.toml'));
     expect([check.exitCode, check.stdout]).toEqual([0, 'firewall: off ([firewall] enable = false), nothing to check\n']);
   }, 180_000);
+
+  it("the monitor's re-check (packaging/libexec/firewall-recheck) leaves the rules as applied alone, and applies them again once they changed", async () => {
+    const snapshot = path.join(dir, 'run/firewall.nft');
+    const bin = path.join(dir, 'bin');
+    await mkdir(bin, { recursive: true });
+    // What PATH finds as `bootstate` on a VM: here the built program with this test's configuration.
+    await writeFile(path.join(bin, 'bootstate'), `#!/bin/sh\nexec ${process.execPath} ${AGENT} "$@" --config ${path.join(dir, 'bootstate.toml')}\n`, { mode: 0o755 });
+    const recheck = () => inNs(['env', `PATH=${bin}:${process.env.PATH}`, RECHECK, snapshot], { allowFailure: true, timeoutMs: 60_000 });
+
+    expect((await recheck()).stdout).toBe('');
+    expect(await nftTables()).toEqual([]);
+
+    expect((await bootstate(['apply', '--snapshot', snapshot])).exitCode).toBe(0);
+    expect(await readFile(snapshot, 'utf8')).toBe((await inNs(['nft', 'list', 'table', 'inet', 'bootstate'])).stdout);
+    expect((await stat(snapshot)).mode & 0o777).toBe(0o600);
+    const quiet = await recheck();
+    expect([quiet.exitCode, quiet.stdout, quiet.stderr]).toEqual([0, '', '']);
+
+    const listed = (await inNs(['nft', '-a', 'list', 'chain', 'inet', 'bootstate', 'output'])).stdout;
+    const handle = /meta skuid 0 accept # handle (\d+)/.exec(listed)![1]!;
+    await inNs(['nft', 'delete', 'rule', 'inet', 'bootstate', 'output', 'handle', handle]);
+    const again = await recheck();
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(again.stderr).toContain("<4>bootstate: the wireserver firewall's rules changed since they were applied; applying them again");
+    expect(again.stdout).toMatch(/^firewall: applied \(nft\)/);
+    expect((await bootstate(['check'])).exitCode).toBe(0);
+    expect(await reach(80, 0, 30_000)).toBe('wireserver:80');
+
+    await inNs(['nft', 'delete', 'table', 'inet', 'bootstate']);
+    expect((await recheck()).stdout).toMatch(/^firewall: applied \(nft\)/);
+    expect(await nftTables()).toEqual(['table inet bootstate']);
+
+    const removed = await bootstate(['remove', '--snapshot', snapshot]);
+    expect(removed.stdout).toBe('removed nft table inet bootstate\n');
+    expect(existsSync(snapshot)).toBe(false);
+    expect((await recheck()).stdout).toBe('');
+    expect(await nftTables()).toEqual([]);
+  }, 240_000);
 
   // Where nft is absent: the iptables of Debian's package, through both of its backends.
   describe.each(['nft', 'legacy'])('iptables-%s', (variant) => {

@@ -3,7 +3,7 @@
  * sees it (`dpkg-deb -c`), extracted (`dpkg-deb -x`) and installed into a scratch root (`dpkg --root`).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -121,6 +121,7 @@ describe('the .deb', () => {
       '/usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf': '-rw-r--r--',
       '/usr/lib/systemd/system-preset/90-bootstate.preset': '-rw-r--r--',
       '/usr/lib/udev/rules.d/66-bootstate-resource-disk.rules': '-rw-r--r--',
+      '/usr/libexec/bootstate/firewall-recheck': '-rwxr-xr-x',
       '/usr/share/doc/bootstate/changelog.gz': '-rw-r--r--',
       '/usr/share/doc/bootstate/copyright': '-rw-r--r--',
       '/usr/share/lintian/overrides/bootstate': '-rw-r--r--',
@@ -192,7 +193,7 @@ describe('the firewall unit', () => {
   it('applies the rules once per boot, before network-pre.target, early (no default dependencies), after nftables.service\'s flush', () => {
     expect(unit()['Service.Type']).toEqual(['oneshot']);
     expect(unit()['Service.RemainAfterExit']).toEqual(['yes']);
-    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'firewall', 'apply']);
+    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'firewall', 'apply', '--snapshot', '/run/bootstate/firewall.nft']);
     expect(unit()['Unit.DefaultDependencies']).toEqual(['no']);
     expect(unit()['Unit.Before']).toContain('network-pre.target');
     expect(unit()['Unit.Wants']).toContain('network-pre.target');
@@ -211,6 +212,9 @@ describe('the monitor unit', () => {
     expect(unit()['Service.Type']).toEqual(['oneshot']);
     expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'monitor', '--once']);
     expect(unit()['Unit.After']).toContain('bootstate.service');
+    // The firewall re-check: outside the sandbox (+), never failing the cycle (-), against the firewall unit's snapshot.
+    expect(unit()['Service.ExecStartPre']).toEqual(['-+/usr/libexec/bootstate/firewall-recheck', '/run/bootstate/firewall.nft']);
+    expect(lstatSync(join(extracted, 'usr/libexec/bootstate/firewall-recheck')).mode & 0o777).toBe(0o755);
     expect(unit()['Install.WantedBy']).toBeUndefined();
     expect(timer()['Timer.OnUnitActiveSec']).toEqual(['1min']);
     expect(timer()['Timer.AccuracySec']).toEqual(['1s']);
