@@ -49,7 +49,9 @@ const wrongValue: fc.Arbitrary<Json> = fc.oneof(
     weight: 1,
     arbitrary: fc
       .tuple(fc.integer({ min: 1_000, max: 100_000 }), fc.constantFrom<Json>(null, 1, 'k', { keyData: 'k' }, { keyData: 1 }, []))
-      .map(([n, item]) => Array.from({ length: n }, () => item)),
+      // A copy per element: one object shared by every element would be multiplied by a later edit inside it (its
+      // keyData set to another huge array is 10^10 members once serialised).
+      .map(([n, item]) => Array.from({ length: n }, () => structuredClone(item))),
   },
 );
 
