@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunResult } from '../../src/os/exec.js';
 import { canSandbox } from '../e2e/ns.js';
-import { createMachine, journal, type Boot, type Machine, type MachineOptions } from './machine.js';
+import { agentEnded, createMachine, journal, type Boot, type Machine, type MachineOptions } from './machine.js';
 import { createRig, imdsDocument, mediaImage, type Rig } from './scenario.js';
 
 const TAG = `bsb${process.pid}${randomBytes(2).toString('hex')}`;
@@ -74,18 +74,6 @@ let vms: {
   offAzure: Promise<Vm>;
   captured: Promise<Vm & { deprovision: RunResult }>;
 };
-
-/**
- * Waits for bootstate's process to end: the system is running once the unit says READY=1, and the agent goes on
- * (host keys made in the background, the Ready report) for a moment after that.
- */
-async function agentEnded(boot: Boot): Promise<void> {
-  for (const until = Date.now() + 180_000; Date.now() < until; ) {
-    const state = (await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'SubState', '--value'])).stdout.trim();
-    if (state !== 'running' && state !== 'start') return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
 
 async function observe(machine: Machine, boot: Boot, login: { user: string } | null, beforeShutdown?: (boot: Boot) => Promise<void>): Promise<Seen> {
   const system = await boot.settled();

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canSandbox } from '../e2e/ns.js';
 import { debianRoot, installDeb } from './debian-root.js';
-import { createMachine, type Boot, type Machine } from './machine.js';
+import { agentEnded, createMachine, type Boot, type Machine } from './machine.js';
 import { bakeLayer, configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsf${process.pid}${randomBytes(2).toString('hex')}`;
@@ -51,11 +51,7 @@ async function connect(boot: Boot, uid: number, port: number, seconds: number): 
 
 async function observe(machine: Machine, boot: Boot, deprovision: boolean): Promise<Seen> {
   await boot.settled();
-  for (const until = Date.now() + 180_000; Date.now() < until; ) {
-    const state = (await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'SubState', '--value'])).stdout.trim();
-    if (state !== 'running' && state !== 'start') break;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
+  await agentEnded(boot);
   const show = async (unit: string, props: string[]) =>
     Object.fromEntries(
       (await boot.exec(['systemctl', 'show', unit, ...props.flatMap((p) => ['-p', p])])).stdout.trim().split('\n').map((l) => l.split('=', 2) as [string, string]),

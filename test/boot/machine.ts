@@ -248,3 +248,15 @@ export async function journal(boot: Boot, args: string[]): Promise<Array<Record<
   if (result.exitCode !== 0) throw new Error(`journalctl ${args.join(' ')} failed: ${result.stderr}`);
   return result.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, string>);
 }
+
+/**
+ * Waits for bootstate's process to end: the system is running once the unit says READY=1, and the agent goes on
+ * (host keys made in the background, the Ready report) for a moment after that.
+ */
+export async function agentEnded(boot: Boot): Promise<void> {
+  for (const until = Date.now() + 180_000; Date.now() < until; ) {
+    const state = (await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'SubState', '--value'])).stdout.trim();
+    if (state !== 'running' && state !== 'start') return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunResult } from '../../src/os/exec.js';
 import { canSandbox, REPO } from '../e2e/ns.js';
 import { buildDeb, debianRoot, installDeb } from './debian-root.js';
-import { createMachine, type Machine } from './machine.js';
+import { agentEnded, createMachine, type Machine } from './machine.js';
 import { createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsn${process.pid}${randomBytes(2).toString('hex')}`;
@@ -46,11 +46,7 @@ describe.skipIf(!canSandbox)(`bootstate-node booted in Debian 13 (${SUITE}) with
     });
     const boot = await machine.boot();
     await boot.settled();
-    for (const until = Date.now() + 180_000; Date.now() < until; ) {
-      const state = (await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'SubState', '--value'])).stdout.trim();
-      if (state !== 'running' && state !== 'start') break;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+    await agentEnded(boot);
     let login = await boot.ssh(rig.key, user, 'id -un; hostname', 60_000);
     for (let attempt = 1; attempt < 3 && login.exitCode === 255 && !/Permission denied/.test(login.stderr); attempt++) {
       await new Promise((resolve) => setTimeout(resolve, 2_000));

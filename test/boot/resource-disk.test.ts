@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/os/exec.js';
 import { canSandbox } from '../e2e/ns.js';
 import { debianRoot, installDeb } from './debian-root.js';
-import { createMachine, journal, type Boot, type Machine } from './machine.js';
+import { agentEnded, createMachine, journal, type Boot, type Machine } from './machine.js';
 import { configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsr${process.pid}${randomBytes(2).toString('hex')}`;
@@ -72,12 +72,7 @@ async function diskPassEnded(boot: Boot): Promise<void> {
 async function observe(m: Machine, boot: Boot): Promise<Seen> {
   const system = await boot.settled();
   await diskPassEnded(boot);
-  // The system is running at READY=1; the Ready report comes after it: wait for bootstate's process to end.
-  for (const until = Date.now() + 180_000; Date.now() < until; ) {
-    const state = (await boot.exec(['systemctl', 'show', 'bootstate.service', '-p', 'SubState', '--value'])).stdout.trim();
-    if (state !== 'running' && state !== 'start') break;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
+  await agentEnded(boot);
   const manager = await journal(boot, ['-b', '_PID=1']);
   const at = (unit: string, id: string) => {
     const entry = manager.find((e) => e.UNIT === unit && e.MESSAGE_ID === id && (e.JOB_TYPE ?? 'start') === 'start');
