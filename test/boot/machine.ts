@@ -93,13 +93,51 @@ const SSH_OPTIONS = [
   '-o', 'ConnectTimeout=30', '-o', 'IdentitiesOnly=yes',
 ];
 
-// The arguments arrive as positional parameters: $1 lower dirs, $2 upper, $3 work, $4 mount point, then nspawn's.
+// The arguments arrive as positional parameters: $1 lower dirs, $2 upper, $3 work, $4 mount point, $5 the VM's
+// network namespace, $6 the layers of /sys/class over the kernel's, $7 a directory for a sysfs and $8 the merged
+// /sys/class, then nspawn's. The sysfs is mounted from inside the VM's network namespace, so its class/net lists
+// the VM's own interfaces, as the kernel shows them to a VM.
 const ENTER = `set -eu
 mkdir -p /run/systemd/nspawn
 mount -t tmpfs -o mode=0755 tmpfs /run/systemd/nspawn
 mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4"
-shift 4
+nsenter --net="/run/netns/$5" mount -t sysfs sysfs "$7"
+mount -t overlay overlay -o "lowerdir=$6:$7/class" "$8"
+shift 8
+for cgroup in $VM_CGROUPS; do echo $$ > "$cgroup/cgroup.procs"; done
 exec systemd-nspawn "$@"`;
+
+/**
+ * A cgroup of this VM's own in each hierarchy systemd uses (the unified one, and name=systemd on a hybrid host),
+ * made under the caller's. nspawn --keep-unit puts the container in `payload` beside itself, under the cgroup it
+ * starts in: VMs booted at once from one cgroup would share one payload, and each one's systemd would manage and
+ * kill the others' units (status=219/CGROUP, "Failed to kill control group").
+ */
+async function ownCgroups(name: string): Promise<string[]> {
+  const mounts = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').map((line) => {
+    const [left = '', right = ''] = line.split(' - ');
+    const fields = left.split(' ');
+    const [type = '', , options = ''] = right.split(' ');
+    return { root: fields[3] ?? '', point: fields[4] ?? '', type, options: options.split(',') };
+  });
+  const dirs: string[] = [];
+  for (const line of (await readFile('/proc/self/cgroup', 'utf8')).split('\n').filter(Boolean)) {
+    const [, controllers, own = ''] = /^\d+:([^:]*):(.*)$/.exec(line) ?? [];
+    const mount = mounts.find((m) =>
+      controllers === '' ? m.type === 'cgroup2' : controllers === 'name=systemd' && m.type === 'cgroup' && m.options.includes('name=systemd'),
+    );
+    if (!mount || (controllers !== '' && controllers !== 'name=systemd')) continue;
+    const relative = mount.root === '/' ? own : own.slice(mount.root.length);
+    dirs.push(path.join(mount.point, relative, `bootstate-vm-${name}`));
+  }
+  for (const dir of dirs) await mkdir(dir, { recursive: true });
+  return dirs;
+}
+
+/** Removes a VM's cgroups and what its systemd left in them, deepest first; a busy one stays. */
+async function removeCgroups(dirs: string[]): Promise<void> {
+  for (const dir of dirs) await run(['find', dir, '-depth', '-type', 'd', '-exec', 'rmdir', '{}', ';'], { allowFailure: true });
+}
 
 export async function createMachine(options: MachineOptions): Promise<Machine> {
   const dir = path.join(options.workDir, options.name);
@@ -107,8 +145,15 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
   const work = path.join(dir, 'work');
   const mountPoint = path.join(dir, 'root');
   const record = path.join(dir, 'fabric-requests.jsonl');
+  // The VM's /sys/class is the kernel's, seen from the VM's network namespace, under two layers: `sys-class` with
+  // the DMI identity (and the temporary disk), over `sys-hidden`, whose whiteout hides the host's block devices
+  // (the VM's are its bound image files, which the kernel lists nowhere).
   const sysClass = path.join(dir, 'sys-class');
-  for (const d of [upper, work, mountPoint, path.join(sysClass, 'dmi/id')]) await mkdir(d, { recursive: true });
+  const sysHidden = path.join(dir, 'sys-hidden');
+  const sysfs = path.join(dir, 'sysfs');
+  const sysMerged = path.join(dir, 'sys-class-merged');
+  for (const d of [upper, work, mountPoint, path.join(sysClass, 'dmi/id'), sysHidden, sysfs, sysMerged]) await mkdir(d, { recursive: true });
+  await run(['mknod', path.join(sysHidden, 'block'), 'c', '0', '0']);
   await writeFile(record, '');
   await writeFile(path.join(sysClass, 'dmi/id/product_uuid'), `${options.productUuid ?? '7C1E5D1A-0B4F-4C43-9C3E-5D2A8F9B1E60'}\n`, { mode: 0o444 });
   await writeFile(path.join(sysClass, 'dmi/id/chassis_asset_tag'), `${options.chassisAssetTag ?? AZURE_CHASSIS_ASSET_TAG}\n`, { mode: 0o444 });
@@ -161,16 +206,22 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
     async boot() {
       const nspawn = [
         '--boot', '--register=no', '--keep-unit', `--machine=${options.name}`, `--network-namespace-path=/run/netns/${ns.name}`,
-        '--directory', mountPoint, '--console=pipe', `--bind-ro=${sysClass}:/sys/class`,
+        '--directory', mountPoint, '--console=pipe', `--bind-ro=${sysMerged}:/sys/class`,
+        // Where class/net's links lead: the container's own sysfs lists no interface there.
+        `--bind-ro=${sysfs}/devices/virtual/net:/sys/devices/virtual/net`,
         ...(options.media ? [`--bind-ro=${options.media}:/dev/sr0`] : []),
         ...(options.temporaryDisk ? [`--bind=${options.temporaryDisk.device}:/dev/${options.temporaryDisk.name}`] : []),
         ...(options.capabilities?.length ? [`--capability=${options.capabilities.join(',')}`] : []),
       ];
+      const cgroups = await ownCgroups(options.name);
       const startedAt = performance.now();
       const child = spawn(
         'unshare',
-        ['--mount', '--propagation', 'private', 'sh', '-c', ENTER, 'boot', options.layers.join(':'), upper, work, mountPoint, ...nspawn],
-        { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '1' } },
+        [
+          '--mount', '--propagation', 'private', 'sh', '-c', ENTER, 'boot', options.layers.join(':'), upper, work, mountPoint, ns.name,
+          `${sysClass}:${sysHidden}`, sysfs, sysMerged, ...nspawn,
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '1', VM_CGROUPS: cgroups.join(' ') } },
       );
       let console = '';
       child.stdout!.on('data', (d) => (console += d));
@@ -209,6 +260,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
             await exited;
             clearTimeout(timer);
           }
+          await removeCgroups(cgroups);
           return console;
         },
       };
