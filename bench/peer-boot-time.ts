@@ -1,12 +1,18 @@
 /**
- * Boot to first SSH login on one Debian 12 root that carries Debian's WALinuxAgent 2.7 and cloud-init 22.4 beside
- * the .deb, provisioned by each agent in turn: (a) bootstate (from IMDS; WALinuxAgent in the supported setup and
- * cloud-init turned off, as docs/coexistence.md has it), (b) WALinuxAgent as the provisioning agent
- * (`Provisioning.Agent=waagent`, ovf-env.xml where it reads the provisioning media, cloud-init-local.service masked
- * since WALinuxAgent refuses to provision while it is enabled, no bootstate), (c) cloud-init's Azure datasource (ovf-env.xml
- * in its seed directory, since ds-identify ignores the chassis asset tag and block devices in a container; eth0 with
- * a DHCP server for its ephemeral DHCP; no bootstate), (d) no agent with the user and key baked in. The variants
- * alternate; a variant whose login never comes is tried once and reported with what its agent said it lacked.
+ * Boot to first SSH login on one Debian 12 root that carries Debian's WALinuxAgent 2.7, cloud-init 22.4 and
+ * ifupdown beside the .deb, provisioned by each agent in turn. Every VM has an eth0 with the MAC address IMDS lists,
+ * cabled to a DHCP server that offers a default route and the wireserver in option 245, as Azure's does.
+ *   (a) bootstate, from IMDS; WALinuxAgent in the supported setup and cloud-init turned off, as docs/coexistence.md
+ *       has it; ifupdown brings eth0 up.
+ *   (b) WALinuxAgent as the provisioning agent (`Provisioning.Agent=waagent`, no bootstate): ovf-env.xml where it
+ *       reads the provisioning media, cloud-init-local.service masked since WALinuxAgent refuses to provision while
+ *       it is enabled; ifupdown brings eth0 up (WALinuxAgent restarts it to publish the hostname).
+ *   (c) cloud-init's Azure datasource (no bootstate): ovf-env.xml in its seed directory, since ds-identify ignores
+ *       the chassis asset tag and block devices in a container, and DMI read inside the container (cloudInitDmiLayer);
+ *       cloud-init writes eth0's stanza itself.
+ *   (d) no agent, the user and key baked in; ifupdown brings eth0 up.
+ * The variants alternate; a variant whose login never comes is tried once and reported with what its agent said it
+ * lacked.
  *
  *   node --import tsx bench/peer-boot-time.ts      BENCH_BOOT_RUNS=N sets the repetitions (default 5)
  */
@@ -19,13 +25,15 @@ import { run } from '../src/os/exec.js';
 import { startDhcpServer, type DhcpServer } from '../test/e2e/dhcp-server.js';
 import { canSandbox } from '../test/e2e/ns.js';
 import { createMachine, type Boot, type Machine, type MachineOptions } from '../test/boot/machine.js';
-import { cloudInitDisabledLayer, WAAGENT_CONF, WAAGENT_UNIT, waagentLayer } from '../test/boot/peers.js';
+import { cloudInitDisabledLayer, cloudInitDmiLayer, WAAGENT_CONF, WAAGENT_UNIT, waagentLayer } from '../test/boot/peers.js';
 import { bakeLayer, createRig, imdsDocument, mediaImage } from '../test/boot/scenario.js';
 import { fmt, interleave, median, report } from './harness.js';
 
 const RUNS = Number(process.env.BENCH_BOOT_RUNS ?? 5);
 const USER = 'azureuser';
 const LOGIN_WAIT_MS = 240_000;
+// The VM's eth0 has the address IMDS lists for its interface: cloud-init fails its network stage otherwise.
+const NIC_MAC: string = imdsDocument('').network.interface[0].macAddress;
 
 if (!canSandbox) {
   report('peer-boot-time', [{ metric: 'not run: needs root on Linux', median: Number.NaN, unit: 'ms' }]);
@@ -40,7 +48,11 @@ type Variant = 'bootstate' | 'waagent' | 'cloud-init' | 'baked';
 let layers: Record<Variant, string[]>;
 let media: string;
 try {
-  const peers = await rig.withPackages(['cloud-init', 'waagent']);
+  const peers = await rig.withPackages(['cloud-init', 'ifupdown', 'waagent']);
+  // What a Debian 12 image without cloud-init has (cloud-init writes the same stanza itself, 50-cloud-init).
+  const eth0 = path.join(rig.workDir, 'eth0-dhcp');
+  await mkdir(path.join(eth0, 'etc/network/interfaces.d'), { recursive: true });
+  await writeFile(path.join(eth0, 'etc/network/interfaces.d/eth0'), 'auto eth0\niface eth0 inet dhcp\n');
   const cloudInitOff = await cloudInitDisabledLayer(rig);
   const supported = await waagentLayer(rig, 'bench');
   const provisioning = path.join(rig.workDir, 'waagent-provisions');
@@ -61,7 +73,7 @@ try {
   const baked = await bakeLayer(
     rig,
     'peers-baked',
-    [cloudInitOff, peers.debian],
+    [eth0, cloudInitOff, peers.debian],
     `useradd -m -s /bin/bash -U "$1"
 install -d -m 0700 -o "$1" -g "$1" "/home/$1/.ssh"
 printf '%s\\n' "$2" > "/home/$1/.ssh/authorized_keys"
@@ -70,10 +82,10 @@ chmod 0600 "/home/$1/.ssh/authorized_keys"`,
     [USER, rig.publicKey],
   );
   layers = {
-    bootstate: [cloudInitOff, supported, peers.debLayer, peers.debian],
-    waagent: [cloudInitOff, provisioning, peers.debian],
-    'cloud-init': [seeded, peers.debian],
-    baked: [baked, cloudInitOff, peers.debian],
+    bootstate: [eth0, cloudInitOff, supported, peers.debLayer, peers.debian],
+    waagent: [eth0, cloudInitOff, provisioning, peers.debian],
+    'cloud-init': [seeded, await cloudInitDmiLayer(rig, [peers.debian]), peers.debian],
+    baked: [baked, eth0, cloudInitOff, peers.debian],
   };
   media = await mediaImage(rig.workDir, { username: USER, hostname: 'bench-vm', password: 'Bench-Horse-7!', key: rig.publicKey });
 } catch (error) {
@@ -98,12 +110,13 @@ async function bootToLogin(variant: Variant): Promise<number | null> {
     fabric: variant !== 'baked',
     imdsDocument: imdsDocument(rig.publicKey),
     ...(variant === 'waagent' ? { media } : {}),
-    ...(variant === 'cloud-init' ? { capabilities: ['CAP_NET_ADMIN'] } : {}),
+    // Every variant's DHCP client configures eth0.
+    capabilities: ['CAP_NET_ADMIN'],
   };
   const machine: Machine = await createMachine(options);
   let dhcp: DhcpServer | null = null;
   try {
-    if (variant === 'cloud-init') dhcp = await startDhcpServer(machine.netns, `pb${serial}`);
+    dhcp = await startDhcpServer(machine.netns, `pb${serial}`, NIC_MAC);
     const boot = await machine.boot();
     const deadline = Date.now() + LOGIN_WAIT_MS;
     let loginMs: number | null = null;
@@ -152,7 +165,7 @@ try {
   report('peer-boot-time', [
     row('bootstate', 'nspawn start → first SSH login, bootstate (IMDS; WALinuxAgent gated for extensions, cloud-init off)'),
     row('waagent', 'nspawn start → first SSH login, WALinuxAgent 2.7.3 provisioning (ovf-env.xml on the media)'),
-    row('cloud-init', 'nspawn start → first SSH login, cloud-init 22.4.2 Azure datasource (ovf-env.xml seeded, DHCP on eth0)'),
+    row('cloud-init', 'nspawn start → first SSH login, cloud-init 22.4.2 Azure datasource (ovf-env.xml seeded)'),
     { metric: 'nspawn start → first SSH login, no agent, key baked in', median: floor, unit: 'ms', note: load },
   ], RUNS);
 } finally {

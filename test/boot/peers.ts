@@ -62,6 +62,19 @@ export async function cloudInitDisabledLayer(rig: Rig): Promise<string> {
   return dir;
 }
 
+/**
+ * A layer in which cloud-init reads DMI inside a container. cloud-init's DMI reader answers nothing when
+ * systemd-detect-virt says container, because a container's DMI is usually its host's; the harness gives each VM a
+ * DMI identity of its own (machine.ts), and without it the Azure datasource finds no system UUID and gives up. The
+ * check is turned off in the installed file at build time, so nothing of cloud-init is kept in this repository.
+ */
+export function cloudInitDmiLayer(rig: Rig, lowers: string[]): Promise<string> {
+  const script = `f=$(python3 -c 'import cloudinit.dmi as dmi; print(dmi.__file__)')
+grep -q '^    if is_container():$' "$f" || { echo "$f: no container check to turn off" >&2; exit 1; }
+sed -i 's/^    if is_container():$/    if False:/' "$f"`;
+  return bakeLayer(rig, 'cloud-init-dmi', lowers, script);
+}
+
 /** The first final report (Ready, or ProvisioningFailed) the fabric heard, and from whom. */
 export function firstFinal(reports: HealthReport[]): HealthReport | undefined {
   return reports.find(isFinal);

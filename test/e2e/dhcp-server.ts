@@ -2,7 +2,8 @@
  * A real DHCP server for the hostname-publishing tests: dnsmasq in a network namespace of its own, cabled by a veth
  * pair to the VM's namespace, where the peer is named `eth0`. It logs every request with the name the client
  * provides (`--log-dhcp`) and runs a script on every lease change (`add|old|del MAC IP [NAME]`), so a test sees
- * which name each request carried and whether a lease was released. No DNS (`--port=0`), no config file.
+ * which name each request carried and whether a lease was released. No DNS (`--port=0`), no config file; the
+ * server's address is the default router, as dnsmasq offers by default.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -23,8 +24,11 @@ export interface DhcpServer {
   stop(): Promise<void>;
 }
 
-/** Starts the server and the cable; `tag` makes the namespace and link names unique on this host. */
-export async function startDhcpServer(clientNetns: string, tag: string): Promise<DhcpServer> {
+/**
+ * Starts the server and the cable; `tag` makes the namespace and link names unique on this host. `mac` (as IMDS
+ * writes it, `000D3A1B2C3D`, or with colons) is the address of the client's eth0, e.g. the one IMDS lists.
+ */
+export async function startDhcpServer(clientNetns: string, tag: string, mac?: string): Promise<DhcpServer> {
   const work = await mkdtemp(path.join(tmpdir(), 'bootstate-dhcp-'));
   const ns = `bs-dhcps-${tag}`;
   const short = tag.replace(/[^a-z0-9]/gi, '').slice(-8);
@@ -38,7 +42,8 @@ export async function startDhcpServer(clientNetns: string, tag: string): Promise
   };
   try {
     await run(['ip', 'netns', 'add', ns]);
-    await run(['ip', 'link', 'add', server, 'type', 'veth', 'peer', 'name', client]);
+    const address = mac ? ['address', (mac.replace(/[^0-9a-f]/gi, '').match(/../g) ?? []).join(':').toLowerCase()] : [];
+    await run(['ip', 'link', 'add', server, 'type', 'veth', 'peer', 'name', client, ...address]);
     await run(['ip', 'link', 'set', server, 'netns', ns]);
     await run(['ip', 'link', 'set', client, 'netns', clientNetns]);
     await run(['ip', '-n', ns, 'addr', 'add', `${DHCP_SUBNET}.1/24`, 'dev', server]);
@@ -52,6 +57,8 @@ export async function startDhcpServer(clientNetns: string, tag: string): Promise
       [
         'netns', 'exec', ns, 'dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--port=0', `--interface=${server}`,
         '--bind-interfaces', `--dhcp-range=${DHCP_SUBNET}.50,${DHCP_SUBNET}.60,255.255.255.0,10m`, `--dhcp-leasefile=${files.leases}`,
+        // Azure's DHCP server names the wireserver in option 245 (cloud-init's datasource reads it from the lease).
+        '--dhcp-option=245,168.63.129.16',
         `--dhcp-script=${script}`, '--log-dhcp', `--log-facility=${files.log}`, `--pid-file=${path.join(work, 'dnsmasq.pid')}`,
         '--user=root',
       ],
