@@ -33,7 +33,7 @@ const RUNS = Number(process.env.BENCH_BOOT_RUNS ?? 5);
 const USER = 'azureuser';
 const LOGIN_WAIT_MS = 240_000;
 // The VM's eth0 has the address IMDS lists for its interface: cloud-init fails its network stage otherwise.
-const NIC_MAC: string = imdsDocument('').network.interface[0].macAddress;
+const NIC_MAC = String((imdsDocument('').network as { interface: Array<{ macAddress: string }> }).interface[0]!.macAddress);
 
 if (!canSandbox) {
   report('peer-boot-time', [{ metric: 'not run: needs root on Linux', median: Number.NaN, unit: 'ms' }]);
