@@ -27,6 +27,8 @@ export interface Row {
   ratio?: number;
   target?: string;
   note?: string;
+  /** The row's name in the README's table of this benchmark (bench/readme-figures.mjs); rows without one stay out. */
+  readme?: string;
 }
 
 /** Prints rows for a person (stderr) and as one JSON line for bench/run.mjs (stdout). */

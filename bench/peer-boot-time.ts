@@ -156,17 +156,19 @@ try {
   const load = `1-min load ${fmt(loadBefore)} before, ${fmt(loadAfter)} after, on ${(await run(['nproc'])).stdout.trim()} cores`;
   const ok = (v: Variant) => samples[v]!.filter((s): s is number => s !== null);
   const floor = median(ok('baked'));
-  const row = (variant: Variant, what: string) => {
+  const row = (variant: Variant, what: string, readme: string) => {
     const values = ok(variant);
-    if (values.length === 0) return { metric: `${what}: did not provision in the harness`, median: Number.NaN, unit: 'ms', note: lacked[variant]?.split('\n').slice(0, 6).join(' ⏎ ') };
-    return { metric: what, median: median(values), unit: 'ms', floor, floorName: 'same root, key baked in, no agent', ratio: median(values) / floor, note: load };
+    if (values.length === 0) {
+      return { metric: `${what}: did not provision in the harness`, median: Number.NaN, unit: 'ms', note: lacked[variant]?.split('\n').slice(0, 6).join(' ⏎ '), readme };
+    }
+    return { metric: what, median: median(values), unit: 'ms', floor, floorName: 'same root, key baked in, no agent', ratio: median(values) / floor, note: load, readme };
   };
   for (const [variant, why] of Object.entries(lacked)) process.stderr.write(`${variant}: ${why}\n`);
   report('peer-boot-time', [
-    row('bootstate', 'nspawn start → first SSH login, bootstate (IMDS; WALinuxAgent gated for extensions, cloud-init off)'),
-    row('waagent', 'nspawn start → first SSH login, WALinuxAgent 2.7.3 provisioning (ovf-env.xml on the media)'),
-    row('cloud-init', 'nspawn start → first SSH login, cloud-init 22.4.2 Azure datasource (ovf-env.xml seeded)'),
-    { metric: 'nspawn start → first SSH login, no agent, key baked in', median: floor, unit: 'ms', note: load },
+    row('bootstate', 'nspawn start → first SSH login, bootstate (IMDS; WALinuxAgent gated for extensions, cloud-init off)', 'bootstate'),
+    row('waagent', 'nspawn start → first SSH login, WALinuxAgent 2.7.3 provisioning (ovf-env.xml on the media)', 'WALinuxAgent 2.7.3'),
+    row('cloud-init', 'nspawn start → first SSH login, cloud-init 22.4.2 Azure datasource (ovf-env.xml seeded)', 'cloud-init 22.4.2'),
+    { metric: 'nspawn start → first SSH login, no agent, key baked in', median: floor, unit: 'ms', note: load, readme: 'no agent, key baked into the image' },
   ], RUNS);
 } finally {
   await rig.cleanup();

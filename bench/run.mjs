@@ -8,6 +8,7 @@ import { availableParallelism, release } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { writeReadmeFigures } from './readme-figures.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const START = '<!-- bench:start -->';
@@ -57,7 +58,10 @@ for (const bench of BENCHES) {
 
 const table = render(sections);
 process.stdout.write(`${table}\n`);
-if (!values['no-write']) write(table);
+if (!values['no-write']) {
+  write(table);
+  writeReadmeFigures(root, sections, `${new Date().toISOString().slice(0, 10)}, ${availableParallelism()} cores, Linux ${release()}`);
+}
 
 /** The last JSON document on stdout: one line, or the whole output when it is pretty-printed. */
 function parseOutput(stdout) {
