@@ -95,8 +95,9 @@ try {
     const [usage, result, status] = line.split(' ');
     return { cpuMs: Number(usage) / 1000, result, status };
   });
+  const dayLines = (await journal(boot, ['-b'])).slice(start.allLines, end.allLines);
   const unitResult = (await boot.exec(['systemctl', 'show', 'bootstate-monitor.service', '-p', 'Result', '--value'])).stdout.trim();
-  report('monitor-booted-day', rows(start, end, cycleRecords, cycleExits, unitResult), end.heartbeats.length - start.heartbeats.length);
+  report('monitor-booted-day', rows(start, end, cycleRecords, cycleExits, commonest(dayLines), unitResult), end.heartbeats.length - start.heartbeats.length);
 } finally {
   watcher?.kill();
   await boot?.shutdown().catch(() => undefined);
@@ -109,6 +110,7 @@ function rows(
   end: Snapshot,
   cycleRecords: Array<{ cpuMs: number; result: string; status: string }>,
   cycleExits: typeof exits,
+  lines: string,
   unitResult: string,
 ): Row[] {
   const cycles = end.heartbeats.length - start.heartbeats.length;
@@ -127,7 +129,7 @@ function rows(
     { metric: 'wall time of the day', median: (end.at - start.at) / 1000, unit: 's' },
     { metric: 'journal lines per cycle, bootstate-monitor.service (its own and systemd\'s about it)', median: per(start.monitorLines, end.monitorLines), unit: 'lines', target: '0' },
     { metric: 'journal lines per cycle, bootstate-monitor.timer', median: per(start.timerLines, end.timerLines), unit: 'lines' },
-    { metric: 'journal lines per cycle, the whole VM', median: per(start.allLines, end.allLines), unit: 'lines' },
+    { metric: 'journal lines per cycle, the whole VM', median: per(start.allLines, end.allLines), unit: 'lines', note: lines || undefined },
     { metric: 'HealthService posts per cycle', median: per(start.healthPosts, end.healthPosts), unit: 'posts' },
     { metric: 'fabric requests per cycle (HealthService, host plugin, IMDS)', median: per(start.requests, end.requests), unit: 'requests' },
     { metric: 'unhealthy heartbeats over the day', median: unhealthy, unit: `of ${beats.length}`, target: '0' },
@@ -146,6 +148,18 @@ function rows(
     { metric: '/run/bootstate/monitor-state.json at the end of the day', median: end.stateBytes, unit: 'bytes', note: `${start.stateBytes} at its start` },
     { metric: 'bootstate\'s log file growth per cycle', median: per(start.logBytes, end.logBytes), unit: 'bytes', note: `${end.logBytes} bytes at the end` },
   ];
+}
+
+/** The day's journal lines by what they say (numbers left out), commonest first, with their counts. */
+function commonest(entries: Array<Record<string, string>>): string {
+  const counts = new Map<string, number>();
+  for (const entry of entries) {
+    const key = `${entry.SYSLOG_IDENTIFIER ?? entry._COMM}: ${String(entry.MESSAGE).replace(/\d+/g, 'N')}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  const sorted = [...counts].sort((a, b) => b[1] - a[1]);
+  for (const [line, n] of sorted) process.stderr.write(`monitor-booted-day: journal: ${n} × ${line}\n`);
+  return sorted.slice(0, 3).map(([line, n]) => `${n} × "${line.replaceAll('|', '/')}"`).join(', ');
 }
 
 async function snapshot({ machine, boot }: { machine: Machine; boot: Boot }): Promise<Snapshot> {
