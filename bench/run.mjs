@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Runs every benchmark in bench/ and writes their figures, with the date and the machine, into docs/performance.md
-// between <!-- bench:start --> and <!-- bench:end --> (appended with the markers when they are absent).
+// Runs every benchmark in bench/ (or those --only names) and writes their figures, each benchmark's under a line with
+// the date and the machine, into docs/performance.md between <!-- bench:start --> and <!-- bench:end --> (appended
+// with the markers when they are absent). The sections of benchmarks this run did not run are kept as they were.
 // Usage: node bench/run.mjs [--only cold-start,rss] [--no-write]    BENCH_RUNS=N sets the repetitions.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -8,11 +9,10 @@ import { availableParallelism, release } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { measuredLine, mergeSections, readSections, renderBlock, replaceBlock } from './figures.mjs';
 import { writeReadmeFigures } from './readme-figures.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const START = '<!-- bench:start -->';
-const END = '<!-- bench:end -->';
 
 /** Ours print `{bench, rows}`; the KVP and monitor benchmarks print their own JSON, summarised by `rows`. */
 const BENCHES = [
@@ -20,12 +20,13 @@ const BENCHES = [
   { name: 'time-to-ready', file: 'bench/time-to-ready.ts' },
   { name: 'time-to-ready-sandbox', file: 'bench/time-to-ready-sandbox.ts' },
   // Only with BENCH_BASELINE=<another checkout with dist/ built>: this build against that one, in the same run.
-  ...(process.env.BENCH_BASELINE ? [{ name: 'ab', file: 'bench/ab.ts' }] : []),
+  { name: 'ab', file: 'bench/ab.ts', skip: !process.env.BENCH_BASELINE },
   { name: 'latency', file: 'bench/latency.ts' },
   { name: 'rss', file: 'bench/rss.ts' },
   { name: 'kvp', file: 'bench/kvp.ts', rows: kvpRows },
   { name: 'markers', file: 'bench/markers.ts' },
   { name: 'monitor-cycles', file: 'bench/monitor-cycles.ts' },
+  { name: 'monitor-booted-day', file: 'bench/monitor-booted-day.ts' },
   { name: 'monitor-soak', file: 'bench/monitor-soak.ts', nodeArgs: ['--expose-gc'], rows: monitorSoakRows },
   { name: 'boot-time', file: 'bench/boot-time.ts' },
   { name: 'peer-boot-time', file: 'bench/peer-boot-time.ts' },
@@ -33,10 +34,12 @@ const BENCHES = [
 
 const { values } = parseArgs({ options: { only: { type: 'string' }, 'no-write': { type: 'boolean' } } });
 const only = values.only?.split(',');
+const unknown = only?.filter((name) => !BENCHES.some((b) => b.name === name));
+if (unknown?.length) throw new Error(`--only names no benchmark: ${unknown.join(', ')} (known: ${BENCHES.map((b) => b.name).join(', ')})`);
 
 const sections = [];
 for (const bench of BENCHES) {
-  if (only && !only.includes(bench.name)) continue;
+  if (bench.skip || (only && !only.includes(bench.name))) continue;
   if (!existsSync(join(root, bench.file))) {
     process.stderr.write(`${bench.name}: ${bench.file} absent, skipped\n`);
     continue;
@@ -56,10 +59,10 @@ for (const bench of BENCHES) {
   sections.push({ name: bench.name, rows: bench.rows ? bench.rows(parsed) : parsed.rows ?? [], runs: parsed.runs });
 }
 
-const table = render(sections);
-process.stdout.write(`${table}\n`);
+const fresh = render(sections);
+process.stdout.write(`${renderBlock(fresh)}\n`);
 if (!values['no-write']) {
-  write(table);
+  write(fresh);
   writeReadmeFigures(root, sections, `${new Date().toISOString().slice(0, 10)}, ${availableParallelism()} cores, Linux ${release()}`);
 }
 
@@ -108,28 +111,20 @@ function kvpRows(result) {
   ];
 }
 
+/** Each benchmark's section: the line naming this run, and its rows. */
 function render(results) {
   const cpu = /model name\s*:\s*(.*)/.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? 'unknown CPU';
-  const runs = results.find((s) => s.runs)?.runs;
-  const lines = [
-    `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${availableParallelism()} × ${cpu}, Linux ${release()},`,
-    `Node ${process.version}; medians of ${runs ?? '?'} interleaved runs per variant, each against its floor measured in the same`,
-    'run (ratio = median / floor). Regenerate with `npm run bench`.',
-    '',
-    '| benchmark | measure | median | floor (same run) | ratio | target |',
-    '|---|---|---:|---|---:|---|',
-  ];
-  for (const section of results) {
-    if (section.failed) lines.push(`| ${section.name} | **failed**: ${section.failed} | | | | |`);
+  const when = `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${availableParallelism()} × ${cpu}, Linux ${release()}`;
+  return results.map((section) => {
+    const rows = section.failed ? [`| ${section.name} | **failed**: ${section.failed} | | | | |`] : [];
     for (const row of section.rows) {
       const floor = row.floor === undefined ? '' : `${row.floorName}: ${fmt(row.floor)} ${row.unit}`;
       const ratio = row.floor === undefined ? '' : `×${fmt(row.ratio ?? row.median / row.floor)}`;
-      const notes = [row.note, section.runs && section.runs !== runs ? `${section.runs} runs` : undefined].filter(Boolean);
-      const metric = notes.length ? `${row.metric} (${notes.join('; ')})` : row.metric;
-      lines.push(`| ${section.name} | ${metric} | ${fmt(row.median)} ${row.unit} | ${floor} | ${ratio} | ${row.target ?? ''} |`);
+      const metric = row.note ? `${row.metric} (${row.note})` : row.metric;
+      rows.push(`| ${section.name} | ${metric} | ${fmt(row.median)} ${row.unit} | ${floor} | ${ratio} | ${row.target ?? ''} |`);
     }
-  }
-  return lines.join('\n');
+    return { name: section.name, measured: measuredLine(when, process.version, section.runs), rows };
+  });
 }
 
 function fmt(n) {
@@ -137,14 +132,11 @@ function fmt(n) {
   return Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2);
 }
 
-/** Replaces the text between the markers in docs/performance.md, appending them when absent. */
-function write(table) {
+/** Replaces the sections of the benchmarks that ran in docs/performance.md's block, keeping the others' as they were. */
+function write(fresh) {
   const target = join(root, 'docs/performance.md');
   const text = existsSync(target) ? readFileSync(target, 'utf8') : '# Performance\n';
-  const block = `${START}\n${table}\n${END}`;
-  const start = text.indexOf(START);
-  const end = text.indexOf(END);
-  const next = start >= 0 && end > start ? `${text.slice(0, start)}${block}${text.slice(end + END.length)}` : `${text.trimEnd()}\n\n${block}\n`;
-  writeFileSync(target, next);
-  process.stderr.write(`wrote the table into ${target.slice(root.length + 1)}\n`);
+  const order = BENCHES.map((b) => b.name);
+  writeFileSync(target, replaceBlock(text, renderBlock(mergeSections(readSections(text), fresh, order))));
+  process.stderr.write(`wrote ${fresh.map((s) => s.name).join(', ')} into ${target.slice(root.length + 1)}\n`);
 }

@@ -6,13 +6,10 @@
  * lifts the filter (LogLevelMax=info), so the count of what it held back is measured, not assumed.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, symlink, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Observation } from '../../src/azure/healthservice.js';
 import { canSandbox } from '../e2e/ns.js';
 import { createMachine, journal, type Boot, type Machine } from './machine.js';
-import { configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
+import { configLayer, createRig, imdsDocument, monitorHeartbeats, monitorTimerLayer, untilMonitorHeartbeats, type Rig } from './scenario.js';
 
 const TAG = `bsm${process.pid}${randomBytes(2).toString('hex')}`;
 const PERIOD = '2s';
@@ -36,44 +33,8 @@ let versionsAsked = 0;
 let heartbeatsHealthy: boolean[] = [];
 let monitorResult = '';
 
-/** Enables the timer (what `systemctl enable` links) and shortens its period; `level` overrides LogLevelMax. */
-async function timerLayer(): Promise<string> {
-  const dir = path.join(rig.workDir, 'timer-layer');
-  const system = path.join(dir, 'etc/systemd/system');
-  await mkdir(path.join(system, 'timers.target.wants'), { recursive: true });
-  await symlink('/usr/lib/systemd/system/bootstate-monitor.timer', path.join(system, 'timers.target.wants/bootstate-monitor.timer'));
-  await mkdir(path.join(system, 'bootstate-monitor.timer.d'), { recursive: true });
-  await writeFile(
-    path.join(system, 'bootstate-monitor.timer.d/50-test.conf'),
-    // An empty assignment resets every trigger of the timer, not only its own kind: one reset, then both.
-    `[Timer]\nOnActiveSec=\nOnActiveSec=${PERIOD}\nOnUnitActiveSec=${PERIOD}\nAccuracySec=100ms\n`,
-  );
-  return dir;
-}
-
-const heartbeats = async () =>
-  (await machine.requests())
-    .filter((r) => r.route === 'healthService')
-    .flatMap((r) => JSON.parse(r.body).Observations as Observation[])
-    .filter((o) => o.ObservationName === 'GuestAgentPluginHeartbeat');
-
-async function untilHeartbeats(n: number): Promise<void> {
-  for (const until = Date.now() + 240_000; Date.now() < until; ) {
-    if ((await heartbeats()).length >= n) return;
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-  const status = await boot.exec(['systemctl', 'status', '--no-pager', '-l', 'bootstate-monitor.timer', 'bootstate-monitor.service']);
-  const log = await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate-monitor.service', '-u', 'bootstate-monitor.timer']);
-  const jobs = await boot.exec(['systemctl', 'list-jobs', '--no-pager']);
-  const timers = await boot.exec(['systemctl', 'list-timers', '--all', '--no-pager']);
-  const system = await boot.exec(['systemctl', 'is-system-running']);
-  const started = await boot.exec(['systemctl', 'start', 'bootstate-monitor.service'], 120_000);
-  const after = await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate-monitor.service', '-p', 'debug']);
-  throw new Error(
-    `fewer than ${n} heartbeats reached the fabric in 240 s:\n${status.stdout}\n${log.stdout}\njobs: ${jobs.stdout}\ntimers: ${timers.stdout}\n` +
-      `system: ${system.stdout}\nstart: ${started.exitCode} ${started.stderr}\n${after.stdout}`,
-  );
-}
+const heartbeats = async () => monitorHeartbeats(await machine.requests());
+const untilHeartbeats = (n: number) => untilMonitorHeartbeats(machine, boot, n);
 
 /** Journal entries about the monitor's service (its own and PID 1's), and heartbeats, over `cycles` more cycles. */
 async function count(cycles: number): Promise<Counted> {
@@ -96,7 +57,7 @@ beforeAll(async () => {
   machine = await createMachine({
     name: TAG,
     workDir: rig.workDir,
-    layers: [config, await timerLayer(), rig.debLayer, rig.debian],
+    layers: [config, await monitorTimerLayer(rig, 'test', PERIOD), rig.debLayer, rig.debian],
     imdsDocument: imdsDocument(rig.publicKey),
   });
   boot = await machine.boot();

@@ -3,13 +3,16 @@
  * own, an SSH key pair whose public half the fake IMDS hands out, the metadata documents, and the media image.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { Observation } from '../../src/azure/healthservice.js';
+import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { withOsProfile } from '../../src/fabric/imds-document.js';
 import { run } from '../../src/os/exec.js';
 import { REPO } from '../e2e/ns.js';
 import { buildDeb, debianRoot, installDeb, requireTools } from './debian-root.js';
+import type { Boot, Machine } from './machine.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
 
 export interface Rig {
@@ -127,4 +130,51 @@ export async function configLayer(rig: Rig, name: string, toml: string): Promise
   await mkdir(path.join(dir, 'etc/bootstate/bootstate.toml.d'), { recursive: true });
   await writeFile(path.join(dir, 'etc/bootstate/bootstate.toml.d', `50-${name}.toml`), toml);
   return dir;
+}
+
+/**
+ * A layer that enables bootstate-monitor.timer (what `systemctl enable` links) with its period shortened to `period`
+ * (a systemd time span), so the cycles of minutes run in seconds. Started that often, the service would meet
+ * systemd's default start rate limit (5 starts in 10 s), which a cycle a minute never does: the drop-in lifts it.
+ * `service` is more of the service's drop-in (e.g. `[Service]` lines).
+ */
+export async function monitorTimerLayer(rig: Rig, name: string, period: string, service = ''): Promise<string> {
+  const dir = path.join(rig.workDir, `timer-${name}`);
+  const system = path.join(dir, 'etc/systemd/system');
+  for (const d of ['timers.target.wants', 'bootstate-monitor.timer.d', 'bootstate-monitor.service.d']) await mkdir(path.join(system, d), { recursive: true });
+  await symlink('/usr/lib/systemd/system/bootstate-monitor.timer', path.join(system, 'timers.target.wants/bootstate-monitor.timer'));
+  await writeFile(
+    path.join(system, 'bootstate-monitor.timer.d/50-shortened.conf'),
+    // An empty assignment resets every trigger of the timer, not only its own kind: one reset, then both.
+    `[Timer]\nOnActiveSec=\nOnActiveSec=${period}\nOnUnitActiveSec=${period}\nAccuracySec=1ms\n`,
+  );
+  await writeFile(path.join(system, 'bootstate-monitor.service.d/50-shortened.conf'), `[Unit]\nStartLimitIntervalSec=0\n${service}`);
+  return dir;
+}
+
+/** The GuestAgentPluginHeartbeat observations among the requests the fabric recorded: one per monitor cycle. */
+export function monitorHeartbeats(requests: RecordedRequest[]): Observation[] {
+  return requests
+    .filter((r) => r.route === 'healthService')
+    .flatMap((r) => JSON.parse(r.body).Observations as Observation[])
+    .filter((o) => o.ObservationName === 'GuestAgentPluginHeartbeat');
+}
+
+/** Waits until the fabric has received `n` heartbeats; throws with what systemd says of the monitor's units if not. */
+export async function untilMonitorHeartbeats(machine: Machine, boot: Boot, n: number, timeoutMs = 240_000): Promise<void> {
+  for (const until = Date.now() + timeoutMs; Date.now() < until; ) {
+    if (monitorHeartbeats(await machine.requests()).length >= n) return;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  const status = await boot.exec(['systemctl', 'status', '--no-pager', '-l', 'bootstate-monitor.timer', 'bootstate-monitor.service']);
+  const log = await boot.exec(['journalctl', '--no-pager', '-b', '-n', '100', '-u', 'bootstate-monitor.service', '-u', 'bootstate-monitor.timer']);
+  const jobs = await boot.exec(['systemctl', 'list-jobs', '--no-pager']);
+  const timers = await boot.exec(['systemctl', 'list-timers', '--all', '--no-pager']);
+  const system = await boot.exec(['systemctl', 'is-system-running']);
+  const started = await boot.exec(['systemctl', 'start', 'bootstate-monitor.service'], 120_000);
+  const after = await boot.exec(['journalctl', '--no-pager', '-b', '-n', '100', '-u', 'bootstate-monitor.service', '-p', 'debug']);
+  throw new Error(
+    `fewer than ${n} heartbeats reached the fabric in ${timeoutMs / 1000} s:\n${status.stdout}\n${log.stdout}\njobs: ${jobs.stdout}\n` +
+      `timers: ${timers.stdout}\nsystem: ${system.stdout}\nstart: ${started.exitCode} ${started.stderr}\n${after.stdout}`,
+  );
 }
