@@ -4,13 +4,12 @@
  * written for it look; and each `KeyPairs` private key at its path in the user's home (0600, the user's, with
  * `<path>.pub` 0644 beside it). Files are replaced atomically and never through a symlink.
  */
-import { constants } from 'node:fs';
-import { mkdir, open, rename, rm, chmod, lstat } from 'node:fs/promises';
+import { mkdir, chmod, lstat } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError, escapeValue } from '../core/errors.js';
-import { sweepTempFiles, tempNameFor, writeFileAtomic } from './atomic.js';
+import { writeFileAtomic } from './atomic.js';
 import { under } from './paths.js';
-import { inDir, openBase, walkDirs, type Owner } from './safe-fs.js';
+import { openBase, replaceFileIn, walkDirs, type Owner } from './safe-fs.js';
 
 /** WALinuxAgent's directory, where its certificates are looked for. */
 export const WAAGENT_DIR = '/var/lib/waagent';
@@ -72,30 +71,10 @@ export async function installKeyPair(target: KeyPairTarget, file: string, privat
   const base = await openBase(under(target.root, target.home), [target.uid, 0]);
   const dir = await walkDirs(base, target.home, components, { create: { uid: target.uid, gid: target.gid, mode: 0o700 }, allowedOwners: [target.uid, 0] });
   try {
-    await replace(dir, name, privateKeyPem, 0o600, target);
-    await replace(dir, `${name}.pub`, `${publicKeyLine}\n`, 0o644, target);
+    await replaceFileIn(dir, name, privateKeyPem, 0o600, target);
+    await replaceFileIn(dir, `${name}.pub`, `${publicKeyLine}\n`, 0o644, target);
   } finally {
     await dir.close();
-  }
-}
-
-async function replace(dir: Awaited<ReturnType<typeof walkDirs>>, name: string, text: string, mode: number, owner: Owner): Promise<void> {
-  await sweepTempFiles(inDir(dir, '.'), name);
-  const temp = tempNameFor(name);
-  const handle = await open(inDir(dir, temp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-  try {
-    try {
-      await handle.chown(owner.uid, owner.gid);
-      await handle.chmod(mode);
-      await handle.writeFile(text);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(inDir(dir, temp), inDir(dir, name));
-  } catch (error) {
-    await rm(inDir(dir, temp), { force: true });
-    throw error;
   }
 }
 

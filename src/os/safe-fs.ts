@@ -4,8 +4,9 @@
  * and only the final name is looked up, so a symlink planted anywhere on the way is refused, not followed.
  */
 import { constants, type Stats } from 'node:fs';
-import { mkdir, open, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { BootstateError } from '../core/errors.js';
+import { sweepTempFiles, tempNameFor } from './atomic.js';
 
 export interface Owner {
   uid: number;
@@ -66,6 +67,32 @@ export async function walkDirs(base: FileHandle, baseName: string, components: s
     await current.close().catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * Replaces file `name` in the open directory `dir` with `text`, owned by `owner` with `mode`: a temporary file made
+ * with O_EXCL|O_NOFOLLOW, written and synced, then renamed over the name, and the directory synced. rename(2)
+ * replaces a symlink at the destination instead of following it; a failed write leaves the old file.
+ */
+export async function replaceFileIn(dir: FileHandle, name: string, text: string, mode: number, owner: Owner): Promise<void> {
+  await sweepTempFiles(inDir(dir, '.'), name);
+  const temp = tempNameFor(name);
+  const handle = await open(inDir(dir, temp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    try {
+      await handle.chown(owner.uid, owner.gid);
+      await handle.chmod(mode);
+      await handle.writeFile(text);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(inDir(dir, temp), inDir(dir, name));
+  } catch (error) {
+    await rm(inDir(dir, temp), { force: true });
+    throw error;
+  }
+  await dir.sync();
 }
 
 /** Opens regular file `name` in `dir` for reading, refusing symlinks, FIFOs and foreign owners; null if absent. */

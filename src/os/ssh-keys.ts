@@ -3,13 +3,11 @@
  * the file 0600 owned by the user, every component opened with O_NOFOLLOW so a symlink planted in the home
  * directory is refused rather than followed (safe-fs.ts), and the file replaced atomically.
  */
-import { constants } from 'node:fs';
-import { open, rename, rm, type FileHandle } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../core/errors.js';
-import { sweepTempFiles, tempNameFor } from './atomic.js';
 import { under } from './paths.js';
-import { inDir, openBase, openExistingFile, walkDirs } from './safe-fs.js';
+import { openBase, openExistingFile, replaceFileIn, walkDirs } from './safe-fs.js';
 import { validateSshKey } from './validate.js';
 
 const MAX_EXISTING_BYTES = 1024 * 1024;
@@ -75,7 +73,7 @@ export async function writeAuthorizedKeys(target: AuthorizedKeysTarget, keys: st
       lines.push(key.line);
       added++;
     }
-    await replaceInDir(dir, name, `${lines.join('\n')}\n`, target.uid, target.gid);
+    await replaceFileIn(dir, name, `${lines.join('\n')}\n`, 0o600, target);
     return { path: file, added, total: lines.filter((l) => identity(l) !== null).length, warnings };
   } finally {
     await dir.close();
@@ -124,29 +122,6 @@ function identity(line: string): string | null {
   } catch {
     return null;
   }
-}
-
-async function replaceInDir(dir: Awaited<ReturnType<typeof walkDirs>>, name: string, text: string, uid: number, gid: number): Promise<void> {
-  await sweepTempFiles(inDir(dir, '.'), name);
-  const tempName = tempNameFor(name);
-  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-  const handle = await open(inDir(dir, tempName), flags, 0o600);
-  try {
-    try {
-      await handle.chown(uid, gid);
-      await handle.chmod(0o600);
-      await handle.writeFile(text);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    // rename(2) replaces a symlink at the destination instead of following it.
-    await rename(inDir(dir, tempName), inDir(dir, name));
-  } catch (error) {
-    await rm(inDir(dir, tempName), { force: true });
-    throw error;
-  }
-  await dir.sync();
 }
 
 function isInside(p: string, dir: string): boolean {
