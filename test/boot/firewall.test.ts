@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canSandbox } from '../e2e/ns.js';
 import { debianRoot, installDeb } from './debian-root.js';
-import { agentEnded, createMachine, type Boot, type Machine } from './machine.js';
+import { agentEnded, createMachine, show, type Boot, type Machine } from './machine.js';
 import { bakeLayer, configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsf${process.pid}${randomBytes(2).toString('hex')}`;
@@ -52,11 +52,7 @@ async function connect(boot: Boot, uid: number, port: number, seconds: number): 
 async function observe(machine: Machine, boot: Boot, deprovision: boolean): Promise<Seen> {
   await boot.settled();
   await agentEnded(boot);
-  const show = async (unit: string, props: string[]) =>
-    Object.fromEntries(
-      (await boot.exec(['systemctl', 'show', unit, ...props.flatMap((p) => ['-p', p])])).stdout.trim().split('\n').map((l) => l.split('=', 2) as [string, string]),
-    );
-  const firewallUnit = await show('bootstate-firewall.service', ['ActiveState', 'Result', 'ExecMainStatus', 'ActiveEnterTimestampMonotonic']);
+  const firewallUnit = await show(boot, 'bootstate-firewall.service', ['ActiveState', 'Result', 'ExecMainStatus', 'ActiveEnterTimestampMonotonic']);
   const check = await boot.exec(['bootstate', 'firewall', 'check']);
   const seen: Seen = {
     firewallUnit,
@@ -64,9 +60,9 @@ async function observe(machine: Machine, boot: Boot, deprovision: boolean): Prom
       (await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate-firewall.service', '-o', 'cat'])).stdout,
       (await boot.exec(['systemctl', 'status', '--no-pager', 'bootstate-firewall.service'])).stdout,
     ].join('\n'),
-    bootstateResult: (await show('bootstate.service', ['Result'])).Result ?? '',
+    bootstateResult: (await show(boot, 'bootstate.service', ['Result'])).Result ?? '',
     firewallActiveAt: Number(firewallUnit.ActiveEnterTimestampMonotonic),
-    networkPreAt: Number((await show('network-pre.target', ['ActiveEnterTimestampMonotonic'])).ActiveEnterTimestampMonotonic),
+    networkPreAt: Number((await show(boot, 'network-pre.target', ['ActiveEnterTimestampMonotonic'])).ActiveEnterTimestampMonotonic),
     table: (await boot.exec(['nft', 'list', 'table', 'inet', 'bootstate'])).stdout,
     check: { exitCode: check.exitCode, stdout: check.stdout },
     root80: await connect(boot, 0, 80, 60),

@@ -312,3 +312,26 @@ export async function agentEnded(boot: Boot): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
+
+/** Polls `probe` every `everyMs` until it returns a value; throws with `story()` after `timeoutMs`. */
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | null>,
+  timeoutMs: number,
+  story: () => Promise<string>,
+  everyMs = 250,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== null) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s\n${await story()}`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
+
+/** `systemctl show UNIT -p …` inside the VM, as an object (a value may itself hold `=`). */
+export async function show(boot: Boot, unit: string, props: string[]): Promise<Record<string, string>> {
+  const result = await boot.exec(['systemctl', 'show', unit, ...props.flatMap((p) => ['-p', p])]);
+  return Object.fromEntries(result.stdout.trim().split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+}

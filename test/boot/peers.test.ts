@@ -16,8 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { healthReportsOf, type HealthReport } from '../../src/fabric/agents.js';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { canSandbox } from '../e2e/ns.js';
-import { createMachine, type Boot, type Machine, type MachineOptions } from './machine.js';
-import { cloudInitDisabledLayer, firstFinal, from, homeUsers, peerStory, show, until, WAAGENT_UNIT, waagentLayer, withoutBootstateDropIns } from './peers.js';
+import { createMachine, show, until, type Boot, type Machine, type MachineOptions } from './machine.js';
+import { cloudInitDisabledLayer, firstFinal, from, homeUsers, peerStory, WAAGENT_UNIT, waagentLayer, withoutBootstateDropIns } from './peers.js';
 import { createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsp${process.pid}${randomBytes(2).toString('hex')}`;

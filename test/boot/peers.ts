@@ -99,23 +99,6 @@ export async function peerStory(machine: Machine, boot: Boot): Promise<string> {
   ].join('\n');
 }
 
-/** Polls `probe` every 250 ms until it returns a value; throws with `story()` after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs: number, story: () => Promise<string>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== null) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s\n${await story()}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
-
-/** `systemctl show UNIT -p …` as an object. */
-export async function show(boot: Boot, unit: string, props: string[]): Promise<Record<string, string>> {
-  const result = await boot.exec(['systemctl', 'show', unit, ...props.flatMap((p) => ['-p', p])]);
-  return Object.fromEntries(result.stdout.trim().split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
-}
-
 /** The users of the VM with a home under /home (the ones an agent made for someone to log in as). */
 export async function homeUsers(boot: Boot): Promise<string[]> {
   const passwd = await boot.exec(['getent', 'passwd']);

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canSandbox } from '../e2e/ns.js';
-import { createMachine, type Boot, type Machine, type MachineOptions } from './machine.js';
+import { createMachine, show, until as untilEvery, type Boot, type Machine, type MachineOptions } from './machine.js';
 import { bakeKey, configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsr${process.pid}${randomBytes(2).toString('hex')}`;
@@ -25,22 +25,9 @@ const IMDS_BUDGET_SECS = 20;
 let rig: Rig;
 const machines: Machine[] = [];
 
-/** Polls `probe` every 100 ms until it returns a value; throws with `story()` after `timeoutMs`. */
-async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs: number, story: () => Promise<string>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== null) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s\n${await story()}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-/** `systemctl show UNIT -p …` as an object. */
-async function show(boot: Boot, unit: string, props: string[]): Promise<Record<string, string>> {
-  const result = await boot.exec(['systemctl', 'show', unit, ...props.flatMap((p) => ['-p', p])]);
-  return Object.fromEntries(result.stdout.trim().split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
-}
+/** machine.ts's poll, every 100 ms: the login is timed from it. */
+const until = <T>(what: string, probe: () => Promise<T | null>, timeoutMs: number, story: () => Promise<string>) =>
+  untilEvery(what, probe, timeoutMs, story, 100);
 
 /** What a failure message needs: the unit's status and journal, sshd's journal, the console's end. */
 async function storyOf(boot: Boot): Promise<string> {

@@ -6,11 +6,12 @@
  * server's address is the default router, as dnsmasq offers by default.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { run } from '../../src/os/exec.js';
-import { stopProcess } from './boot.js';
+import { stopProcess, type Vm } from './boot.js';
+import { runInSandbox } from './ns.js';
 
 export const DHCP_SUBNET = '10.77.0';
 
@@ -71,6 +72,44 @@ export async function startDhcpServer(clientNetns: string, tag: string, mac?: st
   }
   const read = (file: string) => readFile(file, 'utf8').catch(() => '');
   return { log: () => read(files.log), events: () => read(files.events), leases: () => read(files.leases), stop };
+}
+
+/** Where the image's dhclient keeps its lease and its pid (`startImageDhclient`). */
+export const DHCLIENT_LEASE_FILE = '/var/lib/dhcp/dhclient.eth0.leases';
+export const DHCLIENT_PID_FILE = '/run/dhclient.eth0.pid';
+
+/**
+ * The image's DHCP client on the VM's eth0 (brought up here): ISC dhclient in the VM's sandbox with Debian's
+ * dhclient.conf, which sends the kernel hostname (`send host-name = gethostname();`). Resolves with its pid once it
+ * holds a lease and runs in the background.
+ */
+export async function startImageDhclient(vm: Vm): Promise<number> {
+  await run(['ip', '-n', vm.netns.name, 'link', 'set', 'eth0', 'up']);
+  await mkdir(vm.sandbox.hostPath('/etc/dhcp'), { recursive: true });
+  await mkdir(vm.sandbox.hostPath('/var/lib/dhcp'), { recursive: true });
+  await writeFile(vm.sandbox.hostPath('/etc/dhcp/dhclient.conf'), 'send host-name = gethostname();\nrequest subnet-mask, broadcast-address, routers, host-name;\n');
+  const argv = ['dhclient', '-4', '-v', '-pf', DHCLIENT_PID_FILE, '-lf', DHCLIENT_LEASE_FILE, 'eth0'];
+  const started = await runInSandbox(vm.sandbox, argv, { netns: vm.netns.name, timeoutMs: 60_000 });
+  if (started.exitCode !== 0) throw new Error(`dhclient did not get a lease: ${started.stderr}`);
+  await waitFor(async () => dhclientAlive(await dhclientPid(vm)), 30_000, "dhclient's pid file");
+  return dhclientPid(vm);
+}
+
+/** The pid in the VM's dhclient pid file; 0 when there is none. */
+export const dhclientPid = async (vm: Vm) => Number((await readFile(vm.sandbox.hostPath(DHCLIENT_PID_FILE), 'utf8').catch(() => '0')).trim());
+
+/** Whether `pid` is a dhclient that has not exited (a zombie nobody reaped yet has). */
+export async function dhclientAlive(pid: number): Promise<boolean> {
+  if (pid <= 0) return false;
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  return /^Name:\s+dhclient$/m.test(status) && !/^State:\s+Z/m.test(status);
+}
+
+/** Kills the dhclients a test started or made (`pids`, and the one in the pid file now) that still run. */
+export async function killDhclients(vm: Vm, pids: number[]): Promise<void> {
+  for (const pid of new Set([...pids, await dhclientPid(vm).catch(() => 0)])) {
+    if (await dhclientAlive(pid)) process.kill(pid, 'SIGKILL');
+  }
 }
 
 /** Polls `condition` every 50 ms until it holds; throws naming `what` after `ms`. */

@@ -5,18 +5,15 @@
  * answers the cycle's HealthService requests on Azure's addresses. Each cycle runs in a fresh UTS namespace whose
  * name comes from the VM's /etc/hostname, so changing that file is changing the VM's hostname.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../../src/os/exec.js';
 import { createVm, type BootResult, type Vm } from './boot.js';
-import { startDhcpServer, waitFor, type DhcpServer } from './dhcp-server.js';
-import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
+import { dhclientAlive, dhclientPid, killDhclients, startDhcpServer, startImageDhclient, waitFor, type DhcpServer } from './dhcp-server.js';
+import { assertNamespaces, canSandbox } from './ns.js';
 
 const IMAGE_NAME = 'image-built';
 const RENAMED = 'renamed-02';
 const AGAIN = 'renamed-03';
-const LEASE_FILE = '/var/lib/dhcp/dhclient.eth0.leases';
-const PID_FILE = '/run/dhclient.eth0.pid';
 const PUBLISHED = '/var/lib/bootstate/published-hostname';
 const OFF_CONFIG = '/etc/bootstate-monitor-off.toml';
 
@@ -28,16 +25,14 @@ let firstClientPid = 0;
 let before: string[] = [];
 const cycles: Array<BootResult & { provides: string[]; clientPid: number; published: string }> = [];
 
-const clientPid = async () => Number((await readFile(vm.sandbox.hostPath(PID_FILE), 'utf8').catch(() => '0')).trim());
-const alive = (pid: number) =>
-  readFile(`/proc/${pid}/status`, 'utf8').then((s) => /^Name:\s+dhclient$/m.test(s) && !/^State:\s+Z/m.test(s), () => false);
+const clientPid = () => dhclientPid(vm);
 /** Every name the DHCP server was given, in order. */
 const provided = async () => [...(await dhcp!.log()).matchAll(/client provides name: (\S+)/g)].map((m) => m[1]!);
 
 async function cycle(args: string[] = []): Promise<void> {
   const result = await vm.boot(['monitor', '--once', ...args]);
   // A restarted client writes its pid file once it has daemonized: wait for a live one.
-  await waitFor(async () => (await clientPid()) !== 0 && (await alive(await clientPid())), 30_000, 'a running dhclient with its pid file');
+  await waitFor(async () => dhclientAlive(await clientPid()), 30_000, 'a running dhclient with its pid file');
   const clientNow = await clientPid();
   cycles.push({ ...result, provides: await provided(), clientPid: clientNow, published: (await readFile(vm.sandbox.hostPath(PUBLISHED), 'utf8').catch(() => '')).trim() });
 }
@@ -46,14 +41,7 @@ beforeAll(async () => {
   if (!canSandbox) return;
   vm = await createVm(`bs-hmon-${tag}`, { hostname: IMAGE_NAME });
   dhcp = await startDhcpServer(vm.netns.name, tag);
-  await run(['ip', '-n', vm.netns.name, 'link', 'set', 'eth0', 'up']);
-  await mkdir(vm.sandbox.hostPath('/etc/dhcp'), { recursive: true });
-  await mkdir(vm.sandbox.hostPath('/var/lib/dhcp'), { recursive: true });
-  await writeFile(vm.sandbox.hostPath('/etc/dhcp/dhclient.conf'), 'send host-name = gethostname();\nrequest subnet-mask, broadcast-address, routers, host-name;\n');
-  const started = await runInSandbox(vm.sandbox, ['dhclient', '-4', '-v', '-pf', PID_FILE, '-lf', LEASE_FILE, 'eth0'], { netns: vm.netns.name, timeoutMs: 60_000 });
-  if (started.exitCode !== 0) throw new Error(`dhclient did not get a lease: ${started.stderr}`);
-  await waitFor(async () => (await clientPid()) !== 0 && (await alive(await clientPid())), 30_000, 'dhclient\'s pid file');
-  firstClientPid = await clientPid();
+  firstClientPid = await startImageDhclient(vm);
   before = await provided();
   await writeFile(vm.sandbox.hostPath(OFF_CONFIG), '[hostname_publishing]\nmonitor = false\n');
 
@@ -66,9 +54,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  for (const pid of new Set([firstClientPid, await clientPid().catch(() => 0)])) {
-    if (pid > 0 && (await alive(pid))) process.kill(pid, 'SIGKILL');
-  }
+  if (vm) await killDhclients(vm, [firstClientPid]);
   await dhcp?.stop();
   await vm?.shutdown();
   await vm?.sandbox.cleanup();

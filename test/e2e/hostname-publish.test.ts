@@ -6,20 +6,21 @@
  * agent must make that client send the new name while the interface keeps its address: `ip monitor address` runs
  * from before the boot to after it and must see no address deleted, and dnsmasq must see no DHCPRELEASE.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { decodeRecords } from '../../src/kvp/codec.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/os/exec.js';
 import { createVm, type BootResult, type Vm } from './boot.js';
-import { startDhcpServer, waitFor, watchAddresses, DHCP_SUBNET, type DhcpServer } from './dhcp-server.js';
-import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
+import {
+  DHCLIENT_LEASE_FILE as LEASE_FILE, DHCLIENT_PID_FILE as PID_FILE, DHCP_SUBNET, dhclientAlive as alive, dhclientPid, killDhclients, startDhcpServer,
+  startImageDhclient, waitFor, watchAddresses, type DhcpServer,
+} from './dhcp-server.js';
+import { assertNamespaces, canSandbox } from './ns.js';
 
 const IMAGE_NAME = 'image-built';
 /** The happy scenario's computerName. */
 const NEW_NAME = 'web-01';
-const LEASE_FILE = '/var/lib/dhcp/dhclient.eth0.leases';
-const PID_FILE = '/run/dhclient.eth0.pid';
 const DRY_RUN_DIR = '/run/bootstate-dry-run';
 const NO_CLIENT_DIR = '/run/bootstate-dry-run-no-client';
 
@@ -42,25 +43,14 @@ let addressWithoutClient = '';
 
 const inVm = (argv: string[]) => run(['ip', 'netns', 'exec', vm.netns.name, ...argv], { allowFailure: true });
 const ipv4Of = async () => (await inVm(['ip', '-4', '-o', 'addr', 'show', 'dev', 'eth0'])).stdout.match(/inet (\S+)/)?.[1] ?? '';
-const clientPid = async () => Number((await readFile(vm.sandbox.hostPath(PID_FILE), 'utf8').catch(() => '0')).trim());
-/** A dhclient process that has not exited (a zombie nobody reaped yet has). */
-const alive = (pid: number) =>
-  readFile(`/proc/${pid}/status`, 'utf8').then((s) => /^Name:\s+dhclient$/m.test(s) && !/^State:\s+Z/m.test(s), () => false);
+const clientPid = () => dhclientPid(vm);
 const escaped = (text: string) => text.replace(/\./g, '\\.');
 
 beforeAll(async () => {
   if (!canSandbox) return;
   vm = await createVm(`bs-dhcp-${tag}`, { hostname: IMAGE_NAME });
   dhcp = await startDhcpServer(vm.netns.name, tag);
-  await run(['ip', '-n', vm.netns.name, 'link', 'set', 'eth0', 'up']);
-
-  // The image's DHCP client: Debian's dhclient.conf sends the kernel hostname (`send host-name = gethostname();`).
-  await mkdir(vm.sandbox.hostPath('/etc/dhcp'), { recursive: true });
-  await mkdir(vm.sandbox.hostPath('/var/lib/dhcp'), { recursive: true });
-  await writeFile(vm.sandbox.hostPath('/etc/dhcp/dhclient.conf'), 'send host-name = gethostname();\nrequest subnet-mask, broadcast-address, routers, host-name;\n');
-  const started = await runInSandbox(vm.sandbox, ['dhclient', '-4', '-v', '-pf', PID_FILE, '-lf', LEASE_FILE, 'eth0'], { netns: vm.netns.name, timeoutMs: 60_000 });
-  if (started.exitCode !== 0) throw new Error(`dhclient did not get a lease: ${started.stderr}`);
-  firstClientPid = await clientPid();
+  firstClientPid = await startImageDhclient(vm);
   addressBefore = await ipv4Of();
 
   const watch = watchAddresses(vm.netns.name);
@@ -83,9 +73,7 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
-  for (const pid of new Set([firstClientPid, await clientPid().catch(() => 0)])) {
-    if (pid > 0 && (await alive(pid))) process.kill(pid, 'SIGKILL');
-  }
+  if (vm) await killDhclients(vm, [firstClientPid]);
   await dhcp?.stop();
   await vm?.shutdown();
   await vm?.sandbox.cleanup();
