@@ -13,3 +13,4 @@ export function measuredLine(whenAndMachine: string, node: string, runs?: number
 export function mergeSections(previous: Section[], fresh: Section[], order: string[]): Section[];
 export function renderBlock(sections: Section[]): string;
 export function replaceBlock(text: string, block: string): string;
+export function fmt(n: number): string;

@@ -87,3 +87,9 @@ export function replaceBlock(text, block) {
   const end = text.indexOf(END);
   return start >= 0 && end > start ? `${text.slice(0, start)}${block}${text.slice(end + END.length)}` : `${text.trimEnd()}\n\n${block}\n`;
 }
+
+/** A figure as the tables show it: three significant digits or so; `–` for a figure that was not measured. */
+export function fmt(n) {
+  if (typeof n !== 'number' || Number.isNaN(n)) return '–';
+  return Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2);
+}

@@ -3,6 +3,7 @@
 // `readme` name; the tables of benchmarks it did not run are left as they were.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fmt } from './figures.mjs';
 
 /** Rewrites README.md's table of each section that has one; `measured` says when and on what. */
 export function writeReadmeFigures(root, sections, measured) {
@@ -26,14 +27,10 @@ export function readmeTable(section, measured) {
   const rows = section.rows.filter((row) => row.readme);
   const lines = ['| | median | against the floor |', '|---|---:|---:|'];
   for (const row of rows) {
-    const median = Number.isFinite(row.median) ? `${formatFigure(row.median)} ${row.unit}` : 'did not complete';
-    const ratio = row.floor === undefined || !Number.isFinite(row.median) ? '' : `×${formatFigure(row.ratio ?? row.median / row.floor)}`;
+    const median = Number.isFinite(row.median) ? `${fmt(row.median)} ${row.unit}` : 'did not complete';
+    const ratio = row.floor === undefined || !Number.isFinite(row.median) ? '' : `×${fmt(row.ratio ?? row.median / row.floor)}`;
     lines.push(`| ${row.readme} | ${median} | ${ratio} |`);
   }
   lines.push('', `Medians of ${section.runs ?? '?'} runs, ${measured} ([all figures](docs/performance.md#the-figures)).`);
   return lines.join('\n');
-}
-
-export function formatFigure(n) {
-  return Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2);
 }

@@ -9,7 +9,7 @@ import { availableParallelism, release } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { measuredLine, mergeSections, readSections, renderBlock, replaceBlock } from './figures.mjs';
+import { fmt, measuredLine, mergeSections, readSections, renderBlock, replaceBlock } from './figures.mjs';
 import { writeReadmeFigures } from './readme-figures.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -125,11 +125,6 @@ function render(results) {
     }
     return { name: section.name, measured: measuredLine(when, process.version, section.runs), rows };
   });
-}
-
-function fmt(n) {
-  if (typeof n !== 'number' || Number.isNaN(n)) return '–';
-  return Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2);
 }
 
 /** Replaces the sections of the benchmarks that ran in docs/performance.md's block, keeping the others' as they were. */
