@@ -126,7 +126,7 @@ async function ownCgroups(name: string): Promise<string[]> {
     const mount = mounts.find((m) =>
       controllers === '' ? m.type === 'cgroup2' : controllers === 'name=systemd' && m.type === 'cgroup' && m.options.includes('name=systemd'),
     );
-    if (!mount || (controllers !== '' && controllers !== 'name=systemd')) continue;
+    if (!mount) continue;
     const relative = mount.root === '/' ? own : own.slice(mount.root.length);
     dirs.push(path.join(mount.point, relative, `bootstate-vm-${name}`));
   }
