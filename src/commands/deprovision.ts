@@ -1,8 +1,9 @@
 /**
- * `bootstate deprovision [--user] [--root DIR] [--force]`: generalizes an image for capture, as
+ * `bootstate deprovision [--user] [--waagent-state] [--root DIR] [--force]`: generalizes an image for capture, as
  * `waagent -deprovision[+user]` and `cloud-init clean --machine-id` do for theirs. It first lists every change,
  * then asks on a terminal (y/N); without a terminal it changes nothing unless `--force` says so (exit 2), because a
- * deprovisioned VM cannot be logged into the same way again.
+ * deprovisioned VM cannot be logged into the same way again. What it refuses to touch (a symlink where a file of
+ * bootstate's was) it names, and the run then exits 1: the image is not ready for capture.
  */
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
@@ -42,6 +43,8 @@ export function terminalIo(stdio: Pick<DeprovisionIo, 'stdout' | 'stderr'>): Dep
 export interface DeprovisionOptions {
   root?: string;
   user?: boolean;
+  /** Also WALinuxAgent's state (the contents of /var/lib/waagent and /var/log/azure, its log). */
+  waagentState?: boolean;
   force?: boolean;
 }
 
@@ -61,12 +64,13 @@ export async function runDeprovision(values: DeprovisionOptions, io: Deprovision
     dropinDir: SYSTEM_CONFIG_DROPIN_DIR,
     ...(onThisSystem ? {} : { override: '', env: {} }),
   });
-  const plan = await planDeprovision(root, config, { user: values.user === true });
+  const plan = await planDeprovision(root, config, { user: values.user === true, waagentState: values.waagentState === true });
   const where = onThisSystem ? 'this system' : `the image at ${root}`;
   for (const note of plan.notes) io.stdout(`note: ${note}\n`);
+  for (const refusal of plan.refused) io.stderr(`bootstate deprovision: refused: ${refusal}\n`);
   if (plan.changes.length === 0) {
     io.stdout(`bootstate deprovision: nothing to do on ${where}\n`);
-    return EXIT_OK;
+    return plan.refused.length > 0 ? notReady(io, plan.refused.length) : EXIT_OK;
   }
   io.stdout(`bootstate deprovision will change ${where}:\n`);
   for (const change of plan.changes) io.stdout(`  ${describeChange(root, change)}\n`);
@@ -83,6 +87,10 @@ export async function runDeprovision(values: DeprovisionOptions, io: Deprovision
   }
   let failed = 0;
   for (const change of plan.changes) {
+    if (change.kind === 'remove' && change.proof && failed > 0) {
+      io.stderr(`bootstate deprovision: kept ${describeChange(root, change).replace(/^remove /, '')}: a change above failed, and a second run needs it\n`);
+      continue;
+    }
     try {
       for (const line of await applyChange(root, change)) io.stdout(`${line}\n`);
     } catch (error) {
@@ -94,6 +102,12 @@ export async function runDeprovision(values: DeprovisionOptions, io: Deprovision
     io.stderr(`bootstate deprovision: ${failed} of ${plan.changes.length} changes failed; the image is not ready for capture\n`);
     return EXIT_FAILURE;
   }
+  if (plan.refused.length > 0) return notReady(io, plan.refused.length);
   io.stdout(`bootstate deprovision: ${where} is ready for capture${onThisSystem ? ': shut it down now (a boot of it provisions it as a new VM)' : ''}\n`);
   return EXIT_OK;
+}
+
+function notReady(io: DeprovisionIo, refused: number): number {
+  io.stderr(`bootstate deprovision: ${refused} thing(s) refused (above); the image is not ready for capture\n`);
+  return EXIT_FAILURE;
 }

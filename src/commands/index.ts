@@ -47,16 +47,18 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     run: async ({ values }) => (await import('./clean.js')).clean(values),
   },
   deprovision: {
-    summary: 'Generalize this system or an image for capture: remove SSH host keys, DHCP leases, shell histories, root\'s password hash and bootstate\'s own state, and reset the machine id (with --user also the admin account). Lists the changes and asks first.',
+    summary: 'Generalize this system or an image for capture: remove SSH host keys, DHCP leases, shell histories, root\'s password hash, the certificates bootstate placed and its own state, and reset the machine id and hostname (with --user also the admin account). Lists the changes and asks first.',
     options: {
       user: { help: 'also delete the admin account bootstate created (userdel -r: its home) and its sudoers drop-in' },
+      'waagent-state': { help: 'also remove WALinuxAgent\'s state as waagent -deprovision does: the contents of /var/lib/waagent and /var/log/azure, and /var/log/waagent.log' },
       root: { value: 'DIR', help: 'act on the image mounted under DIR instead of this system, its paths and symlinks resolved inside DIR as chroot would' },
       force: { help: 'make the changes without asking (needed when stdin is not a terminal)' },
     },
-    notes: 'Exit 0 when every change was made or none was needed, 1 when one failed or the answer was not y, 2 when stdin is not a terminal and --force was not given (nothing is changed).',
+    notes: 'Exit 0 when every change was made or none was needed, 1 when one failed, something was refused (a symlink where a file of bootstate\'s was) or the answer was not y, 2 when stdin is not a terminal and --force was not given (nothing is changed).',
     run: async ({ values }) => {
       const { runDeprovision, terminalIo } = await import('./deprovision.js');
-      return runDeprovision(values as { root?: string; user?: boolean; force?: boolean }, terminalIo(STDIO));
+      const { root, user, force } = values as { root?: string; user?: boolean; force?: boolean };
+      return runDeprovision({ root, user, force, waagentState: values['waagent-state'] === true }, terminalIo(STDIO));
     },
   },
   firewall: {

@@ -2,13 +2,15 @@
  * Where the goal state's certificates land: every certificate as `/var/lib/waagent/<THUMBPRINT>.crt` (0644) and
  * its private key as `.prv` (0600), root's, in WALinuxAgent's 0700 directory, where applications and extensions
  * written for it look; and each `KeyPairs` private key at its path in the user's home (0600, the user's, with
- * `<path>.pub` 0644 beside it). Files are replaced atomically and never through a symlink.
+ * `<path>.pub` 0644 beside it). Files are replaced atomically and never through a symlink. The names placed in
+ * /var/lib/waagent are recorded first in bootstate's data directory: they are how `deprovision` proves those files
+ * are bootstate's (WALinuxAgent writes the same names for its own).
  */
 import { mkdir, chmod, lstat } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError, escapeValue } from '../core/errors.js';
 import { writeFileAtomic } from './atomic.js';
-import { under } from './paths.js';
+import { readRegularInRoot, under } from './paths.js';
 import { openBase, replaceFileIn, walkDirs, type Owner } from './safe-fs.js';
 
 /** WALinuxAgent's directory, where its certificates are looked for. */
@@ -23,16 +25,41 @@ export interface PlacedCertificate {
   privateKeyPem?: string;
 }
 
-/** Writes each certificate (and key) under `<root>/var/lib/waagent`; returns the names written. */
-export async function placeCertificates(root: string, owner: Owner, certificates: PlacedCertificate[], signal?: AbortSignal): Promise<string[]> {
+/** The name of the file in the data directory listing what bootstate placed in /var/lib/waagent, one name a line. */
+export const PLACED_RECORD = 'waagent-certificates';
+/** The names bootstate gives what it places: the thumbprint as Azure writes it, then `.crt` or `.prv`. */
+export const PLACED_NAME = /^[0-9A-F]{40}\.(?:crt|prv)$/;
+const RECORD_HEADER = '# Files bootstate placed in /var/lib/waagent from the goal state; bootstate deprovision removes them.\n';
+
+/** The names a record lists (only names bootstate's writer gives: a line naming anything else is not read). */
+export function placedNames(record: string): string[] {
+  return record.split('\n').filter((line) => PLACED_NAME.test(line));
+}
+
+/**
+ * Writes each certificate (and key) under `<root>/var/lib/waagent` and returns the names written. With `record`
+ * (the data directory, as configured), their names are added to its record before any of them is written, so no
+ * file of ours exists that the record does not name.
+ */
+export async function placeCertificates(
+  root: string,
+  owner: Owner,
+  certificates: PlacedCertificate[],
+  options: { signal?: AbortSignal; record?: string } = {},
+): Promise<string[]> {
+  const { signal } = options;
   const dir = under(root, WAAGENT_DIR);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const stat = await lstat(dir);
   if (!stat.isDirectory()) throw failed(`${WAAGENT_DIR} is not a directory`);
   await chmod(dir, 0o700);
+  const valid = certificates.filter((certificate) => /^[0-9A-F]{40}$/.test(certificate.thumbprint));
+  if (options.record !== undefined) {
+    const names = valid.flatMap((c) => [`${c.thumbprint}.crt`, ...(c.privateKeyPem ? [`${c.thumbprint}.prv`] : [])]);
+    await recordPlaced(options.record, names, owner, signal);
+  }
   const written: string[] = [];
-  for (const certificate of certificates) {
-    if (!/^[0-9A-F]{40}$/.test(certificate.thumbprint)) continue;
+  for (const certificate of valid) {
     await writeFileAtomic(path.join(dir, `${certificate.thumbprint}.crt`), certificate.certificatePem, { mode: 0o644, ...owner, signal });
     written.push(`${certificate.thumbprint}.crt`);
     if (certificate.privateKeyPem) {
@@ -41,6 +68,15 @@ export async function placeCertificates(root: string, owner: Owner, certificates
     }
   }
   return written;
+}
+
+/** Adds `names` to the record in `dataDir` (0600 in a 0700 directory), keeping the names it already lists. */
+async function recordPlaced(dataDir: string, names: string[], owner: Owner, signal?: AbortSignal): Promise<void> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  const file = path.join(dataDir, PLACED_RECORD);
+  const known = placedNames((await readRegularInRoot('/', file)) ?? '');
+  const all = [...new Set([...known, ...names])];
+  await writeFileAtomic(file, `${RECORD_HEADER}${all.map((name) => `${name}\n`).join('')}`, { mode: 0o600, ...owner, signal });
 }
 
 export interface KeyPairTarget {

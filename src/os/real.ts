@@ -153,7 +153,7 @@ export class RealProvisioner implements Provisioner {
     try {
       const waagent = request.place === 'auto' ? await this.waagentInstalled() : null;
       if (request.place === true || (request.place === 'auto' && waagent === null)) {
-        const written = await placeCertificates(this.context.root, this.context.rootOwner, request.certificates, signal);
+        const written = await placeCertificates(this.context.root, this.context.rootOwner, request.certificates, { signal, record: this.config.data_dir.path });
         done.push(`${written.length} file(s) in /var/lib/waagent`);
       } else if (waagent) {
         done.push(`certificates left to WALinuxAgent (${waagent})`);

@@ -13,7 +13,7 @@ import { runDoctor } from '../../src/commands/doctor.js';
 import { findAdminUsers, sudoersRuleUser } from '../../src/os/admin-users.js';
 import { sudoersFileName, sudoersRule } from '../../src/os/sudoers.js';
 import { KvpStore } from '../../src/kvp/store.js';
-import { CHANGED, diff, prepareImage, REMOVED, REMOVED_WITH_USER, snapshot, under, USERDEL_FILES } from './image.js';
+import { CHANGED, diff, PLACED, prepareImage, REMOVED, REMOVED_WITH_USER, REMOVED_WITH_WAAGENT_STATE, snapshot, under, USERDEL_FILES, WAAGENTS } from './image.js';
 
 let root: string;
 let outside: string;
@@ -86,8 +86,9 @@ describe('bootstate deprovision --root', () => {
   it('lists what it will do first, in the order it then does it', async () => {
     const sink = io();
     await runDeprovision({ root, force: true }, sink);
-    const cut = sink.out.search(/\n(?=removed |wrote )/);
-    const [listing, done] = [sink.out.slice(0, cut), sink.out.slice(cut)];
+    const out = sink.out.replace(/^note: .*\n/gm, '');
+    const cut = out.search(/\n(?=removed |wrote )/);
+    const [listing, done] = [out.slice(0, cut), out.slice(cut)];
     expect(listing).toMatch(/^bootstate deprovision will change the image at .*:\n {2}remove .*ssh_host_ecdsa_key \(ssh host key\)/);
     expect(listing).toContain(`  write "uninitialized" to ${inRoot('/etc/machine-id')}`);
     expect(listing).toContain(`  lock root's password: replace its hash by "*" in ${inRoot('/etc/shadow')}`);
@@ -124,7 +125,7 @@ describe('bootstate deprovision --root', () => {
     const sink = io({ terminal: true });
     expect(await runDeprovision({ root }, sink)).toBe(0);
     expect(sink.asked).toEqual([]);
-    expect(sink.out).toBe(`bootstate deprovision: nothing to do on the image at ${root}\n`);
+    expect(sink.out.replace(/^note: .*WALinuxAgent's.*\n/m, '')).toBe(`bootstate deprovision: nothing to do on the image at ${root}\n`);
   });
 
   it('follows links inside the root as chroot would: a link to a host path never reaches the host', async () => {
@@ -147,6 +148,65 @@ describe('bootstate deprovision --root', () => {
     expect(existsSync(inRoot('/srv/keys/ssh_host_ed25519_key'))).toBe(false);
     // /etc/ssh is no longer the key directory: its keys are not host keys by this configuration.
     expect(existsSync(inRoot('/etc/ssh/ssh_host_rsa_key'))).toBe(true);
+  });
+
+  it('removes the certificates and keys its record names, and names WALinuxAgent\'s, which it leaves', async () => {
+    const sink = io();
+    expect(await runDeprovision({ root, force: true }, sink)).toBe(0);
+    for (const name of [`${PLACED}.crt`, `${PLACED}.prv`]) expect(existsSync(inRoot(`/var/lib/waagent/${name}`)), name).toBe(false);
+    for (const name of [`${WAAGENTS}.crt`, `${WAAGENTS}.prv`, 'GoalState.1.xml']) expect(existsSync(inRoot(`/var/lib/waagent/${name}`)), name).toBe(true);
+    expect(sink.out).toContain(`  remove ${inRoot(`/var/lib/waagent/${PLACED}.prv`)} (private key of a goal state certificate bootstate placed)`);
+    expect(sink.out).toContain(`note: 2 certificate or key file(s) in /var/lib/waagent left: bootstate's record does not name them, so they are WALinuxAgent's (${WAAGENTS}.crt, ${WAAGENTS}.prv)`);
+    // The record goes after the files it proves bootstate's.
+    expect(sink.out.indexOf('removed ' + inRoot('/var/lib/bootstate/waagent-certificates'))).toBeGreaterThan(sink.out.indexOf('removed ' + inRoot(`/var/lib/waagent/${PLACED}.prv`)));
+    expect(readFileSync(inRoot('/var/log/waagent.log'), 'utf8')).toBe('hostname build-vm\n');
+  });
+
+  it('with --waagent-state empties WALinuxAgent\'s directories and removes its logs, as waagent -deprovision does', async () => {
+    const before = snapshot(root);
+    const sink = io();
+    expect(await runDeprovision({ root, force: true, waagentState: true }, sink), sink.err).toBe(0);
+    const changes = diff(before, snapshot(root));
+    expect(changes.removed).toEqual(under([...REMOVED, ...REMOVED_WITH_WAAGENT_STATE], before));
+    expect(changes.added).toEqual([]);
+    for (const dir of ['/var/lib/waagent', '/var/log/azure']) expect(statSync(inRoot(dir)).isDirectory(), dir).toBe(true);
+    expect(sink.out).not.toContain('note: ');
+  });
+
+  it('without a record removes the files by the names bootstate gives them only when WALinuxAgent is not installed', async () => {
+    const { rmSync: rm } = await import('node:fs');
+    rm(inRoot('/var/lib/bootstate/waagent-certificates'));
+    const names = [`${PLACED}.crt`, `${PLACED}.prv`, `${WAAGENTS}.crt`, `${WAAGENTS}.prv`];
+    const installed = io();
+    expect(await runDeprovision({ root, force: true }, installed)).toBe(0);
+    for (const name of names) expect(existsSync(inRoot(`/var/lib/waagent/${name}`)), name).toBe(true);
+    expect(installed.out).toContain('left: bootstate kept no record and WALinuxAgent is installed');
+    rm(inRoot('/usr/sbin/waagent'));
+    const alone = io();
+    expect(await runDeprovision({ root, force: true }, alone)).toBe(0);
+    for (const name of names) expect(existsSync(inRoot(`/var/lib/waagent/${name}`)), name).toBe(false);
+    expect(alone.out).toContain('(private key of a goal state certificate bootstate placed (by its name: no record, WALinuxAgent not installed))');
+    expect(existsSync(inRoot('/var/lib/waagent/GoalState.1.xml'))).toBe(true);
+  });
+
+  it('never follows a symlink at /var/lib/waagent or /etc/hostname: it names them, does the rest, and exits 1', async () => {
+    const { mkdirSync, renameSync, symlinkSync, writeFileSync } = await import('node:fs');
+    mkdirSync(inRoot('/srv'));
+    renameSync(inRoot('/var/lib/waagent'), inRoot('/srv/waagent'));
+    symlinkSync('/srv/waagent', inRoot('/var/lib/waagent'));
+    writeFileSync(inRoot('/etc/hostname.real'), 'build\n');
+    rmSync(inRoot('/etc/hostname'));
+    symlinkSync('hostname.real', inRoot('/etc/hostname'));
+    for (const waagentState of [false, true]) {
+      const sink = io();
+      expect(await runDeprovision({ root, force: true, waagentState }, sink)).toBe(1);
+      expect(sink.err).toContain(`refused: /var/lib/waagent is a symlink: ${waagentState ? 'its contents were not removed' : 'the certificates bootstate placed there were not removed'} (it is never followed)`);
+      expect(sink.err).toContain('refused: /etc/hostname is a symlink: the build VM\'s name was not reset');
+      expect(sink.err).toMatch(/2 thing\(s\) refused \(above\); the image is not ready for capture/);
+      expect(existsSync(inRoot(`/srv/waagent/${PLACED}.prv`))).toBe(true);
+      expect(readFileSync(inRoot('/etc/hostname.real'), 'utf8')).toBe('build\n');
+    }
+    expect(existsSync(inRoot('/etc/ssh/ssh_host_rsa_key'))).toBe(false);
   });
 
   it('refuses a root that is not a directory (usage error)', async () => {
@@ -178,6 +238,14 @@ describe('bootstate deprovision --user --root', () => {
     for (const file of ['/etc/shadow', '/etc/shadow-']) {
       if (existsSync(inRoot(file))) expect(rootHasPassword(readFileSync(inRoot(file), 'utf8')), file).toBe(false);
     }
+    // Nor may the backups userdel writes keep the account it deleted, or its membership of sudo.
+    for (const file of ['/etc/passwd', '/etc/shadow', '/etc/group', '/etc/gshadow']) {
+      const backup = readFileSync(inRoot(`${file}-`), 'utf8');
+      expect(backup, `${file}-`).toBe(readFileSync(inRoot(file), 'utf8'));
+      // The group alice stays in /etc/group: this image's userdel (no login.defs, no USERGROUPS_ENAB) keeps it.
+      expect(backup, `${file}-`).not.toMatch(/group|gshadow/.test(file) ? /^sudo:.*alice/m : /^alice:/m);
+    }
+    expect(sink.out).toContain(`rewrote ${inRoot('/etc/passwd-')} as a copy of ${inRoot('/etc/passwd')}`);
     expect(await findAdminUsers(root, '/etc/sudoers.d')).toEqual([]);
   });
 

@@ -10,6 +10,9 @@ import { KvpStore } from '../../src/kvp/store.js';
 import { UNIT_MARK } from '../../src/os/resource-disk/units.js';
 
 export const VM_ID = '4f6a1c2e-9d1b-4f7e-8a3c-2b5d6e7f8a90';
+/** Thumbprints of the goal state's certificates: bootstate placed the first (its record names it), WALinuxAgent the second. */
+export const PLACED = 'A1'.repeat(20);
+export const WAAGENTS = 'B2'.repeat(20);
 
 /** Paths (in the image) deprovision removes without `--user`. */
 export const REMOVED = [
@@ -35,10 +38,31 @@ export const REMOVED = [
   '/var/log/bootstate.log',
   '/etc/systemd/system/mnt.mount',
   '/etc/systemd/system/mnt-swapfile.swap',
+  `/var/lib/waagent/${PLACED}.crt`,
+  `/var/lib/waagent/${PLACED}.prv`,
+  `/var/lib/waagent/.${PLACED}.prv.0123456789ab.tmp`,
+  '/var/lib/bootstate/waagent-certificates',
+  '/var/lib/bootstate/.UserData.0123456789ab.tmp',
+  '/run/bootstate/monitor-state.json',
+  '/run/bootstate/firewall.nft',
+  '/run/bootstate-transport-Ab12Cd',
+  '/etc/ssh/.bootstate-new-ssh_host_rsa_key',
+  '/etc/ssh/.bootstate-new-ssh_host_rsa_key.pub',
 ];
 
 /** Paths whose content deprovision changes without `--user` (each keeps its mode and owner). */
-export const CHANGED = ['/etc/machine-id', '/etc/shadow', '/var/lib/hyperv/.kvp_pool_1', '/var/lib/hyperv/.kvp_pool_3'];
+export const CHANGED = ['/etc/hostname', '/etc/machine-id', '/etc/shadow', '/var/lib/hyperv/.kvp_pool_1', '/var/lib/hyperv/.kvp_pool_3'];
+
+/** What `--waagent-state` removes on top: everything in WALinuxAgent's directories (they stay) and its logs. */
+export const REMOVED_WITH_WAAGENT_STATE = [
+  `/var/lib/waagent/${WAAGENTS}.crt`,
+  `/var/lib/waagent/${WAAGENTS}.prv`,
+  '/var/lib/waagent/GoalState.1.xml',
+  '/var/lib/waagent/Microsoft.Azure.Extensions.CustomScript-2.1.10',
+  '/var/log/azure/custom-script',
+  '/var/log/waagent.log',
+  '/var/log/waagent.log.1.gz',
+];
 
 /** What `--user` removes on top: the account bootstate created, its home and its sudoers drop-in. */
 export const REMOVED_WITH_USER = ['/home/alice', '/etc/sudoers.d/90-bootstate-alice'];
@@ -111,6 +135,30 @@ export function prepareImage(root: string, outside: string): void {
   put(root, '/etc/systemd/system/mnt-swapfile.swap', `${UNIT_MARK}; bootstate-resource-disk.service rewrites and starts it on each boot.\n[Swap]\nWhat=/mnt/swapfile\n`);
   // The image's own mount unit: kept.
   put(root, '/etc/systemd/system/data.mount', '[Mount]\nWhat=/dev/disk/azure/scsi1/lun0-part1\nWhere=/data\n');
+  // /var/lib/waagent: one certificate bootstate placed (its record names it, and a write a crash cut short), one
+  // WALinuxAgent's, and WALinuxAgent's own state; its extension logs and log in /var/log.
+  put(root, '/var/lib/bootstate/waagent-certificates', `# Files bootstate placed\n${PLACED}.crt\n${PLACED}.prv\n../../etc/passwd\n`, 0o600);
+  put(root, `/var/lib/waagent/${PLACED}.crt`, '-----BEGIN CERTIFICATE-----\nplaced\n-----END CERTIFICATE-----\n');
+  put(root, `/var/lib/waagent/${PLACED}.prv`, '-----BEGIN PRIVATE KEY-----\nplaced\n-----END PRIVATE KEY-----\n', 0o600);
+  put(root, `/var/lib/waagent/.${PLACED}.prv.0123456789ab.tmp`, '-----BEGIN PRIVATE KEY-----\nhalf', 0o600);
+  put(root, `/var/lib/waagent/${WAAGENTS}.crt`, '-----BEGIN CERTIFICATE-----\nwaagent\n-----END CERTIFICATE-----\n');
+  put(root, `/var/lib/waagent/${WAAGENTS}.prv`, '-----BEGIN PRIVATE KEY-----\nwaagent\n-----END PRIVATE KEY-----\n', 0o600);
+  put(root, '/var/lib/waagent/GoalState.1.xml', '<GoalState/>\n');
+  put(root, '/var/lib/waagent/Microsoft.Azure.Extensions.CustomScript-2.1.10/config/0.settings', '{}\n', 0o600);
+  chmodSync(path.join(root, 'var/lib/waagent'), 0o700);
+  put(root, '/var/log/azure/custom-script/handler.log', 'ran\n');
+  put(root, '/var/log/waagent.log', 'hostname build-vm\n');
+  put(root, '/var/log/waagent.log.1.gz', 'old\n');
+  put(root, '/usr/sbin/waagent', '', 0o755);
+  put(root, '/var/lib/bootstate/.UserData.0123456789ab.tmp', 'half of the user data', 0o600);
+  put(root, '/run/bootstate/monitor-state.json', '{"format":1}\n', 0o600);
+  put(root, '/run/bootstate/firewall.nft', 'table inet bootstate {}\n', 0o600);
+  put(root, '/run/bootstate-transport-Ab12Cd/transport.key', '-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n', 0o600);
+  put(root, '/etc/ssh/.bootstate-new-ssh_host_rsa_key', '-----BEGIN OPENSSH PRIVATE KEY-----\nnew\n-----END OPENSSH PRIVATE KEY-----\n', 0o600);
+  put(root, '/etc/ssh/.bootstate-new-ssh_host_rsa_key.pub', 'ssh-rsa AAAA new\n');
+  // The image's own: kept.
+  put(root, '/run/bootstate-transport-notes', 'not a directory of bootstate\'s\n');
+  put(root, '/etc/ssh/.hidden_key', 'the image\'s\n', 0o600);
   mkdirSync(path.join(root, 'var/lib/hyperv'), { recursive: true });
   new KvpStore({ path: path.join(root, 'var/lib/hyperv/.kvp_pool_1') }).append([{ key: 'bootstate-provisioned', value: VM_ID }]);
   new KvpStore({ path: path.join(root, 'var/lib/hyperv/.kvp_pool_3') }).append([{ key: 'VirtualMachineName', value: 'build' }]);

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { installKeyPair, keyPairPath, placeCertificates } from '../../src/os/certificate-files.js';
+import { installKeyPair, keyPairPath, PLACED_RECORD, placeCertificates, placedNames } from '../../src/os/certificate-files.js';
 
 let root: string;
 const owner = { uid: process.getuid!(), gid: process.getgid!() };
@@ -38,6 +38,30 @@ describe('placeCertificates', () => {
     expect(written).toEqual([`${T}.crt`, `${T}.prv`]);
     expect([mode('var/lib/waagent'), mode(`var/lib/waagent/${T}.crt`), mode(`var/lib/waagent/${T}.prv`)]).toEqual(['700', '644', '600']);
     expect(readFileSync(join(root, `var/lib/waagent/${T}.prv`), 'utf8')).toBe('KEY\n');
+  });
+});
+
+describe('the record of what placeCertificates placed', () => {
+  it('names every file before it is written, keeps the names of earlier runs, and is root\'s alone', async () => {
+    const data = join(root, 'var/lib/bootstate');
+    const U = 'CD'.repeat(20);
+    await placeCertificates(root, owner, [{ thumbprint: T, certificatePem: 'CERT\n', privateKeyPem: 'KEY\n' }], { record: data });
+    await placeCertificates(root, owner, [{ thumbprint: U, certificatePem: 'CERT\n' }, { thumbprint: '../evil', certificatePem: 'X' }], { record: data });
+    const record = readFileSync(join(data, PLACED_RECORD), 'utf8');
+    expect(placedNames(record)).toEqual([`${T}.crt`, `${T}.prv`, `${U}.crt`]);
+    expect(record.split('\n')[0]).toMatch(/^# /);
+    expect([mode('var/lib/bootstate'), mode(`var/lib/bootstate/${PLACED_RECORD}`)]).toEqual(['700', '600']);
+  });
+
+  it('reads only the names bootstate gives: a line naming any other path is not a name', () => {
+    expect(placedNames(`# x\n${T}.crt\n../../etc/passwd\n${T.toLowerCase()}.prv\n${T}.prv.tmp\n${T}.prv\n`)).toEqual([`${T}.crt`, `${T}.prv`]);
+  });
+
+  it('places nothing when the record cannot be written', async () => {
+    mkdirSync(join(root, 'data'));
+    mkdirSync(join(root, 'data', PLACED_RECORD));
+    await expect(placeCertificates(root, owner, [{ thumbprint: T, certificatePem: 'CERT\n', privateKeyPem: 'KEY\n' }], { record: join(root, 'data') })).rejects.toThrow();
+    expect(() => statSync(join(root, `var/lib/waagent/${T}.prv`))).toThrow();
   });
 });
 
