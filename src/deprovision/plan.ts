@@ -12,7 +12,7 @@ import { HOST_KEY_FILE } from '../os/host-keys.js';
 import { readRegularInRoot } from '../os/paths.js';
 import { shadowHash } from '../os/validate.js';
 import { bootstateState } from './bootstate-state.js';
-import type { PlanPart } from './plan-types.js';
+import type { Change, PlanPart } from './plan-types.js';
 import { entryAt, isRegular, regularFilesIn } from './tree.js';
 import { waagentChanges } from './waagent.js';
 
@@ -90,7 +90,21 @@ export async function planDeprovision(root: string, config: Config, options: Pla
     const pieces = await findFirewall(run);
     if (pieces.length > 0) changes.push({ kind: 'remove-firewall', pieces });
   }
-  return plan;
+  return { ...plan, changes: once(changes) };
+}
+
+/**
+ * Each path removed once: a path two concerns name (WALinuxAgent's copy of the custom data is also WALinuxAgent's
+ * state) or one inside a directory removed before it is left to the first change that removes it.
+ */
+function once(changes: Change[]): Change[] {
+  const removed: Array<{ path: string; recursive: boolean }> = [];
+  return changes.filter((change) => {
+    if (change.kind !== 'remove') return true;
+    if (removed.some((r) => r.path === change.path || (r.recursive && change.path.startsWith(`${r.path}/`)))) return false;
+    removed.push({ path: change.path, recursive: change.recursive === true });
+    return true;
+  });
 }
 
 /** The accounts bootstate created, their sudoers drop-ins and account backups, into `plan`; returns their homes. */
