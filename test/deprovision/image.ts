@@ -158,6 +158,7 @@ export function prepareImage(root: string, outside: string): void {
   put(root, '/etc/ssh/.bootstate-new-ssh_host_rsa_key.pub', 'ssh-rsa AAAA new\n');
   // The image's own: kept.
   put(root, '/run/bootstate-transport-notes', 'not a directory of bootstate\'s\n');
+  symlinkSync('/etc', path.join(root, 'run/bootstate-transport-Zz99Yy'));
   put(root, '/etc/ssh/.hidden_key', 'the image\'s\n', 0o600);
   mkdirSync(path.join(root, 'var/lib/hyperv'), { recursive: true });
   new KvpStore({ path: path.join(root, 'var/lib/hyperv/.kvp_pool_1') }).append([{ key: 'bootstate-provisioned', value: VM_ID }]);
