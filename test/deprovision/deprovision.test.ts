@@ -249,7 +249,7 @@ describe('bootstate deprovision --user --root', () => {
     expect(await findAdminUsers(root, '/etc/sudoers.d')).toEqual([]);
   });
 
-  it.skipIf(!runsAsRoot)('fails (exit 1) naming the home when userdel leaves it behind (a home the user does not own)', async () => {
+  it.skipIf(!runsAsRoot)('fails (exit 1) naming the home when userdel leaves it behind (a home the user does not own), and keeps the certificates\' record', async () => {
     const { chownSync } = await import('node:fs');
     chownSync(inRoot('/home/alice'), 0, 0);
     const sink = io();
@@ -258,6 +258,10 @@ describe('bootstate deprovision --user --root', () => {
     expect(sink.err).toMatch(/1 of \d+ changes failed; the image is not ready for capture/);
     // Everything else was still done.
     expect(existsSync(inRoot('/etc/ssh/ssh_host_rsa_key'))).toBe(false);
+    // But the record that proves the certificates bootstate's stays for the next run.
+    expect(existsSync(inRoot(`/var/lib/waagent/${PLACED}.prv`))).toBe(false);
+    expect(existsSync(inRoot('/var/lib/bootstate/waagent-certificates'))).toBe(true);
+    expect(sink.err).toContain(`kept ${inRoot('/var/lib/bootstate/waagent-certificates')} (record of the certificates bootstate placed): a change above failed, and a second run needs it`);
   });
 
   it('names an account it did not create and keeps it; only its drop-in goes', async () => {
