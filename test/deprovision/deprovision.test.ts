@@ -173,6 +173,18 @@ describe('bootstate deprovision --root', () => {
     expect(sink.out).not.toContain('note: ');
   });
 
+  it('with --waagent-state names a state directory waagent.conf moves elsewhere, and leaves it', async () => {
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    writeFileSync(inRoot('/etc/waagent.conf'), 'Lib.Dir=/srv/waagent\n# Extension.LogDir=/srv/logs\n');
+    mkdirSync(inRoot('/srv/waagent'), { recursive: true });
+    writeFileSync(inRoot('/srv/waagent/GoalState.2.xml'), '<GoalState/>\n');
+    const sink = io();
+    expect(await runDeprovision({ root, force: true, waagentState: true }, sink)).toBe(0);
+    expect(sink.out).toContain('note: /etc/waagent.conf sets Lib.Dir=/srv/waagent: only /var/lib/waagent was looked at; a configured directory is not emptied by deprovision');
+    expect(sink.out).not.toContain('Extension.LogDir');
+    expect(existsSync(inRoot('/srv/waagent/GoalState.2.xml'))).toBe(true);
+  });
+
   it('without a record removes the files by the names bootstate gives them only when WALinuxAgent is not installed', async () => {
     const { rmSync: rm } = await import('node:fs');
     rm(inRoot('/var/lib/bootstate/waagent-certificates'));
