@@ -2,10 +2,12 @@
  * One IMDS attempt: fetch the instance metadata document and turn it into InstanceMetadata, classifying every
  * way it can go wrong as retryable or not. The statechart decides whether and when to try again.
  *
- * Only the transport and the statuses IMDS documents as transient are retryable. A 2xx is IMDS's answer: with
- * `extended=true` IMDS fails the request rather than answer with partial data (docs/protocol.md#imds-request), so a 2xx whose body is
- * too large, not UTF-8, not JSON or of the wrong shape will not be different next time, and is a failure naming
- * the limit or the key at once (cloud-init does not retry it either; azure-init retries it for its whole budget).
+ * The transport, the statuses IMDS documents as transient and a garbled body are retryable. A 2xx is IMDS's answer:
+ * with `extended=true` IMDS fails the request rather than answer with partial data (docs/protocol.md#imds-request), so
+ * a well-formed document of the wrong shape, or a body over the limit, will not be different next time, and is a
+ * failure naming the key or the limit at once (as cloud-init). A body that is not UTF-8 or not JSON at all (cut short
+ * with valid framing, say) is no document IMDS wrote: damage in transit, asked again within the IMDS budget, as
+ * azure-init does (its test `malformed_response`).
  */
 import { randomUUID } from '../core/random.js';
 import * as v from 'valibot';
@@ -61,7 +63,8 @@ const InstanceDocument = record({
  *
  * @example
  *   parseInstanceMetadata('{"compute":{"osProfile":{...},"publicKeys":[]}}').adminUsername
- * @throws BootstateError IMDS_PARSE for text that is not JSON, IMDS_INVALID (with `key=<path>`) for the wrong shape.
+ * @throws BootstateError IMDS_PARSE (retryable: garbled) for text that is not JSON, IMDS_INVALID (with `key=<path>`,
+ *   not retryable) for the wrong shape.
  */
 export function parseInstanceMetadata(text: string, secrets?: SecretStore): InstanceMetadata {
   let json: unknown;
@@ -70,7 +73,7 @@ export function parseInstanceMetadata(text: string, secrets?: SecretStore): Inst
   } catch {
     // JSON.parse's message quotes the body around the fault, and the body may carry custom data: never echo it.
     const problem = `body of ${Buffer.byteLength(text, 'utf8')} bytes is not valid JSON`;
-    throw new BootstateError('IMDS_PARSE', `IMDS ${problem}`, { data: [['error', problem]] });
+    throw new BootstateError('IMDS_PARSE', `IMDS ${problem}`, { data: [['error', problem]], retryable: true });
   }
   const result = v.safeParse(InstanceDocument, json);
   if (!result.success) {
@@ -120,9 +123,10 @@ export interface FetchInstanceMetadataOptions {
 /**
  * Makes exactly one IMDS request and returns the validated metadata.
  *
- * @throws BootstateError HTTP_TRANSPORT (retryable), HTTP_STATUS (retryable for 400/404/410/429/500/503, otherwise
- *   not, redirects included); not retryable: BODY_TOO_LARGE (a 2xx over `max_body_bytes`), IMDS_PARSE (not UTF-8,
- *   not JSON) and IMDS_INVALID (the wrong shape, `key=<path>`).
+ * @throws BootstateError HTTP_TRANSPORT (retryable, a body shorter than its Content-Length included), HTTP_STATUS
+ *   (retryable for 400/404/410/429/500/503, otherwise not, redirects included), IMDS_PARSE (retryable: a garbled
+ *   body, not UTF-8 or not JSON); not retryable: BODY_TOO_LARGE (a 2xx over `max_body_bytes`) and IMDS_INVALID (the
+ *   wrong shape, `key=<path>`).
  */
 export async function fetchInstanceMetadataOnce(options: FetchInstanceMetadataOptions): Promise<InstanceMetadata> {
   return instanceMetadataFrom(await requestInstanceMetadata(options), options.config, options.secrets);
@@ -164,6 +168,7 @@ export function instanceMetadataFrom(res: HttpResponse, config: ImdsConfig, secr
   } catch {
     throw new BootstateError('IMDS_PARSE', 'IMDS body is not valid UTF-8', {
       data: [['error', 'body is not valid UTF-8']],
+      retryable: true,
     });
   }
   return parseInstanceMetadata(text, secrets);

@@ -95,7 +95,8 @@ async function startCycle(config: Config, log: MonitorLog) {
     saved,
     async end(state: MonitorState | null) {
       try {
-        if (state && bootId) saveMonitorState(file, bootId, state);
+        const cleared = state && bootId ? saveMonitorState(file, bootId, state) : null;
+        if (cleared) log.warn({ file }, `monitor state: ${cleared}`);
       } catch (error) {
         log.warn({ file }, `monitor state not saved: ${(error as Error).message}`);
       }

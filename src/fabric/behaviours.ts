@@ -1,7 +1,7 @@
 /**
  * How the fake fabric answers one request. Each behaviour reproduces a failure a real endpoint has shown or
- * could show (a stall, a trickle, a reset, an oversized or non-UTF-8 body), so clients are tested against real
- * sockets rather than mocked calls.
+ * could show (a stall, a trickle, a reset, a body cut short, an oversized or non-UTF-8 body), so clients are tested
+ * against real sockets rather than mocked calls.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 
@@ -63,6 +63,10 @@ export type Behaviour =
   | { bigBody: number }
   /** A 200 whose JSON body holds bytes that are not valid UTF-8. */
   | 'invalid-utf8'
+  /** The normal answer cut to its first half, with a Content-Length saying so: valid framing, a body cut short. */
+  | 'truncated-body'
+  /** The normal answer's headers (its full Content-Length), half its body, then a clean close (FIN, no reset). */
+  | 'short-body'
   /** Wait, then answer with `then` (default 'ok'): latency for benchmarks. */
   | { delayMs: number; then?: Behaviour }
   /** Hold the answer until the promise settles, then answer with `then` (default 'ok'). */
@@ -117,6 +121,12 @@ export async function play(
       if (socket?.resetAndDestroy) socket.resetAndDestroy();
       else socket?.destroy();
     });
+    return;
+  }
+  if (behaviour === 'truncated-body') return send(res, ok.status, ok.headers, ok.body.subarray(0, ok.body.length >> 1));
+  if (behaviour === 'short-body') {
+    res.writeHead(ok.status, { ...ok.headers, 'content-length': String(ok.body.length) });
+    res.write(ok.body.subarray(0, ok.body.length >> 1), () => res.socket?.end());
     return;
   }
   if (behaviour === 'invalid-utf8') {

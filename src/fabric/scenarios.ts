@@ -78,6 +78,8 @@ export const SCENARIOS = {
   'pps-unclaimed': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Running' }),
   /** A pool VM of a type this agent cannot serve. */
   'pps-savable': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Savable' }),
+  /** IMDS answers every request with its document cut short (valid framing): garbled, asked again until the budget is spent. */
+  'imds-truncated': (fabric: FakeFabric) => fabric.setImds('truncated-body'),
   /** IMDS answers 503 to every request, which is retryable: the agent retries until its IMDS budget is spent. */
   'imds-unavailable': (fabric: FakeFabric) => fabric.setImds({ status: 503, body: { error: 'Service Unavailable' } }),
   /** The first three Ready reports get 503 (retryable); the fourth is accepted. */

@@ -3,10 +3,15 @@
  * small JSON file under /run: written whole to a temporary file and renamed over the old one, so a cycle killed
  * mid-write leaves the previous state, and stamped with the boot it belongs to, so a reboot starts afresh (the
  * streaks are readings of a clock that restarts with the kernel, and /run is emptied anyway).
+ *
+ * Only a regular file with one name is read: a FIFO is never waited on, a symlink never followed. The rename
+ * replaces such a name (nothing is lost: a FIFO or a link holds no data of its own) and an empty directory is
+ * removed first; a directory with entries is left alone, and then no state is kept (docs/monitor.md).
  */
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { MonitorState } from '../../machines/monitor-types.js';
+import { openRegularSync } from '../os/open-regular.js';
 
 const FORMAT = 1;
 const BOOT_ID = '/proc/sys/kernel/random/boot_id';
@@ -35,7 +40,7 @@ const isStreak = (value: unknown): value is number | null => value === null || (
 export function loadMonitorState(file: string, bootId: string): LoadedState {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegular(file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { state: null };
     return { state: null, discarded: `unreadable: ${(error as Error).message}`, warn: true };
@@ -55,15 +60,78 @@ export function loadMonitorState(file: string, bootId: string): LoadedState {
   return { state: { heartbeatStreak: state.heartbeatStreak, imdsStreak: state.imdsStreak, versionsAvailable: state.versionsAvailable } };
 }
 
-/** Replaces `file` with `state` atomically (a temporary file beside it, then rename). */
-export function saveMonitorState(file: string, bootId: string, state: MonitorState): void {
+/** A state is a few dozen bytes: anything much larger is not one, and is not read into memory. */
+const MAX_BYTES = 64 * 1024;
+
+function readRegular(file: string): string {
+  const fd = openRegularSync(file, { flags: constants.O_RDONLY });
+  try {
+    if (fstatSync(fd).size > MAX_BYTES) throw new Error(`${file} is larger than ${MAX_BYTES} bytes`);
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Replaces `file` with `state` atomically (a temporary file beside it, then rename). Returns what had to be cleared
+ * out of the way first (an empty directory), for a warning; throws, leaving it alone, on a directory with entries.
+ */
+export function saveMonitorState(file: string, bootId: string, state: MonitorState): string | null {
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o755 });
+  const cleared = clearDirectoryAt(file);
   const temporary = `${file}.${process.pid}.tmp`;
   try {
-    writeFileSync(temporary, `${JSON.stringify({ format: FORMAT, bootId, state })}\n`, { mode: 0o644 });
+    writeTemporary(temporary, `${JSON.stringify({ format: FORMAT, bootId, state })}\n`);
     renameSync(temporary, file);
   } catch (error) {
-    rmSync(temporary, { force: true });
+    removeQuietly(temporary);
     throw error;
+  }
+  return cleared;
+}
+
+/** rename(2) cannot replace a directory: an empty one (nothing to lose) is removed; one with entries is not ours to empty. */
+function clearDirectoryAt(file: string): string | null {
+  let isDirectory: boolean;
+  try {
+    isDirectory = lstatSync(file).isDirectory();
+  } catch {
+    return null;
+  }
+  if (!isDirectory) return null;
+  try {
+    rmdirSync(file);
+  } catch (error) {
+    const why = (error as NodeJS.ErrnoException).code === 'ENOTEMPTY' ? 'a directory with entries' : `a directory (${(error as Error).message})`;
+    throw new Error(`${file} is ${why}; left alone, so no state is kept across cycles`, { cause: error });
+  }
+  return `removed the empty directory at ${file}`;
+}
+
+/** Creates `temporary` as a new regular file (O_EXCL: nothing planted under the name is followed or waited on). */
+function writeTemporary(temporary: string, text: string): void {
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL;
+  let fd: number;
+  try {
+    fd = openRegularSync(temporary, { flags, mode: 0o644 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    // Left by an earlier cycle that had this pid and was killed: the name is ours.
+    unlinkSync(temporary);
+    fd = openRegularSync(temporary, { flags, mode: 0o644 });
+  }
+  try {
+    writeFileSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function removeQuietly(temporary: string): void {
+  try {
+    unlinkSync(temporary);
+  } catch {
+    // not there, or not ours to remove (a directory someone made): nothing was written to it
   }
 }

@@ -3,7 +3,7 @@
  * older RHEL: no `Include`). sshd keeps the first value it reads for a keyword; a `Match` block ends the global
  * section, and what lies in one applies only to the connections it matches, so it is left alone. An `Include` before
  * a global setting may set the keyword first, so the setting is put ahead of it. The file is replaced atomically
- * with its own owner and mode, after a copy of the original is kept beside it.
+ * with its own owner and mode, after a byte-for-byte copy of the original is kept beside it.
  */
 import { readFile, stat } from 'node:fs/promises';
 import { writeFileAtomic } from './atomic.js';
@@ -55,9 +55,12 @@ export interface MainConfigWrite {
 export async function setMainConfigPasswordAuthentication(file: string, value: 'yes' | 'no', signal: AbortSignal): Promise<MainConfigWrite> {
   const info = await stat(file);
   if (!info.isFile()) throw new Error(`${file} is not a regular file`);
-  const original = await readFile(file, 'utf8');
-  const next = withPasswordAuthentication(original, value);
-  if (next === original) return { changed: false, backup: null, restore: async () => undefined };
+  // The file is bytes: Latin-1 maps each byte to one character and back, so a comment in another encoding (or
+  // bytes that are no text at all) comes out as it went in, where UTF-8 would turn them into U+FFFD.
+  const original = await readFile(file);
+  const edited = withPasswordAuthentication(original.toString('latin1'), value);
+  if (edited === original.toString('latin1')) return { changed: false, backup: null, restore: async () => undefined };
+  const next = Buffer.from(edited, 'latin1');
   const owner = { mode: info.mode & 0o7777, uid: info.uid, gid: info.gid, signal };
   const backup = `${file}${MAIN_CONFIG_BACKUP_SUFFIX}`;
   const keptBefore = await exists(backup);

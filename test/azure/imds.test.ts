@@ -120,20 +120,37 @@ describe('fetchInstanceMetadataOnce', () => {
     }
   });
 
-  it('classifies a 200 whose body is not UTF-8 as a non-retryable parse error', async () => {
+  // A garbled body is no document IMDS wrote but damage in transit: asked again (azure-init's malformed_response).
+  it('classifies a 200 whose body is not UTF-8 as a retryable parse error', async () => {
     fabric.setImds('invalid-utf8');
     const error = await errorOf(fetchInstanceMetadataOnce({ config }));
     expect(error.code).toBe('IMDS_PARSE');
-    expect(error.retryable).toBe(false);
+    expect(error.retryable).toBe(true);
   });
 
   it.each([
     ['truncated JSON', JSON.stringify(exampleImdsDocument()).slice(0, 300)],
+    ['JSON cut inside a two-byte character', Buffer.from('{"compute":{"osProfile":{"adminUsername":"caf\u00e9"').subarray(0, -1)],
     ['an empty body', ''],
-  ])('classifies a 200 with %s as a non-retryable parse error', async (_name, body) => {
+    ['text that is not JSON', 'not json, whoops'],
+  ])('classifies a 200 with %s as a retryable parse error', async (_name, body) => {
     fabric.setImds({ status: 200, body });
     const error = await errorOf(fetchInstanceMetadataOnce({ config }));
-    expect([error.code, error.reason, error.retryable]).toEqual(['IMDS_PARSE', 'error parsing IMDS metadata', false]);
+    expect([error.code, error.reason, error.retryable]).toEqual(['IMDS_PARSE', 'error parsing IMDS metadata', true]);
+  });
+
+  it('classifies the document cut to half with a Content-Length saying so (valid framing) as a retryable parse error', async () => {
+    fabric.setImds('truncated-body');
+    const error = await errorOf(fetchInstanceMetadataOnce({ config }));
+    expect([error.code, error.retryable]).toEqual(['IMDS_PARSE', true]);
+    expect(error.data).toEqual([['error', expect.stringMatching(/^body of \d+ bytes is not valid JSON$/)]]);
+  });
+
+  it('classifies a body shorter than its Content-Length, the connection closed cleanly, as a retryable transport error', async () => {
+    fabric.setImds('short-body');
+    const error = await errorOf(fetchInstanceMetadataOnce({ config: { ...config, request_timeout_secs: 5 } }));
+    expect([error.code, error.retryable]).toEqual(['HTTP_TRANSPORT', true]);
+    expect(error.data).toContainEqual(['error', 'connection reset']);
   });
 
   it('names the offending field of a well-formed document with the wrong shape, not retryable', async () => {
@@ -284,13 +301,22 @@ describe('parseInstanceMetadata', () => {
     expect(parseInstanceMetadata(JSON.stringify(doc))).toMatchObject({ hasCustomData: true, ppsType: 'Running' });
   });
 
-  it('only ever throws a non-retryable IMDS BootstateError for arbitrary input', () => {
+  it('only ever throws an IMDS BootstateError for arbitrary input: retryable for text that is not JSON, not for JSON', () => {
     fc.assert(
       fc.property(fc.oneof(fc.string(), fc.json(), fc.jsonValue().map((v) => JSON.stringify({ compute: v }))), (text) => {
         try {
           parseInstanceMetadata(text);
         } catch (error) {
-          return error instanceof BootstateError && !error.retryable && ['IMDS_PARSE', 'IMDS_INVALID'].includes(error.code);
+          if (!(error instanceof BootstateError)) return false;
+          const isJson = (() => {
+            try {
+              JSON.parse(text);
+              return true;
+            } catch {
+              return false;
+            }
+          })();
+          return isJson ? error.code === 'IMDS_INVALID' && !error.retryable : error.code === 'IMDS_PARSE' && error.retryable;
         }
         return true;
       }),

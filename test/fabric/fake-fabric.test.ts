@@ -122,6 +122,22 @@ describe('startFakeFabric', () => {
     expect(() => new TextDecoder('utf-8', { fatal: true }).decode(res.body)).toThrow();
   });
 
+  it('cuts the document to its first half with a Content-Length that says so: valid framing, no JSON', async () => {
+    fabric = await startFakeFabric();
+    const whole = (await call(fabric.imdsUrl, { headers: metadata })).body;
+    fabric.setImds('truncated-body');
+    const res = await call(fabric.imdsUrl, { headers: metadata });
+    expect([res.status, res.headers['content-length']]).toEqual([200, String(res.body.length)]);
+    expect(res.body).toEqual(whole.subarray(0, whole.length >> 1));
+    expect(() => JSON.parse(res.body.toString())).toThrow();
+  });
+
+  it('sends half the body its Content-Length announces, then closes the connection cleanly', async () => {
+    fabric = await startFakeFabric();
+    fabric.setImds('short-body');
+    await expect(call(fabric.imdsUrl, { headers: metadata })).rejects.toThrow(/aborted|closed|ECONNRESET/i);
+  });
+
   it('resets the connection in the middle of the body', async () => {
     fabric = await startFakeFabric();
     fabric.setImds('reset-mid-body');

@@ -68,13 +68,13 @@ const documents = fc.oneof(
 );
 
 describe(`parseInstanceMetadata on ${FUZZ_RUNS} mutated documents`, () => {
-  it('returns well-typed metadata or rejects, not retryable, with an IMDS reason and the key at fault, never anything else', { timeout: timeoutFor(4) }, () => {
+  it('returns well-typed metadata or rejects with an IMDS reason (the key at fault, not retryable; retryable only for text that is no JSON), never anything else', { timeout: timeoutFor(4) }, () => {
     fc.assert(
       fc.property(documents, (text) => {
         const result = outcome(() => parseInstanceMetadata(text));
         if (!result.ok) {
           expect(['IMDS_PARSE', 'IMDS_INVALID']).toContain(result.error.code);
-          expect(result.error.retryable).toBe(false);
+          expect(result.error.retryable).toBe(result.error.code === 'IMDS_PARSE');
           if (result.error.code === 'IMDS_INVALID') expect(result.error.data[0]).toEqual(['key', expect.stringMatching(/\S/)]);
           return;
         }

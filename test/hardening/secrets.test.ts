@@ -142,13 +142,13 @@ describe('secrets planted in metadata and config', () => {
     expect(leaks(produced)).toEqual([]);
   });
 
-  it('appear nowhere when IMDS serves a body that breaks JSON right at the custom data, which fails the run at once', async () => {
+  it('appear nowhere when IMDS serves, until its deadline, a body that breaks JSON right at the custom data', async () => {
     const text = JSON.stringify(plantedDocument());
-    fabric.setImds({ status: 200, body: text.replace(`"customData":"${CUSTOM}"`, `"customData":${CUSTOM}`) }, 'ok');
-    fabric.setImdsDocument(plantedDocument());
+    // A garbled body is asked again (docs/protocol.md#imds-retries): every attempt's parse error is logged.
+    fabric.setImds({ status: 200, body: text.replace(`"customData":"${CUSTOM}"`, `"customData":${CUSTOM}`) });
     const { run, produced } = await runAndCollect();
-    expect(run.code).toBe(78);
-    expect(fabric.requestsTo('imds')).toHaveLength(1);
+    expect(run.code).toBe(1);
+    expect(fabric.requestsTo('imds').length).toBeGreaterThan(1);
     expect(produced.some((p) => p.text.includes('ProvisioningFailed') && p.text.includes('error parsing IMDS metadata'))).toBe(true);
     expect(leaks(produced)).toEqual([]);
   });

@@ -75,12 +75,39 @@ describe('IMDS faults', () => {
     expect(reportKinds(fabric).at(-1)).toBe('Ready');
   });
 
-  it('fails at once on a 200 whose body is not JSON, without asking again', async () => {
-    fabric.setImds({ status: 200, body: '{"compute": {"osProfile": ' }, 'ok');
+  // A body cut short with valid framing is damage in transit, not IMDS's answer: asked again, as azure-init does.
+  it('asks again after 200s whose bodies were cut short (valid framing), and provisions from the whole one', async () => {
+    fabric.setImds('truncated-body', { status: 200, body: '{"compute": {"osProfile": ' }, 'truncated-body', 'ok');
+    const run = await runAgent(fabric);
+    expect(run.code, run.stderr).toBe(0);
+    expect(fabric.requestsTo('imds')).toHaveLength(4);
+    expect(reportKinds(fabric)).toEqual(['NotReady/Provisioning', 'Ready']);
+  });
+
+  it('asks again within the IMDS budget while every body is cut short, then fails naming the parse error, with no media', async () => {
+    fabric.setImds('truncated-body');
+    const run = await runAgent(fabric, { imds: { total_retry_timeout_secs: 2 } });
+    expect(run.code).toBe(1);
+    const description = lastFailureDescription(fabric);
+    expect(field(description, 'reason')).toBe('operation timed out');
+    expect(field(description, 'last_error')).toBe('error parsing IMDS metadata');
+    const imds = fabric.requestsTo('imds');
+    expect(imds.length).toBeGreaterThan(3);
+    // Paced by retry_interval_secs (0.1 s here), and ended by the total deadline, not by the first garbled body.
+    const failed = fabric.requestsTo('health').at(-1)!.receivedAt;
+    expect(failed - imds[0]!.receivedAt).toBeGreaterThanOrEqual(2000 - 100);
+  });
+
+  it('fails at once, naming the key, on a well-formed document with a wrong type, without asking again', async () => {
+    const doc = exampleImdsDocument();
+    doc.compute.osProfile.computerName = 42;
+    fabric.setImds({ status: 200, body: doc }, 'ok');
     const run = await runAgent(fabric);
     expect(run.code).toBe(78);
     expect(fabric.requestsTo('imds')).toHaveLength(1);
-    expect(field(lastFailureDescription(fabric), 'reason')).toBe('error parsing IMDS metadata');
+    const description = lastFailureDescription(fabric);
+    expect(field(description, 'reason')).toBe('invalid IMDS metadata');
+    expect(field(description, 'key')).toBe('compute.osProfile.computerName');
   });
 
   it('gives up on a stalled IMDS at the total deadline, within a second', async () => {

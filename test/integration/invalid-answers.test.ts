@@ -1,7 +1,8 @@
 /**
- * "Every answer is judged at once" (docs/protocol.md#imds-retries): the built agent against a fake fabric on loopback
- * whose IMDS answers 200 with something that can never be used. Each run must end in NotReady/ProvisioningFailed naming
- * the limit or the key within seconds — not at the end of a retry budget, and never by polling forever.
+ * "Every well-formed answer is judged at once" (docs/protocol.md#imds-retries): the built agent against a fake fabric on
+ * loopback whose IMDS answers 200 with something that can never be used. Each run must end in
+ * NotReady/ProvisioningFailed naming the limit or the key within seconds — not at the end of a retry budget, and never
+ * by polling forever.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decodeReport } from '../../src/azure/report.js';

@@ -3,9 +3,10 @@
  * fabric on loopback, each going on from the roll-up state the previous one left in the state file. A failure streak
  * outlives the process that began it, the plugin's `/versions` is asked until it is usable and not after, a corrupt
  * file or one from another boot is a clean start, and a cycle killed mid-way leaves the previous state as it was.
+ * Something else at the state path (a FIFO, a symlink, a directory) is named in a warning and never waited on.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -151,6 +152,65 @@ describe('bootstate monitor --once, one process per cycle', () => {
     await cycle();
     expect(heartbeats()).toEqual([true, false]);
   });
+
+  /** A cycle that has not ended on its own after this long is stuck (a healthy one takes a second or two). */
+  const stuck = () => {
+    const started = Date.now();
+    return () => Date.now() - started > 25_000;
+  };
+
+  it('never waits on a FIFO at the state path: warns naming it, and replaces it with the state', async () => {
+    mkdirSync(path.dirname(stateFile), { recursive: true });
+    execFileSync('mkfifo', [stateFile]);
+    const first = await cycle(stuck());
+    expect(first.signal, first.stderr).toBeNull();
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toContain(`monitor state discarded, starting afresh: unreadable: refusing ${stateFile}: it is not a regular file (fifo)`);
+    expect(lstatSync(stateFile).isFile()).toBe(true);
+    expect(saved().state.versionsAvailable).toBe(true);
+    const next = await cycle(stuck());
+    expect(next.stderr).not.toContain('monitor state');
+    expect(versionsAsked()).toBe(1);
+  }, 60_000);
+
+  it('follows no symlink at the state path: the target is neither read nor written, the link is replaced', async () => {
+    await cycle();
+    const target = path.join(dir, 'elsewhere.json');
+    const elsewhere = readFileSync(stateFile, 'utf8');
+    writeFileSync(target, elsewhere);
+    rmSync(stateFile);
+    symlinkSync(target, stateFile);
+    const next = await cycle(stuck());
+    expect(next.stderr).toContain(`refusing ${stateFile}: it is a symlink`);
+    // Read through the link, the state would have said the plugin is usable: /versions would not be asked again.
+    expect(versionsAsked()).toBe(2);
+    expect(lstatSync(stateFile).isFile()).toBe(true);
+    expect(readFileSync(target, 'utf8')).toBe(elsewhere);
+  }, 60_000);
+
+  it('removes an empty directory at the state path, with a warning, so the roll-up is saved', async () => {
+    fabric.setHostPlugin({ status: 500 });
+    mkdirSync(stateFile, { recursive: true });
+    const first = await cycle(stuck());
+    expect(first.stderr).toContain(`monitor state: removed the empty directory at ${stateFile}`);
+    expect(saved().state.heartbeatStreak).toEqual(expect.any(Number));
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await cycle();
+    expect(heartbeats()).toEqual([true, false]);
+  }, 60_000);
+
+  it('leaves a directory with entries at the state path as it was, and says each cycle that no state is kept', async () => {
+    mkdirSync(stateFile, { recursive: true });
+    writeFileSync(path.join(stateFile, 'someone-elses'), 'data\n');
+    for (let i = 0; i < 2; i++) {
+      const run = await cycle(stuck());
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stderr).toContain(`monitor state not saved: ${stateFile} is a directory with entries; left alone, so no state is kept across cycles`);
+    }
+    expect(readdirSync(stateFile)).toEqual(['someone-elses']);
+    expect(readFileSync(path.join(stateFile, 'someone-elses'), 'utf8')).toBe('data\n');
+    expect(readdirSync(path.dirname(stateFile))).toEqual(['monitor-state.json']);
+  }, 60_000);
 
   it('writes no run journal and keeps debug lines out of the log file', async () => {
     await cycle();

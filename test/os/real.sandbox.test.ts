@@ -1,5 +1,5 @@
 /** The real OS backend against real useradd, passwd, chpasswd, visudo, sshd and hostname, inside the sandbox. */
-import { readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -204,6 +204,27 @@ describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () 
     expect(await readFile(sandbox.hostPath('/etc/hostname'), 'utf8')).toBe('web-01\n');
     expect(hostname()).toBe(before);
   });
+
+  it('falls back to /etc/hostname within seconds when hostnamectl hangs (systemd-hostnamed cannot start)', async () => {
+    // D-Bus gives up on an activation after 25 s; a hostnamectl first in PATH that never answers stands for it.
+    const bin = sandbox.hostPath('/fake-hostnamectl-bin');
+    await mkdir(bin, { recursive: true });
+    await writeFile(path.join(bin, 'hostnamectl'), '#!/bin/sh\nexec sleep 300\n', { mode: 0o755 });
+    const started = Date.now();
+    const result = await runTsInSandbox(sandbox, SCRIPT, [JSON.stringify({ steps: [{ op: 'hostname', args: 'hung-01' }, { op: 'currentHostname', args: null }] })], {
+      env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}` },
+      timeoutMs: 90_000,
+    });
+    const seconds = (Date.now() - started) / 1000;
+    expect(result.exitCode, result.stderr).toBe(0);
+    const [step, current] = result.stdout.trim().split('\n').map((l) => JSON.parse(l) as Outcome);
+    expect(step!.ok).toMatchObject({ backend: 'hostname' });
+    expect(step!.ok!.warnings?.[0]).toMatch(/backend hostnamectl failed: .*timed out/);
+    expect(current!.ok!.detail).toBe('hung-01');
+    expect(await readFile(sandbox.hostPath('/etc/hostname'), 'utf8')).toBe('hung-01\n');
+    // The bound is a few seconds; the slack covers node + tsx starting on a loaded machine. Before, 30 s.
+    expect(seconds).toBeLessThan(20);
+  }, 120_000);
 
   it('reads the fake product_uuid as the Gen1 VM id', async () => {
     const [result] = await steps(sandbox, { steps: [{ op: 'vmid', args: null }] });

@@ -133,6 +133,31 @@ describe('setMainConfigPasswordAuthentication', () => {
     expect((await readFile(file, 'utf8')).split('\n')[1]).toBe('PasswordAuthentication yes');
   });
 
+  it('keeps bytes that are not UTF-8 as they were, in the edited file and in the original kept beside it', async () => {
+    // A Latin-1 comment (0xE9 for é, a stray 0xFF) beside real UTF-8 (é as 0xC3 0xA9): the file is bytes, not text.
+    const bytes = (...parts: Array<string | number[]>) => Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'ascii') : Buffer.from(p))));
+    const original = bytes('# Cr', [0xe9], 'dit ', [0xff, 0xfe], ' caf', [0xc3, 0xa9], '\nPasswordAuthentication yes\nBanner /etc/issue', [0xe9], '\n');
+    await writeFile(file, original);
+
+    const write = await setMainConfigPasswordAuthentication(file, 'no', signal);
+    expect(write.changed).toBe(true);
+    expect(await readFile(`${file}.bootstate-orig`)).toEqual(original);
+    expect(await readFile(file)).toEqual(bytes('# Cr', [0xe9], 'dit ', [0xff, 0xfe], ' caf', [0xc3, 0xa9], '\nPasswordAuthentication no\nBanner /etc/issue', [0xe9], '\n'));
+
+    await write.restore();
+    expect(await readFile(file)).toEqual(original);
+  });
+
+  it('puts the setting first in a file that is not UTF-8, the rest byte for byte', async () => {
+    const original = Buffer.concat([Buffer.from('Include /etc/ssh/extra.conf\n# '), Buffer.from([0xe9, 0xff, 0x80]), Buffer.from('\n')]);
+    await writeFile(file, original);
+    await setMainConfigPasswordAuthentication(file, 'yes', signal);
+    const after = await readFile(file);
+    expect(after.subarray(after.length - original.length)).toEqual(original);
+    expect(after.subarray(0, after.length - original.length).toString('ascii')).toMatch(/\nPasswordAuthentication yes\n$/);
+    expect(await readFile(`${file}.bootstate-orig`)).toEqual(original);
+  });
+
   it('writes nothing, not even a backup, when the file already says so first', async () => {
     await writeFile(file, 'PasswordAuthentication no\n');
     expect((await setMainConfigPasswordAuthentication(file, 'no', signal)).changed).toBe(false);
