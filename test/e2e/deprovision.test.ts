@@ -123,10 +123,9 @@ printf 'ran on ${HOSTNAME}\n' > /var/log/azure/run-command/handler.log
 printf 'Published hostname ${HOSTNAME}\n' > /var/log/waagent.log
 `;
 
-/** Runs `argv` in the VM (its sandbox and network namespace) with the sandbox's /root bound over /root too. */
+/** Runs `argv` in the VM: its sandbox (whose own /root the harness binds) and its network namespace. */
 function inVm(vm: Vm, argv: string[]) {
-  const script = 'mount --bind "$0" /root && exec "$@"';
-  return runInSandbox(vm.sandbox, ['sh', '-c', script, vm.sandbox.hostPath('/root'), ...argv], { netns: vm.netns.name, timeoutMs: 120_000 });
+  return runInSandbox(vm.sandbox, argv, { netns: vm.netns.name, timeoutMs: 120_000 });
 }
 
 /**
@@ -188,7 +187,6 @@ function deprovisioned(name: string, flags: string[]): Promise<Deprovisioned> {
   return withVm(vms, `${PREFIX}-${name}`, { generation: 2, imdsDocument: imdsDocument(), certificates: pem }, async (vm) => {
     await mkdir(vm.sandbox.hostPath('/etc/bootstate'), { recursive: true });
     await writeFile(vm.sandbox.hostPath('/etc/bootstate/bootstate.toml'), CONFIG);
-    await mkdir(vm.sandbox.hostPath('/root'), { mode: 0o700 });
     await assertNoHostHistories(vm);
     const before = diskTree(vm.sandbox);
     const boot = await withMedia(vm, ovf, () => vm.boot());

@@ -1,7 +1,8 @@
 /**
  * The namespace harness for e2e tests. A sandbox is a temp tree with its own /etc, /home, /var/lib, /var/log,
  * /run and a fake product_uuid; `runInSandbox` runs a command in fresh mount + UTS namespaces (optionally inside
- * a network namespace) with that tree bind-mounted over the real paths, so real useradd, passwd, chpasswd,
+ * a network namespace) with that tree bind-mounted over the real paths (/root too: nothing a test runs may write the
+ * host's own home of root), so real useradd, passwd, chpasswd,
  * hostname and sshd act on the temp tree and the host is untouched. As root on Linux a missing namespace
  * facility throws: these tests fail loudly rather than skip.
  */
@@ -67,7 +68,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   const root = await mkdtemp(path.join(tmpdir(), 'bootstate-sandbox-'));
   const at = (p: string) => path.join(root, p);
   // sys/class/block lists only this VM's own block devices (none until a test attaches one: attachLoop).
-  for (const dir of ['etc/ssh/sshd_config.d', 'etc/sudoers.d', 'home', 'var/lib', 'var/log', 'run', 'sys/class/dmi/id', 'sys/class/block', 'sys/firmware']) {
+  for (const dir of ['etc/ssh/sshd_config.d', 'etc/sudoers.d', 'home', 'root', 'var/lib', 'var/log', 'run', 'sys/class/dmi/id', 'sys/class/block', 'sys/firmware']) {
     await mkdir(at(dir), { recursive: true });
   }
   for (const item of FROM_HOST) {
@@ -81,6 +82,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   await chown(at('etc/shadow'), 0, 42);
   await chown(at('etc/gshadow'), 0, 42);
   await chmod(at('etc/sudoers.d'), 0o755);
+  await chmod(at('root'), 0o700);
   await writeFile(at('etc/hostname'), `${options.hostname ?? 'sandbox'}\n`);
   await writeFile(
     at('etc/ssh/sshd_config'),
@@ -103,7 +105,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
 // The paths arrive as positional parameters, never interpolated into the script.
 const ENTER = `set -eu
 r=$1; shift
-for d in etc home var/lib var/log run; do mount --bind "$r/$d" "/$d"; done
+for d in etc home root var/lib var/log run; do mount --bind "$r/$d" "/$d"; done
 # The media probe lists /sys/class/block: a VM sees its own devices there, never the host's disks or drive (on an
 # Azure machine that is the host's own provisioning media) nor another VM's media attached at the same time.
 if [ -e /sys/class/dmi/id/product_uuid ]; then
