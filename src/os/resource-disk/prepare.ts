@@ -39,9 +39,7 @@ const TIMEOUT = 10 * 60 * 1000;
 
 /** Runs one pass; never throws: a failure is the outcome `failed`, logged as a warning. */
 export async function prepareResourceDisk(config: ResourceDiskConfig, env: ResourceDiskEnv): Promise<ResourceDiskOutcome> {
-  // Off Azure the same VMBus ids name a Hyper-V VM's own disks (the second IDE disk of every Gen1 VM): never touch them.
-  const tag = await readFile(path.join(env.sysRoot, 'class/dmi/id/chassis_asset_tag'), 'utf8').catch(() => '');
-  if (env.requireAzure && tag.trim() !== AZURE_CHASSIS_ASSET_TAG) {
+  if (!(await onAzure(env))) {
     env.log.info({ step: 'resource-disk' }, 'not an Azure VM (no Azure chassis asset tag): no disk is looked at');
     return { result: 'no-disk', why: 'not an Azure VM' };
   }
@@ -53,7 +51,6 @@ export async function prepareResourceDisk(config: ResourceDiskConfig, env: Resou
   const disk = found.disk;
   const device = path.join(env.devDir, disk.name);
   env.log.info({ step: 'resource-disk', device, kind: disk.kind }, `temporary disk ${device}: ${disk.why}`);
-  if (found.unused.length > 0) env.log.info({ step: 'resource-disk' }, `local NVMe disks not used: ${found.unused.join(', ')} (only the first is formatted)`);
   let decision: Decision;
   try {
     decision = await inspect(config, env, device);
@@ -64,6 +61,11 @@ export async function prepareResourceDisk(config: ResourceDiskConfig, env: Resou
     env.log.warn({ step: 'resource-disk', device }, `temporary disk ${device} left alone: ${decision.why}`);
     return { result: 'left-alone', device, why: decision.why };
   }
+  return actOn(config, env, device, decision);
+}
+
+/** Carries out a decision other than `leave` for `device` at `config.mount_point`: the part a disk goes through once it may be used. */
+export async function actOn(config: ResourceDiskConfig, env: ResourceDiskEnv, device: string, decision: Exclude<Decision, { action: 'leave' }>): Promise<ResourceDiskOutcome> {
   try {
     const problem = await mountPointProblem(config.mount_point, env, decision.action === 'mount' ? devNumber(decision.partition) : null);
     if (problem) return failed(env, device, `not ${decision.action === 'format' ? 'formatted' : 'mounted'}: ${problem}`);
@@ -89,12 +91,18 @@ export async function prepareResourceDisk(config: ResourceDiskConfig, env: Resou
   return { result, device, why: decision.why, swap };
 }
 
-function failed(env: ResourceDiskEnv, device: string, why: string): ResourceDiskOutcome {
+/** Off Azure the same VMBus ids name a Hyper-V VM's own disks (the second IDE disk of every Gen1 VM): never touch them. */
+export async function onAzure(env: Pick<ResourceDiskEnv, 'sysRoot' | 'requireAzure'>): Promise<boolean> {
+  const tag = await readFile(path.join(env.sysRoot, 'class/dmi/id/chassis_asset_tag'), 'utf8').catch(() => '');
+  return !env.requireAzure || tag.trim() === AZURE_CHASSIS_ASSET_TAG;
+}
+
+export function failed(env: ResourceDiskEnv, device: string, why: string): ResourceDiskOutcome {
   env.log.warn({ step: 'resource-disk', device }, `temporary disk ${device}: ${why}`);
   return { result: 'failed', device, why };
 }
 
-async function inspect(config: ResourceDiskConfig, env: ResourceDiskEnv, device: string): Promise<Decision> {
+export async function inspect(config: ResourceDiskConfig, env: ResourceDiskEnv, device: string): Promise<Decision> {
   if (!existsSync(device)) throw new Error(`${device} does not exist`);
   const probe = await probeDisk(env, device);
   const candidate = ntfsCandidate(probe, config.label);
@@ -103,7 +111,7 @@ async function inspect(config: ResourceDiskConfig, env: ResourceDiskEnv, device:
 }
 
 /** A new GPT with one Linux partition over the whole disk, named `label`; resolves to its node. */
-async function partition1(env: ResourceDiskEnv, device: string, label: string): Promise<string> {
+export async function partition1(env: ResourceDiskEnv, device: string, label: string): Promise<string> {
   await env.run(['sfdisk', '--quiet', '--wipe', 'always', '--wipe-partitions', 'always', device], {
     stdin: Buffer.from(`label: gpt\nname="${label}", type=linux\n`),
     timeoutMs: TIMEOUT,
@@ -115,7 +123,7 @@ async function partition1(env: ResourceDiskEnv, device: string, label: string): 
   return node;
 }
 
-async function makeFilesystem(env: ResourceDiskEnv, partition: string, label: string): Promise<void> {
+export async function makeFilesystem(env: ResourceDiskEnv, partition: string, label: string): Promise<void> {
   await env.run(['mkfs.ext4', '-F', '-q', '-L', label, partition], { timeoutMs: TIMEOUT });
 }
 
@@ -131,7 +139,7 @@ async function writeUnit(file: string, content: string): Promise<boolean> {
  * Why the disk cannot be mounted at the mount point, found before anything is written: another filesystem is mounted
  * there, or it holds files (say `/var` set by mistake) the temporary disk would hide. Null when it can.
  */
-async function mountPointProblem(where: string, env: ResourceDiskEnv, ours: string | null): Promise<string | null> {
+export async function mountPointProblem(where: string, env: ResourceDiskEnv, ours: string | null): Promise<string | null> {
   const mounted = mountedAt(env, where);
   if (mounted.length > 0) return mounted.at(-1) === ours ? null : `another filesystem is mounted at ${where}`;
   await mkdir(where, { recursive: true, mode: 0o755 });
@@ -139,7 +147,7 @@ async function mountPointProblem(where: string, env: ResourceDiskEnv, ours: stri
   return present.length > 0 ? `${where} is not empty (${present.length} ${present.length === 1 ? 'entry' : 'entries'}): mounting over it would hide them` : null;
 }
 
-async function mountIt(config: ResourceDiskConfig, env: ResourceDiskEnv, partition: string): Promise<void> {
+export async function mountIt(config: ResourceDiskConfig, env: ResourceDiskEnv, partition: string): Promise<void> {
   const where = config.mount_point;
   const ours = devNumber(partition);
   const before = mountedAt(env, where);
@@ -166,7 +174,7 @@ function stableName(env: ResourceDiskEnv, partition: string): string {
 }
 
 /** Makes (or keeps) the swap file and starts its unit; with `swap_size_mb = 0` removes what an earlier pass made. */
-async function swapOn(config: ResourceDiskConfig, env: ResourceDiskEnv): Promise<ResourceDiskOutcome['swap']> {
+export async function swapOn(config: ResourceDiskConfig, env: ResourceDiskEnv): Promise<ResourceDiskOutcome['swap']> {
   const file = path.join(config.mount_point, SWAP_FILE_NAME);
   const unit = swapUnitName(file);
   const unitFile = path.join(env.unitDir, unit);
