@@ -35,7 +35,7 @@ const loops: string[] = [];
 
 const at = (p: string) => path.join(root, p);
 
-/** The recording runner: mdadm and mount are fakes, blkid may be answered, the rest runs for real. */
+/** The recording runner: mdadm, mount and udevadm are fakes, blkid may be answered, the rest runs for real. */
 const recording: Runner = async (argv, options) => {
   calls.push(argv);
   const ok = (stdout = '') => ({ argv, exitCode: 0, signal: null, stdout, stderr: '', endedBy: 'exit' as const });
@@ -51,6 +51,7 @@ const recording: Runner = async (argv, options) => {
     await appendFile(env.mountinfo, `99 1 ${devNumber(source)} / ${where} rw,relatime - ext4 ${source} rw\n`);
     return ok();
   }
+  if (argv[0] === 'udevadm') return ok();
   if (argv[0] === 'blkid' && blkidAnswers.has(argv.at(-1)!)) return ok(blkidAnswers.get(argv.at(-1)!));
   return run(argv, options);
 };
@@ -215,6 +216,30 @@ describe.skipIf(!canSandbox)('several local NVMe disks', () => {
     expect(writes()).toEqual([]);
   });
 
+  it('raid0: mdadm returning before udev made /dev/md/<label> → the kernel\'s md node over exactly these disks is formatted and mounted', async () => {
+    await localDisk(1, 'blank');
+    await localDisk(2, 'blank');
+    env.run = async (argv, options) => {
+      if (argv[0] !== 'mdadm') return recording(argv, options);
+      calls.push(argv);
+      const md = at('sys/devices/virtual/block/md127');
+      await mkdir(path.join(md, 'md'), { recursive: true });
+      await mkdir(path.join(md, 'slaves'));
+      await writeFile(path.join(md, 'md/level'), 'raid0\n');
+      for (const n of ['nvme1n1', 'nvme2n1']) await symlink(at(`sys/class/block/${n}`), path.join(md, 'slaves', n));
+      await symlink(md, at('sys/class/block/md127'));
+      await writeFile(at('dev/md127'), '');
+      await run(['truncate', '--size', String(16 * MiB), at('dev/md127')]);
+      return { argv, exitCode: 0, signal: null, stdout: '', stderr: '', endedBy: 'exit' };
+    };
+    const outcome = await resourceDiskPass(config('raid0'), env);
+    expect(outcome, JSON.stringify(logged)).toMatchObject({ result: 'formatted', device: at('dev/md127') });
+    expect(writes().slice(1)).toEqual([
+      ['mkfs.ext4', '-F', '-q', '-L', 'azure-resource', at('dev/md127')],
+      ['mount', '-t', 'ext4', '-o', 'defaults', at('dev/md127'), at('mnt')],
+    ]);
+  });
+
   it('each: GPT and ext4 on every disk, mounted at <mount point>/<index>; the next boot only mounts them; one disk holding anything leaves all alone', async () => {
     const disks = [await localDisk(1, 'blank', 2), await localDisk(2, 'blank', 1)];
     const first = await resourceDiskPass(config('each'), env);
@@ -237,6 +262,13 @@ describe.skipIf(!canSandbox)('several local NVMe disks', () => {
     expect(second).toMatchObject({ result: 'mounted' });
     expect(writes().filter((c) => c[0] !== 'mount')).toEqual([]);
     expect(calls.filter((c) => c[0] === 'mount')).toEqual(mounts);
+
+    // The unit started again on the same boot: each disk is mounted at its own place already, nothing to do.
+    calls = [];
+    const restarted = await resourceDiskPass(config('each'), env);
+    expect(restarted, JSON.stringify(logged)).toMatchObject({ result: 'mounted' });
+    expect(writes()).toEqual([]);
+    expect(warnings()).toEqual([]);
 
     // A user's filesystem on one of them: nothing is mounted or written, the warning names it.
     calls = [];

@@ -19,11 +19,15 @@ const STEP = { step: 'resource-disk' } as const;
 
 type Usable = Exclude<Decision, { action: 'leave' }>;
 
-/** Reads every disk; their decisions when every one may be used, else the warning naming those that may not. */
-async function decideAll(config: ResourceDiskConfig, env: ResourceDiskEnv, disks: LocalDisk[], usable: (d: Usable) => boolean): Promise<Usable[] | string> {
+/**
+ * Reads every disk, each against its own target (`configFor`: its mount point); their decisions when every one may be
+ * used, else the warning naming those that may not.
+ */
+async function decideAll(configFor: (d: LocalDisk) => ResourceDiskConfig, env: ResourceDiskEnv, disks: LocalDisk[], usable: (d: Usable) => boolean): Promise<Usable[] | string> {
   const decisions: Usable[] = [];
   const refused: string[] = [];
   for (const disk of disks) {
+    const config = configFor(disk);
     let decision: Decision;
     try {
       decision = await inspect(config, env, disk.device);
@@ -42,7 +46,7 @@ export async function prepareLocalNvme(config: ResourceDiskConfig, env: Resource
   env.log.info(STEP, `local NVMe disks (${local.orderedBy}): ${disks.map((d) => `${d.index} = ${d.shown}`).join(', ')}; local_nvme = "${config.local_nvme}"`);
   if (config.local_nvme === 'each') return each(config, env, disks);
   if (disks.length === 1) {
-    const decisions = await decideAll(config, env, disks, () => true);
+    const decisions = await decideAll(() => config, env, disks, () => true);
     return typeof decisions === 'string' ? leftAlone(env, disks, decisions) : actOn(config, env, disks[0]!.device, decisions[0]!);
   }
   return raid0(config, env, disks);
@@ -56,13 +60,11 @@ function leftAlone(env: ResourceDiskEnv, disks: LocalDisk[], why: string): Resou
 
 /** `each`: ext4 on every disk at `<mount_point>/<index>`; the swap file, if any, on the first. */
 async function each(config: ResourceDiskConfig, env: ResourceDiskEnv, disks: LocalDisk[]): Promise<ResourceDiskOutcome> {
-  const decisions = await decideAll(config, env, disks, () => true);
+  const own = (disk: LocalDisk) => ({ ...config, mount_point: path.posix.join(config.mount_point, String(disk.index)), swap_size_mb: disk === disks[0] ? config.swap_size_mb : 0 });
+  const decisions = await decideAll(own, env, disks, () => true);
   if (typeof decisions === 'string') return leftAlone(env, disks, decisions);
   const outcomes: ResourceDiskOutcome[] = [];
-  for (const [i, disk] of disks.entries()) {
-    const own = { ...config, mount_point: path.posix.join(config.mount_point, String(disk.index)), swap_size_mb: i === 0 ? config.swap_size_mb : 0 };
-    outcomes.push(await actOn(own, env, disk.device, decisions[i]!));
-  }
+  for (const [i, disk] of disks.entries()) outcomes.push(await actOn(own(disk), env, disk.device, decisions[i]!));
   const bad = outcomes.find((o) => o.result === 'failed');
   const device = disks.map((d) => d.device).join(' ');
   if (bad) return { result: 'failed', device, why: `${bad.device}: ${bad.why}` };
@@ -110,7 +112,7 @@ function arrayNode(env: ResourceDiskEnv, md: string, label: string): string {
 async function raid0(config: ResourceDiskConfig, env: ResourceDiskEnv, disks: LocalDisk[]): Promise<ResourceDiskOutcome> {
   const md = arrayOver(env.sysRoot, disks);
   if (md) return existingArray(config, env, disks, arrayNode(env, md, config.label));
-  const decisions = await decideAll(config, env, disks, (d) => d.action === 'format');
+  const decisions = await decideAll(() => config, env, disks, (d) => d.action === 'format');
   if (typeof decisions === 'string') return leftAlone(env, disks, decisions);
   const array = path.join(env.devDir, 'md', config.label);
   try {
@@ -126,12 +128,29 @@ async function raid0(config: ResourceDiskConfig, env: ResourceDiskEnv, disks: Lo
       stdin: Buffer.alloc(0),
       timeoutMs: TIMEOUT,
     });
-    if (!existsSync(array)) throw new Error(`mdadm made no ${array}`);
-    await makeFilesystem(env, array, config.label);
   } catch (error) {
     return failed(env, array, `making the RAID0 array failed: ${stderrOf(error)}`);
   }
-  return mountArray(config, env, array, 'formatted', `a RAID0 array over ${disks.length} blank local NVMe disks`);
+  let node: string;
+  try {
+    node = await madeArray(env, array, disks);
+    await makeFilesystem(env, node, config.label);
+  } catch (error) {
+    return failed(env, array, `formatting the new RAID0 array failed: ${stderrOf(error)}`);
+  }
+  return mountArray(config, env, node, 'formatted', `a RAID0 array over ${disks.length} blank local NVMe disks`);
+}
+
+/**
+ * The node of the array mdadm just made: `/dev/md/<label>` once udev has made it (mdadm may return before), else the
+ * kernel's `mdN` over exactly these disks.
+ */
+async function madeArray(env: ResourceDiskEnv, array: string, disks: LocalDisk[]): Promise<string> {
+  await env.run(['udevadm', 'settle', '--timeout=60'], { timeoutMs: 90_000, allowFailure: true }).catch(() => undefined);
+  if (existsSync(array)) return array;
+  const md = arrayOver(env.sysRoot, disks);
+  if (md && existsSync(path.join(env.devDir, md))) return path.join(env.devDir, md);
+  throw new Error(`mdadm made no ${array}, and no md array over the disks is to be seen`);
 }
 
 /** The array the kernel assembled: mounted when it holds our ext4, given it when it is ours and empty, else left. */
