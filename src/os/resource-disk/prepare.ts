@@ -91,18 +91,12 @@ export async function actOn(config: ResourceDiskConfig, env: ResourceDiskEnv, de
   return { result, device, why: decision.why, swap };
 }
 
-/** Off Azure the same VMBus ids name a Hyper-V VM's own disks (the second IDE disk of every Gen1 VM): never touch them. */
-export async function onAzure(env: Pick<ResourceDiskEnv, 'sysRoot' | 'requireAzure'>): Promise<boolean> {
-  const tag = await readFile(path.join(env.sysRoot, 'class/dmi/id/chassis_asset_tag'), 'utf8').catch(() => '');
-  return !env.requireAzure || tag.trim() === AZURE_CHASSIS_ASSET_TAG;
-}
-
-export function failed(env: ResourceDiskEnv, device: string, why: string): ResourceDiskOutcome {
+function failed(env: ResourceDiskEnv, device: string, why: string): ResourceDiskOutcome {
   env.log.warn({ step: 'resource-disk', device }, `temporary disk ${device}: ${why}`);
   return { result: 'failed', device, why };
 }
 
-export async function inspect(config: ResourceDiskConfig, env: ResourceDiskEnv, device: string): Promise<Decision> {
+async function inspect(config: ResourceDiskConfig, env: ResourceDiskEnv, device: string): Promise<Decision> {
   if (!existsSync(device)) throw new Error(`${device} does not exist`);
   const probe = await probeDisk(env, device);
   const candidate = ntfsCandidate(probe, config.label);
@@ -111,7 +105,7 @@ export async function inspect(config: ResourceDiskConfig, env: ResourceDiskEnv, 
 }
 
 /** A new GPT with one Linux partition over the whole disk, named `label`; resolves to its node. */
-export async function partition1(env: ResourceDiskEnv, device: string, label: string): Promise<string> {
+async function partition1(env: ResourceDiskEnv, device: string, label: string): Promise<string> {
   await env.run(['sfdisk', '--quiet', '--wipe', 'always', '--wipe-partitions', 'always', device], {
     stdin: Buffer.from(`label: gpt\nname="${label}", type=linux\n`),
     timeoutMs: TIMEOUT,
@@ -123,7 +117,7 @@ export async function partition1(env: ResourceDiskEnv, device: string, label: st
   return node;
 }
 
-export async function makeFilesystem(env: ResourceDiskEnv, partition: string, label: string): Promise<void> {
+async function makeFilesystem(env: ResourceDiskEnv, partition: string, label: string): Promise<void> {
   await env.run(['mkfs.ext4', '-F', '-q', '-L', label, partition], { timeoutMs: TIMEOUT });
 }
 
@@ -139,7 +133,7 @@ async function writeUnit(file: string, content: string): Promise<boolean> {
  * Why the disk cannot be mounted at the mount point, found before anything is written: another filesystem is mounted
  * there, or it holds files (say `/var` set by mistake) the temporary disk would hide. Null when it can.
  */
-export async function mountPointProblem(where: string, env: ResourceDiskEnv, ours: string | null): Promise<string | null> {
+async function mountPointProblem(where: string, env: ResourceDiskEnv, ours: string | null): Promise<string | null> {
   const mounted = mountedAt(env, where);
   if (mounted.length > 0) return mounted.at(-1) === ours ? null : `another filesystem is mounted at ${where}`;
   await mkdir(where, { recursive: true, mode: 0o755 });
@@ -147,7 +141,7 @@ export async function mountPointProblem(where: string, env: ResourceDiskEnv, our
   return present.length > 0 ? `${where} is not empty (${present.length} ${present.length === 1 ? 'entry' : 'entries'}): mounting over it would hide them` : null;
 }
 
-export async function mountIt(config: ResourceDiskConfig, env: ResourceDiskEnv, partition: string): Promise<void> {
+async function mountIt(config: ResourceDiskConfig, env: ResourceDiskEnv, partition: string): Promise<void> {
   const where = config.mount_point;
   const ours = devNumber(partition);
   const before = mountedAt(env, where);
@@ -174,7 +168,7 @@ function stableName(env: ResourceDiskEnv, partition: string): string {
 }
 
 /** Makes (or keeps) the swap file and starts its unit; with `swap_size_mb = 0` removes what an earlier pass made. */
-export async function swapOn(config: ResourceDiskConfig, env: ResourceDiskEnv): Promise<ResourceDiskOutcome['swap']> {
+async function swapOn(config: ResourceDiskConfig, env: ResourceDiskEnv): Promise<ResourceDiskOutcome['swap']> {
   const file = path.join(config.mount_point, SWAP_FILE_NAME);
   const unit = swapUnitName(file);
   const unitFile = path.join(env.unitDir, unit);
@@ -237,3 +231,12 @@ async function writeZeros(file: string, bytes: number): Promise<void> {
     await handle.close();
   }
 }
+
+/** Off Azure the same VMBus ids name a Hyper-V VM's own disks (the second IDE disk of every Gen1 VM): never touch them. */
+export async function onAzure(env: Pick<ResourceDiskEnv, 'sysRoot' | 'requireAzure'>): Promise<boolean> {
+  const tag = await readFile(path.join(env.sysRoot, 'class/dmi/id/chassis_asset_tag'), 'utf8').catch(() => '');
+  return !env.requireAzure || tag.trim() === AZURE_CHASSIS_ASSET_TAG;
+}
+
+// The steps local-nvme disks go through too (aggregate.ts), one disk at a time.
+export { failed, inspect, makeFilesystem, mountIt, mountPointProblem, partition1, swapOn };
