@@ -32,7 +32,8 @@ async function decideAll(configFor: (d: LocalDisk) => ResourceDiskConfig, env: R
     try {
       decision = await inspect(config, env, disk.device);
     } catch (error) {
-      decision = { action: 'leave', why: `it could not be read: ${stderrOf(error)}` };
+      refused.push(`${disk.shown}: it could not be read: ${stderrOf(error)}`);
+      continue;
     }
     if (decision.action !== 'leave' && usable(decision)) decisions.push(decision);
     else refused.push(`${disk.shown}: ${decision.action === 'leave' ? decision.why : `${decision.why} (not a blank disk, which local_nvme = "${config.local_nvme}" needs)`}`);
