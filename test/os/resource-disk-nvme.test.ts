@@ -125,7 +125,7 @@ const messages = () => logged.map((l) => l.msg);
 /** The commands that write to a disk or mount one. */
 const writes = () => calls.filter((c) => ['mdadm', 'mkfs.ext4', 'mount', 'mknod'].includes(c[0]!) || (c[0] === 'sfdisk' && !c.includes('--json')));
 
-describe.skipIf(!canSandbox)('several local NVMe disks', () => {
+describe.skipIf(!canSandbox)('several local NVMe disks', { timeout: 180_000 }, () => {
   it('by default leaves every local NVMe disk alone, blank or not, naming them (none is formatted, not even the first)', async () => {
     const disks = [await localDisk(1, 'blank', 2), await localDisk(2, 'blank', 1), await localDisk(3, 'blank', 3)];
     const before = await Promise.all(disks.map((d) => sha256(d.image)));

@@ -237,7 +237,7 @@ function resourceNames(links: Map<string, string[]>): string[] {
   return [...links].filter(([, l]) => l.some((x) => /^\/dev\/disk\/azure\/resource(-part\d+)?$/.test(x))).map(([n]) => n).sort();
 }
 
-describe.skipIf(!canSandbox)('/dev/disk/azure/resource: bootstate\'s udev rule, WALinuxAgent\'s and azure-vm-utils\' name the same device', () => {
+describe.skipIf(!canSandbox)('/dev/disk/azure/resource: bootstate\'s udev rule, WALinuxAgent\'s and azure-vm-utils\' name the same device', { timeout: 180_000 }, () => {
   it.each(Object.entries(VMS))('%s', async (vm, devices) => {
     const links = await linksUnderOurRule(vm, devices);
     const ours = resourceNames(links);
