@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { appendFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -20,7 +20,7 @@ import { run, type Runner } from '../../src/os/exec.js';
 import { BY_INDEX_DIR } from '../../src/os/resource-disk/local-nvme.js';
 import { resourceDiskPass, type PassEnv } from '../../src/os/resource-disk/pass.js';
 import { devNumber } from '../../src/os/resource-disk/probe.js';
-import { canSandbox } from '../e2e/ns.js';
+import { canSandbox, createSandbox, REPO, runInSandbox, type Sandbox } from '../e2e/ns.js';
 
 const MiB = 1024 * 1024;
 const NVME_LOCAL = 'Microsoft NVMe Direct Disk v2';
@@ -308,5 +308,33 @@ describe.skipIf(!canSandbox)('several local NVMe disks', { timeout: 180_000 }, (
     const outcome = await resourceDiskPass(config('raid0'), env);
     expect(outcome.result, JSON.stringify(logged)).toBe('formatted');
     expect(calls.some((c) => c[0] === 'mdadm')).toBe(true);
+  });
+});
+
+describe.skipIf(!canSandbox)('bootstate resource-disk, the command, on a VM with local NVMe disks only', { timeout: 180_000 }, () => {
+  let sandbox: Sandbox;
+  beforeEach(async () => {
+    sandbox = await createSandbox({ generation: 2 });
+  });
+  afterEach(async () => sandbox.cleanup());
+
+  it('as installed (no local_nvme setting) leaves them alone, exits 0 and says so in the journal and the KVP outcome', async () => {
+    for (const controller of [1, 2]) {
+      const ns = sandbox.hostPath(`/fake-sys/devices/pci0000:00/0000:00:0${controller}.0/nvme/nvme${controller}/nvme${controller}n1`);
+      await mkdir(ns, { recursive: true });
+      await writeFile(path.join(ns, '../model'), `${NVME_LOCAL.padEnd(40)}\n`);
+      await symlink(ns, sandbox.hostPath(`/sys/class/block/nvme${controller}n1`));
+    }
+    await mkdir(sandbox.hostPath('/var/lib/hyperv'), { recursive: true });
+    const file = sandbox.hostPath('/etc/bootstate-test.toml');
+    await writeFile(file, `[resource_disk]\nmount_point = "${sandbox.hostPath('/mnt-temp')}"\n[log_path]\npath = ""\n`);
+    const result = await runInSandbox(sandbox, [process.execPath, '--import', 'tsx', 'src/cli.ts', 'resource-disk', '--config', file, '--log-format', 'json'], { cwd: REPO, timeoutMs: 120_000 });
+    expect(result.exitCode, result.stderr).toBe(0);
+    const log = result.stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
+    expect(log.filter((l) => l.level >= 40)).toEqual([]);
+    expect(log.map((l) => l.msg)).toContain('local NVMe disks left alone: /dev/nvme1n1, /dev/nvme2n1 ([resource_disk] local_nvme = "leave"; "raid0" or "each" would use them when blank)');
+    const pool = (await readFile(sandbox.hostPath('/var/lib/hyperv/.kvp_pool_1'))).toString('utf8').replace(/\0+/g, ' ');
+    expect(pool).toContain('left-alone /dev/nvme1n1 /dev/nvme2n1: local NVMe disks are left alone (local_nvme = "leave")');
+    expect(await readdir(sandbox.hostPath('/etc/systemd/system')).catch(() => [])).toEqual([]);
   });
 });
