@@ -81,6 +81,7 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'resource_disk.label': 'ext4 label and GPT partition name by which bootstate knows the disk is already its own.',
   'resource_disk.mount_options': 'Options= of the temporary disk\'s mount unit.',
   'resource_disk.swap_size_mb': 'Size of the swap file <mount_point>/swapfile on the temporary disk; 0 makes none.',
+  'resource_disk.local_nvme': 'Local NVMe disks (L-series, v6 sizes): "leave" them alone, one "raid0" array over all at mount_point, or "each" at mount_point/<index>; only when every one may be used (blank, or already bootstate\'s for "each").',
   'certificates.place': 'Write the goal state certificates to /var/lib/waagent/<THUMBPRINT>.crt/.prv: "auto" when they are fetched for keys and WALinuxAgent is absent, true always, false never.',
   'certificates.total_retry_timeout_secs': 'Longest the goal state and Certificates requests may take, retries included.',
   'steps.skip': 'OS steps to leave out: hostname, user, password, ssh-keys, sshd, custom-data, resource-disk (also --only / --skip).',

@@ -29,8 +29,8 @@ export async function resourceDisk(values: ParsedArgs['values']): Promise<number
       log.info({ step: 'resource-disk', skipped: true }, `step resource-disk skipped (${config.resource_disk.enable ? '[steps] skip' : '[resource_disk] enable = false'} in the configuration)`);
       return EXIT_OK;
     }
-    const { prepareResourceDisk } = await import('../os/resource-disk/prepare.js');
-    const outcome = await prepareResourceDisk(config.resource_disk, {
+    const { resourceDiskPass } = await import('../os/resource-disk/pass.js');
+    const outcome = await resourceDiskPass(config.resource_disk, {
       run,
       log,
       sysRoot: (values.sysfs as string | undefined) ?? '/sys',
@@ -38,6 +38,7 @@ export async function resourceDisk(values: ParsedArgs['values']): Promise<number
       mountinfo: '/proc/self/mountinfo',
       swaps: '/proc/swaps',
       unitDir: '/etc/systemd/system',
+      fstab: '/etc/fstab',
       systemd: existsSync('/run/systemd/system'),
       requireAzure: config.platform.check,
     });

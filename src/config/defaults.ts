@@ -186,7 +186,16 @@ export interface ResourceDiskConfig {
   mount_options: string;
   /** Size of the swap file on the disk; 0 is no swap. */
   swap_size_mb: number;
+  /**
+   * What becomes of the VM's local NVMe disks (L-series, v6 sizes: one to ten): `leave` them alone (the default: they
+   * are often used raw), one `raid0` array over all of them mounted at the mount point, or `each` disk on its own at
+   * `<mount_point>/<index>`.
+   */
+  local_nvme: LocalNvmeMode;
 }
+
+export const LOCAL_NVME_MODES = ['leave', 'raid0', 'each'] as const;
+export type LocalNvmeMode = (typeof LOCAL_NVME_MODES)[number];
 
 /**
  * Names of the OS steps `--only` and `--skip` choose from. `resource-disk` is not a step of the first-boot chart: its
@@ -291,7 +300,7 @@ export const DEFAULT_CONFIG: Config = {
   journal: { enable: true, keep: 20 },
   preprovisioning: { poll_interval_secs: 1 },
   custom_data: { custom_data_path: '', user_data_path: '', waagent_compat: false, require: false },
-  resource_disk: { enable: true, mount_point: '/mnt', label: 'azure-resource', mount_options: 'defaults', swap_size_mb: 0 },
+  resource_disk: { enable: true, mount_point: '/mnt', label: 'azure-resource', mount_options: 'defaults', swap_size_mb: 0, local_nvme: 'leave' },
   certificates: { place: 'auto', total_retry_timeout_secs: 120 },
   steps: { skip: [] },
   data_dir: { path: '/var/lib/bootstate' },

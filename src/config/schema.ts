@@ -7,6 +7,7 @@ import * as v from 'valibot';
 import {
   HOSTNAME_BACKEND_NAMES,
   HOSTNAME_PUBLISHING_BACKEND_NAMES,
+  LOCAL_NVME_MODES,
   PASSWORD_BACKEND_NAMES,
   STEP_NAMES,
   SUDO_POLICIES,
@@ -131,6 +132,7 @@ const sections = {
     label: v.pipe(v.string(), v.check((s) => /^[A-Za-z0-9_.-]{1,16}$/.test(s), 'must be 1 to 16 letters, digits, _ . - (an ext4 label)')),
     mount_options: v.pipe(v.string(), v.check((s) => /^[A-Za-z0-9_=,.:+-]+$/.test(s), 'must be a comma-separated list of mount options without spaces')),
     swap_size_mb: count(0, 1024 * 1024),
+    local_nvme: v.picklist(LOCAL_NVME_MODES),
   }),
   certificates: v.strictObject({ place: v.union([v.literal('auto'), v.boolean()], 'must be "auto", true or false'), total_retry_timeout_secs: positiveSecs }),
   steps: v.strictObject({ skip: v.array(v.picklist(STEP_NAMES)) }),

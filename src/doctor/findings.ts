@@ -65,8 +65,20 @@ const otherResourceDiskAgents: Check = async (root, config) => {
   return {
     id: 'resource-disk-other-agent',
     severity: 'warns',
-    problem: `bootstate formats and mounts the temporary disk ([resource_disk] enable), and so would ${others.join(', and ')}: the disk would be mounted twice or reformatted under the other`,
+    problem: `bootstate formats and mounts the temporary disk ([resource_disk] enable), and so would ${others.join(', and ')}: the disk would be mounted twice or reformatted under the other${setup === null ? '' : " (while azure-ephemeral-disk-setup.service is enabled, bootstate resource-disk itself touches no disk and says so)"}`,
     fix: 'let one of them do it: set ResourceDisk.Format=n and ResourceDisk.EnableSwap=n in /etc/waagent.conf, disable cloud-init (see cloud-init-azure) or azure-ephemeral-disk-setup.service; or set [resource_disk] enable = false',
+  };
+};
+
+/** `local_nvme = "raid0"` makes the array with mdadm, which bootstate does not depend on: without it the pass fails every boot. */
+const raid0WithoutMdadm: Check = async (root, config) => {
+  if (!formatsTheDisk(config) || config.resource_disk.local_nvme !== 'raid0') return null;
+  if ((await exists(root, 'usr/sbin/mdadm')) || (await exists(root, 'sbin/mdadm'))) return null;
+  return {
+    id: 'local-nvme-array-without-mdadm',
+    severity: 'warns',
+    problem: '[resource_disk] local_nvme = "raid0" makes an md RAID0 array over the local NVMe disks with mdadm, which is not installed: on a VM with several local disks the pass fails on every boot and the disks stay unused',
+    fix: 'install mdadm (Debian: apt-get install mdadm), or set local_nvme = "each" or "leave"',
   };
 };
 
@@ -196,7 +208,7 @@ const leftoverAdmin: Check = async (root, config) => {
   };
 };
 
-export const CHECKS: Check[] = [cloudInit, waagentProvisioning, waagentGated, waagentFirewall, azureInit, otherResourceDiskAgents, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
+export const CHECKS: Check[] = [cloudInit, waagentProvisioning, waagentGated, waagentFirewall, azureInit, otherResourceDiskAgents, raid0WithoutMdadm, sshdInclude, kvpDaemon, hostKeys, machineId, leftoverAdmin];
 
 const RANK: Record<Finding['severity'], number> = { breaks: 0, warns: 1, handled: 2 };
 

@@ -109,6 +109,7 @@ describe('loadConfig', () => {
     ['[custom_data]\nrequire = "yes"\n', '[custom_data] require: expected boolean, got string'],
     ['[steps]\nskip = ["sudo"]\n', '[steps] skip[0]: expected one of "hostname" | "user" | "password" | "ssh-keys" | "sshd" | "host-keys" | "custom-data" | "resource-disk", got "sudo"'],
     ['[preprovisioning]\npoll_interval_secs = 0\n', '[preprovisioning] poll_interval_secs: must be a number of seconds > 0'],
+    ['[resource_disk]\nlocal_nvme = "mdadm"\n', '[resource_disk] local_nvme: expected one of "leave" | "raid0" | "each", got "mdadm"'],
   ])('rejects %j naming the file and key', async (text, problem) => {
     const file = await write(join(dropinDir, '50-x.toml'), text);
     const error = await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv }));

@@ -197,9 +197,24 @@ describe('bootstate doctor --root', () => {
     result = await doctor();
     expect(result.ids).toEqual(['resource-disk-other-agent']);
     expect(result.out).toContain("azure-vm-utils' azure-ephemeral-disk-setup.service");
+    expect(result.out).toContain('bootstate resource-disk itself touches no disk');
     await put('etc/bootstate/bootstate.toml', '[resource_disk]\nenable = false\n');
     expect((await doctor()).ids).toEqual([]);
     await put('etc/bootstate/bootstate.toml', '[steps]\nskip = ["resource-disk"]\n');
+    expect((await doctor()).ids).toEqual([]);
+  });
+
+  it('warns: local_nvme = "raid0" without mdadm in the image; not with mdadm, with another local_nvme, or with [resource_disk] off', async () => {
+    await put('etc/bootstate/bootstate.toml', '[resource_disk]\nlocal_nvme = "raid0"\n');
+    const result = await doctor();
+    expect([result.code, result.ids]).toEqual([0, ['local-nvme-array-without-mdadm']]);
+    expect(result.out).toContain('fix: install mdadm');
+    await put('usr/sbin/mdadm', '#!/bin/sh\n');
+    expect((await doctor()).ids).toEqual([]);
+    await rm(path.join(root, 'usr/sbin/mdadm'));
+    await put('etc/bootstate/bootstate.toml', '[resource_disk]\nlocal_nvme = "each"\n');
+    expect((await doctor()).ids).toEqual([]);
+    await put('etc/bootstate/bootstate.toml', '[resource_disk]\nlocal_nvme = "raid0"\nenable = false\n');
     expect((await doctor()).ids).toEqual([]);
   });
 

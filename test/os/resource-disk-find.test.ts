@@ -67,7 +67,7 @@ describe('findResourceDisk', () => {
   it('a VM without a temporary disk: OS and data disks only, nothing found', () => {
     scsiDisk('sda', { ...GEN2, lun: 0 });
     scsiDisk('sdb', { ...DATA, lun: 1 });
-    expect(findResourceDisk(sys)).toEqual({ disk: null, unused: [] });
+    expect(findResourceDisk(sys)).toEqual({ disk: null, localNvme: [] });
   });
 
   it('a disk that is not a Msft Virtual Disk is never the resource disk, whatever its channel', () => {
@@ -75,21 +75,20 @@ describe('findResourceDisk', () => {
     expect(findResourceDisk(sys).disk).toBeNull();
   });
 
-  it('NVMe: the first Microsoft NVMe Direct Disk; remote NVMe (MSFT NVMe Accelerator: OS and data disks) never', () => {
+  it('NVMe: no local disk is ever the temporary disk on its own; all of them are listed in kernel order, remote NVMe (MSFT NVMe Accelerator: OS and data disks) never', () => {
     nvmeDisk(0, 1, 'MSFT NVMe Accelerator v1.0');
     nvmeDisk(0, 2, 'MSFT NVMe Accelerator v1.0');
-    nvmeDisk(1, 1, 'Microsoft NVMe Direct Disk v2');
-    nvmeDisk(2, 1, 'Microsoft NVMe Direct Disk v2');
-    expect(findResourceDisk(sys)).toEqual({ disk: expect.objectContaining({ name: 'nvme1n1', kind: 'nvme' }), unused: ['nvme2n1'] });
+    for (const controller of [10, 1, 2]) nvmeDisk(controller, 1, 'Microsoft NVMe Direct Disk v2');
+    expect(findResourceDisk(sys)).toEqual({ disk: null, localNvme: ['nvme1n1', 'nvme2n1', 'nvme10n1'] });
   });
 
-  it('a SCSI resource disk wins over local NVMe disks (sizes with both keep the SCSI one as the temporary disk)', () => {
+  it('a SCSI resource disk is the temporary disk beside local NVMe disks (Lsv3 sizes have both)', () => {
     nvmeDisk(1, 1, 'Microsoft NVMe Direct Disk');
     scsiDisk('sdb', { ...GEN2, lun: 1 });
-    expect(findResourceDisk(sys)).toEqual({ disk: expect.objectContaining({ name: 'sdb', kind: 'gen2' }), unused: ['nvme1n1'] });
+    expect(findResourceDisk(sys)).toEqual({ disk: expect.objectContaining({ name: 'sdb', kind: 'gen2' }), localNvme: ['nvme1n1'] });
   });
 
   it('no sysfs at all: nothing found, no error', () => {
-    expect(findResourceDisk(path.join(sys, 'absent'))).toEqual({ disk: null, unused: [] });
+    expect(findResourceDisk(path.join(sys, 'absent'))).toEqual({ disk: null, localNvme: [] });
   });
 });

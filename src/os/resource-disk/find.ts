@@ -5,8 +5,8 @@
  *   (LUN 0 is the OS disk; data disks are on controllers 1–3, ids `f8b3781b…` to `f8b3781d…`).
  * - NVMe: a namespace of a controller whose model is `Microsoft NVMe Direct Disk` or `… v2` (local storage, one
  *   controller per disk). Remote NVMe (OS and data disks) is `MSFT NVMe Accelerator v1.0` and is never chosen.
- * A SCSI resource disk wins over local NVMe disks (sizes that have both keep the SCSI one as their temp disk), and of
- * several local NVMe disks only the first is used. Everything is read under `sysRoot`, so tests can build the tree.
+ * The SCSI resource disk is the temporary disk; local NVMe disks are listed apart, for local-nvme.ts, and none of them is
+ * ever taken for the temporary disk on its own. Everything is read under `sysRoot`, so tests can build the tree.
  */
 import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
@@ -19,15 +19,16 @@ export interface FoundDisk {
   /** Kernel name, e.g. `sdb`, `nvme1n1`; the device node is `/dev/<name>`. */
   name: string;
   /** How it was recognised. */
-  kind: 'gen1' | 'gen2' | 'nvme';
+  kind: 'gen1' | 'gen2';
   /** One sentence for the log: what identified it. */
   why: string;
 }
 
 export interface FindResult {
+  /** The SCSI resource disk; null when the VM has none. */
   disk: FoundDisk | null;
-  /** Other local NVMe disks seen and not used. */
-  unused: string[];
+  /** Kernel names of the local NVMe disks, in kernel order (`nvme2n1` before `nvme10n1`). */
+  localNvme: string[];
 }
 
 function readAttr(file: string): string | null {
@@ -71,25 +72,22 @@ function classify(sysRoot: string, name: string): FoundDisk | 'nvme-local' | nul
   return null;
 }
 
-/** Finds the temporary disk under `sysRoot` (default `/sys`); `disk` is null when this VM has none. */
+/** Finds the temporary disk and the local NVMe disks under `sysRoot` (default `/sys`). */
 export function findResourceDisk(sysRoot = '/sys'): FindResult {
   let names: string[];
   try {
     names = readdirSync(path.join(sysRoot, 'class/block')).sort(byKernelOrder);
   } catch {
-    return { disk: null, unused: [] };
+    return { disk: null, localNvme: [] };
   }
-  const nvme: string[] = [];
+  const localNvme: string[] = [];
   let scsi: FoundDisk | null = null;
   for (const name of names) {
     const found = classify(sysRoot, name);
-    if (found === 'nvme-local') nvme.push(name);
+    if (found === 'nvme-local') localNvme.push(name);
     else if (found) scsi ??= found;
   }
-  if (scsi) return { disk: scsi, unused: nvme };
-  const [first, ...rest] = nvme;
-  if (!first) return { disk: null, unused: [] };
-  return { disk: { name: first, kind: 'nvme', why: 'a local NVMe disk (Microsoft NVMe Direct Disk)' }, unused: rest };
+  return { disk: scsi, localNvme };
 }
 
 /** `nvme2n1` before `nvme10n1`, `sdb` before `sdaa`. */

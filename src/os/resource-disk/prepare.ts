@@ -39,9 +39,7 @@ const TIMEOUT = 10 * 60 * 1000;
 
 /** Runs one pass; never throws: a failure is the outcome `failed`, logged as a warning. */
 export async function prepareResourceDisk(config: ResourceDiskConfig, env: ResourceDiskEnv): Promise<ResourceDiskOutcome> {
-  // Off Azure the same VMBus ids name a Hyper-V VM's own disks (the second IDE disk of every Gen1 VM): never touch them.
-  const tag = await readFile(path.join(env.sysRoot, 'class/dmi/id/chassis_asset_tag'), 'utf8').catch(() => '');
-  if (env.requireAzure && tag.trim() !== AZURE_CHASSIS_ASSET_TAG) {
+  if (!(await onAzure(env))) {
     env.log.info({ step: 'resource-disk' }, 'not an Azure VM (no Azure chassis asset tag): no disk is looked at');
     return { result: 'no-disk', why: 'not an Azure VM' };
   }
@@ -53,7 +51,6 @@ export async function prepareResourceDisk(config: ResourceDiskConfig, env: Resou
   const disk = found.disk;
   const device = path.join(env.devDir, disk.name);
   env.log.info({ step: 'resource-disk', device, kind: disk.kind }, `temporary disk ${device}: ${disk.why}`);
-  if (found.unused.length > 0) env.log.info({ step: 'resource-disk' }, `local NVMe disks not used: ${found.unused.join(', ')} (only the first is formatted)`);
   let decision: Decision;
   try {
     decision = await inspect(config, env, device);
@@ -64,6 +61,11 @@ export async function prepareResourceDisk(config: ResourceDiskConfig, env: Resou
     env.log.warn({ step: 'resource-disk', device }, `temporary disk ${device} left alone: ${decision.why}`);
     return { result: 'left-alone', device, why: decision.why };
   }
+  return actOn(config, env, device, decision);
+}
+
+/** Carries out a decision other than `leave` for `device` at `config.mount_point`: the part a disk goes through once it may be used. */
+export async function actOn(config: ResourceDiskConfig, env: ResourceDiskEnv, device: string, decision: Exclude<Decision, { action: 'leave' }>): Promise<ResourceDiskOutcome> {
   try {
     const problem = await mountPointProblem(config.mount_point, env, decision.action === 'mount' ? devNumber(decision.partition) : null);
     if (problem) return failed(env, device, `not ${decision.action === 'format' ? 'formatted' : 'mounted'}: ${problem}`);
@@ -229,3 +231,12 @@ async function writeZeros(file: string, bytes: number): Promise<void> {
     await handle.close();
   }
 }
+
+/** Off Azure the same VMBus ids name a Hyper-V VM's own disks (the second IDE disk of every Gen1 VM): never touch them. */
+export async function onAzure(env: Pick<ResourceDiskEnv, 'sysRoot' | 'requireAzure'>): Promise<boolean> {
+  const tag = await readFile(path.join(env.sysRoot, 'class/dmi/id/chassis_asset_tag'), 'utf8').catch(() => '');
+  return !env.requireAzure || tag.trim() === AZURE_CHASSIS_ASSET_TAG;
+}
+
+// The steps local-nvme disks go through too (aggregate.ts), one disk at a time.
+export { failed, inspect, makeFilesystem, mountIt, mountPointProblem, partition1, swapOn };
