@@ -5,7 +5,7 @@
  * directory of an NTFS, read through a read-only ntfs-3g mount in a mount namespace of its own.
  */
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { mkdtemp, rmdir } from 'node:fs/promises';
+import { mkdtemp, rm, rmdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isCommandMissing, type Runner } from '../exec.js';
@@ -72,17 +72,19 @@ export function partitionNumber(node: string): number {
 }
 
 /**
- * Makes sure the kernel knows the disk's partitions and their nodes exist: `partx --update` (loop devices and disks
- * whose re-read failed), then, where no udev made the node (a container), `mknod` from the kernel's numbers in sysfs.
+ * Makes sure the kernel knows the disk's partitions and their nodes lead to them: `partx --update` (loop devices and
+ * disks whose re-read failed), then, where no udev made the node (a container), `mknod` from the kernel's numbers in
+ * sysfs; a node left by a partition the kernel has since dropped and made again (new numbers) is made again too.
  */
 export async function ensurePartitionNodes(env: ProbeEnv, device: string, nodes: string[]): Promise<void> {
-  if (nodes.every((n) => existsSync(n))) return;
-  await env.run(['partx', '--update', device], { allowFailure: true, timeoutMs: TIMEOUT });
+  if (!nodes.every((n) => existsSync(n))) await env.run(['partx', '--update', device], { allowFailure: true, timeoutMs: TIMEOUT });
+  const kernel = kernelPartitions(env.sysRoot, devNumber(device));
   for (const node of nodes) {
-    if (existsSync(node)) continue;
-    const kernel = kernelPartitions(env.sysRoot, devNumber(device)).get(partitionNumber(node));
-    if (!kernel) throw new Error(`${node}: the kernel has no partition ${partitionNumber(node)} of ${device}`);
-    const [major, minor] = kernel.dev.split(':');
+    const numbers = kernel.get(partitionNumber(node))?.dev;
+    if (existsSync(node) && (!numbers || devNumber(node) === numbers)) continue;
+    if (!numbers) throw new Error(`${node}: the kernel has no partition ${partitionNumber(node)} of ${device}`);
+    if (existsSync(node)) await rm(node);
+    const [major, minor] = numbers.split(':');
     await env.run(['mknod', '-m', '0660', node, 'b', major!, minor!], { timeoutMs: TIMEOUT });
   }
 }
@@ -124,6 +126,7 @@ export function proveKernelSees(env: Pick<ProbeEnv, 'sysRoot'>, device: string, 
     const seen = kernel.get(n);
     const want = `start ${p.start * unit}, ${p.size * unit} sectors`;
     if (!seen) throw new Error(`the kernel has no partition ${n} of ${device} where the table has one (${want}): reboot to let it read the table`);
+    if (existsSync(p.node) && devNumber(p.node) !== seen.dev) throw new Error(`${p.node} is device ${devNumber(p.node)}, not the kernel's partition ${n} of ${device} (${seen.dev})`);
     if (seen.start !== p.start * unit || seen.size !== p.size * unit) {
       throw new Error(`the kernel still uses an old partition ${n} of ${device} (start ${seen.start}, ${seen.size} sectors) where the table has ${want}: a re-read failed, maybe because the old partition is held open; reboot to let it read the table`);
     }
