@@ -213,7 +213,8 @@ export async function probeDisk(env: ProbeEnv, device: string): Promise<DiskProb
       node: p.node,
       fsType: tags.TYPE ?? null,
       label: tags.LABEL ?? null,
-      gptName: tags.PART_ENTRY_NAME ?? null,
+      // From the table itself: blkid finds the name only through the disk's kernel name, which a container may lack.
+      gptName: table!.label === 'gpt' ? (p.name ?? null) : null,
       typeId: (p.type ?? '').toUpperCase(),
       bytes: p.size * (table!.sectorsize ?? 512),
     });
