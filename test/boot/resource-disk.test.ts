@@ -39,6 +39,9 @@ interface Seen {
   diskDone: number | null;
   sshAfter: string;
   reports: string[];
+  /** The ext4's size (dumpe2fs) and its partition's in the table on the disk (sfdisk), in bytes. */
+  fsBytes: number;
+  partitionBytes: number;
 }
 
 let rig: Rig;
@@ -69,6 +72,14 @@ async function diskPassEnded(boot: Boot): Promise<void> {
   }
 }
 
+/** The ext4 bootstate made and the partition the table on the disk gives it: an ext4 larger overruns the backup GPT. */
+async function sizes(out: (argv: string[]) => Promise<string>): Promise<{ fsBytes: number; partitionBytes: number }> {
+  const header = await out(['dumpe2fs', '-h', '/dev/sdb1']);
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)$`, 'm').exec(header)?.[1] ?? NaN);
+  const table = JSON.parse(await out(['sfdisk', '--json', '/dev/sdb'])) as { partitiontable: { sectorsize: number; partitions: Array<{ size: number }> } };
+  return { fsBytes: field('Block count') * field('Block size'), partitionBytes: table.partitiontable.partitions[0]!.size * table.partitiontable.sectorsize };
+}
+
 async function observe(m: Machine, boot: Boot): Promise<Seen> {
   const system = await boot.settled();
   await diskPassEnded(boot);
@@ -95,6 +106,7 @@ async function observe(m: Machine, boot: Boot): Promise<Seen> {
     diskDone: at('bootstate-resource-disk.service', UNIT_STARTED),
     sshAfter: await out(['systemctl', 'show', 'ssh.service', '-p', 'After', '--value']),
     reports: await m.reportKinds(),
+    ...(await sizes(out)),
   };
 }
 
@@ -142,6 +154,12 @@ describe.skipIf(!canSandbox)('Debian 12 with a temporary disk holding Azure\'s p
     expect(s.unitLog).toContain('temporary disk /dev/sdb formatted and mounted at /mnt');
     expect(s.service.split('\n').sort()).toEqual(['ExecMainStatus=0', 'Result=success']);
     expect([s.system, s.failedUnits]).toEqual(['running', []]);
+  }, 900_000);
+
+  it('makes the ext4 on the partition the new table gives it, never on the old NTFS partition the kernel had (no udev, no re-read in a container)', async () => {
+    const s = await seen;
+    expect(s.fsBytes).toBeGreaterThan(0);
+    expect(s.fsBytes).toBeLessThanOrEqual(s.partitionBytes);
   }, 900_000);
 
   it('makes the 0600 swap file; systemd refuses swap units in a container, which is a warning, not a failure', async () => {

@@ -11,10 +11,11 @@ import type { Logger } from '../../logging/log.js';
 import { writeFileAtomic } from '../atomic.js';
 import { stderrOf } from '../exec.js';
 import { AZURE_CHASSIS_ASSET_TAG } from '../platform.js';
-import { decide, ntfsCandidate, type Decision } from './decide.js';
+import { decide, ntfsCandidate, zerosCandidate, type Decision } from './decide.js';
 import { findResourceDisk } from './find.js';
-import { blkid, devNumber, ensurePartitionNodes, listNtfsRoot, mountedAt, probeDisk, readTable, type ProbeEnv } from './probe.js';
+import { blkid, devNumber, ensurePartitionNodes, listNtfsRoot, mountedAt, probeDisk, proveKernelSees, readTable, readZeros, type ProbeEnv, type SfdiskTable } from './probe.js';
 import { mountUnit, mountUnitName, SWAP_FILE_NAME, swapUnit, swapUnitName, UNIT_MARK } from './units.js';
+import { zeroSamples } from './zeros.js';
 
 export interface ResourceDiskEnv extends ProbeEnv {
   log: Logger;
@@ -76,9 +77,10 @@ export async function actOn(config: ResourceDiskConfig, env: ResourceDiskEnv, de
   let partition: string;
   try {
     partition = decision.action === 'format' ? await partition1(env, device, config.label) : decision.partition;
+    if (decision.action === 'make-filesystem') await provePartition(env, device);
     if (decision.action !== 'mount') await makeFilesystem(env, partition, config.label);
   } catch (error) {
-    return failed(env, device, `formatting failed: ${stderrOf(error)}`);
+    return failed(env, device, `formatting failed: ${reasonOf(error)}`);
   }
   try {
     await mountIt(config, env, partition);
@@ -91,6 +93,11 @@ export async function actOn(config: ResourceDiskConfig, env: ResourceDiskEnv, de
   return { result, device, why: decision.why, swap };
 }
 
+/** A command's stderr, or the sentence of a check that failed. */
+function reasonOf(error: unknown): string {
+  return error instanceof Error && error.constructor === Error ? error.message : stderrOf(error);
+}
+
 function failed(env: ResourceDiskEnv, device: string, why: string): ResourceDiskOutcome {
   env.log.warn({ step: 'resource-disk', device }, `temporary disk ${device}: ${why}`);
   return { result: 'failed', device, why };
@@ -101,20 +108,47 @@ async function inspect(config: ResourceDiskConfig, env: ResourceDiskEnv, device:
   const probe = await probeDisk(env, device);
   const candidate = ntfsCandidate(probe, config.label);
   const listing = candidate ? await listNtfsRoot(env.run, candidate.node) : null;
-  return decide(probe, { label: config.label, mountPoint: config.mount_point }, listing);
+  const blank = zerosCandidate(probe, config.label);
+  const zeros = blank ? await readZeros(env.run, blank) : null;
+  return decide(probe, { label: config.label, mountPoint: config.mount_point }, listing, zeros);
 }
 
-/** A new GPT with one Linux partition over the whole disk, named `label`; resolves to its node. */
+/**
+ * A new GPT with one Linux partition over the whole disk, named `label`; resolves to its node once the kernel is
+ * proved to use it. Zeros go over the new partition's sampled ranges (through the disk) before that proof, so a pass
+ * cut short or stopped from here on leaves bootstate's partition reading as zeros, which the next pass formats.
+ */
 async function partition1(env: ResourceDiskEnv, device: string, label: string): Promise<string> {
   await env.run(['sfdisk', '--quiet', '--wipe', 'always', '--wipe-partitions', 'always', device], {
     stdin: Buffer.from(`label: gpt\nname="${label}", type=linux\n`),
     timeoutMs: TIMEOUT,
   });
   const table = await readTable(env.run, device);
-  const node = table?.partitions?.[0]?.node;
-  if (table?.label !== 'gpt' || table.partitions?.length !== 1 || !node) throw new Error(`${device}: the new partition table did not read back`);
-  await ensurePartitionNodes(env, device, [node]);
-  return node;
+  const made = table?.partitions?.[0];
+  if (table?.label !== 'gpt' || table.partitions?.length !== 1 || !made) throw new Error(`${device}: the new partition table did not read back`);
+  const sector = table.sectorsize ?? 512;
+  await zeroSamples(device, made.start * sector, made.size * sector);
+  await provePartition(env, device, table);
+  return made.node;
+}
+
+/** Makes the kernel's partitions follow the table where it can, then proves they do (probe.ts): else mkfs would miss. */
+async function provePartition(env: ResourceDiskEnv, device: string, read?: SfdiskTable): Promise<void> {
+  const table = read ?? (await readTable(env.run, device));
+  if (!table) throw new Error(`${device}: the partition table did not read back`);
+  const nodes = (table.partitions ?? []).map((p) => p.node);
+  // A re-read that failed (EBUSY, or a loop device without partition scanning) leaves the old partitions: partx
+  // updates them, or else drops and adds them again, which the kernel refuses for any held open.
+  for (const commands of [[['--update']], [['--delete'], ['--add']]]) {
+    for (const args of commands) await env.run(['partx', ...args, device], { allowFailure: true, timeoutMs: TIMEOUT });
+    try {
+      await ensurePartitionNodes(env, device, nodes);
+      proveKernelSees(env, device, table);
+      return;
+    } catch (error) {
+      if (commands.length > 1) throw error;
+    }
+  }
 }
 
 async function makeFilesystem(env: ResourceDiskEnv, partition: string, label: string): Promise<void> {
