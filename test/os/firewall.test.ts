@@ -192,6 +192,29 @@ describe.skipIf(!canSandbox)('the firewall in a network namespace, with the real
     expect([check.exitCode, check.stdout]).toEqual([0, 'firewall: off ([firewall] enable = false), nothing to check\n']);
   }, 180_000);
 
+  it('fails closed on a broken configuration: an error in another key is a warning, and broken own keys mean the defaults (on, 168.63.129.16)', async () => {
+    const cases = [
+      { file: 'unrelated.toml', text: '[firewall]\nenable = true\n[resource_disk]\nswap_size_mb = "2048"\n', warning: '[resource_disk] swap_size_mb: expected number, got string; the firewall reads only [firewall] enable and [wireserver] address' },
+      { file: 'own-type.toml', text: '[firewall]\nenable = "no"\n', warning: '[firewall] enable: expected boolean, got string; using the defaults, [firewall] enable = true and [wireserver] address = "168.63.129.16"' },
+      { file: 'syntax.toml', text: '[firewall]\nenable = false\n[resource_disk\n', warning: 'not valid TOML' },
+      { file: 'hostname.toml', text: '[wireserver]\naddress = "wireserver.example"\n', warning: '[wireserver] address "wireserver.example" is not an IPv4 address; using the defaults' },
+    ];
+    for (const { file, text, warning } of cases) {
+      await writeFile(path.join(dir, file), text);
+      await inNs(['nft', 'delete', 'table', 'inet', 'bootstate'], { allowFailure: true });
+      const applied = await bootstate(['apply'], path.join(dir, file));
+      expect(applied.exitCode, `${file}: ${applied.stderr}`).toBe(0);
+      expect(applied.stderr, file).toContain(warning);
+      expect(applied.stdout, file).toBe('firewall: applied (nft): only root reaches 168.63.129.16, TCP port 53 excepted\n');
+      expect(await reach(80, NOBODY), file).toBe('timeout');
+      const check = await bootstate(['check'], path.join(dir, file));
+      expect([file, check.exitCode]).toEqual([file, 0]);
+    }
+    // remove reads no configuration: a broken one never keeps the rules in place.
+    const removed = await bootstate(['remove'], path.join(dir, 'syntax.toml'));
+    expect([removed.exitCode, removed.stdout]).toEqual([0, 'removed nft table inet bootstate\n']);
+  }, 300_000);
+
   it("the monitor's re-check (packaging/libexec/firewall-recheck) leaves the rules as applied alone, and applies them again once they changed", async () => {
     const snapshot = path.join(dir, 'run/firewall.nft');
     const bin = path.join(dir, 'bin');
