@@ -102,8 +102,8 @@ export function runAsProgram(): void {
     for (const stream of [process.stdout, process.stderr]) stream.on('error', () => process.exit(outputErrorExit));
   }
   main(argv).then(
-    // A write that failed reports it on a later tick: let it, so it is never followed by the command's own code.
-    (code) => setImmediate(() => process.exit(code)),
+    // A write that failed reports it on a later tick: let it, so its code is never overtaken by the command's own.
+    (code) => (outputErrorExit === undefined ? process.exit(code) : setImmediate(() => process.exit(code))),
     (error) => {
       process.stderr.write(`bootstate: fatal: ${(error as Error)?.stack ?? String(error)}\n`);
       process.exit(EXIT_FAILURE);

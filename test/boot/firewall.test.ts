@@ -101,7 +101,9 @@ async function observe(machine: Machine, boot: Boot, deprovision: boolean): Prom
 /** Flushes the whole ruleset as `systemctl reload nftables` does on Debian, and waits for the rules to come back. */
 async function flushAndWait(boot: Boot): Promise<Recheck> {
   const monitorTimer = await show(boot, 'bootstate-monitor.timer', ['UnitFileState', 'ActiveState']);
-  const recheckTimer = await show(boot, 'bootstate-firewall-recheck.timer', ['UnitFileState', 'ActiveState', 'TimersMonotonic', 'AccuracyUSec']);
+  const recheckTimer = await show(boot, 'bootstate-firewall-recheck.timer', ['UnitFileState', 'ActiveState', 'AccuracyUSec']);
+  // One TimersMonotonic= line per timer setting.
+  recheckTimer.TimersMonotonic = (await boot.exec(['systemctl', 'show', 'bootstate-firewall-recheck.timer', '-p', 'TimersMonotonic'])).stdout;
   const flushed = await boot.exec(['sh', '-c', "nft flush ruleset && cut -d' ' -f1 /proc/uptime && nft list tables"]);
   const [uptime, ...tables] = flushed.stdout.trim().split('\n');
   const journal = async () => (await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate-firewall-recheck.service', '-o', 'json'])).stdout;
