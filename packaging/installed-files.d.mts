@@ -10,6 +10,7 @@ export interface InstalledFile {
 }
 export const INSTALLED_FILES: InstalledFile[];
 export const ENABLED_UNITS: string[];
+export const ENABLED_TIMERS: string[];
 export const ALL_UNITS: string[];
 export function filesFor(format: 'deb' | 'rpm'): InstalledFile[];
 export const NODE_PROGRAM_DIR: string;

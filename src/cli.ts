@@ -91,12 +91,19 @@ function isEntry(): boolean {
 
 /** Runs the CLI on this process's argv and exits with its code: the program's entry, however it was started. */
 export function runAsProgram(): void {
-  // `bootstate kvp dump | head` closes the pipe early; that is not an error.
-  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') process.exit(0);
-  });
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
+  const argv = process.argv.slice(2);
+  const outputErrorExit = Object.hasOwn(SUBCOMMANDS, argv[0] ?? '') ? SUBCOMMANDS[argv[0]!]!.outputErrorExit : undefined;
+  if (outputErrorExit === undefined) {
+    // `bootstate kvp dump | head` closes the pipe early; that is not an error.
+    process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EPIPE') process.exit(0);
+    });
+  } else {
+    for (const stream of [process.stdout, process.stderr]) stream.on('error', () => process.exit(outputErrorExit));
+  }
+  main(argv).then(
+    // A write that failed reports it on a later tick: let it, so its code is never overtaken by the command's own.
+    (code) => (outputErrorExit === undefined ? process.exit(code) : setImmediate(() => process.exit(code))),
     (error) => {
       process.stderr.write(`bootstate: fatal: ${(error as Error)?.stack ?? String(error)}\n`);
       process.exit(EXIT_FAILURE);

@@ -10,7 +10,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { ALL_UNITS, ENABLED_UNITS, filesFor } from '../../packaging/installed-files.mjs';
+import { ALL_UNITS, ENABLED_TIMERS, ENABLED_UNITS, filesFor } from '../../packaging/installed-files.mjs';
 import { contentOf } from './package-files.mjs';
 import { RPM_ARCH, distFor, targetArch } from './target.mjs';
 
@@ -55,7 +55,8 @@ process.stdout.write(`${relative(root, output)}\n`);
 
 function specText(files, stage) {
   const scriptlet = (name) =>
-    readFileSync(join(root, 'packaging/rpm', `${name}.sh`), 'utf8').replaceAll('@ALL_UNITS@', ALL_UNITS.join(' ')).replaceAll('@ENABLED_UNITS@', ENABLED_UNITS.join(' '));
+    readFileSync(join(root, 'packaging/rpm', `${name}.sh`), 'utf8').replaceAll('@ALL_UNITS@', ALL_UNITS.join(' ')).replaceAll('@ENABLED_UNITS@', ENABLED_UNITS.join(' '))
+      .replaceAll('@ENABLED_TIMERS@', ENABLED_TIMERS.join(' '));
   const dirs = [...new Set(files.map((f) => dirname(f.path)).filter((d) => /bootstate/.test(d)))].sort();
   const listed = files.map((f) => {
     const attr = `%attr(${f.mode.toString(8).padStart(4, '0')},root,root)`;

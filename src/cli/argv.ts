@@ -29,6 +29,11 @@ export interface SubcommandSpec {
   notes?: string;
   /** The module parses its own argv (its commands have their own arities); `--help` still comes from here. */
   ownArgv?: boolean;
+  /**
+   * The exit code when writing its own stdout or stderr fails (a closed pipe, EIO), at once. Without it, a closed
+   * stdout ends the command with 0 (`bootstate kvp dump | head` is not an error) and other errors are ignored.
+   */
+  outputErrorExit?: number;
   run(args: ParsedArgs): Promise<number>;
 }
 

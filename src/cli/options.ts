@@ -4,15 +4,19 @@
  */
 import { stat } from 'node:fs/promises';
 import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
-import { loadConfig } from '../config/load.js';
+import { loadConfig, type LoadConfigOptions } from '../config/load.js';
 import { UsageError } from './argv.js';
 
-/** The configuration a first boot would use, with `--config` (else BOOTSTATE_CONFIG) applied last. */
-export async function configFrom(path: string | undefined): Promise<Config> {
+/**
+ * The configuration a first boot would use, with `--config` (else BOOTSTATE_CONFIG) applied last; with `only`, just
+ * those keys are read (loadConfig's `only`) and the rest are the defaults.
+ */
+export async function configFrom(path: string | undefined, only?: LoadConfigOptions['only']): Promise<Config> {
   const { config } = await loadConfig({
     systemFile: SYSTEM_CONFIG_FILE,
     dropinDir: SYSTEM_CONFIG_DROPIN_DIR,
     override: path ?? process.env.BOOTSTATE_CONFIG,
+    only,
   });
   return config;
 }

@@ -2,13 +2,19 @@
  * `bootstate firewall apply|check|remove`: the wireserver firewall (src/os/firewall.ts). `apply` is what
  * bootstate-firewall.service runs on every boot, before the network comes up; with `[firewall] enable = false` it
  * removes bootstate's rules instead. `check` exits 1 and names each missing rule; `remove` removes bootstate's
- * rules and nothing else. `--snapshot FILE` keeps nft's own listing of the table as applied, so that the monitor's
- * timer can re-check the rules every minute with nft and cmp alone (packaging/libexec/firewall-recheck) and start Node
- * only when they changed.
+ * rules and nothing else. `--snapshot FILE` keeps nft's own listing of the table as applied, so that
+ * bootstate-firewall-recheck.timer can re-check the rules every 30 s with nft and cmp alone
+ * (packaging/libexec/firewall-recheck) and start Node only when they changed.
+ *
+ * A security feature that errs stays closed: the firewall reads only its own two keys, so a broken value elsewhere in
+ * the configuration leaves it working (with a warning), and when its own keys cannot be read it applies the rules
+ * with the defaults (on, for the default wireserver address).
  */
 import type { ParsedArgs } from '../cli/argv.js';
 import { configFrom } from '../cli/options.js';
+import { DEFAULT_CONFIG } from '../config/defaults.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
+import { isIPv4 } from 'node:net';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { run, type Runner } from '../os/exec.js';
@@ -22,12 +28,49 @@ export interface FirewallIo {
 
 const NO_TOOL = 'neither nft nor iptables is installed: install nftables (or iptables), or set [firewall] enable = false';
 
+/** The only keys the firewall reads. */
+const FIREWALL_KEYS = { firewall: ['enable'], wireserver: ['address'] } as const;
+
+/** What the firewall does: on or off, and for which address. */
+interface FirewallSettings {
+  enable: boolean;
+  address: string;
+}
+
+/**
+ * The firewall's two settings. A broken value in any other key is a warning: those keys are not read. When its own
+ * keys cannot be read (a file that does not parse, a value of the wrong type, an address that is not IPv4), the
+ * defaults: on, for the default address.
+ */
+export async function firewallSettings(configPath: string | undefined, io: FirewallIo): Promise<FirewallSettings> {
+  const warn = (text: string) => io.stderr(`bootstate firewall: warning: ${text}\n`);
+  const defaults = { enable: DEFAULT_CONFIG.firewall.enable, address: DEFAULT_CONFIG.wireserver.address };
+  let own;
+  try {
+    own = await configFrom(configPath, FIREWALL_KEYS);
+  } catch (error) {
+    warn(`${(error as Error).message}; using the defaults, [firewall] enable = true and [wireserver] address = "${defaults.address}"`);
+    return defaults;
+  }
+  if (!isIPv4(own.wireserver.address)) {
+    warn(`[wireserver] address "${own.wireserver.address}" is not an IPv4 address; using the defaults, [firewall] enable = true and [wireserver] address = "${defaults.address}"`);
+    return defaults;
+  }
+  try {
+    await configFrom(configPath);
+  } catch (error) {
+    warn(`${(error as Error).message}; the firewall reads only [firewall] enable and [wireserver] address, and goes on with them`);
+  }
+  return { enable: own.firewall.enable, address: own.wireserver.address };
+}
+
 export async function runFirewall(values: ParsedArgs['values'], action: string, io: FirewallIo, runner: Runner = run): Promise<number> {
-  const config = await configFrom(values.config as string | undefined);
-  const address = config.wireserver.address;
   const snapshot = values.snapshot as string | undefined;
   if (snapshot !== undefined && action !== 'check') await rm(snapshot, { force: true });
-  if (action === 'remove' || !config.firewall.enable) {
+  // `remove` needs no configuration: a broken one never keeps the rules from being taken away.
+  const config = action === 'remove' ? { enable: false, address: '' } : await firewallSettings(values.config as string | undefined, io);
+  const address = config.address;
+  if (action === 'remove' || !config.enable) {
     if (action === 'check') {
       io.stdout('firewall: off ([firewall] enable = false), nothing to check\n');
       return EXIT_OK;

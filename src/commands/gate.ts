@@ -5,29 +5,22 @@
  * marker, or azure-init's as a run accepts it — and stays shut with its own exit code when provisioning failed, Ready
  * is still pending, or this is a pool VM waiting to be claimed, so the other agent never reports Ready for a VM
  * bootstate has not. It reads and never writes: no lock taken, no marker tidied.
+ *
+ * It opens only on proof. Whatever keeps it from deciding shuts it with its own code (`undecided`): a configuration
+ * that does not load (the markers and the lock it names are unknown), a lock it cannot read, its own output failing
+ * (the CLI exits with it, src/commands/index.ts). Its wait is measured on the monotonic clock: a step of the wall clock
+ * (chrony's makestep, Hyper-V time sync, early in a VM's life) neither ends nor stretches it.
  */
-import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
+import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
 import { loadConfig } from '../config/load.js';
-import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import type { MarkerState } from '../os/provisioner.js';
 import { markerStore } from '../os/marker.js';
 import { checkPlatform } from '../os/platform.js';
 import { readVmId } from '../os/vmid.js';
 import { instanceLockPaths, lockHolder } from '../run/instance-lock.js';
+import { GATE_EXIT } from './gate-exit.js';
 
-/** Exit codes of `bootstate gate`, all in 1..254: systemd skips a unit whose ExecCondition= exits so, without failing it. */
-export const GATE_EXIT = {
-  /** Provisioned (this VM id's marker), or not an Azure VM: the other agent may start. */
-  open: EXIT_OK,
-  /** No provisioned marker for this VM id: provisioning failed or never ran (also: the markers cannot be read). */
-  notProvisioned: EXIT_FAILURE,
-  /** Provisioned, but the wireserver has not accepted Ready yet: the next boot reports it. */
-  readyPending: 3,
-  /** A pre-provisioned pool VM waiting to be claimed. */
-  waitingForClaim: 4,
-  /** A provisioning run still held the instance lock when the wait ran out. */
-  timedOut: 5,
-} as const;
+export { GATE_EXIT };
 
 /** How often the wait looks at the lock again: a run's end is noticed within this. */
 const POLL_MS = 250;
@@ -51,7 +44,8 @@ export interface GateOptions {
 /** Decides once the lock is free (or the wait ran out) and resolves to the exit code; prints one line saying why. */
 export async function gate(options: GateOptions): Promise<number> {
   const say = (text: string) => options.stdout(`bootstate gate: ${text}\n`);
-  const config = await configOrDefaults(options);
+  const config = await loadedConfig(options);
+  if (!config) return GATE_EXIT.undecided;
   const sysRoot = options.sysRoot ?? '/';
   const platform = await checkPlatform(config, sysRoot).catch(() => null);
   if (platform && !platform.onAzure) {
@@ -59,13 +53,8 @@ export async function gate(options: GateOptions): Promise<number> {
     return GATE_EXIT.open;
   }
   const timeoutSecs = options.timeoutSecs ?? defaultGateTimeoutSecs(config);
-  const deadline = Date.now() + timeoutSecs * 1000;
-  let holder = heldLock(config);
-  if (holder) say(`waiting up to ${timeoutSecs} s for the provisioning run${holder.pid > 0 ? ` (pid ${holder.pid})` : ''} holding ${holder.path}`);
-  while (holder && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, Math.min(POLL_MS, Math.max(deadline - Date.now(), 0))));
-    holder = heldLock(config);
-  }
+  const holder = await waitForLock(config, timeoutSecs, say);
+  if (holder === 'unknown') return GATE_EXIT.undecided;
   const { vmId } = await readVmId({ sysRoot });
   let state: MarkerState;
   try {
@@ -95,8 +84,32 @@ export async function gate(options: GateOptions): Promise<number> {
   }
 }
 
-/** The configuration a run would use: on a load failure a run falls back to the defaults, and so does the gate. */
-async function configOrDefaults(options: GateOptions): Promise<Config> {
+/**
+ * Waits up to `timeoutSecs`, on the monotonic clock, while a provisioning run holds the instance lock: the holder
+ * still there when the wait ran out, null once none is, or `unknown` (said why) when a lock cannot be read.
+ */
+async function waitForLock(config: Config, timeoutSecs: number, say: (text: string) => void): Promise<{ path: string; pid: number } | null | 'unknown'> {
+  const deadline = performance.now() + timeoutSecs * 1000;
+  let waiting = false;
+  for (;;) {
+    const holder = heldLock(config);
+    if (holder && 'unknown' in holder) {
+      say(`shut: cannot tell whether a provisioning run holds ${holder.path}: ${holder.unknown}`);
+      return 'unknown';
+    }
+    if (!holder || performance.now() >= deadline) return holder;
+    if (!waiting) say(`waiting up to ${timeoutSecs} s for the provisioning run${holder.pid > 0 ? ` (pid ${holder.pid})` : ''} holding ${holder.path}`);
+    waiting = true;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(POLL_MS, Math.max(deadline - performance.now(), 0))));
+  }
+}
+
+/**
+ * The configuration a run would use, or null when it does not load. A run then reports ProvisioningFailed, and the
+ * gate says why it stays shut: it never opens on a configuration error, since the markers and lock it would read are
+ * those of a configuration nobody can read.
+ */
+async function loadedConfig(options: GateOptions): Promise<Config | null> {
   try {
     const { config } = await loadConfig({
       systemFile: SYSTEM_CONFIG_FILE,
@@ -105,16 +118,20 @@ async function configOrDefaults(options: GateOptions): Promise<Config> {
     });
     return config;
   } catch (error) {
-    options.stderr(`bootstate gate: ${(error as Error).message}; using the defaults, as a provisioning run would\n`);
-    return DEFAULT_CONFIG;
+    options.stdout(`bootstate gate: shut: the configuration does not load (${(error as Error).message}); the gate never opens on a configuration error\n`);
+    return null;
   }
 }
 
-/** The instance lock a provisioning run holds now, if any. */
-function heldLock(config: Config): { path: string; pid: number } | null {
+/** The instance lock a provisioning run holds now, if any; `unknown` when a lock cannot be read, which is no proof it is free. */
+function heldLock(config: Config): { path: string; pid: number } | { path: string; unknown: string } | null {
   for (const path of instanceLockPaths(config)) {
-    const pid = lockHolder(path);
-    if (pid !== null) return { path, pid };
+    try {
+      const pid = lockHolder(path);
+      if (pid !== null) return { path, pid };
+    } catch (error) {
+      return { path, unknown: (error as Error).message };
+    }
   }
   return null;
 }

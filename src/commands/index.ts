@@ -5,6 +5,7 @@
  * CLI script every start reads (scripts/build/bundle.mjs), so it holds nothing but that data and the `import()`s.
  */
 import type { SubcommandSpec } from '../cli/argv.js';
+import { GATE_EXIT } from './gate-exit.js';
 
 const LOG_FORMAT_OPTION = {
   value: 'FORMAT',
@@ -182,7 +183,9 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
       timeout: { value: 'SECS', kind: 'count', help: 'wait at most SECS for a provisioning run to end (default: the IMDS and Ready budgets plus 300 s)' },
       config: CONFIG_OPTION,
     },
-    notes: 'Exit 0: provisioned, or not an Azure VM. 1: not provisioned (provisioning failed or has not run for this VM id). 3: provisioned, Ready not yet accepted. 4: a pool VM waiting to be claimed. 5: a provisioning run still holds the lock after --timeout. 2: usage error.',
+    notes: 'Exit 0: provisioned, or not an Azure VM. 1: not provisioned (provisioning failed or has not run for this VM id). 3: provisioned, Ready not yet accepted. 4: a pool VM waiting to be claimed. 5: a provisioning run still holds the lock after --timeout. 6: undecided: the configuration does not load, the instance lock cannot be read, or the gate\'s own output failed. 2: usage error.',
+    // An exit 0 would open the gate: its output failing proves nothing.
+    outputErrorExit: GATE_EXIT.undecided,
     run: async ({ values }) =>
       (await import('./gate.js')).gate({ config: values.config as string | undefined, timeoutSecs: values.timeout === undefined ? undefined : Number(values.timeout), ...STDIO }),
   },

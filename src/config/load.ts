@@ -30,6 +30,12 @@ export interface LoadConfigOptions {
    * and named as `<root>/<path>` in sources, origins and messages.
    */
   root?: string;
+  /**
+   * Reads only these keys of each file (`{ firewall: ['enable'] }`); every other section and key is left unread, so
+   * a broken value elsewhere cannot fail the load, and the rest of the result holds the defaults. A file that cannot
+   * be read or parsed still fails it: what it says about these keys is unknown.
+   */
+  only?: Readonly<Record<string, readonly string[]>>;
 }
 
 export interface LoadedConfig {
@@ -77,7 +83,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   const origins: Record<string, string> = {};
   for (const file of files) {
     const shown = place.shown(file);
-    const layer = readLayer(place, file, warnings, unknown);
+    const layer = readLayer(place, file, warnings, unknown, options.only);
     config = mergeLayer(config, layer);
     for (const [section, values] of Object.entries(layer)) {
       for (const [key, value] of Object.entries(values ?? {})) if (value !== undefined) origins[`${section}.${key}`] = shown;
@@ -149,7 +155,7 @@ export function mergeLayer(config: Config, layer: Layer): Config {
 }
 
 /** Reads, parses and validates one file; warnings about ignored azure-init keys and unknown keys are appended. */
-function readLayer(place: Place, path: string, warnings: string[], unknown: string[]): Layer {
+function readLayer(place: Place, path: string, warnings: string[], unknown: string[], only?: LoadConfigOptions['only']): Layer {
   const file = place.shown(path);
   let text: string;
   try {
@@ -157,15 +163,16 @@ function readLayer(place: Place, path: string, warnings: string[], unknown: stri
   } catch (error) {
     throw configError(file, `cannot read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
-  let doc: unknown;
+  let parsed: unknown;
   try {
-    doc = parseToml(text);
+    parsed = parseToml(text);
   } catch (error) {
     const { line, column } = error as { line?: number; column?: number };
     const at = line !== undefined && column !== undefined ? ` at line ${line}, column ${column}` : '';
     throw configError(file, `not valid TOML${at}: ${(error as Error).message.split('\n')[0]}`);
   }
-  if (!isTable(doc)) throw configError(file, 'not a TOML table');
+  if (!isTable(parsed)) throw configError(file, 'not a TOML table');
+  const doc = only ? picked(parsed, only) : parsed;
   const names = new Map<string, string>();
   // Older names first: a file's own passwordless_sudo is its say on sudo, which the azure-init default must not override.
   const older = normalizeOlderNames(doc);
@@ -180,6 +187,17 @@ function readLayer(place: Place, path: string, warnings: string[], unknown: stri
     throw configError(file, result.issues.map((issue) => describeIssue(issue, names)).join('; '));
   }
   return result.output;
+}
+
+/** The keys of a parsed file that `only` names; a section that is not a table is kept whole, to be refused. */
+function picked(doc: Record<string, unknown>, only: NonNullable<LoadConfigOptions['only']>): Record<string, unknown> {
+  const kept: Record<string, unknown> = {};
+  for (const [section, keys] of Object.entries(only)) {
+    const values = doc[section];
+    if (values === undefined) continue;
+    kept[section] = isTable(values) ? Object.fromEntries(keys.filter((key) => key in values).map((key) => [key, values[key]])) : values;
+  }
+  return kept;
 }
 
 /**

@@ -3,7 +3,7 @@
  * run. A second agent started meanwhile exits at once with a clear message instead of provisioning twice. The
  * kernel drops the lock when the process dies, so a crash never leaves a stale lock behind.
  */
-import { closeSync, constants, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure } from '../core/errors.js';
@@ -86,41 +86,50 @@ export const instanceLockPaths = (config: Config): string[] => [join(config.data
 /**
  * The pid of a process holding a flock(2) on `path` (0 when its pid is not visible here), or null when none does.
  * Read from `/proc/locks` instead of trying the lock: a probe that took it, even for an instant, could make a
- * provisioning run starting at that moment refuse to run. A lock is matched by device and inode; where the two
- * disagree on the device (btrfs reports a subvolume's own device to stat), by inode and the holder's open file.
+ * provisioning run starting at that moment refuse to run. `/proc/locks` names a file by its inode and the device of
+ * its file system's superblock, which is what stat(2) says except on btrfs, where stat gives each subvolume a device
+ * of its own: the superblock's device is read from the mount the open file is on (`mnt_id` in its fdinfo, that
+ * mount's line in mountinfo), so a lock is seen however it was taken (this module, flock(1), a shell's descriptor
+ * whose taker has exited). On btrfs two subvolumes can hold files with the same inode number, which `/proc/locks` does
+ * not tell apart: a lock on the other one reads as held, which keeps a gate waiting, never open.
+ * Throws when it cannot tell (`/proc` unreadable, the mount not found): the caller must not read that as free.
  */
 export function lockHolder(path: string, procLocks = '/proc/locks'): number | null {
-  let stat;
+  let fd: number;
   try {
-    stat = statSync(path, { bigint: true });
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw error;
   }
-  const major = ((stat.dev >> 8n) & 0xfffn) | ((stat.dev >> 32n) & ~0xfffn);
-  const minor = (stat.dev & 0xffn) | ((stat.dev >> 12n) & ~0xffn);
-  for (const line of readFileSync(procLocks, 'utf8').split('\n')) {
-    // `1: FLOCK  ADVISORY  WRITE 1234 fe:00:2146436 0 EOF`; waiters (`1: -> FLOCK …`) hold nothing.
-    const m = /^\d+:\s+FLOCK\s+\S+\s+\S+\s+(-?\d+)\s+([0-9a-f]+):([0-9a-f]+):(\d+)\s/.exec(line);
-    if (!m || BigInt(m[4]!) !== stat.ino) continue;
-    const pid = Number(m[1]);
-    if ((BigInt(`0x${m[2]!}`) === major && BigInt(`0x${m[3]!}`) === minor) || hasOpen(pid, realpathSync(path))) return Math.max(pid, 0);
+  try {
+    const { ino, dev } = fstatSync(fd, { bigint: true });
+    const devices = [deviceNumbers(dev), superblockDevice(fd)];
+    for (const line of readFileSync(procLocks, 'utf8').split('\n')) {
+      // `1: FLOCK  ADVISORY  WRITE 1234 fe:00:2146436 0 EOF`; waiters (`1: -> FLOCK …`) hold nothing.
+      const m = /^\d+:\s+FLOCK\s+\S+\s+\S+\s+(-?\d+)\s+([0-9a-f]+):([0-9a-f]+):(\d+)\s/.exec(line);
+      if (!m || BigInt(m[4]!) !== ino) continue;
+      const [major, minor] = [BigInt(`0x${m[2]!}`), BigInt(`0x${m[3]!}`)];
+      if (devices.some((d) => d.major === major && d.minor === minor)) return Math.max(Number(m[1]), 0);
+    }
+    return null;
+  } finally {
+    closeSync(fd);
   }
-  return null;
 }
 
-/** Whether process `pid` has `path` open (readable only for processes this one may inspect). */
-function hasOpen(pid: number, path: string): boolean {
-  if (pid <= 0) return false;
-  try {
-    return readdirSync(`/proc/${pid}/fd`).some((fd) => {
-      try {
-        return readlinkSync(`/proc/${pid}/fd/${fd}`) === path;
-      } catch {
-        return false;
-      }
-    });
-  } catch {
-    return false;
+/** Linux's dev_t as major and minor (glibc's gnu_dev_major/minor). */
+function deviceNumbers(dev: bigint): { major: bigint; minor: bigint } {
+  return { major: ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn), minor: (dev & 0xffn) | ((dev >> 12n) & ~0xffn) };
+}
+
+/** The device of the superblock an open file belongs to, as `/proc/locks` names it: its mount's `major:minor`. */
+function superblockDevice(fd: number): { major: bigint; minor: bigint } {
+  const mountId = /^mnt_id:\s*(\d+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1];
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    // `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`
+    const m = /^(\d+) \d+ (\d+):(\d+) /.exec(line);
+    if (m && m[1] === mountId) return { major: BigInt(m[2]!), minor: BigInt(m[3]!) };
   }
+  throw new BootstateError('IO', `cannot find the mount of the open lock file (mount id ${mountId ?? 'unknown'}) in /proc/self/mountinfo`);
 }

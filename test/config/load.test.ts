@@ -59,6 +59,21 @@ describe('loadConfig', () => {
     });
   });
 
+  it('with only, reads those keys of every layer and leaves the rest unread: a broken value elsewhere neither fails nor shows', async () => {
+    await write(systemFile, '[firewall]\nenable = false\n[resource_disk]\nswap_size_mb = "2048"\nbogus = 1\n[nonsense]\nx = 1\n');
+    await write(join(dropinDir, '50.toml'), '[wireserver]\naddress = "10.0.0.1"\nread_timeout_secs = -1\n');
+    const only = { firewall: ['enable'], wireserver: ['address'] } as const;
+    const loaded = await loadConfig({ systemFile, dropinDir, env: noEnv, only });
+    expect(loaded.config).toEqual({ ...DEFAULT_CONFIG, firewall: { enable: false }, wireserver: { ...DEFAULT_CONFIG.wireserver, address: '10.0.0.1' } });
+    expect([loaded.warnings, loaded.unknown]).toEqual([[], []]);
+    expect((await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv }))).message).toContain('[resource_disk] swap_size_mb: expected number, got string');
+
+    await write(join(dropinDir, '60.toml'), 'firewall = 1\n');
+    expect((await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv, only }))).message).toContain('60.toml: [firewall]: expected a table, got integer');
+    await write(join(dropinDir, '60.toml'), '[firewall\n');
+    expect((await errorOf(loadConfig({ systemFile, dropinDir, env: noEnv, only }))).message).toContain('60.toml: not valid TOML');
+  });
+
   it('replaces arrays instead of concatenating them', async () => {
     await write(systemFile, '[user_provisioners]\ngroups = ["adm", "wheel"]\n');
     await write(join(dropinDir, '50.toml'), '[user_provisioners]\ngroups = ["docker"]\n');

@@ -27,6 +27,13 @@ import { AGENT } from '../integration/agent.js';
 const WIRESERVER = '168.63.129.16';
 const NOBODY = 65534;
 const RECHECK = path.resolve('packaging/libexec/firewall-recheck');
+/** What bootstate-firewall-recheck.service runs every 30 s, with the script where this repository has it. */
+const recheckUnitCommand = async (): Promise<string[]> => {
+  const unit = await readFile(path.resolve('packaging/systemd/bootstate-firewall-recheck.service'), 'utf8');
+  const argv = /^ExecStart=(.*)$/m.exec(unit)![1]!.split(' ');
+  expect(argv[0]).toBe('/usr/libexec/bootstate/firewall-recheck');
+  return [RECHECK, ...argv.slice(1)];
+};
 
 describe('the rules bootstate writes', () => {
   it('are one nft table of its own, replaced as a whole: TCP 53 for everyone, the rest for root, new and invalid TCP from others dropped', () => {
@@ -192,7 +199,30 @@ describe.skipIf(!canSandbox)('the firewall in a network namespace, with the real
     expect([check.exitCode, check.stdout]).toEqual([0, 'firewall: off ([firewall] enable = false), nothing to check\n']);
   }, 180_000);
 
-  it("the monitor's re-check (packaging/libexec/firewall-recheck) leaves the rules as applied alone, and applies them again once they changed", async () => {
+  it('fails closed on a broken configuration: an error in another key is a warning, and broken own keys mean the defaults (on, 168.63.129.16)', async () => {
+    const cases = [
+      { file: 'unrelated.toml', text: '[firewall]\nenable = true\n[resource_disk]\nswap_size_mb = "2048"\n', warning: '[resource_disk] swap_size_mb: expected number, got string; the firewall reads only [firewall] enable and [wireserver] address' },
+      { file: 'own-type.toml', text: '[firewall]\nenable = "no"\n', warning: '[firewall] enable: expected boolean, got string; using the defaults, [firewall] enable = true and [wireserver] address = "168.63.129.16"' },
+      { file: 'syntax.toml', text: '[firewall]\nenable = false\n[resource_disk\n', warning: 'not valid TOML' },
+      { file: 'hostname.toml', text: '[wireserver]\naddress = "wireserver.example"\n', warning: '[wireserver] address "wireserver.example" is not an IPv4 address; using the defaults' },
+    ];
+    for (const { file, text, warning } of cases) {
+      await writeFile(path.join(dir, file), text);
+      await inNs(['nft', 'delete', 'table', 'inet', 'bootstate'], { allowFailure: true });
+      const applied = await bootstate(['apply'], path.join(dir, file));
+      expect(applied.exitCode, `${file}: ${applied.stderr}`).toBe(0);
+      expect(applied.stderr, file).toContain(warning);
+      expect(applied.stdout, file).toBe('firewall: applied (nft): only root reaches 168.63.129.16, TCP port 53 excepted\n');
+      expect(await reach(80, NOBODY), file).toBe('timeout');
+      const check = await bootstate(['check'], path.join(dir, file));
+      expect([file, check.exitCode]).toEqual([file, 0]);
+    }
+    // remove reads no configuration: a broken one never keeps the rules in place.
+    const removed = await bootstate(['remove'], path.join(dir, 'syntax.toml'));
+    expect([removed.exitCode, removed.stdout]).toEqual([0, 'removed nft table inet bootstate\n']);
+  }, 300_000);
+
+  it('the re-check (packaging/libexec/firewall-recheck) leaves the rules as applied alone, and applies them again once they changed', async () => {
     const snapshot = path.join(dir, 'run/firewall.nft');
     const bin = path.join(dir, 'bin');
     await mkdir(bin, { recursive: true });
@@ -228,6 +258,32 @@ describe.skipIf(!canSandbox)('the firewall in a network namespace, with the real
     expect(existsSync(snapshot)).toBe(false);
     expect((await recheck()).stdout).toBe('');
     expect(await nftTables()).toEqual([]);
+  }, 240_000);
+
+  it('after `nft flush ruleset` (Debian\'s nftables.conf, so `systemctl reload nftables`), one run of the re-check unit\'s command keeps nobody out again', async () => {
+    const bin = path.join(dir, 'bin');
+    await mkdir(bin, { recursive: true });
+    await writeFile(path.join(bin, 'bootstate'), `#!/bin/sh\nexec ${process.execPath} ${AGENT} "$@" --config ${path.join(dir, 'bootstate.toml')}\n`, { mode: 0o755 });
+    // The unit's snapshot, /run/bootstate/firewall.nft, in a directory of the test's bound over /run for each command.
+    const runDir = path.join(dir, 'run-flush');
+    await mkdir(runDir, { recursive: true });
+    const withRun = (argv: string[]) => ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" /run && exec "$@"', runDir, ...argv];
+    const applied = await inNs(withRun(['env', `PATH=${bin}:${process.env.PATH}`, 'bootstate', 'firewall', 'apply', '--snapshot', '/run/bootstate/firewall.nft']), { allowFailure: true, timeoutMs: 60_000 });
+    expect(applied.exitCode, applied.stderr).toBe(0);
+    expect(existsSync(path.join(runDir, 'bootstate/firewall.nft'))).toBe(true);
+    expect(await reach(80, NOBODY)).toBe('timeout');
+
+    await inNs(['nft', 'flush', 'ruleset']);
+    expect(await nftTables()).toEqual([]);
+    // The control: with the ruleset flushed, nobody gets in.
+    expect(await reach(80, NOBODY, 30_000)).toBe('wireserver:80');
+
+    const recheck = await inNs(withRun(['env', `PATH=${bin}:${process.env.PATH}`, ...(await recheckUnitCommand())]), { allowFailure: true, timeoutMs: 60_000 });
+    expect(recheck.exitCode, recheck.stderr).toBe(0);
+    expect(recheck.stderr).toContain("the wireserver firewall's rules changed since they were applied; applying them again");
+    expect(await reach(80, NOBODY)).toBe('timeout');
+    expect(await reach(80, 0, 30_000)).toBe('wireserver:80');
+    await inNs(['nft', 'delete', 'table', 'inet', 'bootstate']);
   }, 240_000);
 
   // Where nft is absent: the iptables of Debian's package, through both of its backends.

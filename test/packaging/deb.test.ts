@@ -20,6 +20,7 @@ const deb = join(root, `dist/bootstate_${version}_amd64.deb`);
 const WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate.service';
 const RESOURCE_DISK_WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate-resource-disk.service';
 const FIREWALL_WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/bootstate-firewall.service';
+const RECHECK_WANTS_LINK = 'etc/systemd/system/timers.target.wants/bootstate-firewall-recheck.timer';
 const isRoot = process.getuid?.() === 0;
 const hasSystemdAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
 
@@ -113,6 +114,8 @@ describe('the .deb', () => {
       '/etc/bootstate/bootstate.toml': '-rw-r--r--',
       '/usr/bin/bootstate': '-rwxr-xr-x',
       '/usr/lib/systemd/system/bootstate-firewall.service': '-rw-r--r--',
+      '/usr/lib/systemd/system/bootstate-firewall-recheck.service': '-rw-r--r--',
+      '/usr/lib/systemd/system/bootstate-firewall-recheck.timer': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-monitor.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-resource-disk.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-monitor.timer': '-rw-r--r--',
@@ -186,7 +189,7 @@ describe('the firewall unit', () => {
       readFileSync(join(root, 'packaging/systemd/bootstate-firewall.service'), 'utf8'),
     );
     expect(readFileSync(join(extracted, 'usr/lib/systemd/system-preset/90-bootstate.preset'), 'utf8').split('\n')).toEqual(
-      expect.arrayContaining(['enable bootstate.service', 'enable bootstate-firewall.service', 'disable bootstate-monitor.timer']),
+      expect.arrayContaining(['enable bootstate.service', 'enable bootstate-firewall.service', 'enable bootstate-firewall-recheck.timer', 'disable bootstate-monitor.timer']),
     );
   });
 
@@ -201,6 +204,23 @@ describe('the firewall unit', () => {
     expect(unit()['Unit.ConditionCapability']).toEqual(['CAP_NET_ADMIN']);
     expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
   });
+
+  it('is re-checked every 30 s by its own timer, enabled by the package, with the cheap nft and cmp re-check and the same sandbox', () => {
+    const recheck = unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate-firewall-recheck.service'));
+    const timer = unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate-firewall-recheck.timer'));
+    expect(timer['Timer.OnActiveSec']).toEqual(['30s']);
+    expect(timer['Timer.OnUnitActiveSec']).toEqual(['30s']);
+    expect(timer['Timer.AccuracySec']).toEqual(['1s']);
+    expect(timer['Install.WantedBy']).toEqual(['timers.target']);
+    expect(recheck['Service.Type']).toEqual(['oneshot']);
+    expect(recheck['Service.ExecStart']).toEqual(['/usr/libexec/bootstate/firewall-recheck', '/run/bootstate/firewall.nft']);
+    expect(recheck['Service.LogLevelMax']).toEqual(['notice']);
+    expect(recheck['Install.WantedBy']).toBeUndefined();
+    expect(lstatSync(join(extracted, 'usr/libexec/bootstate/firewall-recheck')).mode & 0o777).toBe(0o755);
+    for (const key of Object.keys(unit()).filter((k) => k.startsWith('Service.') && !['Service.ExecStart', 'Service.RemainAfterExit'].includes(k))) {
+      expect(recheck[key], key).toEqual(unit()[key]);
+    }
+  });
 });
 
 describe('the monitor unit', () => {
@@ -214,7 +234,6 @@ describe('the monitor unit', () => {
     expect(unit()['Unit.After']).toContain('bootstate.service');
     // The firewall re-check: outside the sandbox (+), never failing the cycle (-), against the firewall unit's snapshot.
     expect(unit()['Service.ExecStartPre']).toEqual(['-+/usr/libexec/bootstate/firewall-recheck', '/run/bootstate/firewall.nft']);
-    expect(lstatSync(join(extracted, 'usr/libexec/bootstate/firewall-recheck')).mode & 0o777).toBe(0o755);
     expect(unit()['Install.WantedBy']).toBeUndefined();
     expect(timer()['Timer.OnUnitActiveSec']).toEqual(['1min']);
     expect(timer()['Timer.AccuracySec']).toEqual(['1s']);
@@ -352,7 +371,7 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     for (const name of readdirSync(targets).filter((n) => n.endsWith('.target'))) {
       if (!existsSync(join(target, 'usr/lib/systemd/system', name))) copyFileSync(join(targets, name), join(target, 'usr/lib/systemd/system', name));
     }
-    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service', 'bootstate-firewall.service', 'bootstate-monitor.timer'], { encoding: 'utf8' });
+    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service', 'bootstate-firewall.service', 'bootstate-monitor.timer', 'bootstate-firewall-recheck.service', 'bootstate-firewall-recheck.timer'], { encoding: 'utf8' });
     expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
     expect(result.status).toBe(0);
   });
@@ -399,8 +418,8 @@ describe('prerm', () => {
     execFileSync('dpkg-deb', ['-e', deb, control]);
     const prerm = readFileSync(join(control, 'prerm'), 'utf8');
     expect(prerm).toMatch(/remove\|upgrade\|deconfigure\)/);
-    expect(prerm).toContain('deb-systemd-invoke stop bootstate-monitor.service');
-    expect(prerm).toContain('deb-systemd-invoke stop bootstate-monitor.timer');
+    expect(prerm).toContain('deb-systemd-invoke stop bootstate-monitor.service bootstate-firewall-recheck.service');
+    expect(prerm).toContain('deb-systemd-invoke stop bootstate-monitor.timer bootstate-firewall-recheck.timer');
   });
 
   it('removes the wireserver firewall\'s rules with the binary on removal of a live system, not on upgrade', () => {
@@ -423,6 +442,7 @@ describe('postinst', () => {
     expect(readlinkSync(join(target, WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate.service');
     expect(readlinkSync(join(target, RESOURCE_DISK_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-resource-disk.service');
     expect(readlinkSync(join(target, FIREWALL_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-firewall.service');
+    expect(readlinkSync(join(target, RECHECK_WANTS_LINK))).toBe('/usr/lib/systemd/system/bootstate-firewall-recheck.timer');
   });
 
   it('runs bootstate doctor on the target root and prints its findings without failing the install', () => {
@@ -461,5 +481,6 @@ describe('postinst', () => {
     execFileSync('sh', [join(control, 'postinst'), 'configure', '0.0.1'], { env: { PATH: process.env.PATH, DPKG_ROOT: target } });
     expect(existsSync(join(target, WANTS_LINK))).toBe(false);
     expect(existsSync(join(target, FIREWALL_WANTS_LINK))).toBe(false);
+    expect(existsSync(join(target, RECHECK_WANTS_LINK))).toBe(false);
   });
 });

@@ -107,6 +107,7 @@ describe.skipIf(!isRoot)('installing with rpm --root into a prepared root', () =
     }
     expect(readlinkSync(join(target, WANTS, 'bootstate.service'))).toBe('/usr/lib/systemd/system/bootstate.service');
     expect(existsSync(join(target, WANTS, 'bootstate-monitor.service'))).toBe(false);
+    expect(readlinkSync(join(target, 'etc/systemd/system/timers.target.wants/bootstate-firewall-recheck.timer'))).toBe('/usr/lib/systemd/system/bootstate-firewall-recheck.timer');
     expect(readFileSync(join(target, 'usr/bin/bootstate')).equals(readFileSync(join(root, 'dist/bootstate')))).toBe(true);
 
     mkdirSync(join(target, 'var/lib/bootstate'), { recursive: true });
@@ -115,6 +116,7 @@ describe.skipIf(!isRoot)('installing with rpm --root into a prepared root', () =
     const erase = spawnSync('rpm', ['--root', target, '-e', 'bootstate'], { encoding: 'utf8' });
     expect(erase.status, erase.stderr).toBe(0);
     expect(() => lstatSync(join(target, WANTS, 'bootstate.service'))).toThrow(/ENOENT/);
+    expect(() => lstatSync(join(target, 'etc/systemd/system/timers.target.wants/bootstate-firewall-recheck.timer'))).toThrow(/ENOENT/);
     expect(existsSync(join(target, 'usr/lib/systemd/system/bootstate.service'))).toBe(false);
     expect(existsSync(join(target, 'var/lib/bootstate/00000000-0000-0000-0000-000000000000.provisioned'))).toBe(true);
     expect(readFileSync(join(target, 'etc/bootstate/bootstate.toml.rpmsave'), 'utf8')).toBe('[ssh]\nreload_sshd = false\n');

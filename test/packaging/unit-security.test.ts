@@ -38,8 +38,9 @@ describe('systemd-analyze security --offline=true on the shipped units', () => {
     expect(exposure('bootstate.service')).toBeLessThanOrEqual(6.0);
   });
 
-  it('rates the firewall unit 2.0 or lower', () => {
+  it('rates the firewall unit and its re-check 2.0 or lower', () => {
     expect(exposure('bootstate-firewall.service')).toBeLessThanOrEqual(2.0);
+    expect(exposure('bootstate-firewall-recheck.service')).toBeLessThanOrEqual(2.0);
   });
 
   it('leaves the provisioning unit what its work needs: the hostname, /etc, /home, /var, /run, devices, packet sockets', () => {
@@ -53,11 +54,13 @@ describe('systemd-analyze security --offline=true on the shipped units', () => {
     expect(settings.CapabilityBoundingSet!.split(' ')).toEqual(expect.arrayContaining(['CAP_SYS_ADMIN', 'CAP_SYS_PTRACE', 'CAP_CHOWN', 'CAP_NET_ADMIN', 'CAP_NET_RAW']));
   });
 
-  it('gives the firewall unit netlink and CAP_NET_ADMIN, and write access only to /run (iptables\' lock file)', () => {
-    const settings = service('bootstate-firewall.service');
-    expect(settings.CapabilityBoundingSet!.split(' ')).toContain('CAP_NET_ADMIN');
-    expect(settings.RestrictAddressFamilies!.split(' ')).toContain('AF_NETLINK');
-    expect(settings.ProtectSystem).toBe('strict');
-    expect(settings.ReadWritePaths).toBe('/run');
+  it('gives the firewall unit and its re-check netlink and CAP_NET_ADMIN, and write access only to /run (iptables\' lock file, the snapshot)', () => {
+    for (const unit of ['bootstate-firewall.service', 'bootstate-firewall-recheck.service']) {
+      const settings = service(unit);
+      expect(settings.CapabilityBoundingSet!.split(' '), unit).toContain('CAP_NET_ADMIN');
+      expect(settings.RestrictAddressFamilies!.split(' '), unit).toContain('AF_NETLINK');
+      expect(settings.ProtectSystem, unit).toBe('strict');
+      expect(settings.ReadWritePaths, unit).toBe('/run');
+    }
   });
 });
