@@ -16,7 +16,7 @@ import { readVmId } from '../os/vmid.js';
 import { FirstImdsRequest } from './first-imds-request.js';
 import { takeInstanceLock } from './instance-lock.js';
 import { catchSignals } from './signals.js';
-import { onAzure, type ProvisionOptions, type ProvisionResult, type ReadBeforeChart } from './types.js';
+import { onAzure, type LoadedConfig, type ProvisionOptions, type ProvisionResult, type ReadBeforeChart } from './types.js';
 
 /**
  * How long loading the rest waits at most for the first IMDS request to be written. On a VM that takes well under a
@@ -31,16 +31,9 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     const adjusted = (options.adjustConfig ?? ((x: Config) => x))(c);
     return dryRunDir ? keepUnder(dryRunDir, adjusted) : adjusted;
   };
-  const loaded = await loadConfig({
-    systemFile: options.systemConfigFile ?? SYSTEM_CONFIG_FILE,
-    dropinDir: options.dropinDir ?? SYSTEM_CONFIG_DROPIN_DIR,
-    override: options.configPath ?? process.env.BOOTSTATE_CONFIG,
-  }).then(
-    (result) => ({ ok: true as const, config: adjust(result.config), warnings: result.warnings }),
-    (error: unknown) => ({ ok: false as const, error, config: adjust(DEFAULT_CONFIG), warnings: [] }),
-  );
+  const loaded = await loadRunConfig(options, adjust);
   const config: Config = withSkippedSteps(loaded.config, options.steps);
-  if (!loaded.ok && options.scratchDir) {
+  if (!loaded.ok && loaded.fallback === 'defaults' && options.scratchDir) {
     // A dry run must not fall back to the defaults: they point at this machine's /var and the real fabric.
     const failure = toFailure(loaded.error);
     (options.stderr ?? process.stderr).write(`bootstate: ${(loaded.error as Error)?.message ?? failure.reason}; dry run not started\n`);
@@ -64,6 +57,47 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   } finally {
     signals?.stop();
     first?.drop();
+  }
+}
+
+/**
+ * The keys a run reads again, alone, when the whole config fails to load: where its state is (the data dir: lock,
+ * markers, journals), whether this is an Azure VM and where it reports (the fabric's addresses, the log and KVP). With
+ * them the marker is found where the image keeps it, and a provisioned VM's outcome is not lost to an unrelated
+ * broken value (docs/configuration.md#a-configuration-that-fails-to-load).
+ */
+export const STARTUP_KEYS: Readonly<Record<string, readonly string[]>> = {
+  data_dir: ['path'],
+  platform: ['check'],
+  imds: ['endpoint'],
+  wireserver: ['address', 'health_endpoint'],
+  telemetry: ['kvp', 'kvp_dir', 'kvp_pool', 'kvp_diagnostics'],
+  log_path: ['path'],
+  // azure-init's names for the same keys: a file written for it moves its data directory with these.
+  azure_init_data_dir: ['path'],
+  azure_init_log_path: ['path'],
+};
+
+/**
+ * The run's config: the whole of it; or, when that fails, the error and the STARTUP_KEYS read alone over the
+ * defaults (`fallback: 'keys'`); or, when even those fail (a file that cannot be read or parsed), the defaults.
+ */
+export async function loadRunConfig(options: ProvisionOptions, adjust: (c: Config) => Config): Promise<LoadedConfig> {
+  const from = {
+    systemFile: options.systemConfigFile ?? SYSTEM_CONFIG_FILE,
+    dropinDir: options.dropinDir ?? SYSTEM_CONFIG_DROPIN_DIR,
+    override: options.configPath ?? process.env.BOOTSTATE_CONFIG,
+  };
+  try {
+    const result = await loadConfig(from);
+    return { ok: true, config: adjust(result.config), warnings: result.warnings };
+  } catch (error) {
+    try {
+      const keys = await loadConfig({ ...from, only: STARTUP_KEYS });
+      return { ok: false, error, fallback: 'keys', config: adjust(keys.config), warnings: [] };
+    } catch {
+      return { ok: false, error, fallback: 'defaults', config: adjust(DEFAULT_CONFIG), warnings: [] };
+    }
   }
 }
 

@@ -70,7 +70,10 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
   for (const step of config.steps.skip) {
     log.info({ step, skipped: true }, `step ${step} skipped (${options.steps?.why[step] ?? '[steps] skip in the configuration'})`);
   }
-  if (!loaded.ok) log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}`);
+  if (!loaded.ok) {
+    const goesOn = loaded.fallback === 'keys' ? 'going on with only the keys saying where the run keeps its state and where it reports' : 'going on with the defaults';
+    log.error({ step: 'config', reason: toFailure(loaded.error).reason }, `configuration failed to load: ${String((loaded.error as Error).message ?? loaded.error)}; ${goesOn}`);
+  }
 
   // Under Type=notify: READY=1 when the chart says so (its tellSystemdReady action), and before exit in any case,
   // since a process that exits without it fails the start; STATUS= lines from what the chart is doing.
@@ -235,8 +238,8 @@ export async function provisionLoaded(options: ProvisionOptions, { loaded, confi
 }
 
 /**
- * What was read before the chart, as the log says it: the platform, the VM id and, with a config that loaded, what
- * the marker makes of this boot.
+ * What was read before the chart, as the log says it: the platform, the VM id and what the marker makes of this boot
+ * (with a config that failed to load, only a marker that proves the outcome decides it).
  */
 function logStartup(log: Logger, configLoaded: boolean, platform: PlatformRead, read: ReadBeforeChart): void {
   // A check that failed is the chart's warning, logged with the others at the end.
@@ -251,9 +254,10 @@ function logStartup(log: Logger, configLoaded: boolean, platform: PlatformRead, 
   if (!id) return;
   if (id.source === 'unreadable') log.warn({ step: 'vmId' }, 'product_uuid unreadable; using the zero VM id');
   log.info({ step: 'vmId', vmId: id.vmId, generation: id.generation }, 'VM id read');
-  if (!configLoaded) return;
+  // A marker that proves the outcome decides this boot even when the config failed to load.
   if (read.marker === 'provisioned') log.info({ vmId: id.vmId }, 'already provisioned; nothing to do');
   if (read.marker === 'report-pending') log.info({ vmId: id.vmId }, 'provisioned earlier but Ready not accepted; reporting Ready');
+  if (!configLoaded) return;
   if (read.marker === 'waiting-for-reuse') log.info({ vmId: id.vmId }, 'pool VM: Ready reached the pool in an earlier boot; waiting again to be claimed');
 }
 

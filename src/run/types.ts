@@ -59,7 +59,11 @@ export interface ProvisionResult extends ProvisioningOutput {
 /** The loaded configuration, as the run uses it. */
 export type LoadedConfig =
   | { ok: true; config: Config; warnings: string[] }
-  | { ok: false; error: unknown; config: Config; warnings: string[] };
+  /**
+   * The whole config failed (`error`); `config` holds what the run could still read: the keys saying where its state
+   * is and where it reports, over the defaults (`keys`), or the defaults alone (`defaults`).
+   */
+  | { ok: false; error: unknown; fallback: 'keys' | 'defaults'; config: Config; warnings: string[] };
 
 /** Whether this is an Azure VM: the platform check's answer, or why it could not give one. */
 export type PlatformRead = PlatformCheck | { failure: Failure };
