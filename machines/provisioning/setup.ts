@@ -9,7 +9,7 @@ import { HEALTH_FAILED, type Health } from '../../src/azure/health.js';
 import { ZERO_VM_ID, type MediaMetadata } from '../../src/core/metadata.js';
 import { normalizePpsType, pollErrorKind } from '../../src/azure/pps.js';
 import type { StepName } from '../../src/config/defaults.js';
-import { failure, toFailure } from '../../src/core/errors.js';
+import { describeFailure, failure, toFailure } from '../../src/core/errors.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
 import { certificatesEssential, certificatesWanted, noMetadataFailure, planFrom, seconds, timedOut, unclaimedPool, withCertificateKeys } from './plan.js';
 import type * as T from './types.js';
@@ -58,7 +58,7 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}, effe
       return !!platform && 'onAzure' in platform && !platform.onAzure;
     },
     vmIdUnreadable: ({ context }) => !!context.startup.vmIdFailure,
-    configFailed: ({ context }) => context.failure !== null,
+    configFailed: ({ context }) => !!context.startup.configFailure,
     markerUnreadable: ({ context }) => !!context.startup.markerFailure,
     terminating: ({ context }) => context.terminating,
     markerProvisioned: ({ context }) => context.startup.marker === 'provisioned',
@@ -117,11 +117,18 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}, effe
       context.terminating ? 1500 : seconds(context.config.wireserver.total_retry_timeout_secs),
   },
   actions: {
-    /** What was read before the chart: the VM id, the config failure, the platform check that could not decide. */
+    /** What was read before the chart: the VM id, the platform check that could not decide. */
     recordStartup: assign(({ context }) => {
-      const { platform, configFailure, vmId } = context.startup;
+      const { platform, vmId } = context.startup;
       const unknown = platform && 'failure' in platform ? [`platform check failed: ${platform.failure.reason}; provisioning goes on`] : [];
-      return { vmId: vmId ?? ZERO_VM_ID, failure: configFailure ?? null, warnings: [...context.warnings, ...unknown] };
+      return { vmId: vmId ?? ZERO_VM_ID, warnings: [...context.warnings, ...unknown] };
+    }),
+    /** A config that failed to load, when the marker decides the boot anyway: a warning naming it, and what follows. */
+    warnConfigFailed: assign({
+      warnings: ({ context }, params: { then: string }) => {
+        const configFailure = context.startup.configFailure;
+        return configFailure ? [...context.warnings, `${describeFailure(configFailure)}; ${params.then}`] : context.warnings;
+      },
     }),
     /** The run fails: with the error an actor threw, or the failure a state built. */
     recordFailure: assign({ failure: (_, params: { error: unknown }) => toFailure(params.error) }),

@@ -49,7 +49,10 @@ export interface RunEnd {
  * first state routes on it. A fact left out reads as "nothing wrong": no failure, on Azure, marker `none`.
  */
 export interface StartupFacts {
-  /** The configuration did not load: the run goes on with the defaults and reports this once the VM id is known. */
+  /**
+   * The configuration did not load: the run goes on with the keys saying where its state is and where it reports (or
+   * the defaults); a marker proving the outcome makes this a warning, any other boot reports it once the VM id is known.
+   */
   configFailure?: Failure | null;
   /** Whether this is an Azure VM, or why the check could not tell (the run then goes on, with a warning). */
   platform?: PlatformCheck | { failure: Failure };

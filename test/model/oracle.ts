@@ -12,9 +12,12 @@
  * - what was read before the chart decides at once, in this order: the instance lock held by another agent → nothing
  *   is reported, READY, its ALREADY_RUNNING exit code; not an Azure VM → nothing is sent, exit 0 (`not-on-azure`),
  *   the config failure or not; the VM id unreadable → report that; a config failure → report it (the VM id is
- *   known); the marker unreadable → report that. A platform check that failed → a warning "platform check failed:
- *   …; provisioning goes on", and the run goes on.
- * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision.
+ *   known) unless the marker proves the outcome (below); the marker unreadable → report that. A platform check that
+ *   failed → a warning "platform check failed: …; provisioning goes on", and the run goes on.
+ * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision. An
+ *   outcome once known is never reported as its opposite: with a config that failed to load, `provisioned` and
+ *   `report-pending` still decide (nothing reported, exit 0; Ready reported), the config failure a warning naming it;
+ *   only a boot that would provision or wait again reports it (ProvisioningFailed).
  * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media. The
  *   IMDS request gets a head start: the media read and the host keys start once it has been written (or its
  *   attempt ended), or 50 ms after the work began, whichever is first; the InProgress report starts at once.
@@ -195,6 +198,20 @@ export class ProvisioningOracle {
       return this.reportFailure();
     }
     this.vmId = startup.vmId ?? this.vmId;
+    const marker = startup.markerFailure ? null : (startup.marker ?? 'none');
+    // The marker proves the outcome: a config that failed to load cannot turn it into its opposite, only warn.
+    const configIgnored = (then: string) => {
+      if (startup.configFailure) this.warnings.push(`${describeReported(startup.configFailure)}; ${then}`);
+    };
+    if (marker === 'provisioned') {
+      configIgnored('already provisioned: nothing is reported');
+      this.tellReady();
+      return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
+    }
+    if (marker === 'report-pending') {
+      configIgnored('the OS was configured on an earlier boot: Ready is reported');
+      return this.reportReady();
+    }
     if (startup.configFailure) {
       this.failure = seen(startup.configFailure);
       return this.reportFailure();
@@ -203,12 +220,7 @@ export class ProvisioningOracle {
       this.failure = seen(startup.markerFailure);
       return this.reportFailure();
     }
-    switch (startup.marker ?? 'none') {
-      case 'provisioned':
-        this.tellReady();
-        return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
-      case 'report-pending':
-        return this.reportReady();
+    switch (marker) {
       case 'waiting-for-reuse':
         this.ppsType = 'Running';
         return this.poll();

@@ -29,6 +29,41 @@ describe('startup', () => {
     });
   });
 
+  it('a config load failure on a provisioned VM id reports nothing and exits 0, with a warning naming it', () => {
+    const run = startRun(startup({ configFailure: CONFIG_FAILURE, marker: 'provisioned' }));
+
+    expect(run.actor.getSnapshot().value).toBe('alreadyProvisioned');
+    expect(run.actor.getSnapshot().output).toEqual({ result: 'already-provisioned', exitCode: 0, reported: false });
+    expect(run.gates).toEqual([]);
+    expect(run.kvp).toEqual([]);
+    expect(run.systemd).toEqual(['READY']);
+    expect(run.actor.getSnapshot().context.warnings).toEqual([
+      'failed to load config (error bad toml at line 3); already provisioned: nothing is reported',
+    ]);
+  });
+
+  it('a config load failure with Ready pending reports Ready, not ProvisioningFailed', async () => {
+    const run = startRun(startup({ configFailure: CONFIG_FAILURE, marker: 'report-pending' }));
+
+    expect(run.actor.getSnapshot().value).toEqual({ reportingReady: 'requesting' });
+    expect(running(run, 'readyReport').input).toMatchObject({ health: HEALTH_READY, vmId: VM_ID, failure: null });
+    expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_READY, vmId: VM_ID, failure: null, ppsType: 'None' }]);
+    expect(run.actor.getSnapshot().context.warnings).toEqual([
+      'failed to load config (error bad toml at line 3); the OS was configured on an earlier boot: Ready is reported',
+    ]);
+
+    await complete(run, 'readyReport');
+    await complete(run, 'provisionedMarker');
+    expect(run.actor.getSnapshot().output).toEqual({ result: 'provisioned', exitCode: 0, reported: true });
+    expect(run.gates.map((g) => g.id)).toEqual([STEP.readyReport, STEP.provisionedMarker]);
+  });
+
+  it('a config load failure on a pool VM waiting to be claimed is reported, as on a first boot', () => {
+    const run = startRun(startup({ configFailure: CONFIG_FAILURE, marker: 'waiting-for-reuse' }));
+    expect(run.actor.getSnapshot().value).toEqual({ reportingFailure: 'requesting' });
+    expect(running(run, 'failureReport').input).toMatchObject({ health: HEALTH_FAILED, failure: { reason: 'failed to load config' } });
+  });
+
   it('off Azure nothing is sent, and the run exits 0, a config failure or not', () => {
     for (const configFailure of [CONFIG_FAILURE, null]) {
       const run = startRun(startup({ platform: NOT_ON_AZURE, configFailure }));
