@@ -299,7 +299,8 @@ describe('live inspection', () => {
 
 describe('a dry run with a broken configuration', () => {
   it('stops with exit 78 and the file and key, instead of falling back to the real fabric and /var', async () => {
-    const run = await runAgent(fabric, { extraToml: '[journal]\nkeep = "many"\n' });
+    // Broken among the keys a run reads again alone (where its state is and where it reports): the defaults remain.
+    const run = await runAgent(fabric, { extraToml: '[journal]\nkeep = "many"\n[platform]\ncheck = "yes"\n' });
     expect(run.code).toBe(78);
     expect(run.stderr).toContain('bootstate.toml');
     expect(run.stderr).toContain('keep');
