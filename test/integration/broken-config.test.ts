@@ -5,10 +5,11 @@
  * are not the defaults — so a provisioned VM id finds its marker and the fabric hears nothing; a pending Ready is
  * reported; only a boot that would provision reports the failure.
  */
-import { copyFileSync, mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
+import { decodeRecords } from '../../src/kvp/codec.js';
 import { cli, lastFailureDescription, markers, reportKinds, runAgent, writeConfig } from './agent.js';
 
 /** A type error in a section the startup reads nothing of. */
@@ -40,6 +41,10 @@ describe('a later boot with a configuration that fails to load', () => {
     expect(fabric.requests).toEqual([]);
     expect(run.stderr).toMatch(/failed to load config \(file [^)]*bootstate\.toml, error \[resource_disk\] swap_size_mb[^)]*\); already provisioned: nothing is reported/);
     expect(markers(root)).toEqual([expect.stringMatching(/\.provisioned$/)]);
+    // Where the run's other warnings go: the KVP pool and the log file of the broken file's paths.
+    const pool = decodeRecords(readFileSync(join(root, 'var/lib/hyperv/.kvp_pool_1'))).map((r) => r.value).join('\n');
+    expect(pool).toContain('already provisioned: nothing is reported');
+    expect(readFileSync(join(root, 'var/log/bootstate.log'), 'utf8')).toContain('already provisioned: nothing is reported');
   });
 
   it('of a provisioned VM, with the error in a drop-in beside the file that moves the data directory: exit 0, nothing sent', async () => {
