@@ -115,7 +115,14 @@ export class ProvisioningOracle {
   output: SeenOutput | null = null;
   private warnings: string[] = [];
 
-  private phase: 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'work';
+  private phase: 'work' | 'pool' | 'completingKeys' | 'report' | 'provisionedMarker' | 'end' = 'work';
+  /**
+   * This VM id's report-pending marker: `writing` once the OS is configured, `down` when that write finished (the
+   * next boot reports Ready), or found by the run before the chart. Once it is down, nothing turns into a failure.
+   */
+  reportPending: 'none' | 'writing' | 'down' = 'none';
+  /** The marker this VM id has on disk: the one the run found, then the last one written. */
+  marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' = 'none';
   private config: Config = DEFAULT_CONFIG;
   private vmId = '00000000-0000-0000-0000-000000000000';
   private failure: SeenFailure | null = null;
@@ -180,6 +187,7 @@ export class ProvisioningOracle {
 
   /** Where what was read before the chart leads. */
   private begin(startup: NonNullable<OracleStart['startup']>): void {
+    this.marker = startup.marker ?? 'none';
     const platform = startup.platform;
     if (platform && 'failure' in platform) this.warnings.push(`platform check failed: ${reasonOf(platform.failure)}; provisioning goes on`);
     if (startup.lockRefused) {
@@ -208,7 +216,8 @@ export class ProvisioningOracle {
         this.tellReady();
         return this.end({ state: 'alreadyProvisioned', result: 'already-provisioned', exitCode: 0, reported: false });
       case 'report-pending':
-        return this.reportReady();
+        this.reportPending = 'down';
+        return this.completeHostKeys();
       case 'waiting-for-reuse':
         this.ppsType = 'Running';
         return this.poll();
@@ -221,15 +230,18 @@ export class ProvisioningOracle {
   live(): string[] {
     const ids: string[] = [];
     switch (this.phase) {
-      case 'pendingMarker':
       case 'provisionedMarker':
         ids.push(this.phase);
+        break;
+      case 'completingKeys':
+        ids.push('missingHostKeys');
         break;
       case 'work':
         if (this.inProgress === 'sending') ids.push('inProgressReport');
         // In the OS stage the host keys head sshd's lane.
         if (this.hostKeys === 'running' && this.stage !== 'os') ids.push('hostKeys');
         if (this.hostKeys === 'adding') ids.push('laterHostKeys');
+        if (this.reportPending === 'writing') ids.push('pendingMarker');
         if (this.stage === 'gathering') {
           if (this.imds === 'requesting') ids.push('imds');
           if (this.mediaReading) ids.push('media');
@@ -339,7 +351,7 @@ export class ProvisioningOracle {
       return JSON.stringify({ ...common, pool: this.pool, polled: this.pollError !== null, had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code] });
     }
     if (this.phase !== 'work') return JSON.stringify({ ...common, output: this.output });
-    if (coarse) return JSON.stringify({ ...common, stage: this.stage, hostKeys: this.hostKeys, headStart: this.headStart });
+    if (coarse) return JSON.stringify({ ...common, stage: this.stage, hostKeys: this.hostKeys, headStart: this.headStart, reportPending: this.reportPending });
     return JSON.stringify({
       ...common,
       // Whether InProgress was accepted or abandoned changes nothing later; only its retry timer does.
@@ -353,6 +365,7 @@ export class ProvisioningOracle {
       media: this.mediaReading ? 'reading' : this.media === null ? 'none' : `${this.media.username ? 'user' : 'nouser'} ${this.media.ppsType}`,
       mediaFailure: this.mediaFailure?.code ?? null,
       stage: this.stage,
+      reportPending: this.reportPending,
       lanes: this.lanes.map((l) => l[0] ?? 'done'),
       // Until the certificates are settled, what they are wanted for: plans that differ only there explore apart.
       certificates: this.certificatesPending() && {
@@ -410,6 +423,7 @@ export class ProvisioningOracle {
         this.pool = 'marker';
         return this.start('waitingMarker');
       case 'waitingMarker':
+        this.marker = 'waiting-for-reuse';
         return this.poll();
       case 'reprovision':
         // The customer's document replaces everything the pool VM had; IMDS is asked afresh.
@@ -434,12 +448,19 @@ export class ProvisioningOracle {
         this.plan = { ...this.plan!, sshKeys: this.plan!.sshKeys + (output as string[]).length };
         return this.laneStepDone(id);
       case 'pendingMarker':
+        this.reportPending = 'down';
+        this.marker = 'report-pending';
+        // A stop while it was written waited for it: Ready is left for the next boot.
+        if (this.terminating) return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
+        return this.hostKeys === 'adding' ? undefined : this.reportReady();
+      case 'missingHostKeys':
         return this.reportReady();
       case 'readyReport':
         return this.enter('provisionedMarker');
       case 'failureReport':
         return this.end(this.failedOutput('failed', this.failure, true));
       case 'provisionedMarker':
+        this.marker = 'provisioned';
         return this.end({ state: 'provisioned', result: 'provisioned', exitCode: 0, reported: true });
       default:
         return this.laneStepDone(id);
@@ -502,6 +523,9 @@ export class ProvisioningOracle {
       case 'laterHostKeys':
         this.warnings.push(`ssh host keys ${this.hostKeysLater.join(', ')} not made: ${reasonOf(error)}`);
         return this.laterHostKeysOver();
+      case 'missingHostKeys':
+        this.warnings.push(`missing ssh host keys not made: ${reasonOf(error)}`);
+        return this.reportReady();
       case 'certificates':
         if (retryable) {
           this.certificatesLastError = reasonOf(error);
@@ -528,8 +552,13 @@ export class ProvisioningOracle {
         }
         this.failure = seen(error);
         return this.reportFailure();
+      case 'pendingMarker':
+        // Ready would promise a VM that stays provisioned after a reboot: without the marker it cannot.
+        this.reportPending = 'none';
+        this.failure = seen(error);
+        return this.reportFailure();
       default:
-        // validate, every OS step, the report-pending and waiting markers
+        // validate, every OS step, the waiting marker
         this.failure = seen(error);
         return this.reportFailure();
     }
@@ -543,6 +572,14 @@ export class ProvisioningOracle {
   /** SIGTERM. */
   terminate(): void {
     if (this.phase === 'end' || this.phase === 'provisionedMarker') return;
+    // Once the OS is configured a stop is never a failure: the marker is made durable first, then Ready is left.
+    if (this.phase === 'work' && this.reportPending === 'writing') {
+      this.terminating = true;
+      return;
+    }
+    if ((this.phase === 'work' && this.reportPending === 'down') || this.phase === 'completingKeys') {
+      return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
+    }
     // Ready reached the pool and the marker is down: the next boot waits again.
     if (this.phase === 'pool' && (this.pool === 'polling' || this.pool === 'pausing')) {
       return this.end({ state: 'waitingInterrupted', result: 'waiting-for-reuse', exitCode: 0, reported: true });
@@ -726,20 +763,32 @@ export class ProvisioningOracle {
     return this.osDone();
   }
 
-  /** Every OS lane is through: logins may start (READY); the reports wait for the background host keys. */
+  /**
+   * Every OS lane is through: logins may start (READY), the report-pending marker goes down beside the background
+   * host keys; the Ready report waits for both.
+   */
   private osDone() {
     if (!this.lanes.every((l) => l.length === 0)) return;
     this.stage = 'configured';
     this.tellReady();
     this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
-    if (this.hostKeys !== 'waiting') return this.enter('pendingMarker');
+    this.reportPending = 'writing';
+    this.start('pendingMarker');
+    if (this.hostKeys !== 'waiting') return;
     this.hostKeys = 'adding';
     this.start('laterHostKeys', this.hostKeysLater.join(','));
   }
 
   private laterHostKeysOver() {
     this.hostKeys = 'over';
-    if (this.stage === 'configured') this.enter('pendingMarker');
+    if (this.stage === 'configured' && this.reportPending === 'down') this.reportReady();
+  }
+
+  /** A boot that finds the report-pending marker makes the host keys a stopped earlier boot left missing, then Ready. */
+  private completeHostKeys() {
+    if (this.skipped('hostKeys')) return this.reportReady();
+    this.phase = 'completingKeys';
+    this.start('missingHostKeys');
   }
 
   private reportPoolReady() {
@@ -846,7 +895,7 @@ export class ProvisioningOracle {
     if (this.kvpAlive) this.kvp.push(`${what} vm=${this.vmId} pps=${this.ppsType}`);
   }
 
-  private enter(phase: 'pendingMarker' | 'provisionedMarker') {
+  private enter(phase: 'provisionedMarker') {
     this.phase = phase;
     this.start(phase);
   }
