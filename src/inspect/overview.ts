@@ -156,7 +156,9 @@ export function overviewOf(graph: MachineGraph): Overview {
       continue;
     }
     if (edge.source === graph.root) {
-      notes.push(`${edge.label} in any state → ${graph.nodes.get(targets[0] ?? '')?.key ?? 'stays'}`);
+      // States that handle the event themselves are drawn with their own edge: the note is for the others.
+      const elsewhere = graph.edges.some((other) => other.source !== graph.root && other.label.split(' ')[0] === edge.label);
+      notes.push(`${edge.label} in any${elsewhere ? ' other' : ''} state → ${graph.nodes.get(targets[0] ?? '')?.key ?? 'stays'}`);
       continue;
     }
     const block = topLevel(graph, edge.source);

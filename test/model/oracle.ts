@@ -14,7 +14,9 @@
  *   the config failure or not; the VM id unreadable → report that; a config failure → report it (the VM id is
  *   known); the marker unreadable → report that. A platform check that failed → a warning "platform check failed:
  *   …; provisioning goes on", and the run goes on.
- * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision.
+ * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → make the host keys an earlier, stopped
+ *   boot left missing (its failure is a warning "missing ssh host keys not made: …"; left out with the host keys
+ *   step), then READY and Ready; `none` → provision.
  * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media. The
  *   IMDS request gets a head start: the media read and the host keys start once it has been written (or its
  *   attempt ended), or 50 ms after the work began, whichever is first; the InProgress report starts at once.
@@ -35,8 +37,9 @@
  *   "certificates: …" naming the keys not installed, unless those keys were the only way in (no other key, password
  *   logins off): then the run fails with it.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ (host
- *   keys done → sshd), each phase bounded by the OS timeout; then (configured) the background host keys done; then
- *   the report-pending marker; then Ready; then the provisioned marker.
+ *   keys done → sshd), each phase bounded by the OS timeout; then (configured, READY) the report-pending marker beside
+ *   the background host keys; once both are over, Ready; then the provisioned marker. The report-pending marker that
+ *   cannot be written fails the run (Ready would promise a VM that stays provisioned after a reboot).
  * - systemd is told READY (once) when the OS is configured, when the Ready report (a resumed one) or the failure
  *   report starts, or when the run ends without provisioning (already provisioned, not on Azure): logins never wait
  *   for a report, nor for the background host keys. A pool VM waiting to be claimed
@@ -47,7 +50,11 @@
  * - a final report: KVP record first, then HTTP attempts (retry while retryable) until its total deadline.
  * - Ready not accepted → failed, exit 1, nothing more; the provisioned marker failing after Ready → failed, reported.
  * - SIGTERM → ProvisioningFailed "terminated" with a 1.5 s budget (first SIGTERM counts); ignored while writing
- *   the provisioned marker; while reporting Ready it ends the run unreported.
+ *   the provisioned marker. Once the OS is configured an outcome is known and a stop never reports its opposite: no
+ *   ProvisioningFailed, the report-pending marker on disk, exit 1 `terminated`, nothing reported — while that marker
+ *   is written the run waits for it (if it then fails, the marker's failure is reported, with the short budget);
+ *   once it is down (background host keys, the resumed boot's missing keys, the Ready report) the run ends at once.
+ *   The marker on disk is checked after every event.
  * - steps left out (`--only`/`--skip`) never start; the others run as usual (keys and password once the user exists
  *   or its step is left out); validation and every report still happen.
  * Pool VMs (docs/preprovisioned.md, docs/protocol.md#pre-provisioning-type):
