@@ -278,7 +278,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   waitingInterrupted: POOL_VM,
   completingHostKeys: {
     elsewhere:
-      'entered only by a boot that finds the report-pending marker, and there the scratch backend has no host keys to complete: the state is over within the turn that enters it. A kill there is a kill before Ready with the marker down, which the reportingReady holds cover; a stop in it is in test/model/termination.test.ts, and making the keys a halted boot left missing in test/boot/readiness.test.ts',
+      'entered only by a boot that finds the report-pending marker, and there the scratch backend has no host keys to complete: the state is over within the turn that enters it. A kill there is a kill before Ready with the marker down, which the reportingReady holds cover; a stop in it is in test/model/termination.test.ts, and making the keys a halted boot left missing in test/boot/stop-after-ready.test.ts',
   },
   reportingReady: {
     how: 'Ready POST gated',
