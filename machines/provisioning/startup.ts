@@ -24,7 +24,7 @@ export const starting = chart.createStateConfig({
     { guard: 'configFailed', target: 'reportingFailure' },
     { guard: 'markerUnreadable', target: 'reportingFailure', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.markerFailure) } },
     { guard: 'markerProvisioned', target: 'alreadyProvisioned' },
-    { guard: 'markerReportPending', target: 'reportingReady' },
+    { guard: 'markerReportPending', target: 'completingHostKeys' },
     // Ready already reached the pool in an earlier boot: wait again, never report it twice.
     { guard: 'markerWaitingForReuse', target: '#provisioning.preprovisioned.waiting', actions: 'recordResumedWait' },
     { target: 'provisioning' },
