@@ -26,6 +26,8 @@ export const PLACEHOLDER_ACTORS = {
   configureSshd: placeholder<void, T.PlanInput>('configureSshd'),
   regenerateHostKeys: placeholder<HostKeyType[], T.ConfigInput>('regenerateHostKeys'),
   addHostKeys: placeholder<void, T.HostKeysInput>('addHostKeys'),
+  /** On a boot that only reports Ready: makes the configured host key types a stopped earlier boot left missing. */
+  completeHostKeys: placeholder<void, T.ConfigInput>('completeHostKeys'),
   checkProxyAgent: placeholder<void, T.ConfigInput>('checkProxyAgent'),
   markReportPending: placeholder<void, T.MarkerInput>('markReportPending'),
   markProvisioned: placeholder<void, T.MarkerInput>('markProvisioned'),

@@ -8,11 +8,12 @@ import { assign } from 'xstate';
 import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
 import { sshKeysRegion } from './certificates.js';
-import { failRun } from './retry.js';
+import { failRun, withError } from './retry.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
 const FAIL = '#provisioning.reportingFailure';
+const READY_LEFT = '#provisioning.readyNotAccepted';
 type OsActor = 'setHostname' | 'createUser' | 'setPassword' | 'configureSshd' | 'saveCustomData';
 
 /**
@@ -111,20 +112,25 @@ export const configuringOs = chart.createStateConfig({
   },
 });
 
-// Everything a login needs is in place: systemd hears READY=1 and starts sshd. Host keys left for the background
-// (sshd reads them per connection) are made now; the reports wait for them, logins do not.
+// Everything a login needs is in place: systemd hears READY=1 and starts sshd. The report-pending marker goes down
+// at once, beside the host keys left for the background (sshd reads them per connection): from the moment it is
+// durable a stop leaves Ready for the next boot, which makes whatever host key is still missing. The Ready report
+// waits for the marker and the keys; logins wait for neither.
 export const configured = chart.createStateConfig({
   entry: 'tellSystemdReady',
-  always: { guard: 'hostKeysComplete', target: '#provisioning.markingReportPending' },
-  after: {
-    osTimeout: {
-      target: '#provisioning.markingReportPending',
-      actions: {
-        type: 'warn',
-        params: ({ context }) => ({
-          text: `ssh host keys ${context.hostKeysLater.join(', ')} not made within ${context.config.os.timeout_secs} s; sshd offers the others`,
-        }),
+  initial: 'markingReportPending',
+  states: {
+    markingReportPending: {
+      invoke: {
+        id: 'pendingMarker',
+        src: 'markReportPending',
+        input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+        // A stop while it was written waited for it: Ready is left for the next boot.
+        onDone: [{ guard: 'terminating', target: READY_LEFT }, { target: 'awaitingHostKeys' }],
+        // Ready promises a VM that stays provisioned after a reboot: without the marker that promise cannot be kept.
+        onError: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
       },
     },
+    awaitingHostKeys: { always: { guard: 'hostKeysComplete', target: '#provisioning.reportingReady' } },
   },
 });

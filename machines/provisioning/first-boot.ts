@@ -48,6 +48,17 @@ const hostKeys = chart.createStateConfig({
     // them, and they are made once READY=1 was sent, so their CPU never delays it.
     waiting: { always: { guard: 'osConfigured', target: 'adding' } },
     adding: {
+      after: {
+        osTimeout: {
+          target: 'done',
+          actions: {
+            type: 'warn',
+            params: ({ context }) => ({
+              text: `ssh host keys ${context.hostKeysLater.join(', ')} not made within ${context.config.os.timeout_secs} s; sshd offers the others`,
+            }),
+          },
+        },
+      },
       invoke: {
         id: 'laterHostKeys',
         src: 'addHostKeys',
@@ -84,6 +95,14 @@ const inProgress = chart.createStateConfig({
 export const provisioning = chart.createStateConfig({
   type: 'parallel',
   tags: [HEALTH_IN_PROGRESS],
+  // Once the OS is configured a stop is never a failure: the report-pending marker is made durable first (a write
+  // in flight is waited for), then the run ends leaving Ready for the next boot. Before that, the root's rule.
+  on: {
+    TERMINATE: [
+      { guard: 'reportPendingInFlight', actions: 'recordReadyTerminated' },
+      { guard: 'reportPendingDown', target: '#provisioning.readyNotAccepted', actions: 'recordReadyTerminated' },
+    ],
+  },
   states: {
     work: {
       initial: 'gathering',

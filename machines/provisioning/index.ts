@@ -1,9 +1,11 @@
 /**
  * The first-boot provisioning statechart: the control flow of `bootstate provision`.
  *
- * what was read before the chart (config, platform, lock, VM id, marker) → provisioning (work ‖ host keys ‖ InProgress report) → report-pending marker
- * → Ready → provisioned marker; from anywhere: → ProvisioningFailed. systemd hears READY=1 once the OS is configured,
- * on entering the failure report, and at the ends that provision nothing, so logins never wait for a report. A pool
+ * what was read before the chart (config, platform, lock, VM id, marker) → provisioning (work ‖ host keys ‖ InProgress
+ * report; once the OS is configured, the report-pending marker beside the last host keys) → Ready → provisioned marker;
+ * a failure → ProvisioningFailed; a stop before the OS is configured → ProvisioningFailed, after it → Ready left for
+ * the next boot. systemd hears READY=1 once the OS is configured, on entering the failure report, and at the ends that
+ * provision nothing, so logins never wait for a report. A pool
  * VM leaves gathering for `preprovisioned` and comes back to `provisioning` with the customer's data. Health is a
  * tag of the state that reports it. Retries, backoff and total deadlines are states and `after` delays: leaving a
  * state aborts its actor, so a deadline holds whatever a server does. Nothing here performs I/O: every actor is a
@@ -18,7 +20,7 @@ import { ZERO_VM_ID } from '../../src/core/metadata.js';
 import { provisioning } from './first-boot.js';
 import { outputOf } from './plan.js';
 import { preprovisioned } from './pool.js';
-import { finals, markingProvisioned, markingReportPending, reportingFailure, reportingReady } from './reports.js';
+import { completingHostKeys, finals, markingProvisioned, reportingFailure, reportingReady } from './reports.js';
 import { withError } from './retry.js';
 import { provisioningSetup, type ProvisioningActors, type ProvisioningEffects } from './setup.js';
 import { starting } from './startup.js';
@@ -64,7 +66,7 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       starting,
       provisioning,
       preprovisioned,
-      markingReportPending,
+      completingHostKeys,
       reportingReady,
       markingProvisioned,
       reportingFailure,

@@ -81,6 +81,10 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}, effe
     hostKeysReplaced: or([stateIn(`${HOST_KEYS}.waiting`), stateIn(`${HOST_KEYS}.adding`), stateIn(`${HOST_KEYS}.done`)]),
     /** READY=1 was sent: what is left may now take the CPU. */
     osConfigured: stateIn(`${WORK}.configured`),
+    /** The report-pending marker is being written. */
+    reportPendingInFlight: stateIn(`${WORK}.configured.markingReportPending`),
+    /** The report-pending marker is durable: the next boot reports Ready. */
+    reportPendingDown: stateIn(`${WORK}.configured.awaitingHostKeys`),
     /** Every host key is in place, those made after READY included. */
     hostKeysComplete: stateIn(`${HOST_KEYS}.done`),
     /** The host key step left types for the background. */
@@ -183,9 +187,10 @@ export const provisioningSetup = (actors: Partial<ProvisioningActors> = {}, effe
       imdsSent: false,
     }),
     recordResumedWait: assign({ ppsType: 'Running' }),
+    /** A stop once the OS is configured: Ready is left for the next boot, never turned into a failure. */
     recordReadyTerminated: assign({
       terminating: true,
-      reportFailure: () => failure('TERMINATED', [['error', 'received SIGTERM while reporting Ready']]),
+      reportFailure: () => failure('TERMINATED', [['error', 'received SIGTERM once the OS was configured; the next boot reports Ready']]),
     }),
     recordTerminated: assign({
       terminating: true,

@@ -25,7 +25,7 @@ export const starting = chart.createStateConfig({
     // A marker that proves the outcome wins over a config that failed to load (read for where the markers are): the
     // failure is a warning, never reported as the opposite of what this VM id already told the fabric or earned.
     { guard: 'markerProvisioned', target: 'alreadyProvisioned', actions: { type: 'warnConfigFailed', params: { then: 'already provisioned: nothing is reported' } } },
-    { guard: 'markerReportPending', target: 'reportingReady', actions: { type: 'warnConfigFailed', params: { then: 'the OS was configured on an earlier boot: Ready is reported' } } },
+    { guard: 'markerReportPending', target: 'completingHostKeys', actions: { type: 'warnConfigFailed', params: { then: 'the OS was configured on an earlier boot: Ready is reported' } } },
     // The config failure, reported now that the VM id is known, by a boot that would provision or wait again.
     { guard: 'configFailed', target: 'reportingFailure', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.configFailure) } },
     { guard: 'markerUnreadable', target: 'reportingFailure', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.markerFailure) } },

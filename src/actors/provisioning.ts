@@ -233,6 +233,9 @@ export function provisioningActors(deps: ProvisioningDeps) {
     addHostKeys: fromPromise<void, { config: Config; types: HostKeyType[] }>(async ({ input, signal }) => {
       await logged('hostKeys', signal, () => deps.provisioner.addHostKeys(input.types, signal));
     }),
+    completeHostKeys: fromPromise<void, { config: Config }>(async ({ signal }) => {
+      await logged('hostKeys', signal, () => deps.provisioner.completeHostKeys(signal));
+    }),
     saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
 
     markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {

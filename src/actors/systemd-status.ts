@@ -10,6 +10,7 @@
 import type { InspectionEvent } from 'xstate';
 import type { ProvisioningContext } from '../../machines/provisioning.js';
 import type { Config } from '../config/defaults.js';
+import { KEYGEN_TIMEOUT_SECS } from '../os/host-keys.js';
 
 /** What a phase gives its STATUS line and its extension. */
 export interface Phase {
@@ -67,7 +68,8 @@ export function phaseOf(snapshot: StatusSnapshot): Phase | null {
       text: ({ attempt, left }) => `${terminating ? 'stopping: ' : ''}reporting ProvisioningFailed (${code}): attempt ${attempt}${seconds(left)}`,
     };
   }
-  if (is('markingReportPending')) return { key: 'pending marker', budgetSecs: null, text: () => 'configuring the OS' };
+  // Before READY=1: one ssh-keygen per missing type, side by side, each bounded by its own timeout.
+  if (is('completingHostKeys')) return { key: 'missing host keys', budgetSecs: KEYGEN_TIMEOUT_SECS, text: () => 'provisioned earlier: making the ssh host keys a stop left missing' };
   if (is({ preprovisioned: 'reportingPoolReady' })) {
     return {
       key: 'pool ready',

@@ -156,7 +156,9 @@ export function overviewOf(graph: MachineGraph): Overview {
       continue;
     }
     if (edge.source === graph.root) {
-      notes.push(`${edge.label} in any state → ${graph.nodes.get(targets[0] ?? '')?.key ?? 'stays'}`);
+      // States that handle the event themselves are drawn with their own edge: the note is for the others.
+      const elsewhere = graph.edges.some((other) => other.source !== graph.root && other.label.split(' ')[0] === edge.label);
+      notes.push(`${edge.label} in any${elsewhere ? ' other' : ''} state → ${graph.nodes.get(targets[0] ?? '')?.key ?? 'stays'}`);
       continue;
     }
     const block = topLevel(graph, edge.source);
@@ -181,13 +183,15 @@ export function overviewOf(graph: MachineGraph): Overview {
 }
 
 /**
- * Errors and timeouts that lead to the one state most failures lead to (reportingFailure) become a line in their
- * source's label instead of an edge across the whole chart; the full chart draws every one of them.
+ * Errors, timeouts and conditions that lead to the one state most of them lead to (reportingFailure) become a line in
+ * their source's label instead of an edge across the whole chart; the full chart draws every one of them.
  */
 function foldFailureEdges(nodes: Map<string, GraphNode>, edges: GraphEdge[]): GraphEdge[] {
   const failing = (edge: GraphEdge) => edge.kind === 'error' || edge.kind === 'after';
   const counts = new Map<string, number>();
-  for (const edge of edges) if (failing(edge) && edge.targets.length === 1) counts.set(edge.targets[0]!, (counts.get(edge.targets[0]!) ?? 0) + 1);
+  for (const edge of edges) {
+    if ((failing(edge) || /\[/.test(edge.label)) && edge.targets.length === 1) counts.set(edge.targets[0]!, (counts.get(edge.targets[0]!) ?? 0) + 1);
+  }
   const [sink, count] = [...counts].sort((a, b) => b[1] - a[1])[0] ?? [];
   if (!sink || count! < 3) return edges;
   const sinkKey = nodes.get(sink)!.key;

@@ -29,6 +29,8 @@ export const GUARD_WORDS: Record<string, string> = {
   notOnAzure: 'not on Azure',
   proxyAgentWanted: 'proxy agent',
   hostKeysComplete: 'all host keys in',
+  reportPendingInFlight: 'marker being written',
+  reportPendingDown: 'marker down',
 };
 
 /** A guard's name in words. */
@@ -50,6 +52,7 @@ export const ACTOR_WORDS: Record<string, { done: string; error: string }> = {
   sshd: { done: 'sshd configured', error: 'sshd configuration failed' },
   hostKeys: { done: 'SSH host keys replaced', error: 'SSH host keys failed' },
   laterHostKeys: { done: 'background SSH host keys made', error: 'background SSH host keys failed' },
+  missingHostKeys: { done: 'missing SSH host keys made', error: 'missing SSH host keys failed' },
   pendingMarker: { done: 'report-pending marker written', error: 'report-pending marker failed' },
   readyReport: { done: 'Ready report accepted', error: 'Ready report failed' },
   provisionedMarker: { done: 'provisioned marker written', error: 'provisioned marker failed' },

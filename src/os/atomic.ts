@@ -4,10 +4,11 @@
  * A temp file never outlives the write: an error or an abort removes it, and so does the process exiting
  * while the write is in flight (a SIGTERM ends the run without waiting for the step it abandoned).
  */
-import { constants, rmSync } from 'node:fs';
+import { constants } from 'node:fs';
 import { open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from '../core/random.js';
+import { removeOnExit } from './exit-cleanup.js';
 
 export interface AtomicWriteOptions {
   mode: number;
@@ -17,30 +18,6 @@ export interface AtomicWriteOptions {
   validate?: (tempPath: string) => Promise<void>;
   /** Aborting it stops the write at its next step and removes the temp file; the target is left as it was. */
   signal?: AbortSignal;
-}
-
-/** Temp files being written now: removed synchronously if the process exits before their write settles. */
-const inFlight = new Set<string>();
-let exitHookInstalled = false;
-
-/** Removes every temp file whose write has not settled (the process is exiting); the renamed ones are gone already. */
-export function removeTempFilesInFlight(): void {
-  for (const temp of inFlight) {
-    try {
-      rmSync(temp, { force: true });
-    } catch {
-      // nothing more can be done while exiting; the next write of the same name sweeps it
-    }
-  }
-  inFlight.clear();
-}
-
-function track(temp: string): void {
-  if (!exitHookInstalled) {
-    process.on('exit', removeTempFilesInFlight);
-    exitHookInstalled = true;
-  }
-  inFlight.add(temp);
 }
 
 /** The temp name for `name`: a leading dot and a dot inside keep sudoers.d and sshd_config.d/*.conf from reading it. */
@@ -72,7 +49,7 @@ export async function writeFileAtomic(target: string, data: string | Buffer, opt
   const { signal } = options;
   signal?.throwIfAborted();
   // Tracked before it exists: an exit while the open is in flight still removes what it creates.
-  track(temp);
+  const forget = removeOnExit(temp);
   try {
     const handle = await open(temp, flags, options.mode);
     try {
@@ -92,7 +69,7 @@ export async function writeFileAtomic(target: string, data: string | Buffer, opt
     await rm(temp, { force: true });
     throw error;
   } finally {
-    inFlight.delete(temp);
+    forget();
   }
   await syncDir(dir);
 }

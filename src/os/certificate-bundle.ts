@@ -10,6 +10,7 @@ import path from 'node:path';
 import { BootstateError } from '../core/errors.js';
 import { normalizeThumbprint } from '../core/metadata.js';
 import { firstLine, isCommandMissing, run, stderrOf, type Runner } from './exec.js';
+import { removeOnExit } from './exit-cleanup.js';
 
 /** The transport certificate sent with the Certificates request, and where its key is. */
 export interface TransportCertificate {
@@ -52,6 +53,8 @@ export async function withTransportCertificate<T>(parent: string, options: OpenS
   const dir = await mkdtemp(path.join(parent, 'bootstate-transport-')).catch((error: NodeJS.ErrnoException) => {
     throw failed(`cannot make a private directory under ${parent}: ${error.code ?? error.message}`);
   });
+  // The transport key is a private key: an exit while it exists (a SIGTERM during the request) still removes it.
+  const forget = removeOnExit(dir);
   try {
     await chmod(dir, 0o700);
     // Its own configuration: the image's openssl.cnf may be missing or add extensions; `req` needs only a name section.
@@ -65,6 +68,7 @@ export async function withTransportCertificate<T>(parent: string, options: OpenS
     return await use({ certificateBase64, certificateFile, keyFile, dir, config });
   } finally {
     await rm(dir, { recursive: true, force: true });
+    forget();
   }
 }
 

@@ -16,6 +16,7 @@ import path from 'node:path';
 import { BootstateError } from '../core/errors.js';
 import type { OsContext } from './backends.js';
 import { isCommandMissing } from './exec.js';
+import { removeOnExit } from './exit-cleanup.js';
 import { under } from './paths.js';
 import type { StepResult } from './provisioner.js';
 
@@ -26,6 +27,9 @@ export type HostKeyType = (typeof HOST_KEY_TYPES)[number];
 export const HOST_KEY_FILE = /^ssh_host_[A-Za-z0-9]+_key(\.pub)?$/;
 /** node:crypto on first use: loading it costs a start milliseconds, and only a run that made keys hashes them. */
 const crypto = (): typeof Crypto => process.getBuiltinModule('node:crypto');
+
+/** How long one `ssh-keygen` may take. */
+export const KEYGEN_TIMEOUT_SECS = 60;
 
 /** Temporary names begin with a dot: neither sshd's defaults nor the pattern above ever match one. */
 const tempName = (type: string) => `.bootstate-new-ssh_host_${type}_key`;
@@ -45,7 +49,30 @@ export interface HostKeysResult extends StepResult {
 
 type Fresh = { type: HostKeyType; temp: string; publicKey: string };
 
-/** Generates `types` side by side under temporary names; a type that fails is a warning, not a throw. */
+/** The temporary names of `types` in `dir`: each private key and its `.pub`. */
+const tempFiles = (dir: string, types: readonly HostKeyType[]) =>
+  types.flatMap((type) => [path.join(dir, tempName(type)), path.join(dir, `${tempName(type)}.pub`)]);
+
+/**
+ * Runs `work` with the temporary names of `types` in `dir` registered for removal: whatever is left under them when
+ * it ends — keys of a run that failed, was aborted, or is exiting — is removed. Keys renamed into place are gone from
+ * there already.
+ */
+async function withTempKeys<T>(dir: string, types: readonly HostKeyType[], work: () => Promise<T>): Promise<T> {
+  const temps = tempFiles(dir, types);
+  const forget = temps.map((temp) => removeOnExit(temp));
+  try {
+    return await work();
+  } finally {
+    await Promise.all(temps.map((temp) => rm(temp, { force: true }).catch(() => undefined)));
+    for (const f of forget) f();
+  }
+}
+
+/**
+ * Generates `types` side by side under temporary names; a type that fails is a warning, not a throw. Every
+ * `ssh-keygen` has ended when it returns, or throws because `signal` was aborted.
+ */
 async function generate(dir: string, types: HostKeyType[], context: OsContext, signal: AbortSignal, nice?: number) {
   const warnings: string[] = [];
   let missing = false;
@@ -55,19 +82,20 @@ async function generate(dir: string, types: HostKeyType[], context: OsContext, s
       await rm(temp, { force: true });
       await rm(`${temp}.pub`, { force: true });
       try {
-        await context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', temp], { signal, timeoutMs: 60_000, nice });
+        await context.run(['ssh-keygen', '-q', '-t', type, '-N', '', '-C', '', '-f', temp], { signal, timeoutMs: KEYGEN_TIMEOUT_SECS * 1000, nice });
         const publicKey = (await readFile(`${temp}.pub`, 'utf8')).trim();
         return { type, temp, publicKey };
       } catch (error) {
         await rm(temp, { force: true });
         await rm(`${temp}.pub`, { force: true });
-        if (signal.aborted) throw error;
+        if (signal.aborted) return null;
         if (isCommandMissing(error)) missing = true;
         warnings.push(`host key ${type} not generated: ${(error as Error).message}`);
         return null;
       }
     }),
   );
+  signal.throwIfAborted();
   return { fresh: generated.filter((g): g is Fresh => g !== null), warnings, missing };
 }
 
@@ -110,7 +138,13 @@ export async function regenerateHostKeys(
   const types = [...new Set(request.types)];
   const deferred = types.filter((t) => request.later?.includes(t));
   const later = deferred.length < types.length ? deferred : [];
-  const { fresh, warnings, missing } = await generate(dir, types.filter((t) => !later.includes(t)), context, signal);
+  const now = types.filter((t) => !later.includes(t));
+  return withTempKeys(dir, now, () => replace(dir, now, later, context, signal));
+}
+
+/** Makes `now` under temporary names, then puts them in place of every key of the image's. */
+async function replace(dir: string, now: HostKeyType[], later: HostKeyType[], context: OsContext, signal: AbortSignal): Promise<HostKeysResult> {
+  const { fresh, warnings, missing } = await generate(dir, now, context, signal);
   // openssh-server brings ssh-keygen: without it there is no sshd whose keys could be shared.
   if (missing) return { backend: 'none', detail: 'ssh-keygen is not installed: the ssh host keys are left as they are', warnings: ['ssh-keygen is not installed; ssh host keys not replaced'], later: [] };
   if (fresh.length === 0) {
@@ -146,18 +180,22 @@ export async function regenerateHostKeys(
  * key of `all` in `dir`.
  */
 export async function addHostKeys(
-  request: { dir: string; types: readonly HostKeyType[]; all: readonly HostKeyType[] },
+  request: { dir: string; types: readonly HostKeyType[]; all: readonly HostKeyType[]; nice?: number },
   context: OsContext,
   signal: AbortSignal,
 ): Promise<StepResult> {
   const dir = under(context.root, request.dir);
-  const { fresh, warnings } = await generate(dir, [...new Set(request.types)], context, signal, 19);
-  try {
-    await install(dir, fresh, context);
-  } catch (error) {
-    warnings.push(installError(dir, error).message);
-    return { backend: 'ssh-keygen', detail: 'no ssh host key added', warnings };
-  }
+  const types = [...new Set(request.types)];
+  const { fresh, warnings, installed } = await withTempKeys(dir, types, async () => {
+    const made = await generate(dir, types, context, signal, request.nice ?? 19);
+    try {
+      await install(dir, made.fresh, context);
+      return { ...made, installed: true };
+    } catch (error) {
+      return { ...made, warnings: [...made.warnings, installError(dir, error).message], installed: false };
+    }
+  });
+  if (!installed) return { backend: 'ssh-keygen', detail: 'no ssh host key added', warnings };
   const keys: HostKey[] = [];
   for (const type of new Set(request.all)) {
     const publicKey = (await readFile(path.join(dir, `ssh_host_${type}_key.pub`), 'utf8').catch(() => '')).trim();
@@ -170,6 +208,27 @@ export async function addHostKeys(
     warnings,
     console: fingerprintBlock(keys),
   };
+}
+
+/**
+ * On a boot that only reports Ready (the report-pending marker): makes the types of `types` whose key or public key
+ * is missing from `dir`. The earlier boot replaced the image's keys and configured the OS, and may have been stopped
+ * before the keys it left for the background were made; a type missing there is one of those. Made at normal
+ * priority, before sshd starts; one that cannot be made is a warning, as in the background.
+ */
+export async function completeHostKeys(
+  request: { dir: string; types: readonly HostKeyType[] },
+  context: OsContext,
+  signal: AbortSignal,
+): Promise<StepResult> {
+  const dir = under(context.root, request.dir);
+  if (!existsSync(dir)) return { backend: 'none', detail: `${dir} does not exist: no ssh host keys to complete` };
+  // Whatever a killed run left under a temporary name is not a key anyone uses.
+  await Promise.all(tempFiles(dir, HOST_KEY_TYPES).map((temp) => rm(temp, { force: true })));
+  const names = new Set(await readdir(dir));
+  const missing = [...new Set(request.types)].filter((t) => !names.has(`ssh_host_${t}_key`) || !names.has(`ssh_host_${t}_key.pub`));
+  if (missing.length === 0) return { backend: 'none', detail: 'every ssh host key is in place' };
+  return addHostKeys({ dir: request.dir, types: missing, all: request.types, nice: 0 }, context, signal);
 }
 
 /**

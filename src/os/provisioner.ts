@@ -63,6 +63,8 @@ export interface Provisioner {
   regenerateHostKeys(signal: AbortSignal): Promise<HostKeysResult>;
   /** Adds the host keys of `types` while sshd may be running; never fails the run (warnings). */
   addHostKeys(types: readonly HostKeyType[], signal: AbortSignal): Promise<StepResult>;
+  /** On a boot that only reports Ready: makes the configured host key types a stopped earlier boot left missing. */
+  completeHostKeys(signal: AbortSignal): Promise<StepResult>;
   /**
    * Writes the goal state's certificates to /var/lib/waagent (per `place`) and the key pairs into the user's
    * home; a key pair that cannot be installed is a warning.

@@ -20,7 +20,7 @@ import type { CertificatesRequest, Provisioner, SshKeysRequest, StepResult, User
 import { installKeyPair, keyPairPath, placeCertificates, WAAGENT_PROGRAMS } from './certificate-files.js';
 import { keepKeysSshdAccepts } from './key-policy.js';
 import { writeAuthorizedKeys } from './ssh-keys.js';
-import { addHostKeys, regenerateHostKeys, type HostKeysResult, type HostKeyType } from './host-keys.js';
+import { addHostKeys, completeHostKeys, regenerateHostKeys, type HostKeysResult, type HostKeyType } from './host-keys.js';
 import { checkProxyAgent } from './proxy-agent.js';
 import { labelSshHome, restoreContexts, sshHomePaths } from './selinux.js';
 import { configureSshd, ensureSshdRuntimeDir } from './sshd.js';
@@ -207,6 +207,12 @@ export class RealProvisioner implements Provisioner {
   async addHostKeys(types: readonly HostKeyType[], signal: AbortSignal): Promise<StepResult> {
     const cfg = this.config.host_keys;
     return addHostKeys({ dir: cfg.dir, types, all: cfg.types }, this.context, signal);
+  }
+
+  async completeHostKeys(signal: AbortSignal): Promise<StepResult> {
+    const cfg = this.config.host_keys;
+    if (!cfg.regenerate) return { backend: 'none', detail: 'host key regeneration disabled by config' };
+    return completeHostKeys({ dir: cfg.dir, types: cfg.types }, this.context, signal);
   }
 
   /** The user's passwd entry, or USER_MISSING. */

@@ -112,6 +112,11 @@ export class ScratchProvisioner extends RealProvisioner {
     return { backend: 'scratch', detail: `ssh host keys would be added: ${[...new Set(types)].join(', ')}` };
   }
 
+  /** The scratch tree has no host keys, and none was ever left for later: nothing can be missing. */
+  override async completeHostKeys(): Promise<StepResult> {
+    return { backend: 'scratch', detail: 'no ssh host keys in a scratch tree' };
+  }
+
   /** One recorded `ssh-keygen` per type, as the real backend would run it. */
   private async recordKeygen(types: readonly HostKeyType[], signal: AbortSignal): Promise<void> {
     const dir = this.config.host_keys.dir;

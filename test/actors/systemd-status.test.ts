@@ -25,6 +25,7 @@ describe('phaseOf', () => {
       120,
     ],
     [{ provisioning: { work: 'configured', hostKeys: 'adding', inProgress: 'done' } }, 'OS configured, logins open: making the last ssh host keys', 300],
+    ['completingHostKeys', 'provisioned earlier: making the ssh host keys a stop left missing', 60],
     ['reportingReady', 'reporting Ready: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'reportingPoolReady' }, 'pool VM: reporting Ready to the pool: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'waiting' }, 'pool VM: waiting to be claimed, poll 1', null],

@@ -36,8 +36,8 @@ const IMDS_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN/Rb85Ri4GtZokp7+G4Wiooo9
 const CONFIG = '[certificates]\nplace = true\n\n[custom_data]\nwaagent_compat = true\n';
 
 /**
- * The parts of the sandbox that are the VM's disk: ns.ts binds them over /etc, /home, /var/lib, /var/log and /run,
- * and `inVm` /root as well (ns.ts leaves the host's: its shell histories are deprovision's to remove).
+ * The parts of the sandbox that are the VM's disk: ns.ts binds them over /etc, /home, /root, /var/lib, /var/log and
+ * /run (so the shell histories deprovision removes are the sandbox's, never the host's).
  */
 const DISK = ['etc', 'home', 'var', 'root', 'run'];
 /** What the harness itself writes inside the VM's tree (boot.ts: the UTS hostname it reads back). */

@@ -183,22 +183,14 @@ describe.skipIf(!canSandbox)('bootstate gate next to a real provisioning run, in
     const sandbox = await createSandbox({ generation: 2 });
     sandboxes.push(sandbox);
     await mkdir(sandbox.hostPath(DATA_DIR), { recursive: true, mode: 0o700 });
-    const lock = sandbox.hostPath(`${DATA_DIR}/bootstate.lock`);
-    await writeFile(lock, '');
-    // A real holder of the same flock(2) the run takes: flock(1) on the lock file, until its stdin closes.
-    const holder = spawn('flock', ['--exclusive', lock, 'sh', '-c', 'echo locked; read _'], { stdio: ['pipe', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve, reject) => {
-      holder.stdout.once('data', () => resolve());
-      holder.once('error', reject);
-    });
+    const lock = await holdLock(sandbox);
     try {
       const gate = await runGate(sandbox, ['--timeout', '1']);
       expect(gate.exitCode, gate.stdout + gate.stderr).toBe(5);
-      expect(gate.stdout).toContain(`waiting up to 1 s for the provisioning run (pid ${holder.pid}) holding ${DATA_DIR}/bootstate.lock`);
+      expect(gate.stdout).toContain(`waiting up to 1 s for the provisioning run (pid ${lock.holder.pid}) holding ${DATA_DIR}/bootstate.lock`);
       expect(gate.stdout).toContain(`shut: the provisioning run still holds ${DATA_DIR}/bootstate.lock after 1 s`);
     } finally {
-      holder.stdin.end();
-      await new Promise((resolve) => holder.once('exit', resolve));
+      await lock.release();
     }
     // Once the holder is gone, nothing is holding the lock: the gate decides on the markers at once.
     const free = await runGate(sandbox, ['--timeout', '1']);

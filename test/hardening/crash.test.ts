@@ -259,9 +259,13 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
       "the reference metadata carries no custom data, so the step only finds nothing to save and is over within the turn of the event loop that enters it; since the host keys are made beside IMDS, nothing else in the OS stage is slow enough for the poller to freeze the agent there (six misses in six under load). Saving custom data with a kill mid-write is not in this matrix; the atomic writer it uses is (the keys' and the sshd drop-in's midWrite holds)",
   },
   [`${CUSTOM_DATA}.done`]: poller,
-  [`${WORK}.configured`]: {
+  // The report-pending marker is written on entering configured: an empty marker created in place
+  // (docs/durability.md), no temp file to catch, so the poller kills it mid-step.
+  [`${WORK}.configured`]: poller,
+  [`${WORK}.configured.markingReportPending`]: poller,
+  [`${WORK}.configured.awaitingHostKeys`]: {
     transient:
-      'eventless once every host key is in: the scratch backend makes all of them while IMDS is gated, so the state is left in the macrostep that enters it, with READY sent (test/model covers a wait for background keys)',
+      'eventless once every host key is in: the scratch backend makes all of them while IMDS is gated, so the state is left in the macrostep that enters it (test/model covers a wait for background keys, and a stop in it)',
   },
   preprovisioned: POOL_VM,
   'preprovisioned.reportingPoolReady': POOL_VM,
@@ -272,8 +276,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'preprovisioned.waiting.requesting': POOL_VM,
   'preprovisioned.waiting.backoff': POOL_VM,
   waitingInterrupted: POOL_VM,
-  // An empty marker is created in place (docs/durability.md): no temp file to catch, the poller kills it mid-step.
-  markingReportPending: poller,
+  completingHostKeys: {
+    elsewhere:
+      'entered only by a boot that finds the report-pending marker, and there the scratch backend has no host keys to complete: the state is over within the turn that enters it. A kill there is a kill before Ready with the marker down, which the reportingReady holds cover; a stop in it is in test/model/termination.test.ts, and making the keys a halted boot left missing in test/boot/stop-after-ready.test.ts',
+  },
   reportingReady: {
     how: 'Ready POST gated',
     setup: (ctx) => wire(ctx, { ready: { gate: ctx.gate } }),

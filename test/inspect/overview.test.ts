@@ -59,13 +59,17 @@ describe('overview of the provisioning chart', () => {
     expect(graph.nodes.get(P)?.exits).toBe('error / timeout → reportingFailure');
     expect(graph.edges.filter((edge) => edge.targets.includes('provisioning.reportingFailure')).map((edge) => edge.source)).toEqual([`${P}.work.gathering`, `${P}.work.checkingProxyAgent`]);
     expect(graph.edges.some((edge) => edge.source === 'provisioning.starting' && edge.targets[0] === 'provisioning.alreadyProvisioned')).toBe(true);
-    expect(graph.notes).toEqual(['TERMINATE in any state → reportingFailure']);
+    // Once the OS is configured a stop leaves Ready for the next boot: those states draw their own TERMINATE edge.
+    expect(graph.notes).toEqual(['TERMINATE in any other state → reportingFailure']);
+    expect(graph.edges.filter((edge) => edge.label.startsWith('TERMINATE') && edge.targets[0] === 'provisioning.readyNotAccepted').map((edge) => edge.source).sort()).toEqual(
+      ['provisioning.completingHostKeys', P, 'provisioning.reportingReady'].sort(),
+    );
   });
 
   it('says conditions in short words, and names regions by their dashed border alone', () => {
     const label = (source: string, target: string) =>
       graph.edges.find((edge) => edge.source === source && edge.targets[0] === target)?.label;
-    expect(label('provisioning.starting', 'provisioning.reportingReady')).toBe('always [report pending]');
+    expect(label('provisioning.starting', 'provisioning.completingHostKeys')).toBe('always [report pending]');
     expect(label('provisioning.starting', 'provisioning.preprovisioned')).toBe('always [waiting for reuse]');
     // The ends that report nothing are one node naming each end with its guard, reached by one edge.
     expect(label('provisioning.starting', 'provisioning.alreadyProvisioned')).toBe('always');

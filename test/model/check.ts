@@ -64,10 +64,17 @@ function seenOutput(run: Run): SeenOutput | null {
   };
 }
 
+/** The marker this VM id has on disk: the last one a marker step finished writing, else the one the run found. */
+function seenMarker(run: Run, input: ProvisioningInput): string {
+  const written = run.gates.filter((g) => MARKER_IDS.has(g.id) && g.outcome === 'done').at(-1);
+  const names: Record<string, string> = { pendingMarker: 'report-pending', provisionedMarker: 'provisioned', waitingMarker: 'waiting-for-reuse' };
+  return written ? names[written.id]! : (input.startup?.marker ?? 'none');
+}
+
 const liveIds = (run: Run) => run.gates.filter((g) => !g.settled && !g.signal.aborted).map((g) => g.id).sort();
 
 /** Throws, naming the first difference, unless the world saw what the oracle expects. */
-function compare(run: Run, oracle: ProvisioningOracle, after: string) {
+function compare(run: Run, input: ProvisioningInput, oracle: ProvisioningOracle, after: string) {
   const problems: string[] = [];
   const eq = (what: string, actual: unknown, expected: unknown) => {
     if (JSON.stringify(actual) !== JSON.stringify(expected)) problems.push(`${what}: saw ${JSON.stringify(actual)}, expected ${JSON.stringify(expected)}`);
@@ -79,6 +86,7 @@ function compare(run: Run, oracle: ProvisioningOracle, after: string) {
   eq('systemd told', run.systemd, oracle.systemd);
   eq('run over', run.actor.getSnapshot().status === 'done', oracle.done);
   eq('output', seenOutput(run), oracle.output);
+  eq('marker', seenMarker(run, input), oracle.marker);
   if (oracle.done && oracle.kvpAlive) eq('KVP writer stopped', run.kvpStopped, true);
   if (problems.length) throw new Error(`after ${after}: ${problems.join('; ')}`);
 }
@@ -93,13 +101,13 @@ export async function playAgainstOracle(machine: AnyStateMachine, input: Provisi
   const run = startRun(input, machine, 'path');
   const oracle = new ProvisioningOracle(input);
   try {
-    compare(run, oracle, 'start');
+    compare(run, input, oracle, 'start');
     for (const event of events) {
       if (event.type === 'xstate.init') continue;
       await run.play(event);
       if (event.type.startsWith('xstate.after.')) oracle.advanceTo(run.clock.now());
       else apply(oracle, event);
-      compare(run, oracle, shortEvent(event));
+      compare(run, input, oracle, shortEvent(event));
     }
   } finally {
     run.actor.stop();

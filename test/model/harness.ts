@@ -19,6 +19,8 @@ export interface Gate {
   /** Position in the run's shared sequence of actor starts and KVP records. */
   seq: number;
   settled: boolean;
+  /** How it was settled: finished, or failed. */
+  outcome?: 'done' | 'failed';
   resolve(value: unknown): void;
   reject(error: unknown): void;
 }
@@ -42,6 +44,7 @@ const GATED = [
   'configureSshd',
   'regenerateHostKeys',
   'addHostKeys',
+  'completeHostKeys',
   'checkProxyAgent',
   'markReportPending',
   'markProvisioned',
@@ -87,10 +90,12 @@ const gated = fromPromise<any, any>(
         settled: false,
         resolve: (value) => {
           gate.settled = true;
+          gate.outcome = 'done';
           resolve(value);
         },
         reject: (error) => {
           gate.settled = true;
+          gate.outcome = 'failed';
           reject(error);
         },
       };

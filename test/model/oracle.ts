@@ -14,10 +14,12 @@
  *   the config failure or not; the VM id unreadable → report that; a config failure → report it (the VM id is
  *   known) unless the marker proves the outcome (below); the marker unreadable → report that. A platform check that
  *   failed → a warning "platform check failed: …; provisioning goes on", and the run goes on.
- * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → report Ready; `none` → provision. An
- *   outcome once known is never reported as its opposite: with a config that failed to load, `provisioned` and
- *   `report-pending` still decide (nothing reported, exit 0; Ready reported), the config failure a warning naming it;
- *   only a boot that would provision or wait again reports it (ProvisioningFailed).
+ * - marker `provisioned` → nothing is reported, exit 0; `report-pending` → make the host keys an earlier, stopped
+ *   boot left missing (its failure is a warning "missing ssh host keys not made: …"; left out with the host keys
+ *   step), then READY and Ready; `none` → provision. An outcome once known is never reported as its opposite: with a
+ *   config that failed to load, `provisioned` and `report-pending` still decide (nothing reported, exit 0; Ready
+ *   reported), the config failure a warning naming it; only a boot that would provision or wait again reports it
+ *   (ProvisioningFailed).
  * - provisioning: InProgress report ‖ IMDS (retry on retryable errors until its total deadline) ‖ media. The
  *   IMDS request gets a head start: the media read and the host keys start once it has been written (or its
  *   attempt ended), or 50 ms after the work began, whichever is first; the InProgress report starts at once.
@@ -38,8 +40,9 @@
  *   "certificates: …" naming the keys not installed, unless those keys were the only way in (no other key, password
  *   logins off): then the run fails with it.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ (host
- *   keys done → sshd), each phase bounded by the OS timeout; then (configured) the background host keys done; then
- *   the report-pending marker; then Ready; then the provisioned marker.
+ *   keys done → sshd), each phase bounded by the OS timeout; then (configured, READY) the report-pending marker beside
+ *   the background host keys; once both are over, Ready; then the provisioned marker. The report-pending marker that
+ *   cannot be written fails the run (Ready would promise a VM that stays provisioned after a reboot).
  * - systemd is told READY (once) when the OS is configured, when the Ready report (a resumed one) or the failure
  *   report starts, or when the run ends without provisioning (already provisioned, not on Azure): logins never wait
  *   for a report, nor for the background host keys. A pool VM waiting to be claimed
@@ -50,7 +53,11 @@
  * - a final report: KVP record first, then HTTP attempts (retry while retryable) until its total deadline.
  * - Ready not accepted → failed, exit 1, nothing more; the provisioned marker failing after Ready → failed, reported.
  * - SIGTERM → ProvisioningFailed "terminated" with a 1.5 s budget (first SIGTERM counts); ignored while writing
- *   the provisioned marker; while reporting Ready it ends the run unreported.
+ *   the provisioned marker. Once the OS is configured an outcome is known and a stop never reports its opposite: no
+ *   ProvisioningFailed, the report-pending marker on disk, exit 1 `terminated`, nothing reported — while that marker
+ *   is written the run waits for it (if it then fails, the marker's failure is reported, with the short budget);
+ *   once it is down (background host keys, the resumed boot's missing keys, the Ready report) the run ends at once.
+ *   The marker on disk is checked after every event.
  * - steps left out (`--only`/`--skip`) never start; the others run as usual (keys and password once the user exists
  *   or its step is left out); validation and every report still happen.
  * Pool VMs (docs/preprovisioned.md, docs/protocol.md#pre-provisioning-type):
@@ -118,7 +125,14 @@ export class ProvisioningOracle {
   output: SeenOutput | null = null;
   private warnings: string[] = [];
 
-  private phase: 'work' | 'pool' | 'pendingMarker' | 'report' | 'provisionedMarker' | 'end' = 'work';
+  private phase: 'work' | 'pool' | 'completingKeys' | 'report' | 'provisionedMarker' | 'end' = 'work';
+  /**
+   * This VM id's report-pending marker: `writing` once the OS is configured, `down` when that write finished (the
+   * next boot reports Ready), or found by the run before the chart. Once it is down, nothing turns into a failure.
+   */
+  reportPending: 'none' | 'writing' | 'down' = 'none';
+  /** The marker this VM id has on disk: the one the run found, then the last one written. */
+  marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' = 'none';
   private config: Config = DEFAULT_CONFIG;
   private vmId = '00000000-0000-0000-0000-000000000000';
   private failure: SeenFailure | null = null;
@@ -183,6 +197,7 @@ export class ProvisioningOracle {
 
   /** Where what was read before the chart leads. */
   private begin(startup: NonNullable<OracleStart['startup']>): void {
+    this.marker = startup.marker ?? 'none';
     const platform = startup.platform;
     if (platform && 'failure' in platform) this.warnings.push(`platform check failed: ${reasonOf(platform.failure)}; provisioning goes on`);
     if (startup.lockRefused) {
@@ -210,7 +225,8 @@ export class ProvisioningOracle {
     }
     if (marker === 'report-pending') {
       configIgnored('the OS was configured on an earlier boot: Ready is reported');
-      return this.reportReady();
+      this.reportPending = 'down';
+      return this.completeHostKeys();
     }
     if (startup.configFailure) {
       this.failure = seen(startup.configFailure);
@@ -233,15 +249,18 @@ export class ProvisioningOracle {
   live(): string[] {
     const ids: string[] = [];
     switch (this.phase) {
-      case 'pendingMarker':
       case 'provisionedMarker':
         ids.push(this.phase);
+        break;
+      case 'completingKeys':
+        ids.push('missingHostKeys');
         break;
       case 'work':
         if (this.inProgress === 'sending') ids.push('inProgressReport');
         // In the OS stage the host keys head sshd's lane.
         if (this.hostKeys === 'running' && this.stage !== 'os') ids.push('hostKeys');
         if (this.hostKeys === 'adding') ids.push('laterHostKeys');
+        if (this.reportPending === 'writing') ids.push('pendingMarker');
         if (this.stage === 'gathering') {
           if (this.imds === 'requesting') ids.push('imds');
           if (this.mediaReading) ids.push('media');
@@ -351,7 +370,7 @@ export class ProvisioningOracle {
       return JSON.stringify({ ...common, pool: this.pool, polled: this.pollError !== null, had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code] });
     }
     if (this.phase !== 'work') return JSON.stringify({ ...common, output: this.output });
-    if (coarse) return JSON.stringify({ ...common, stage: this.stage, hostKeys: this.hostKeys, headStart: this.headStart });
+    if (coarse) return JSON.stringify({ ...common, stage: this.stage, hostKeys: this.hostKeys, headStart: this.headStart, reportPending: this.reportPending });
     return JSON.stringify({
       ...common,
       // Whether InProgress was accepted or abandoned changes nothing later; only its retry timer does.
@@ -365,6 +384,7 @@ export class ProvisioningOracle {
       media: this.mediaReading ? 'reading' : this.media === null ? 'none' : `${this.media.username ? 'user' : 'nouser'} ${this.media.ppsType}`,
       mediaFailure: this.mediaFailure?.code ?? null,
       stage: this.stage,
+      reportPending: this.reportPending,
       lanes: this.lanes.map((l) => l[0] ?? 'done'),
       // Until the certificates are settled, what they are wanted for: plans that differ only there explore apart.
       certificates: this.certificatesPending() && {
@@ -422,6 +442,7 @@ export class ProvisioningOracle {
         this.pool = 'marker';
         return this.start('waitingMarker');
       case 'waitingMarker':
+        this.marker = 'waiting-for-reuse';
         return this.poll();
       case 'reprovision':
         // The customer's document replaces everything the pool VM had; IMDS is asked afresh.
@@ -446,12 +467,19 @@ export class ProvisioningOracle {
         this.plan = { ...this.plan!, sshKeys: this.plan!.sshKeys + (output as string[]).length };
         return this.laneStepDone(id);
       case 'pendingMarker':
+        this.reportPending = 'down';
+        this.marker = 'report-pending';
+        // A stop while it was written waited for it: Ready is left for the next boot.
+        if (this.terminating) return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
+        return this.hostKeys === 'adding' ? undefined : this.reportReady();
+      case 'missingHostKeys':
         return this.reportReady();
       case 'readyReport':
         return this.enter('provisionedMarker');
       case 'failureReport':
         return this.end(this.failedOutput('failed', this.failure, true));
       case 'provisionedMarker':
+        this.marker = 'provisioned';
         return this.end({ state: 'provisioned', result: 'provisioned', exitCode: 0, reported: true });
       default:
         return this.laneStepDone(id);
@@ -514,6 +542,9 @@ export class ProvisioningOracle {
       case 'laterHostKeys':
         this.warnings.push(`ssh host keys ${this.hostKeysLater.join(', ')} not made: ${reasonOf(error)}`);
         return this.laterHostKeysOver();
+      case 'missingHostKeys':
+        this.warnings.push(`missing ssh host keys not made: ${reasonOf(error)}`);
+        return this.reportReady();
       case 'certificates':
         if (retryable) {
           this.certificatesLastError = reasonOf(error);
@@ -540,8 +571,13 @@ export class ProvisioningOracle {
         }
         this.failure = seen(error);
         return this.reportFailure();
+      case 'pendingMarker':
+        // Ready would promise a VM that stays provisioned after a reboot: without the marker it cannot.
+        this.reportPending = 'none';
+        this.failure = seen(error);
+        return this.reportFailure();
       default:
-        // validate, every OS step, the report-pending and waiting markers
+        // validate, every OS step, the waiting marker
         this.failure = seen(error);
         return this.reportFailure();
     }
@@ -555,6 +591,14 @@ export class ProvisioningOracle {
   /** SIGTERM. */
   terminate(): void {
     if (this.phase === 'end' || this.phase === 'provisionedMarker') return;
+    // Once the OS is configured a stop is never a failure: the marker is made durable first, then Ready is left.
+    if (this.phase === 'work' && this.reportPending === 'writing') {
+      this.terminating = true;
+      return;
+    }
+    if ((this.phase === 'work' && this.reportPending === 'down') || this.phase === 'completingKeys') {
+      return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
+    }
     // Ready reached the pool and the marker is down: the next boot waits again.
     if (this.phase === 'pool' && (this.pool === 'polling' || this.pool === 'pausing')) {
       return this.end({ state: 'waitingInterrupted', result: 'waiting-for-reuse', exitCode: 0, reported: true });
@@ -738,20 +782,32 @@ export class ProvisioningOracle {
     return this.osDone();
   }
 
-  /** Every OS lane is through: logins may start (READY); the reports wait for the background host keys. */
+  /**
+   * Every OS lane is through: logins may start (READY), the report-pending marker goes down beside the background
+   * host keys; the Ready report waits for both.
+   */
   private osDone() {
     if (!this.lanes.every((l) => l.length === 0)) return;
     this.stage = 'configured';
     this.tellReady();
     this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
-    if (this.hostKeys !== 'waiting') return this.enter('pendingMarker');
+    this.reportPending = 'writing';
+    this.start('pendingMarker');
+    if (this.hostKeys !== 'waiting') return;
     this.hostKeys = 'adding';
     this.start('laterHostKeys', this.hostKeysLater.join(','));
   }
 
   private laterHostKeysOver() {
     this.hostKeys = 'over';
-    if (this.stage === 'configured') this.enter('pendingMarker');
+    if (this.stage === 'configured' && this.reportPending === 'down') this.reportReady();
+  }
+
+  /** A boot that finds the report-pending marker makes the host keys a stopped earlier boot left missing, then Ready. */
+  private completeHostKeys() {
+    if (this.skipped('hostKeys')) return this.reportReady();
+    this.phase = 'completingKeys';
+    this.start('missingHostKeys');
   }
 
   private reportPoolReady() {
@@ -858,7 +914,7 @@ export class ProvisioningOracle {
     if (this.kvpAlive) this.kvp.push(`${what} vm=${this.vmId} pps=${this.ppsType}`);
   }
 
-  private enter(phase: 'pendingMarker' | 'provisionedMarker') {
+  private enter(phase: 'provisionedMarker') {
     this.phase = phase;
     this.start(phase);
   }

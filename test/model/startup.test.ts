@@ -102,6 +102,8 @@ describe('startup', () => {
 
   it('a report-pending marker skips provisioning and reports Ready', async () => {
     const run = startRun(startup({ marker: 'report-pending' }));
+    expect(run.kvp).toEqual([]);
+    await complete(run, 'missingHostKeys');
 
     expect(run.actor.getSnapshot().value).toEqual({ reportingReady: 'requesting' });
     expect(run.actor.getSnapshot().hasTag(HEALTH_READY)).toBe(true);
@@ -111,6 +113,6 @@ describe('startup', () => {
     await complete(run, 'readyReport');
     await complete(run, 'provisionedMarker');
     expect(run.actor.getSnapshot().output).toEqual({ result: 'provisioned', exitCode: 0, reported: true });
-    expect(run.gates.map((g) => g.id)).toEqual([STEP.readyReport, STEP.provisionedMarker]);
+    expect(run.gates.map((g) => g.id)).toEqual([STEP.missingHostKeys, STEP.readyReport, STEP.provisionedMarker]);
   });
 });

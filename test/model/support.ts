@@ -93,6 +93,7 @@ export const MODEL_STARTS: Start[] = [
   start('provisioned', { marker: 'provisioned' }),
   start('platform unknown, report pending', { platform: PLATFORM_FAILURE, marker: 'report-pending' }),
   start('report pending', { marker: 'report-pending' }),
+  start('report pending, every step left out', { config: TEST_CONFIG_SKIP_ALL, marker: 'report-pending' }),
   start('waiting for reuse', { marker: 'waiting-for-reuse' }),
   start('first boot'),
   start('first boot, every step left out', { config: TEST_CONFIG_SKIP_ALL }),
@@ -219,6 +220,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'pendingMarker':
     case 'provisionedMarker':
     case 'laterHostKeys':
+    case 'missingHostKeys':
     case 'proxyAgent':
     case 'customData':
     case 'poolReadyReport':
@@ -249,6 +251,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   kvp: 'KVP_FAILED',
   hostKeys: 'HOST_KEYS_FAILED',
   laterHostKeys: 'HOST_KEYS_FAILED',
+  missingHostKeys: 'HOST_KEYS_FAILED',
   proxyAgent: 'PROXY_AGENT_STATUS_FAILURE',
   customData: 'CUSTOM_DATA_FAILED',
   poolReadyReport: 'HTTP_STATUS',

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { removeTempFilesInFlight, writeFileAtomic } from '../../src/os/atomic.js';
+import { writeFileAtomic } from '../../src/os/atomic.js';
+import { removeAllOnExit } from '../../src/os/exit-cleanup.js';
 
 const dirs: string[] = [];
 async function temp(): Promise<string> {
@@ -99,9 +100,9 @@ describe('writeFileAtomic', () => {
       const inValidate = new Promise<void>((resolve) => (reached = resolve));
       const write = writeFileAtomic(path.join(dir, 'UserData'), 'x', { mode: 0o600, validate: () => (reached(), paused) });
       await inValidate;
-      expect(process.listeners('exit')).toContain(removeTempFilesInFlight);
+      expect(process.listeners('exit')).toContain(removeAllOnExit);
       expect(await readdir(dir)).toEqual([expect.stringMatching(/^\.UserData\.[0-9a-f]{12}\.tmp$/)]);
-      removeTempFilesInFlight(); // what process.exit() runs
+      removeAllOnExit(); // what process.exit() runs
       expect(await readdir(dir)).toEqual([]);
       release();
       await expect(write).rejects.toMatchObject({ code: 'ENOENT' });

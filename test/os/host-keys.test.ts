@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/core/errors.js';
 import type { OsContext } from '../../src/os/backends.js';
 import { run, type Runner } from '../../src/os/exec.js';
-import { addHostKeys, fingerprintBlock, fingerprintOf, regenerateHostKeys } from '../../src/os/host-keys.js';
+import { addHostKeys, completeHostKeys, fingerprintBlock, fingerprintOf, regenerateHostKeys } from '../../src/os/host-keys.js';
 
 const uid = process.getuid?.() ?? 0;
 const gid = process.getgid?.() ?? 0;
@@ -145,6 +145,55 @@ describe('host keys made in the background', () => {
     expect(result.warnings).toEqual(['host key rsa not generated: ssh-keygen killed by SIGKILL']);
     expect(result.detail).toBe('no ssh host key added');
     expect(await keyFiles()).toEqual(['ssh_host_ed25519_key', 'ssh_host_ed25519_key.pub', 'sshd_config']);
+  });
+});
+
+describe('a run that ends while keys are made', () => {
+  it('leaves no key under a temporary name: the one made is removed, the one aborted never lands', async () => {
+    const controller = new AbortController();
+    let made!: () => void;
+    const ed25519Made = new Promise<void>((resolve) => (made = resolve));
+    // ed25519 is made at once; ecdsa waits until the run is abandoned (a refused username, a SIGTERM).
+    const runner: Runner = async (argv, options) => {
+      if (argv.includes('ecdsa')) {
+        await new Promise((_, reject) => options!.signal!.addEventListener('abort', () => reject(new BootstateError('SUBPROCESS_FAILED', 'aborted')), { once: true }));
+      }
+      const result = await run(argv, options);
+      made();
+      return result;
+    };
+    const step = regenerateHostKeys({ dir: '/etc/ssh', types: ['ecdsa', 'ed25519'] }, context(runner), controller.signal);
+    await ed25519Made;
+    expect((await keyFiles()).filter((n) => n.startsWith('.bootstate-new-'))).toEqual(['.bootstate-new-ssh_host_ed25519_key', '.bootstate-new-ssh_host_ed25519_key.pub']);
+    controller.abort();
+    await expect(step).rejects.toThrow();
+    // The image's keys stay; nothing new is left beside them.
+    expect(await keyFiles()).toEqual(['ssh_host_dsa_key', 'ssh_host_dsa_key.pub', 'ssh_host_ed25519_key', 'ssh_host_ed25519_key.pub', 'sshd_config']);
+  });
+});
+
+describe('completeHostKeys (a boot that finds the report-pending marker)', () => {
+  it('makes the types a stopped boot left missing, at normal priority, and sweeps a killed ssh-keygen\'s temporary key', async () => {
+    await regenerateHostKeys({ dir: '/etc/ssh', types: ['rsa', 'ecdsa', 'ed25519'], later: ['rsa'] }, context(), signal);
+    await writeFile(path.join(etcSsh, '.bootstate-new-ssh_host_rsa_key'), 'half a key\n', { mode: 0o600 });
+    const seen: Array<{ type: string; nice?: number }> = [];
+    const recording: Runner = (argv, options) => {
+      seen.push({ type: argv[argv.indexOf('-t') + 1]!, nice: options?.nice });
+      return run(argv, options);
+    };
+    const result = await completeHostKeys({ dir: '/etc/ssh', types: ['rsa', 'ecdsa', 'ed25519'] }, context(recording), signal);
+    expect(seen).toEqual([{ type: 'rsa', nice: 0 }]);
+    expect(await keyFiles()).toEqual([
+      'ssh_host_ecdsa_key', 'ssh_host_ecdsa_key.pub', 'ssh_host_ed25519_key', 'ssh_host_ed25519_key.pub',
+      'ssh_host_rsa_key', 'ssh_host_rsa_key.pub', 'sshd_config',
+    ]);
+    expect(result.console).toContain('(RSA)');
+  });
+
+  it('runs nothing when every key is in place', async () => {
+    await regenerateHostKeys({ dir: '/etc/ssh', types: ['ed25519'] }, context(), signal);
+    const none: Runner = () => Promise.reject(new Error('no ssh-keygen expected'));
+    expect(await completeHostKeys({ dir: '/etc/ssh', types: ['ed25519'] }, context(none), signal)).toMatchObject({ detail: 'every ssh host key is in place' });
   });
 });
 

@@ -99,6 +99,7 @@ export const STEP = {
   imds: 'imds',
   hostKeys: 'hostKeys',
   laterHostKeys: 'laterHostKeys',
+  missingHostKeys: 'missingHostKeys',
   proxyAgent: 'proxyAgent',
   validate: 'validate',
   hostname: 'hostname',
