@@ -44,6 +44,7 @@ describe('startup', () => {
 
   it('a config load failure with Ready pending reports Ready, not ProvisioningFailed', async () => {
     const run = startRun(startup({ configFailure: CONFIG_FAILURE, marker: 'report-pending' }));
+    await complete(run, 'missingHostKeys');
 
     expect(run.actor.getSnapshot().value).toEqual({ reportingReady: 'requesting' });
     expect(running(run, 'readyReport').input).toMatchObject({ health: HEALTH_READY, vmId: VM_ID, failure: null });
@@ -55,7 +56,7 @@ describe('startup', () => {
     await complete(run, 'readyReport');
     await complete(run, 'provisionedMarker');
     expect(run.actor.getSnapshot().output).toEqual({ result: 'provisioned', exitCode: 0, reported: true });
-    expect(run.gates.map((g) => g.id)).toEqual([STEP.readyReport, STEP.provisionedMarker]);
+    expect(run.gates.map((g) => g.id)).toEqual([STEP.missingHostKeys, STEP.readyReport, STEP.provisionedMarker]);
   });
 
   it('a config load failure on a pool VM waiting to be claimed is reported, as on a first boot', () => {
