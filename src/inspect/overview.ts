@@ -198,7 +198,7 @@ function foldFailureEdges(nodes: Map<string, GraphNode>, edges: GraphEdge[]): Gr
   return edges.filter((edge) => {
     if (edge.targets[0] !== sink || edge.source === sink || (!failing(edge) && !/\[/.test(edge.label))) return true;
     const node = nodes.get(edge.source)!;
-    const word = edge.label.replace(/^after .*/, 'timeout').replace(/^\[(.*)\]$/, '$1');
+    const word = edge.label.replace(/^after .*/, 'timeout').replace(/^(?:always )?\[(.*)\]$/, '$1');
     nodes.set(edge.source, { ...node, exits: node.exits ? `${node.exits.replace(` → ${sinkKey}`, '')} / ${word} → ${sinkKey}` : `${word} → ${sinkKey}` });
     return false;
   });

@@ -55,7 +55,7 @@ describe('overview of the provisioning chart', () => {
   });
 
   it('writes the ways into reportingFailure in the states they leave, and keeps every other transition', () => {
-    expect(graph.nodes.get('provisioning.starting')?.exits).toBe('always [VM id unreadable] / always [config failed] / always [marker unreadable] → reportingFailure');
+    expect(graph.nodes.get('provisioning.starting')?.exits).toBe('VM id unreadable / config failed / marker unreadable → reportingFailure');
     expect(graph.nodes.get(P)?.exits).toBe('error / timeout → reportingFailure');
     expect(graph.edges.filter((edge) => edge.targets.includes('provisioning.reportingFailure')).map((edge) => edge.source)).toEqual([`${P}.work.gathering`, `${P}.work.checkingProxyAgent`]);
     expect(graph.edges.some((edge) => edge.source === 'provisioning.starting' && edge.targets[0] === 'provisioning.alreadyProvisioned')).toBe(true);
