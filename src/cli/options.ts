@@ -7,19 +7,17 @@ import { SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../co
 import { loadConfig, type LoadConfigOptions } from '../config/load.js';
 import { UsageError } from './argv.js';
 
-/**
- * The configuration a first boot would use, with `--config` (else BOOTSTATE_CONFIG) applied last; with `only`, just
- * those keys are read (loadConfig's `only`) and the rest are the defaults.
- */
-export async function configFrom(path: string | undefined, only?: LoadConfigOptions['only']): Promise<Config> {
-  const { config } = await loadConfig({
-    systemFile: SYSTEM_CONFIG_FILE,
-    dropinDir: SYSTEM_CONFIG_DROPIN_DIR,
-    override: path ?? process.env.BOOTSTATE_CONFIG,
-    only,
-  });
-  return config;
+/** The configuration a first boot would use, with `--config` (else BOOTSTATE_CONFIG) applied last. */
+export async function configFrom(path: string | undefined): Promise<Config> {
+  return (await loadConfig(configFiles(path))).config;
 }
+
+/** Where the configuration of `--config PATH` is read from: the system file, its drop-ins, then PATH. */
+export const configFiles = (path: string | undefined): LoadConfigOptions => ({
+  systemFile: SYSTEM_CONFIG_FILE,
+  dropinDir: SYSTEM_CONFIG_DROPIN_DIR,
+  override: path ?? process.env.BOOTSTATE_CONFIG,
+});
 
 /** The root must be a directory to hold an image; anything else is a mistyped `--root`. */
 export async function checkRoot(root: string): Promise<void> {

@@ -11,7 +11,8 @@
  * with the defaults (on, for the default wireserver address).
  */
 import type { ParsedArgs } from '../cli/argv.js';
-import { configFrom } from '../cli/options.js';
+import { configFiles } from '../cli/options.js';
+import { loadConfigOrOnly } from '../config/load.js';
 import { DEFAULT_CONFIG } from '../config/defaults.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { isIPv4 } from 'node:net';
@@ -45,23 +46,18 @@ interface FirewallSettings {
 export async function firewallSettings(configPath: string | undefined, io: FirewallIo): Promise<FirewallSettings> {
   const warn = (text: string) => io.stderr(`bootstate firewall: warning: ${text}\n`);
   const defaults = { enable: DEFAULT_CONFIG.firewall.enable, address: DEFAULT_CONFIG.wireserver.address };
-  let own;
-  try {
-    own = await configFrom(configPath, FIREWALL_KEYS);
-  } catch (error) {
-    warn(`${(error as Error).message}; using the defaults, [firewall] enable = true and [wireserver] address = "${defaults.address}"`);
+  const loaded = await loadConfigOrOnly(configFiles(configPath), FIREWALL_KEYS);
+  if ('onlyError' in loaded) {
+    warn(`${(loaded.onlyError as Error).message}; using the defaults, [firewall] enable = true and [wireserver] address = "${defaults.address}"`);
     return defaults;
   }
-  if (!isIPv4(own.wireserver.address)) {
-    warn(`[wireserver] address "${own.wireserver.address}" is not an IPv4 address; using the defaults, [firewall] enable = true and [wireserver] address = "${defaults.address}"`);
+  const { firewall, wireserver } = loaded.config;
+  if (!isIPv4(wireserver.address)) {
+    warn(`[wireserver] address "${wireserver.address}" is not an IPv4 address; using the defaults, [firewall] enable = true and [wireserver] address = "${defaults.address}"`);
     return defaults;
   }
-  try {
-    await configFrom(configPath);
-  } catch (error) {
-    warn(`${(error as Error).message}; the firewall reads only [firewall] enable and [wireserver] address, and goes on with them`);
-  }
-  return { enable: own.firewall.enable, address: own.wireserver.address };
+  if ('error' in loaded) warn(`${(loaded.error as Error).message}; the firewall reads only [firewall] enable and [wireserver] address, and goes on with them`);
+  return { enable: firewall.enable, address: wireserver.address };
 }
 
 export async function runFirewall(values: ParsedArgs['values'], action: string, io: FirewallIo, runner: Runner = run): Promise<number> {

@@ -154,6 +154,29 @@ export function mergeLayer(config: Config, layer: Layer): Config {
   return merged as unknown as Config;
 }
 
+/** loadConfigOrOnly's answer: the whole configuration, or why not and `only` read alone, or why not even that. */
+export type WholeOrOnly =
+  | { config: Config; warnings: string[] }
+  | { error: unknown; config: Config }
+  | { error: unknown; onlyError: unknown };
+
+/**
+ * The whole configuration; when it fails to load, the error and `only` read alone over the defaults, so a broken value
+ * elsewhere cannot take away the keys a caller must have (the firewall's, the run's startup keys); when even those
+ * cannot be read (a file that cannot be read or parsed, one of these keys invalid), both errors.
+ */
+export async function loadConfigOrOnly(options: LoadConfigOptions, only: NonNullable<LoadConfigOptions['only']>): Promise<WholeOrOnly> {
+  try {
+    return await loadConfig(options);
+  } catch (error) {
+    try {
+      return { error, config: (await loadConfig({ ...options, only })).config };
+    } catch (onlyError) {
+      return { error, onlyError };
+    }
+  }
+}
+
 /** Reads, parses and validates one file; warnings about ignored azure-init keys and unknown keys are appended. */
 function readLayer(place: Place, path: string, warnings: string[], unknown: string[], only?: LoadConfigOptions['only']): Layer {
   const file = place.shown(path);

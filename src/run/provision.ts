@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
-import { loadConfig } from '../config/load.js';
+import { loadConfigOrOnly } from '../config/load.js';
 import type { StepSelection } from '../config/steps.js';
 import { toFailure } from '../core/errors.js';
 import { markerStore } from '../os/marker.js';
@@ -88,17 +88,10 @@ export async function loadRunConfig(options: ProvisionOptions, adjust: (c: Confi
     dropinDir: options.dropinDir ?? SYSTEM_CONFIG_DROPIN_DIR,
     override: options.configPath ?? process.env.BOOTSTATE_CONFIG,
   };
-  try {
-    const result = await loadConfig(from);
-    return { ok: true, config: adjust(result.config), warnings: result.warnings };
-  } catch (error) {
-    try {
-      const keys = await loadConfig({ ...from, only: STARTUP_KEYS });
-      return { ok: false, error, fallback: 'keys', config: adjust(keys.config), warnings: [] };
-    } catch {
-      return { ok: false, error, fallback: 'defaults', config: adjust(DEFAULT_CONFIG), warnings: [] };
-    }
-  }
+  const loaded = await loadConfigOrOnly(from, STARTUP_KEYS);
+  if ('onlyError' in loaded) return { ok: false, error: loaded.error, fallback: 'defaults', config: adjust(DEFAULT_CONFIG), warnings: [] };
+  const config = adjust(loaded.config);
+  return 'error' in loaded ? { ok: false, error: loaded.error, fallback: 'keys', config, warnings: [] } : { ok: true, config, warnings: loaded.warnings };
 }
 
 /**
