@@ -70,8 +70,8 @@ async function withTempKeys<T>(dir: string, types: readonly HostKeyType[], work:
 }
 
 /**
- * Generates `types` side by side under temporary names; a type that fails is a warning, not a throw. Every
- * `ssh-keygen` has ended when it returns, or throws because `signal` was aborted.
+ * Generates `types` side by side under temporary names (inside withTempKeys); a type that fails is a warning, not a
+ * throw. Every `ssh-keygen` has ended when it returns, or throws because `signal` was aborted.
  */
 async function generate(dir: string, types: HostKeyType[], context: OsContext, signal: AbortSignal, nice?: number) {
   const warnings: string[] = [];
@@ -86,8 +86,7 @@ async function generate(dir: string, types: HostKeyType[], context: OsContext, s
         const publicKey = (await readFile(`${temp}.pub`, 'utf8')).trim();
         return { type, temp, publicKey };
       } catch (error) {
-        await rm(temp, { force: true });
-        await rm(`${temp}.pub`, { force: true });
+        // What a failed ssh-keygen left under the temporary names goes when the step ends (withTempKeys).
         if (signal.aborted) return null;
         if (isCommandMissing(error)) missing = true;
         warnings.push(`host key ${type} not generated: ${(error as Error).message}`);
