@@ -4,15 +4,39 @@
  * are accepted so an azure-init file carries over unchanged.
  */
 import * as v from 'valibot';
-import {
-  HOSTNAME_BACKEND_NAMES,
-  HOSTNAME_PUBLISHING_BACKEND_NAMES,
-  LOCAL_NVME_MODES,
-  PASSWORD_BACKEND_NAMES,
-  STEP_NAMES,
-  SUDO_POLICIES,
-  USER_BACKEND_NAMES,
-} from './defaults.js';
+
+/** The values of `[user_provisioners] sudo`. */
+export const SUDO_POLICIES = ['auto', 'nopasswd', 'password', 'none'] as const;
+export type SudoPolicy = (typeof SUDO_POLICIES)[number];
+
+/**
+ * The backends each `backends` list may name, in the order of their tables in src/os/ (which are typed against these
+ * lists, so a backend added there without its name here does not compile). Kept here, not imported from src/os/, so
+ * validating a configuration loads no OS code.
+ */
+export const HOSTNAME_BACKEND_NAMES = ['hostnamectl', 'hostname'] as const;
+export const HOSTNAME_PUBLISHING_BACKEND_NAMES = ['networkd', 'networkmanager', 'dhclient'] as const;
+export const USER_BACKEND_NAMES = ['useradd'] as const;
+export const PASSWORD_BACKEND_NAMES = ['passwd', 'usermod'] as const;
+export type HostnameBackendName = (typeof HOSTNAME_BACKEND_NAMES)[number];
+export type HostnamePublishingBackendName = (typeof HOSTNAME_PUBLISHING_BACKEND_NAMES)[number];
+export type UserBackendName = (typeof USER_BACKEND_NAMES)[number];
+export type PasswordBackendName = (typeof PASSWORD_BACKEND_NAMES)[number];
+
+/**
+ * What becomes of the VM's local NVMe disks (L-series, v6 sizes: one to ten): `leave` them alone (the default: they
+ * are often used raw), one `raid0` array over all of them mounted at the mount point, or `each` disk on its own at
+ * `<mount_point>/<index>`.
+ */
+export const LOCAL_NVME_MODES = ['leave', 'raid0', 'each'] as const;
+export type LocalNvmeMode = (typeof LOCAL_NVME_MODES)[number];
+
+/**
+ * Names of the OS steps `--only` and `--skip` choose from. `resource-disk` is not a step of the first-boot chart: its
+ * own unit runs it on every boot (`bootstate resource-disk`), which honours `[steps] skip`.
+ */
+export const STEP_NAMES = ['hostname', 'user', 'password', 'ssh-keys', 'sshd', 'host-keys', 'custom-data', 'resource-disk'] as const;
+export type StepName = (typeof STEP_NAMES)[number];
 
 /** The longest delay a Node timer honours (2^31−1 ms); a longer one fires after 1 ms instead. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -71,40 +95,72 @@ const sections = {
     sshd_config_path: absolutePath,
     reload_sshd: v.boolean(),
   }),
+  /** The VM's own SSH host keys, made on the first boot of a new VM id (src/os/host-keys.ts). */
   host_keys: v.strictObject({
+    /** Replace the image's host keys by new ones. */
     regenerate: v.boolean(),
+    /** Key types generated. */
     types: v.pipe(v.array(v.picklist(['rsa', 'ecdsa', 'ed25519'])), v.minLength(1, 'must name at least one key type')),
+    /** Where sshd's host keys live (`ssh_host_<type>_key` and `.pub`). */
     dir: absolutePath,
+    /**
+     * Types of `types` that logins do not wait for, where sshd loads its host keys on each connection (OpenSSH before
+     * 9.8): made after READY=1 at the lowest CPU priority, offered from the first connection after they exist. Where
+     * sshd loads its keys once, at its start, they are made with the others.
+     */
     background: v.array(v.picklist(['rsa', 'ecdsa', 'ed25519'])),
   }),
+  /** Whether the machine is checked to be an Azure VM before anything is sent (src/os/platform.ts). */
   platform: v.strictObject({ check: v.boolean() }),
-  azure_proxy_agent: v.strictObject({ enable: v.boolean(), require: v.boolean(), wait_secs: positiveSecs }),
+  /** Azure's Guest Proxy Agent, which guards IMDS and the wireserver on VMs that ask for it (src/os/proxy-agent.ts). */
+  azure_proxy_agent: v.strictObject({
+    /** Wait for it when the provisioning media's ProvisionGuestProxyAgent says so. */
+    enable: v.boolean(),
+    /** Wait for it whatever the media says. */
+    require: v.boolean(),
+    /** The `--wait` given to `azure-proxy-agent --status`; the step's own deadline is a little longer. */
+    wait_secs: positiveSecs,
+  }),
   hostname_provisioners: v.strictObject({ backends: backendList(HOSTNAME_BACKEND_NAMES) }),
+  /** Making the DHCP client send the new hostname, which is how Azure's DNS learns it (docs/hostname-publishing.md). */
   hostname_publishing: v.strictObject({
     enable: v.boolean(),
+    /** DHCP clients tried in order; the first that runs and manages the primary interface acts. */
     backends: backendList(HOSTNAME_PUBLISHING_BACKEND_NAMES, '; enable = false turns publishing off'),
+    /** Longest publishing may take; past it the run goes on with a warning. */
     timeout_secs: positiveSecs,
+    /** Whether each monitor cycle publishes a hostname changed since the last one published. */
     monitor: v.boolean(),
   }),
+  /** The rules that let only root reach the wireserver, DNS excepted (src/os/firewall.ts), made on every boot. */
   firewall: v.strictObject({ enable: v.boolean() }),
   user_provisioners: v.strictObject({
     backends: backendList(USER_BACKEND_NAMES),
     shell: absolutePath,
     groups: v.array(nonEmpty),
+    /** What to do with a configured group that does not exist: create it, or skip it with a warning. */
     missing_groups: v.picklist(['create', 'skip']),
+    /**
+     * The admin's sudo rule: `auto` is `nopasswd` when no password was provisioned and `password` when one was;
+     * `none` writes no rule (and removes none). The older `passwordless_sudo` is read as `nopasswd` / `none`.
+     */
     sudo: v.picklist(SUDO_POLICIES),
     sudoers_dir: absolutePath,
   }),
   password_provisioners: v.strictObject({ backends: backendList(PASSWORD_BACKEND_NAMES) }),
+  /** Longest the metadata checks, and then the OS changes, may each take before the run fails. */
   os: v.strictObject({ timeout_secs: positiveSecs }),
+  /** `timeout_secs`: longest the media read may take; past it the plan is made without the media, with a warning. */
   provisioning_media: v.strictObject({ enable: v.boolean(), timeout_secs: positiveSecs }),
   telemetry: v.strictObject({
     kvp: v.boolean(),
     kvp_dir: absolutePath,
     kvp_pool: count(0, 4),
+    /** Lowest log level written to KVP as telemetry: trace, debug, info, warn, error. */
     kvp_level: v.picklist(['trace', 'debug', 'info', 'warn', 'error']),
   }),
   monitor: v.strictObject({
+    /** Port of the wireserver's HealthService (`http://<wireserver.address>:<port>/HealthService`). */
     health_service_port: count(1, 65535),
     host_plugin_port: count(1, 65535),
     heartbeat_period_secs: positiveSecs,
@@ -113,35 +169,79 @@ const sections = {
     imds_rollup_secs: positiveSecs,
     versions_period_secs: positiveSecs,
     request_timeout_secs: positiveSecs,
+    /** Where a `monitor --once` cycle keeps the roll-up state for the next (under /run: a reboot empties it). */
     state_file: absolutePath,
   }),
   journal: v.strictObject({ enable: v.boolean(), keep: count(0, 10_000) }),
+  /** `poll_interval_secs`: pause between two polls of `reprovisiondata` while a pool VM waits to be claimed (cloud-init: 1 s). */
   preprovisioning: v.strictObject({ poll_interval_secs: positiveSecs }),
   custom_data: v.strictObject({
+    /** Where OVF CustomData is saved, decoded; empty means `<data_dir>/CustomData`. */
     custom_data_path: absoluteOrEmpty,
+    /** Where IMDS `compute.userData` is saved, decoded; empty means `<data_dir>/UserData`. */
     user_data_path: absoluteOrEmpty,
+    /** Also write CustomData to WALinuxAgent's `/var/lib/waagent/CustomData`. */
     waagent_compat: v.boolean(),
+    /** Fail provisioning (MissingCustomData) when the platform had custom data and none arrived. */
     require: v.boolean(),
   }),
+  /**
+   * The temporary (resource) disk, formatted when it holds only what Azure put there and mounted with a swap file on
+   * it; its own unit runs `bootstate resource-disk` on every boot (docs/resource-disk.md).
+   */
   resource_disk: v.strictObject({
     enable: v.boolean(),
     mount_point: v.pipe(
       v.string(),
       v.check((s) => /^(\/[A-Za-z0-9_.-]+)+$/.test(s) && !s.split('/').some((part) => part === '.' || part === '..'), 'must be an absolute path of letters, digits, _ . - (and not /)'),
     ),
+    /** The ext4 label (and GPT partition name) by which bootstate knows the disk is already its own. */
     label: v.pipe(v.string(), v.check((s) => /^[A-Za-z0-9_.-]{1,16}$/.test(s), 'must be 1 to 16 letters, digits, _ . - (an ext4 label)')),
+    /** The mount options of its mount unit. */
     mount_options: v.pipe(v.string(), v.check((s) => /^[A-Za-z0-9_=,.:+-]+$/.test(s), 'must be a comma-separated list of mount options without spaces')),
+    /** Size of the swap file on the disk; 0 is no swap. */
     swap_size_mb: count(0, 1024 * 1024),
     local_nvme: v.picklist(LOCAL_NVME_MODES),
   }),
+  /**
+   * `place`: whether the goal state's certificates are written to /var/lib/waagent: `auto` when the goal state is
+   * fetched anyway (the media names keys by fingerprint or key pairs) and WALinuxAgent is not installed; `true` also
+   * fetches it for that alone; `false` never writes them. `total_retry_timeout_secs`: longest the goal state and
+   * Certificates requests may take, retries included.
+   */
   certificates: v.strictObject({ place: v.union([v.literal('auto'), v.boolean()], 'must be "auto", true or false'), total_retry_timeout_secs: positiveSecs }),
+  /** `skip`: OS steps left out of this run (they are reported as skipped, never run). */
   steps: v.strictObject({ skip: v.array(v.picklist(STEP_NAMES)) }),
+  /** Where markers, journals and state live (azure-init: `azure_init_data_dir.path`). */
   data_dir: v.strictObject({ path: absolutePath }),
+  /** Log file (azure-init: `azure_init_log_path.path`). Empty string disables the file. */
   log_path: v.strictObject({ path: v.string() }),
 };
 
 /** The schema of a complete, merged configuration. */
 export const ConfigSchema = v.strictObject(sections);
+
+/** The configuration bootstate runs with: what ConfigSchema accepts, so its shape is written once. */
+export type Config = v.InferOutput<typeof ConfigSchema>;
+export type ImdsConfig = Config['imds'];
+export type WireserverConfig = Config['wireserver'];
+export type SshConfig = Config['ssh'];
+export type HostKeysConfig = Config['host_keys'];
+export type AzureProxyAgentConfig = Config['azure_proxy_agent'];
+export type FirewallConfig = Config['firewall'];
+export type PlatformConfig = Config['platform'];
+export type UserProvisionersConfig = Config['user_provisioners'];
+export type HostnamePublishingConfig = Config['hostname_publishing'];
+export type CertificatesConfig = Config['certificates'];
+export type OsConfig = Config['os'];
+export type ProvisioningMediaConfig = Config['provisioning_media'];
+export type TelemetryConfig = Config['telemetry'];
+export type MonitorConfig = Config['monitor'];
+export type PreprovisioningConfig = Config['preprovisioning'];
+export type CustomDataConfig = Config['custom_data'];
+export type ResourceDiskConfig = Config['resource_disk'];
+export type StepsConfig = Config['steps'];
+export type JournalConfig = Config['journal'];
 
 /** The schema of one file: any subset of sections and keys, nothing unknown. */
 export const LayerSchema = v.strictObject(
