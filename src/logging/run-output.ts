@@ -5,13 +5,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { InspectionEvent, StateValue } from 'xstate';
-import { statePaths } from '../actors/transition-telemetry.js';
-
-/** Leaf states of a state value, e.g. `provisioning.work.validating`. */
-function leaves(value: StateValue): string[] {
-  const all = statePaths(value);
-  return all.filter((p) => !all.some((q) => q.startsWith(`${p}.`)));
-}
+import { leafPaths } from '../core/state-path.js';
 
 /** An inspect observer that prints each leaf state of the root actor when it is entered. */
 export function statePrinter(out: (line: string) => void): (event: InspectionEvent) => void {
@@ -23,7 +17,7 @@ export function statePrinter(out: (line: string) => void): (event: InspectionEve
     rootSession ??= event.rootId;
     if (event.actorRef.sessionId !== rootSession) return;
     const snapshot = event.snapshot as unknown as { value: StateValue; tags?: Set<string> };
-    const now = new Set(leaves(snapshot.value));
+    const now = new Set(leafPaths(snapshot.value));
     for (const leaf of now) {
       if (previous.has(leaf)) continue;
       const tags = [...(snapshot.tags ?? [])].join(' ');

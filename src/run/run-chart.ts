@@ -8,7 +8,7 @@ import { createActor, toPromise, type InspectionEvent } from 'xstate';
 import { createProvisioningMachine, HEALTH_FAILED, ZERO_VM_ID, type ProvisioningOutput, type StartupFacts } from '../../machines/provisioning.js';
 import { provisioningActors } from '../actors/provisioning.js';
 import { ReportBook } from '../actors/report-book.js';
-import { TransitionTelemetry } from '../actors/transition-telemetry.js';
+import { TransitionTelemetry } from '../observe/transition-telemetry.js';
 import type { FirstImdsRequest } from './first-imds-request.js';
 import { closeAll } from '../azure/http.js';
 import { DryRunReporter } from '../azure/dry-run-reporter.js';
