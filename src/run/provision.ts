@@ -2,8 +2,9 @@
  * The first half of a provisioning run (see README.md here): loads the config, catches the terminating signals,
  * checks the platform, takes the instance lock, reads the VM id and its marker — each read's failure kept as a
  * Failure, for the chart to route on — and, on a first boot, sends the first IMDS request (first-imds-request.ts);
- * only then does it load the second half (run-chart.ts, which composes the run in compose.ts: logging, KVP, the journal, the chart with its real actors,
- * the OS steps), whose modules are most of what a start evaluates.
+ * only then does it load the second half (run-chart.ts, the run composed in compose.ts: logging, KVP, the journal,
+ * the chart with its real actors, the OS steps), whose modules are most of what a start evaluates. What it read is
+ * the chart's input, `StartupFacts`, handed over in `BeforeChart` (types.ts).
  */
 import { join } from 'node:path';
 import type { StartupFacts } from '../../machines/provisioning.js';
