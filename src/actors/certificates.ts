@@ -26,51 +26,11 @@ export interface CertificatesDeps {
 export async function fetchCertificates(deps: CertificatesDeps, { config, plan }: { config: Config; plan: ProvisioningPlan }, signal: AbortSignal): Promise<string[]> {
   const { log } = deps;
   const started = Date.now();
-  const request = { config: config.wireserver, signal };
-  let bundle: BundleCertificate[] = [];
-  let certificatesPath: string | null;
-  try {
-    ({ certificatesPath } = await fetchGoalStateOnce(request));
-    if (certificatesPath) {
-      const path = certificatesPath;
-      bundle = await withTransportCertificate(deps.transportParent ?? '/run', { signal }, async (transport) =>
-        openCertificates(transport, await fetchCertificatesOnce(request, path, transport.certificateBase64), { signal }),
-      );
-    }
-  } catch (error) {
-    if (!signal.aborted) {
-      const failure = toFailure(error);
-      const level = failure.retryable ? 'warn' : 'error';
-      log[level]({ step: 'certificates', code: failure.code, reason: failure.reason, retryable: failure.retryable }, `goal state certificates: ${(error as Error).message}`);
-    }
-    throw error;
-  }
+  const { bundle, certificatesPath } = await readBundle(deps, config, signal);
   const byThumbprint = new Map(bundle.map((c) => [c.thumbprint, c]));
   const missing = (thumbprint: string) => (certificatesPath ? `no certificate with thumbprint ${thumbprint} in the goal state` : 'the goal state has no certificates');
-
-  const keys: string[] = [];
-  const skipped: SkippedKey[] = [];
-  for (const fingerprint of plan.keyFingerprints ?? []) {
-    const certificate = byThumbprint.get(fingerprint);
-    try {
-      if (!certificate) throw new Error(missing(fingerprint));
-      keys.push(opensshPublicKey(certificate.publicKey));
-    } catch (error) {
-      skipped.push({ key: fingerprint, problem: (error as Error).message });
-    }
-  }
-  for (const { key, problem } of skipped) log.warn({ step: 'certificates', fingerprint: key, problem }, `ssh key ${key} skipped: ${problem}`);
-  if (keys.length === 0 && skipped.length > 0 && plan.sshKeys.length === 0 && !plan.passwordAuthentication) throw noUsableKey(skipped);
-
-  const keyPairs: CertificatesRequest['keyPairs'] = [];
-  for (const pair of plan.keyPairs ?? []) {
-    const certificate = byThumbprint.get(pair.fingerprint);
-    if (!certificate?.privateKeyPem) {
-      log.warn({ step: 'certificates', fingerprint: pair.fingerprint }, `key pair ${pair.fingerprint} not installed: ${certificate ? 'the goal state has no private key for it' : missing(pair.fingerprint)}`);
-      continue;
-    }
-    keyPairs.push({ fingerprint: pair.fingerprint, path: pair.path, privateKeyPem: certificate.privateKeyPem, publicKeyLine: opensshPublicKey(certificate.publicKey) });
-  }
+  const keys = sshKeysOf(log, plan, byThumbprint, missing);
+  const keyPairs = keyPairsOf(log, plan, byThumbprint, missing);
   // Files that cannot be written never cost the VM the keys it got: a warning, and the keys go on.
   if (bundle.length > 0 || keyPairs.length > 0) {
     try {
@@ -86,4 +46,61 @@ export async function fetchCertificates(deps: CertificatesDeps, { config, plan }
     `goal state: ${bundle.length} certificate(s); ${keys.length} ssh key(s) by fingerprint, ${keyPairs.length} key pair(s)`,
   );
   return keys;
+}
+
+type ByThumbprint = Map<string, BundleCertificate>;
+
+/** The goal state, and its certificates opened with a fresh transport key when it names any; a failure is logged. */
+async function readBundle(deps: CertificatesDeps, config: Config, signal: AbortSignal): Promise<{ bundle: BundleCertificate[]; certificatesPath: string | null }> {
+  const request = { config: config.wireserver, signal };
+  try {
+    const { certificatesPath } = await fetchGoalStateOnce(request);
+    if (!certificatesPath) return { bundle: [], certificatesPath };
+    const bundle = await withTransportCertificate(deps.transportParent ?? '/run', { signal }, async (transport) =>
+      openCertificates(transport, await fetchCertificatesOnce(request, certificatesPath, transport.certificateBase64), { signal }),
+    );
+    return { bundle, certificatesPath };
+  } catch (error) {
+    if (!signal.aborted) {
+      const failure = toFailure(error);
+      const level = failure.retryable ? 'warn' : 'error';
+      deps.log[level]({ step: 'certificates', code: failure.code, reason: failure.reason, retryable: failure.retryable }, `goal state certificates: ${(error as Error).message}`);
+    }
+    throw error;
+  }
+}
+
+/**
+ * The OpenSSH lines of the keys the media names by fingerprint; one that is missing or unusable is a warning, and
+ * none left at all with no other key and password logins off fails the step.
+ */
+function sshKeysOf(log: Logger, plan: ProvisioningPlan, byThumbprint: ByThumbprint, missing: (thumbprint: string) => string): string[] {
+  const keys: string[] = [];
+  const skipped: SkippedKey[] = [];
+  for (const fingerprint of plan.keyFingerprints ?? []) {
+    const certificate = byThumbprint.get(fingerprint);
+    try {
+      if (!certificate) throw new Error(missing(fingerprint));
+      keys.push(opensshPublicKey(certificate.publicKey));
+    } catch (error) {
+      skipped.push({ key: fingerprint, problem: (error as Error).message });
+    }
+  }
+  for (const { key, problem } of skipped) log.warn({ step: 'certificates', fingerprint: key, problem }, `ssh key ${key} skipped: ${problem}`);
+  if (keys.length === 0 && skipped.length > 0 && plan.sshKeys.length === 0 && !plan.passwordAuthentication) throw noUsableKey(skipped);
+  return keys;
+}
+
+/** The key pairs the media asks to install that the goal state has a private key for; the others are warnings. */
+function keyPairsOf(log: Logger, plan: ProvisioningPlan, byThumbprint: ByThumbprint, missing: (thumbprint: string) => string): CertificatesRequest['keyPairs'] {
+  const keyPairs: CertificatesRequest['keyPairs'] = [];
+  for (const pair of plan.keyPairs ?? []) {
+    const certificate = byThumbprint.get(pair.fingerprint);
+    if (!certificate?.privateKeyPem) {
+      log.warn({ step: 'certificates', fingerprint: pair.fingerprint }, `key pair ${pair.fingerprint} not installed: ${certificate ? 'the goal state has no private key for it' : missing(pair.fingerprint)}`);
+      continue;
+    }
+    keyPairs.push({ fingerprint: pair.fingerprint, path: pair.path, privateKeyPem: certificate.privateKeyPem, publicKeyLine: opensshPublicKey(certificate.publicKey) });
+  }
+  return keyPairs;
 }

@@ -12,7 +12,8 @@ import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { startFakeFabric, type FakeFabric } from '../fabric/fake-fabric.js';
 import { createLogger } from '../logging/log.js';
 import { runProvision } from '../run/provision.js';
-import { listFiles, shellCommand, statePrinter } from '../logging/run-output.js';
+import { listFiles, shellCommand } from '../logging/run-output.js';
+import { statePrinter } from '../observe/console.js';
 
 /** Runs the demo and resolves to its exit code (the provisioning run's). */
 export async function runDemo(values: { dir?: unknown; monitor?: unknown; pps?: unknown }, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {

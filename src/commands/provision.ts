@@ -25,7 +25,8 @@ export async function provisionCommand(values: ParsedArgs['values']): Promise<nu
     throw new UsageError((error as Error).message);
   }
   const { runProvision } = await import('../run/provision.js');
-  const { statePrinter, shellCommand, listFiles } = dryRun !== undefined ? await import('../logging/run-output.js') : ({} as never);
+  const { shellCommand, listFiles } = dryRun !== undefined ? await import('../logging/run-output.js') : ({} as never);
+  const { statePrinter } = dryRun !== undefined ? await import('../observe/console.js') : ({} as never);
   if (dryRun !== undefined) out(`bootstate dry run into ${root}: metadata is read, nothing outside this directory changes, no health report is sent\n`);
   const result = await runProvision({
     configPath: values.config as string | undefined,

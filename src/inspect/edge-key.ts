@@ -2,7 +2,7 @@
  * Stable names for states and transitions, shared by the journal, the chart renderers and the trace so that a
  * journal line, a DOT edge and a test assertion all spell the same edge the same way.
  */
-import type { AnyStateNode, AnyTransitionDefinition, StateValue } from 'xstate';
+import type { AnyStateNode, AnyTransitionDefinition } from 'xstate';
 
 /** The dotted path of a state node from the machine root, e.g. `provisioning.work.fetchingMetadata`. */
 export function statePath(node: AnyStateNode): string {
@@ -30,21 +30,4 @@ export function edgeKey(sourceNode: AnyStateNode, transition: AnyTransitionDefin
   const event = transition.eventType === '' ? '(always)' : String(transition.eventType);
   const guard = guardName(transition);
   return `${statePath(sourceNode)} -> ${targets} on ${event}${guard ? ` [${guard}]` : ''}`;
-}
-
-/** Every active state path (ancestors included) of a state value, rooted at the machine's key. */
-export function activePaths(rootKey: string, value: StateValue): string[] {
-  const out = [rootKey];
-  const walk = (prefix: string, v: StateValue): void => {
-    if (typeof v === 'string') {
-      out.push(`${prefix}.${v}`);
-      return;
-    }
-    for (const [key, child] of Object.entries(v)) {
-      out.push(`${prefix}.${key}`);
-      if (child !== undefined) walk(`${prefix}.${key}`, child as StateValue);
-    }
-  };
-  walk(rootKey, value);
-  return out;
 }

@@ -8,7 +8,8 @@ import type { InspectionEvent } from 'xstate';
 import { openRegularSync, UnexpectedFileError } from '../os/open-regular.js';
 import { DEFAULT_ALLOW, recordMacrosteps, type AllowList, type MacrostepRecord } from './projection.js';
 
-export { edgeKey, statePath, activePaths } from './edge-key.js';
+export { edgeKey, statePath } from './edge-key.js';
+export { activePaths } from '../core/state-path.js';
 export type { MacrostepRecord, RunOutput, AllowList } from './projection.js';
 
 /** One journal line: a macrostep record stamped with the wall-clock time it completed. */

@@ -3,7 +3,7 @@
  * edges it took, how long each state was active, and how it ended.
  */
 import type { DotHighlight } from './dot.js';
-import { activePaths } from './edge-key.js';
+import { activePaths } from '../core/state-path.js';
 import type { MachineGraph } from './graph.js';
 import type { JournalLine } from './journal.js';
 
@@ -93,7 +93,7 @@ export class RunAnalysis {
   #tally(line: JournalLine, next: JournalLine | undefined): void {
     const graph = this.#graph;
     const step = line.seq;
-    const active = new Set(activePaths(graph.root, line.value).filter((state) => graph.nodes.has(state)));
+    const active = new Set(activePaths(line.value, graph.root).filter((state) => graph.nodes.has(state)));
     const passed = new Set<string>();
     for (const key of line.transitions) {
       add(this.#edges, key, step);
@@ -126,7 +126,7 @@ export class RunAnalysis {
     const complete = last?.status === 'done';
     const output = last?.output;
     const ok = complete && (output?.exitCode === undefined ? output?.result !== 'failed' : output.exitCode === 0);
-    const leaves = last ? activePaths(graph.root, last.value).filter((state) => graph.nodes.get(state)?.children.length === 0) : [];
+    const leaves = last ? activePaths(last.value, graph.root).filter((state) => graph.nodes.get(state)?.children.length === 0) : [];
     const finalLeaf = leaves.find((state) => graph.nodes.get(state)?.type === 'final' && graph.nodes.get(state)?.parent === graph.root);
     const order = new Map([...graph.nodes.keys()].map((id, index) => [id, index]));
     return {

@@ -3,7 +3,7 @@
  * bar split into the states it went through, so retries, waits and the work running side by side show at a glance.
  */
 import { formatDuration } from './dot.js';
-import { activePaths } from './edge-key.js';
+import { activePaths } from '../core/state-path.js';
 import type { MachineGraph } from './graph.js';
 import type { JournalLine } from './journal.js';
 import { stateName } from './words.js';
@@ -85,7 +85,7 @@ export class TimelineBuilder {
     const graph = this.#graph;
     const from = Date.parse(line.t) - this.#start;
     const to = next ? Date.parse(next.t) - this.#start : from;
-    const active = activePaths(graph.root, line.value).filter((id) => graph.nodes.has(id));
+    const active = activePaths(line.value, graph.root).filter((id) => graph.nodes.has(id));
     const leaves = active.filter((id) => !graph.nodes.get(id)!.children.length || !active.some((other) => graph.nodes.get(other)?.parent === id));
     for (const id of active.filter((candidate) => this.#isRow(candidate))) {
       const row = this.#rows.get(id) ?? { state: id, depth: this.#depthOf(id), segments: [], ms: 0 };

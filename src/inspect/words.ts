@@ -95,8 +95,4 @@ export function stateName(root: string, id: string): string {
 }
 
 /** The leaf paths of a state value, in the same scheme: `provisioning.work.gathering.imds.fetching.requesting`. */
-export function leafNames(value: unknown, prefix = ''): string[] {
-  if (typeof value === 'string') return [prefix + value];
-  if (!value || typeof value !== 'object') return prefix ? [prefix.slice(0, -1)] : [];
-  return Object.entries(value).flatMap(([key, child]) => leafNames(child, `${prefix}${key}.`));
-}
+export { leafPaths as leafNames } from '../core/state-path.js';

@@ -1,37 +1,9 @@
 /**
- * What a dry run and the demo print: each state as it is entered (with its tags and time since start), the
- * commands the real backend would run as one could paste them into a shell, and the files written under a root.
+ * What a dry run and the demo print besides the states (src/observe/console.ts): the commands the real backend would
+ * run as one could paste them into a shell, and the files written under a root.
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import type { InspectionEvent, StateValue } from 'xstate';
-import { statePaths } from '../actors/transition-telemetry.js';
-
-/** Leaf states of a state value, e.g. `provisioning.work.validating`. */
-function leaves(value: StateValue): string[] {
-  const all = statePaths(value);
-  return all.filter((p) => !all.some((q) => q.startsWith(`${p}.`)));
-}
-
-/** An inspect observer that prints each leaf state of the root actor when it is entered. */
-export function statePrinter(out: (line: string) => void): (event: InspectionEvent) => void {
-  const started = performance.now();
-  let previous = new Set<string>();
-  let rootSession: string | null = null;
-  return (event) => {
-    if (event.type !== '@xstate.snapshot') return;
-    rootSession ??= event.rootId;
-    if (event.actorRef.sessionId !== rootSession) return;
-    const snapshot = event.snapshot as unknown as { value: StateValue; tags?: Set<string> };
-    const now = new Set(leaves(snapshot.value));
-    for (const leaf of now) {
-      if (previous.has(leaf)) continue;
-      const tags = [...(snapshot.tags ?? [])].join(' ');
-      out(`${(performance.now() - started).toFixed(1).padStart(8)} ms  ${leaf}${tags ? `  [${tags}]` : ''}`);
-    }
-    previous = now;
-  };
-}
 
 /** One argument as a POSIX shell reads it back: bare when safe, else single-quoted (`it's` → `'it'\''s'`). */
 export function shellQuote(arg: string): string {

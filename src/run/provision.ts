@@ -2,21 +2,23 @@
  * The first half of a provisioning run (see README.md here): loads the config, catches the terminating signals,
  * checks the platform, takes the instance lock, reads the VM id and its marker — each read's failure kept as a
  * Failure, for the chart to route on — and, on a first boot, sends the first IMDS request (first-imds-request.ts);
- * only then does it load the second half (run-chart.ts: logging, KVP, the journal, the chart with its real actors,
- * the OS steps), whose modules are most of what a start evaluates.
+ * only then does it load the second half (run-chart.ts, the run composed in compose.ts: logging, KVP, the journal,
+ * the chart with its real actors, the OS steps), whose modules are most of what a start evaluates. What it read is
+ * the chart's input, `StartupFacts`, handed over in `BeforeChart` (types.ts).
  */
 import { join } from 'node:path';
+import type { StartupFacts } from '../../machines/provisioning.js';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Config } from '../config/defaults.js';
 import { loadConfigOrOnly } from '../config/load.js';
 import type { StepSelection } from '../config/steps.js';
 import { toFailure } from '../core/errors.js';
 import { markerStore } from '../os/marker.js';
 import { checkPlatform } from '../os/platform.js';
-import { readVmId } from '../os/vmid.js';
+import { readVmId, type VmId } from '../os/vmid.js';
 import { FirstImdsRequest } from './first-imds-request.js';
 import { takeInstanceLock } from './instance-lock.js';
 import { catchSignals } from './signals.js';
-import { onAzure, type LoadedConfig, type ProvisionOptions, type ProvisionResult, type ReadBeforeChart } from './types.js';
+import { onAzure, type LoadedConfig, type ProvisionOptions, type ProvisionResult } from './types.js';
 
 /**
  * How long loading the rest waits at most for the first IMDS request to be written. On a VM that takes well under a
@@ -45,15 +47,22 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
   // nothing, and the run goes on.
   const platform = await checkPlatform(config, options.sysRoot ?? '/').catch((error: unknown) => ({ failure: toFailure(error) }));
   const lock = takeInstanceLock(config, options.scratchDir);
-  const read = await readBeforeChart(config, options.sysRoot ?? '/', !lock.refused);
+  const { vmIdRead, read } = await readVmIdAndMarker(config, options.sysRoot ?? '/', !lock.refused);
   // The first IMDS attempt, sent now when this boot will want it: this VM id has no marker, ours or azure-init's.
   // A provisioned VM's boots, a pending Ready and a pool VM waiting to be claimed send no request.
   const wanted = loaded.ok && !lock.refused && onAzure(platform) !== false && read.marker === 'none';
   const first = wanted ? new FirstImdsRequest(config.imds) : null;
+  const facts: Required<StartupFacts> = {
+    configFailure: loaded.ok ? null : toFailure(loaded.error),
+    platform,
+    lockRefused: lock.refused ? toFailure(lock.refused.error) : null,
+    ...read,
+    imdsSent: first !== null,
+  };
   try {
     await first?.written(FIRST_REQUEST_HEAD_START_MS);
-    const { provisionLoaded } = await import('./run-chart.js');
-    return await provisionLoaded(options, { loaded, config, lock, read, platform, first, signals });
+    const { runProvisioningChart } = await import('./run-chart.js');
+    return await runProvisioningChart(options, { facts, loaded, config, vmIdRead, lock, first, signals });
   } finally {
     signals?.stop();
     first?.drop();
@@ -99,22 +108,27 @@ export async function loadRunConfig(options: ProvisionOptions, adjust: (c: Confi
  * an unreadable data directory): the chart reports a failure. A run refused the lock leaves the marker alone: reading
  * it tidies stale files, which are the other agent's to tidy.
  */
-async function readBeforeChart(config: Config, sysRoot: string, withMarker: boolean): Promise<ReadBeforeChart> {
-  const read: ReadBeforeChart = { vmId: null, vmIdFailure: null, marker: null, markerFailure: null };
+async function readVmIdAndMarker(config: Config, sysRoot: string, withMarker: boolean): Promise<{ vmIdRead: VmId | null; read: VmIdAndMarker }> {
+  const read: VmIdAndMarker = { vmId: null, vmIdFailure: null, marker: null, markerFailure: null };
+  let vmIdRead: VmId;
   try {
-    read.vmId = await readVmId({ sysRoot });
+    vmIdRead = await readVmId({ sysRoot });
   } catch (error) {
     read.vmIdFailure = toFailure(error);
-    return read;
+    return { vmIdRead: null, read };
   }
-  if (!withMarker) return read;
+  read.vmId = vmIdRead.vmId;
+  if (!withMarker) return { vmIdRead, read };
   try {
-    read.marker = await markerStore(config).state(read.vmId.vmId);
+    read.marker = await markerStore(config).state(vmIdRead.vmId);
   } catch (error) {
     read.markerFailure = toFailure(error);
   }
-  return read;
+  return { vmIdRead, read };
 }
+
+/** The facts readVmIdAndMarker reads. */
+type VmIdAndMarker = Pick<Required<StartupFacts>, 'vmId' | 'vmIdFailure' | 'marker' | 'markerFailure'>;
 
 /**
  * A dry run's config: the data dir (markers, lock, journals, saved custom data), the log and the KVP pool directory

@@ -1,14 +1,14 @@
 /** What a provisioning run is asked to do and what it returns, shared by its two halves (provision.ts, run-chart.ts). */
 import type { InspectionEvent } from 'xstate';
-import type { ProvisioningOutput } from '../../machines/provisioning.js';
+import type { ProvisioningOutput, StartupFacts } from '../../machines/provisioning.js';
 import type { Config } from '../config/defaults.js';
 import type { StepSelection } from '../config/steps.js';
-import type { Failure } from '../core/errors.js';
-import type { PlatformCheck } from '../os/platform.js';
-import type { MarkerState } from '../os/provisioner.js';
 import type { VmId } from '../os/vmid.js';
 import type { LogFormat } from '../logging/log-text.js';
 import type { SinkFailure } from '../logging/sinks.js';
+import type { FirstImdsRequest } from './first-imds-request.js';
+import type { LockOutcome } from './instance-lock.js';
+import type { CaughtSignals } from './signals.js';
 
 export interface ProvisionOptions {
   /** `--config FILE|DIR`. */
@@ -66,15 +66,28 @@ export type LoadedConfig =
   | { ok: false; error: unknown; fallback: 'keys' | 'defaults'; config: Config; warnings: string[] };
 
 /** Whether this is an Azure VM: the platform check's answer, or why it could not give one. */
-export type PlatformRead = PlatformCheck | { failure: Failure };
+export type PlatformRead = Required<StartupFacts>['platform'];
 
 /** Whether the platform check said this is an Azure VM; undefined when it failed (the run then goes on). */
 export const onAzure = (platform: PlatformRead): boolean | undefined => ('failure' in platform ? undefined : platform.onAzure);
 
-/** This VM id and its marker state as provision.ts read them (the marker only with the instance lock held), or why not. */
-export interface ReadBeforeChart {
-  vmId: VmId | null;
-  vmIdFailure: Failure | null;
-  marker: MarkerState | null;
-  markerFailure: Failure | null;
+/**
+ * What the first half of a run hands the second (provision.ts → run-chart.ts): the facts read before the chart, which
+ * are the chart's input (`startup`, one type: the chart's own `StartupFacts`), and what the run holds until it ends.
+ */
+export interface BeforeChart {
+  /** The config, the platform, the instance lock, the VM id and its marker, each read or why not; the first IMDS request. */
+  facts: Required<StartupFacts>;
+  /** The config as loaded (its warnings, and what a config that failed to load fell back on), for the log. */
+  loaded: LoadedConfig;
+  /** The run's config: `loaded.config` with the steps `--only`/`--skip` leave out. */
+  config: Config;
+  /** The VM id as read (`facts.vmId` is its id): where it came from and the VM's generation, for the log. */
+  vmIdRead: VmId | null;
+  /** The instance lock, released when the run ends; its warnings, for the log. */
+  lock: LockOutcome;
+  /** The first IMDS request, when the first half sent it (`facts.imdsSent`). */
+  first: FirstImdsRequest | null;
+  /** With `handleSignals`: the terminating signals, caught since the run began. */
+  signals: CaughtSignals | null;
 }

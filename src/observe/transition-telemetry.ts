@@ -3,19 +3,8 @@
  * type of the event that ended it. Only state paths and event types are used — never context or payloads.
  */
 import type { InspectionEvent, StateValue } from 'xstate';
+import { activePaths } from '../core/state-path.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
-
-/** Every state path active in `value`, parents first: `{a: {b: 'c'}}` → `a`, `a.b`, `a.b.c`. */
-export function statePaths(value: StateValue, prefix = ''): string[] {
-  if (typeof value === 'string') return [prefix ? `${prefix}.${value}` : value];
-  const out: string[] = [];
-  for (const [key, child] of Object.entries(value)) {
-    const path = prefix ? `${prefix}.${key}` : key;
-    out.push(path);
-    if (child !== undefined) out.push(...statePaths(child as StateValue, path));
-  }
-  return out;
-}
 
 export class TransitionTelemetry {
   #active = new Map<string, Date>();
@@ -30,7 +19,7 @@ export class TransitionTelemetry {
     const snapshot = event.snapshot as { value?: StateValue; status?: string };
     if (snapshot.value === undefined) return;
     const now = this.now();
-    const current = new Set(statePaths(snapshot.value));
+    const current = new Set(activePaths(snapshot.value));
     for (const [path, start] of this.#active) {
       if (!current.has(path)) {
         this.kvp.stateSpan(path, { start, end: now, result: event.event.type });
