@@ -9,6 +9,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import Agent from 'undici/lib/dispatcher/agent.js';
 import dispatchRequest from 'undici/lib/api/api-request.js';
+import type { Dispatcher } from 'undici';
 import { BootstateError } from '../core/errors.js';
 
 export interface HttpRequestOptions {
@@ -150,19 +151,22 @@ class BodyTooLarge extends Error {}
 
 const isSuccess = (status: number) => status >= 200 && status <= 299;
 
-/**
- * Sends one request and reads the whole response body.
- *
- * @example
- *   const res = await request(url, { connectTimeoutMs: 2000, requestTimeoutMs: 5000, signal });
- *   if (res.status === 200) JSON.parse(res.body.toString('utf8'));
- */
-export async function request(url: string, options: HttpRequestOptions): Promise<HttpResponse> {
-  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+/** The bound of one attempt: the caller's signal or the whole-attempt timer, whichever fires first. */
+interface AttemptBound {
+  signal: AbortSignal;
+  /** Rejects once `signal` fires, whatever state the socket is in. */
+  aborted: Promise<never>;
+  /** The whole-attempt timer fired (rather than the caller's signal). */
+  timedOut: () => boolean;
+  /** Stops the timer and the abort listener. */
+  release: () => void;
+}
+
+function boundAttempt(requestTimeoutMs: number, callerSignal: AbortSignal | undefined): AttemptBound {
   const timeout = new AbortController();
-  const signals = options.signal ? [options.signal, timeout.signal] : [timeout.signal];
+  const signals = callerSignal ? [callerSignal, timeout.signal] : [timeout.signal];
   const signal = AbortSignal.any(signals);
-  const timer = setTimeout(() => timeout.abort(), options.requestTimeoutMs);
+  const timer = setTimeout(() => timeout.abort(), requestTimeoutMs);
   timer.unref();
 
   // undici honours the signal, but a promise that settles on abort makes the bound independent of
@@ -174,23 +178,78 @@ export async function request(url: string, options: HttpRequestOptions): Promise
     else signal.addEventListener('abort', onAbort, { once: true });
   });
   aborted.catch(() => undefined);
+  return {
+    signal,
+    aborted,
+    timedOut: () => timeout.signal.aborted,
+    release: () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
 
+/**
+ * Calls `onSent` once, as undici writes this request (method, path, origin) to its socket. Returns what stops
+ * listening; it does nothing once the request was seen.
+ */
+function watchSent(target: URL, path: string, method: string, onSent: () => void): () => void {
   let sent: ((message: unknown) => void) | null = null;
+  const stop = () => {
+    if (sent) unsubscribe(SEND_HEADERS, sent);
+    sent = null;
+  };
+  sent = (message) => {
+    const { request: written } = message as SendHeadersMessage;
+    if (written.method !== method || written.path !== path || String(written.origin) !== target.origin) return;
+    stop();
+    onSent();
+  };
+  subscribe(SEND_HEADERS, sent);
+  return stop;
+}
+
+/** Reads an answer's body up to `maxBodyBytes`, or drops it unread when `readBody` is false. */
+async function readAnswer(res: Dispatcher.ResponseData, maxBodyBytes: number, readBody: boolean): Promise<HttpResponse> {
+  if (!readBody) {
+    discard(res.body);
+    return { status: res.statusCode, headers: flattenHeaders(res.headers), body: Buffer.alloc(0) };
+  }
+  const headers = flattenHeaders(res.headers);
+  // Only a success's body is its answer; any other status is the answer, whatever page comes with it.
+  const tooLarge = (): HttpResponse => {
+    discard(res.body);
+    if (isSuccess(res.statusCode)) throw new BodyTooLarge();
+    return { status: res.statusCode, headers, body: Buffer.alloc(0), bodyDropped: true };
+  };
+  const declared = Number(res.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBodyBytes) return tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += (chunk as Buffer).length;
+    if (size > maxBodyBytes) return tooLarge();
+    chunks.push(chunk as Buffer);
+  }
+  return { status: res.statusCode, headers, body: Buffer.concat(chunks) };
+}
+
+/**
+ * Sends one request and reads the whole response body.
+ *
+ * @example
+ *   const res = await request(url, { connectTimeoutMs: 2000, requestTimeoutMs: 5000, signal });
+ *   if (res.status === 200) JSON.parse(res.body.toString('utf8'));
+ */
+export async function request(url: string, options: HttpRequestOptions): Promise<HttpResponse> {
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const bound = boundAttempt(options.requestTimeoutMs, options.signal);
+  let stopWatching: () => void = () => undefined;
   const attempt = async (): Promise<HttpResponse> => {
     const target = new URL(url);
     const path = target.pathname + target.search;
     const method = options.method ?? 'GET';
-    if (options.onSent) {
-      const onSent = options.onSent;
-      sent = (message) => {
-        const { request: written } = message as SendHeadersMessage;
-        if (written.method !== method || written.path !== path || String(written.origin) !== target.origin) return;
-        unsubscribe(SEND_HEADERS, sent!);
-        sent = null;
-        onSent();
-      };
-      subscribe(SEND_HEADERS, sent);
-    }
+    if (options.onSent) stopWatching = watchSent(target, path, method, options.onSent);
     const dispatcher = dispatcherFor(options.connectTimeoutMs, options.requestTimeoutMs);
     const res = await dispatchRequest.call(dispatcher, {
       origin: target.origin,
@@ -198,44 +257,23 @@ export async function request(url: string, options: HttpRequestOptions): Promise
       method,
       headers: options.headers,
       body: options.body,
-      signal,
+      signal: bound.signal,
     });
-    if (options.readBody === false) {
-      discard(res.body);
-      return { status: res.statusCode, headers: flattenHeaders(res.headers), body: Buffer.alloc(0) };
-    }
-    const headers = flattenHeaders(res.headers);
-    // Only a success's body is its answer; any other status is the answer, whatever page comes with it.
-    const tooLarge = (): HttpResponse => {
-      discard(res.body);
-      if (isSuccess(res.statusCode)) throw new BodyTooLarge();
-      return { status: res.statusCode, headers, body: Buffer.alloc(0), bodyDropped: true };
-    };
-    const declared = Number(res.headers['content-length']);
-    if (Number.isFinite(declared) && declared > maxBodyBytes) return tooLarge();
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of res.body) {
-      size += (chunk as Buffer).length;
-      if (size > maxBodyBytes) return tooLarge();
-      chunks.push(chunk as Buffer);
-    }
-    return { status: res.statusCode, headers, body: Buffer.concat(chunks) };
+    return readAnswer(res, maxBodyBytes, options.readBody !== false);
   };
 
   try {
     const pending = attempt();
     pending.catch(() => undefined);
-    return await Promise.race([pending, aborted]);
+    return await Promise.race([pending, bound.aborted]);
   } catch (error) {
     if (error instanceof BodyTooLarge) throw bodyTooLarge(url, maxBodyBytes);
     if (options.signal?.aborted) throw transportError(url, 'aborted', error);
-    if (timeout.signal.aborted) throw transportError(url, 'request timeout', error);
+    if (bound.timedOut()) throw transportError(url, 'request timeout', error);
     throw transportError(url, classify(error), error);
   } finally {
-    clearTimeout(timer);
-    signal.removeEventListener('abort', onAbort);
-    if (sent) unsubscribe(SEND_HEADERS, sent);
+    bound.release();
+    stopWatching();
   }
 }
 

@@ -41,98 +41,123 @@ export function escapeControl(text: string): string {
 
 const line = (key: string, value: string) => `${escapeControl(key)}=${escapeControl(value)}\n`;
 
+const parseKvpArgv = (argv: string[]) =>
+  parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: KVP_OPTIONS,
+  });
+
+type KvpValues = ReturnType<typeof parseKvpArgv>['values'];
+
+/** How a command answers: JSON (`--json`) or one `key=value` line per item, on the command's io. */
+interface KvpOutput {
+  io: KvpCliIo;
+  json: boolean;
+  print: (value: unknown) => void;
+}
+
+/** Why a parsed command line cannot run (exit 2), or undefined when it can. */
+function usageError(command: string | undefined, args: string[], values: KvpValues): string | undefined {
+  if (command === undefined || !(command in ARITY) || args.length !== ARITY[command]) {
+    return command === undefined ? 'missing command' : command in ARITY ? `wrong number of arguments for ${command}` : `unknown command '${command}'${suggestion(command, Object.keys(ARITY))}`;
+  }
+  if ((values.append && command !== 'write') || (values['if-stale'] && command !== 'clear')) {
+    return `${values.append ? '--append' : '--if-stale'} does not apply to ${command}`;
+  }
+  const pool = values.pool === undefined ? 1 : Number(values.pool);
+  if (!/^\d+$/.test(values.pool ?? '1') || pool > 4) return `--pool must be 0..4, got '${values.pool}'`;
+  return undefined;
+}
+
 /** Runs one `bootstate kvp` command line and returns its exit code: 0 ok, 1 failure (or "no"), 2 usage. */
 export async function runKvpCommand(argv: string[], io: KvpCliIo): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: KVP_OPTIONS,
-    });
+    parsed = parseKvpArgv(argv);
   } catch (error) {
     io.stderr(`bootstate kvp: ${describeParseError(error, Object.keys(KVP_OPTIONS))}${SEE_HELP}`);
     return 2;
   }
   const { values, positionals } = parsed;
   const [command, ...args] = positionals;
-  if (command === undefined || !(command in ARITY) || args.length !== ARITY[command]) {
-    const why = command === undefined ? 'missing command' : command in ARITY ? `wrong number of arguments for ${command}` : `unknown command '${command}'${suggestion(command, Object.keys(ARITY))}`;
+  const why = usageError(command, args, values);
+  if (why !== undefined) {
     io.stderr(`bootstate kvp: ${why}${SEE_HELP}`);
     return 2;
   }
-  if ((values.append && command !== 'write') || (values['if-stale'] && command !== 'clear')) {
-    io.stderr(`bootstate kvp: ${values.append ? '--append' : '--if-stale'} does not apply to ${command}${SEE_HELP}`);
-    return 2;
-  }
   const pool = values.pool === undefined ? 1 : Number(values.pool);
-  if (!/^\d+$/.test(values.pool ?? '1') || pool > 4) {
-    io.stderr(`bootstate kvp: --pool must be 0..4, got '${values.pool}'${SEE_HELP}`);
-    return 2;
-  }
-  const json = values.json === true;
-  const print = (value: unknown) => io.stdout(`${JSON.stringify(value, null, 2)}\n`);
+  const out: KvpOutput = { io, json: values.json === true, print: (value) => io.stdout(`${JSON.stringify(value, null, 2)}\n`) };
   try {
     const store = new KvpStore({
       path: values.file ?? poolPath(values.dir, pool),
       repair: values.repair, unsafe: values.unsafe, lossy: values.lossy,
     });
-    switch (command) {
-      case 'info': {
-        const info = store.info();
-        if (json) print(info);
-        else for (const [key, value] of Object.entries(info)) io.stdout(line(key, String(value)));
-        return 0;
-      }
-      case 'dump': {
-        const records = store.dump();
-        if (json) print(records);
-        else for (const r of records) io.stdout(line(r.key, r.value));
-        return 0;
-      }
-      case 'entries': {
-        const entries = store.entries();
-        if (json) print(Object.fromEntries(entries));
-        else for (const [key, value] of entries) io.stdout(line(key, value));
-        return 0;
-      }
-      case 'read': {
-        const value = store.read(args[0]);
-        if (value === undefined) {
-          io.stderr(`bootstate kvp: no record with key '${escapeControl(args[0])}' in ${store.path}\n`);
-          return 1;
-        }
-        if (json) print({ key: args[0], value });
-        else io.stdout(line(args[0], value));
-        return 0;
-      }
-      case 'write':
-        return write(store, { key: args[0], value: args[1] }, values.append === true, json, io, print);
-      case 'delete': {
-        const deleted = store.delete(args[0]);
-        if (json) print({ deleted });
-        else io.stdout(`deleted=${deleted}\n`);
-        return 0;
-      }
-      case 'clear': {
-        const cleared = values['if-stale'] ? store.clearIfStale() : (store.clear(), true);
-        if (json) print({ cleared });
-        else io.stdout(`cleared=${cleared}\n`);
-        return 0;
-      }
-      default: {
-        const stale = store.isStale();
-        if (json) print({ stale });
-        else io.stdout(`stale=${stale}\n`);
-        return stale ? 0 : 1;
-      }
-    }
+    return runOnStore(store, command, args, values, out);
   } catch (error) {
     const message = error instanceof BootstateError || error instanceof Error ? error.message : String(error);
     io.stderr(`bootstate kvp: ${message}\n`);
     return 1;
   }
+}
+
+/** Runs a command line that passed `usageError` on its pool and returns its exit code. */
+function runOnStore(store: KvpStore, command: string, args: string[], values: KvpValues, out: KvpOutput): number {
+  const { io, json, print } = out;
+  switch (command) {
+    case 'info': {
+      const info = store.info();
+      if (json) print(info);
+      else for (const [key, value] of Object.entries(info)) io.stdout(line(key, String(value)));
+      return 0;
+    }
+    case 'dump': {
+      const records = store.dump();
+      if (json) print(records);
+      else for (const r of records) io.stdout(line(r.key, r.value));
+      return 0;
+    }
+    case 'entries': {
+      const entries = store.entries();
+      if (json) print(Object.fromEntries(entries));
+      else for (const [key, value] of entries) io.stdout(line(key, value));
+      return 0;
+    }
+    case 'read':
+      return read(store, args[0], out);
+    case 'write':
+      return write(store, { key: args[0], value: args[1] }, values.append === true, json, io, print);
+    case 'delete': {
+      const deleted = store.delete(args[0]);
+      if (json) print({ deleted });
+      else io.stdout(`deleted=${deleted}\n`);
+      return 0;
+    }
+    case 'clear': {
+      const cleared = values['if-stale'] ? store.clearIfStale() : (store.clear(), true);
+      if (json) print({ cleared });
+      else io.stdout(`cleared=${cleared}\n`);
+      return 0;
+    }
+    default: {
+      const stale = store.isStale();
+      if (json) print({ stale });
+      else io.stdout(`stale=${stale}\n`);
+      return stale ? 0 : 1;
+    }
+  }
+}
+
+function read(store: KvpStore, key: string, { io, json, print }: KvpOutput): number {
+  const value = store.read(key);
+  if (value === undefined) {
+    io.stderr(`bootstate kvp: no record with key '${escapeControl(key)}' in ${store.path}\n`);
+    return 1;
+  }
+  if (json) print({ key, value });
+  else io.stdout(line(key, value));
+  return 0;
 }
 
 function write(store: KvpStore, record: KvpRecord, append: boolean, json: boolean, io: KvpCliIo, print: (v: unknown) => void): number {

@@ -118,175 +118,234 @@ const ROUTES: RouteName[] = [
 const IMDS_PATH = '/metadata/instance?api-version=2023-11-15&extended=true';
 const SUPPORTED_VERSIONS = ['2015-09-01', '2012-11-30'];
 
+/** The goal state's incarnation (the classic agents' `?comp=goalstate`). */
+const INCARNATION = 1;
+
+/** What the fake fabric serves and has seen: its services' handlers and the FakeFabric's methods share it. */
+interface FabricState {
+  options: FakeFabricOptions;
+  scripts: Map<RouteName, Script>;
+  /** The document IMDS serves on 'ok'. */
+  document: unknown;
+  pool: { customerDocument: Record<string, any>; customerOvf: string; claimAtPoll?: number } | null;
+  /** The customer's ovf-env.xml, once the pool VM is claimed. */
+  claimedOvf: string | null;
+  imdsDelayMs: number;
+  /** The certificates set with setCertificates. */
+  bundle: FabricCertificate[];
+  requests: RecordedRequest[];
+  reports: unknown[];
+  healthReports: HealthReport[];
+  /** Called on every request (waitForRequests). */
+  waiters: Set<() => void>;
+  /** The wireserver's base URL, which the goal state links; known once it listens. */
+  wireBase?: string;
+}
+
+function newFabricState(options: FakeFabricOptions): FabricState {
+  return {
+    options,
+    scripts: new Map<RouteName, Script>(ROUTES.map((r) => [r, new Script()])),
+    document: options.imdsDocument ?? exampleImdsDocument(),
+    pool: null,
+    claimedOvf: null,
+    imdsDelayMs: 0,
+    bundle: [],
+    requests: [],
+    reports: [],
+    healthReports: [],
+    waiters: new Set(),
+  };
+}
+
 /** Starts the three fabric services and resolves when all of them listen. */
 export async function startFakeFabric(options: FakeFabricOptions = {}): Promise<FakeFabric> {
-  const scripts = new Map<RouteName, Script>(
-    ROUTES.map((r) => [r, new Script()]),
-  );
-  let document: unknown = options.imdsDocument ?? exampleImdsDocument();
-  let pool: { customerDocument: Record<string, any>; customerOvf: string; claimAtPoll?: number } | null = null;
-  let claimedOvf: string | null = null;
-  let imdsDelayMs = 0;
-  let bundle: FabricCertificate[] = [];
-  const claim = () => {
-    if (!pool) throw new Error('fake fabric: no pool VM to claim (setPreprovisioned first)');
-    document = pool.customerDocument;
-    claimedOvf = pool.customerOvf;
-  };
-  const requests: RecordedRequest[] = [];
-  const reports: unknown[] = [];
-  const healthReports: HealthReport[] = [];
-  const waiters = new Set<() => void>();
+  const state = newFabricState(options);
+  const handler = (service: RecordedRequest['service'], req: IncomingMessage, res: ServerResponse) => handle(state, service, req, res);
+  const imds = await listen('imds', options.imds, handler);
+  const wire = await listen('wireserver', options.wireserver, handler);
+  const plugin = await listen('hostPlugin', options.hostPlugin, handler);
+  state.wireBase = baseUrl(wire.address);
 
-  const okAnswer = (route: RouteName, request: RecordedRequest): OkAnswer => {
-    const json = { 'content-type': 'application/json; charset=utf-8' };
-    const name = (document as { compute?: { name?: unknown } } | null)?.compute?.name;
-    const vmName = typeof name === 'string' && name ? name : 'fabric-vm';
-    // A bundle set with setCertificates is linked too (and answered in `handle`, where it can be enveloped).
-    const certificates = options.certificates ?? (bundle.length > 0 ? () => '' : undefined);
-    const classicAnswer = classicOkAnswer(route, request, { base: base(wire.address), incarnation, vmName, certificates });
-    if (classicAnswer) return classicAnswer;
-    if (route === 'imds') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(document)) };
-    if (route === 'reprovision') {
-      if (claimedOvf === null) return { status: 404, headers: json, body: Buffer.from('{"error":"Not found"}') };
-      return { status: 200, headers: { 'content-type': 'text/xml; charset=utf-8' }, body: Buffer.from(claimedOvf) };
-    }
-    if (route === 'hostPluginVersions') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(SUPPORTED_VERSIONS)) };
-    return { status: 200, headers: {}, body: Buffer.alloc(0) };
-  };
-
-  const handle = async (service: RecordedRequest['service'], req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const userAgent = req.headers['user-agent'] ?? '';
-    const recorded: RecordedRequest = {
-      service,
-      route: routeOf(service, req.method ?? '', req.url ?? ''),
-      method: req.method ?? '',
-      url: req.url ?? '',
-      headers: req.headers,
-      body: Buffer.concat(chunks).toString('utf8'),
-      receivedAt: Date.now(),
-      userAgent,
-      agent: agentOf(userAgent),
-    };
-    requests.push(recorded);
-    if (recorded.route === 'reprovision' && pool?.claimAtPoll !== undefined && claimedOvf === null) {
-      if (requests.filter((r) => r.route === 'reprovision').length >= pool.claimAtPoll) claim();
-    }
-    if (recorded.route === 'health') reports.push(parseOrRaw(recorded.body));
-    healthReports.push(...healthReportsOf([recorded]));
-    options.onRequest?.(recorded);
-    for (const wake of waiters) wake();
-
-    if (recorded.route === null) return play(res, { status: 404, body: 'not found' }, okAnswer('health', recorded), recorded);
-    if ((recorded.route === 'imds' || recorded.route === 'reprovision') && String(req.headers.metadata).toLowerCase() !== 'true') {
-      return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer('imds', recorded), recorded);
-    }
-    if (recorded.route === 'imds' && imdsDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, imdsDelayMs));
-    // Certificates set with setCertificates are enveloped per request, to the transport certificate it carries.
-    const ok = recorded.route === 'certificates' && bundle.length > 0 ? await certificatesAnswer(req) : okAnswer(recorded.route, recorded);
-    await play(res, scripts.get(recorded.route)!.next(), ok, recorded);
-  };
-
-  // As the wireserver: the bundle is enveloped to the transport certificate the request carries.
-  const certificatesAnswer = async (req: IncomingMessage): Promise<OkAnswer> => {
-    const transport = req.headers['x-ms-guest-agent-public-x509-cert'];
-    const xml = { 'content-type': 'text/xml; charset=utf-8' };
-    if (typeof transport !== 'string' || req.headers['x-ms-cipher-name'] !== 'DES_EDE3_CBC') {
-      return { status: 400, headers: xml, body: Buffer.from('<Error>no transport certificate</Error>') };
-    }
-    try {
-      return { status: 200, headers: xml, body: Buffer.from(certificatesXml(await sealCertificates(transport, bundle))) };
-    } catch {
-      return { status: 400, headers: xml, body: Buffer.from('<Error>the transport certificate is not an X.509 certificate</Error>') };
-    }
-  };
-
-  const imds = await listen('imds', options.imds, handle);
-  const wire = await listen('wireserver', options.wireserver, handle);
-  const plugin = await listen('hostPlugin', options.hostPlugin, handle);
-  const base = (l: Listen) => `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
-  const incarnation = 1;
-
-  const requestsTo = (route: RouteName) => requests.filter((r) => r.route === route);
+  const script = (route: RouteName) => state.scripts.get(route)!;
+  const requestsTo = (route: RouteName) => requestsOf(state, route);
   return {
-    imdsUrl: `${base(imds.address)}${IMDS_PATH}`,
-    healthUrl: `${base(wire.address)}/provisioning/health`,
-    healthServiceUrl: `${base(wire.address)}/HealthService`,
-    hostPluginUrl: base(plugin.address),
+    imdsUrl: `${baseUrl(imds.address)}${IMDS_PATH}`,
+    healthUrl: `${baseUrl(wire.address)}/provisioning/health`,
+    healthServiceUrl: `${baseUrl(wire.address)}/HealthService`,
+    hostPluginUrl: baseUrl(plugin.address),
     ports: { imds: imds.address.port, wireserver: wire.address.port, hostPlugin: plugin.address.port },
-    requests,
-    reports,
-    healthReports,
-    incarnation,
-    setImds: (...b) => scripts.get('imds')!.set(b),
-    setWireserver: (...b) => scripts.get('health')!.set(b),
-    setHealthService: (...b) => scripts.get('healthService')!.set(b),
-    setHostPlugin: (...b) => scripts.get('hostPluginHealth')!.set(b),
-    setHostPluginVersions: (...b) => scripts.get('hostPluginVersions')!.set(b),
-    setBehaviour: (route, ...b) => scripts.get(route)!.set(b),
+    requests: state.requests,
+    reports: state.reports,
+    healthReports: state.healthReports,
+    incarnation: INCARNATION,
+    setImds: (...b) => script('imds').set(b),
+    setWireserver: (...b) => script('health').set(b),
+    setHealthService: (...b) => script('healthService').set(b),
+    setHostPlugin: (...b) => script('hostPluginHealth').set(b),
+    setHostPluginVersions: (...b) => script('hostPluginVersions').set(b),
+    setBehaviour: (route, ...b) => script(route).set(b),
     setCertificates: (list) => {
-      bundle = list;
+      state.bundle = list;
     },
     setImdsDocument: (doc) => {
-      document = doc;
+      state.document = doc;
     },
-    setPreprovisioned: (vm) => {
-      const customerDocument = vm.customerDocument ?? customerImdsDocument();
-      const placeholder = exampleImdsDocument();
-      Object.assign(placeholder.compute.osProfile, { adminUsername: 'pooladmin', computerName: 'pool-placeholder' });
-      placeholder.extended.compute.ppsType = vm.type ?? 'Running';
-      document = placeholder;
-      claimedOvf = null;
-      pool = {
-        customerDocument,
-        customerOvf:
-          vm.customerOvf ??
-          ovfDocument({
-            username: customerDocument.compute.osProfile.adminUsername,
-            hostname: customerDocument.compute.osProfile.computerName,
-            keys: (customerDocument.compute.publicKeys as Array<{ keyData: string }>).map((k) => k.keyData),
-          }),
-        claimAtPoll: vm.claimAtPoll,
-      };
-    },
-    claim,
+    setPreprovisioned: (vm) => preprovision(state, vm),
+    claim: () => claim(state),
     delayImds: (ms) => {
-      imdsDelayMs = ms;
+      state.imdsDelayMs = ms;
     },
     requestsTo,
-    waitForRequests: (route, count, timeoutMs = 10_000) =>
-      new Promise((resolve, reject) => {
-        const check = () => {
-          if (requestsTo(route).length < count) return;
-          cleanup();
-          resolve(requestsTo(route));
-        };
-        const timer = setTimeout(() => {
-          cleanup();
-          reject(new Error(`fake fabric: ${count} request(s) to ${route} did not arrive within ${timeoutMs} ms`));
-        }, timeoutMs);
-        const cleanup = () => {
-          clearTimeout(timer);
-          waiters.delete(check);
-        };
-        waiters.add(check);
-        check();
-      }),
-    async idle(timeoutMs = 5_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (imds.open() + wire.open() + plugin.open() > 0) {
-        if (Date.now() > deadline) throw new Error(`fake fabric: connections still open after ${timeoutMs} ms`);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-      // A request read to its end is recorded on the turn its body ends, before its socket's close is handled.
-      await new Promise((resolve) => setImmediate(resolve));
-    },
+    waitForRequests: (route, count, timeoutMs = 10_000) => waitForRequests(state, route, count, timeoutMs),
+    idle: (timeoutMs = 5_000) => idle([imds, wire, plugin], timeoutMs),
     close: async () => {
       await Promise.all([imds.close(), wire.close(), plugin.close()]);
     },
   };
+}
+
+const baseUrl = (l: Listen) => `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
+
+const requestsOf = (state: FabricState, route: RouteName) => state.requests.filter((r) => r.route === route);
+
+/** Switches IMDS to the customer's document and `reprovisiondata` to the customer's ovf-env.xml. */
+function claim(state: FabricState): void {
+  if (!state.pool) throw new Error('fake fabric: no pool VM to claim (setPreprovisioned first)');
+  state.document = state.pool.customerDocument;
+  state.claimedOvf = state.pool.customerOvf;
+}
+
+/** Makes this VM an unclaimed pool VM (FakeFabric.setPreprovisioned). */
+function preprovision(state: FabricState, vm: PoolVm): void {
+  const customerDocument = vm.customerDocument ?? customerImdsDocument();
+  const placeholder = exampleImdsDocument();
+  Object.assign(placeholder.compute.osProfile, { adminUsername: 'pooladmin', computerName: 'pool-placeholder' });
+  placeholder.extended.compute.ppsType = vm.type ?? 'Running';
+  state.document = placeholder;
+  state.claimedOvf = null;
+  state.pool = {
+    customerDocument,
+    customerOvf:
+      vm.customerOvf ??
+      ovfDocument({
+        username: customerDocument.compute.osProfile.adminUsername,
+        hostname: customerDocument.compute.osProfile.computerName,
+        keys: (customerDocument.compute.publicKeys as Array<{ keyData: string }>).map((k) => k.keyData),
+      }),
+    claimAtPoll: vm.claimAtPoll,
+  };
+}
+
+/** What a route answers when its script says 'ok'. */
+function okAnswer(state: FabricState, route: RouteName, request: RecordedRequest): OkAnswer {
+  if (state.wireBase === undefined) throw new Error('fake fabric: the wireserver does not listen yet');
+  const json = { 'content-type': 'application/json; charset=utf-8' };
+  const name = (state.document as { compute?: { name?: unknown } } | null)?.compute?.name;
+  const vmName = typeof name === 'string' && name ? name : 'fabric-vm';
+  // A bundle set with setCertificates is linked too (and answered in `handle`, where it can be enveloped).
+  const certificates = state.options.certificates ?? (state.bundle.length > 0 ? () => '' : undefined);
+  const classicAnswer = classicOkAnswer(route, request, { base: state.wireBase, incarnation: INCARNATION, vmName, certificates });
+  if (classicAnswer) return classicAnswer;
+  if (route === 'imds') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(state.document)) };
+  if (route === 'reprovision') {
+    if (state.claimedOvf === null) return { status: 404, headers: json, body: Buffer.from('{"error":"Not found"}') };
+    return { status: 200, headers: { 'content-type': 'text/xml; charset=utf-8' }, body: Buffer.from(state.claimedOvf) };
+  }
+  if (route === 'hostPluginVersions') return { status: 200, headers: json, body: Buffer.from(JSON.stringify(SUPPORTED_VERSIONS)) };
+  return { status: 200, headers: {}, body: Buffer.alloc(0) };
+}
+
+/** Reads a request to its end and records it. */
+async function readRequest(service: RecordedRequest['service'], req: IncomingMessage): Promise<RecordedRequest> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const userAgent = req.headers['user-agent'] ?? '';
+  return {
+    service,
+    route: routeOf(service, req.method ?? '', req.url ?? ''),
+    method: req.method ?? '',
+    url: req.url ?? '',
+    headers: req.headers,
+    body: Buffer.concat(chunks).toString('utf8'),
+    receivedAt: Date.now(),
+    userAgent,
+    agent: agentOf(userAgent),
+  };
+}
+
+/** Adds a request to what the fabric has seen (claiming the pool VM at its poll), then wakes the waiters. */
+function record(state: FabricState, recorded: RecordedRequest): void {
+  const { requests, pool } = state;
+  requests.push(recorded);
+  if (recorded.route === 'reprovision' && pool?.claimAtPoll !== undefined && state.claimedOvf === null) {
+    if (requests.filter((r) => r.route === 'reprovision').length >= pool.claimAtPoll) claim(state);
+  }
+  if (recorded.route === 'health') state.reports.push(parseOrRaw(recorded.body));
+  state.healthReports.push(...healthReportsOf([recorded]));
+  state.options.onRequest?.(recorded);
+  for (const wake of state.waiters) wake();
+}
+
+/** Answers one request to any of the three services, as its route's script says. */
+async function handle(state: FabricState, service: RecordedRequest['service'], req: IncomingMessage, res: ServerResponse) {
+  const recorded = await readRequest(service, req);
+  record(state, recorded);
+
+  if (recorded.route === null) return play(res, { status: 404, body: 'not found' }, okAnswer(state, 'health', recorded), recorded);
+  if ((recorded.route === 'imds' || recorded.route === 'reprovision') && String(req.headers.metadata).toLowerCase() !== 'true') {
+    return play(res, { status: 400, body: { error: 'Bad request. Required metadata header not specified' } }, okAnswer(state, 'imds', recorded), recorded);
+  }
+  if (recorded.route === 'imds' && state.imdsDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, state.imdsDelayMs));
+  // Certificates set with setCertificates are enveloped per request, to the transport certificate it carries.
+  const ok = recorded.route === 'certificates' && state.bundle.length > 0 ? await certificatesAnswer(req, state.bundle) : okAnswer(state, recorded.route, recorded);
+  await play(res, state.scripts.get(recorded.route)!.next(), ok, recorded);
+}
+
+/** As the wireserver: the bundle is enveloped to the transport certificate the request carries. */
+async function certificatesAnswer(req: IncomingMessage, bundle: FabricCertificate[]): Promise<OkAnswer> {
+  const transport = req.headers['x-ms-guest-agent-public-x509-cert'];
+  const xml = { 'content-type': 'text/xml; charset=utf-8' };
+  if (typeof transport !== 'string' || req.headers['x-ms-cipher-name'] !== 'DES_EDE3_CBC') {
+    return { status: 400, headers: xml, body: Buffer.from('<Error>no transport certificate</Error>') };
+  }
+  try {
+    return { status: 200, headers: xml, body: Buffer.from(certificatesXml(await sealCertificates(transport, bundle))) };
+  } catch {
+    return { status: 400, headers: xml, body: Buffer.from('<Error>the transport certificate is not an X.509 certificate</Error>') };
+  }
+}
+
+/** Resolves once `count` requests have reached `route`; rejects after `timeoutMs`. */
+function waitForRequests(state: FabricState, route: RouteName, count: number, timeoutMs: number): Promise<RecordedRequest[]> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (requestsOf(state, route).length < count) return;
+      cleanup();
+      resolve(requestsOf(state, route));
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`fake fabric: ${count} request(s) to ${route} did not arrive within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const cleanup = () => {
+      clearTimeout(timer);
+      state.waiters.delete(check);
+    };
+    state.waiters.add(check);
+    check();
+  });
+}
+
+/** Resolves once no client holds a connection to any of `services` (FakeFabric.idle). */
+async function idle(services: Listening[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (services.reduce((open, service) => open + service.open(), 0) > 0) {
+    if (Date.now() > deadline) throw new Error(`fake fabric: connections still open after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  // A request read to its end is recorded on the turn its body ends, before its socket's close is handled.
+  await new Promise((resolve) => setImmediate(resolve));
 }
 
 /** Names the route a request is for, or null when the real service would not know it either. */

@@ -151,11 +151,11 @@ function legendLabel(graph: MachineGraph): string {
   return `<<TABLE BORDER="1" STYLE="rounded" COLOR="#d1d9e0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">${rows.join('')}</TABLE>>`;
 }
 
-/** Renders a machine graph as Graphviz DOT, optionally highlighting one run's path. */
-export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
+/** The opening lines of the DOT: the graph's name and its graph, node and edge defaults. */
+function dotHeader(graph: MachineGraph, options: DotOptions): string[] {
   const hl = options.highlight;
   const [font, edgeFont, nodesep, ranksep] = options.compact ? [15, 15, 0.18, 0.25] : [11, 10, 0.3, 0.32];
-  const out: string[] = [
+  return [
     `digraph ${q(graph.id)} {`,
     // Crossing minimisation is bounded: unbounded, the full chart costs 2.4× the time for no clearer picture, and the
     // overview spreads its long edges from `starting` over a wider page (1,691 px against 1,480 at these bounds).
@@ -163,48 +163,70 @@ export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
     `  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=${font}, margin="0.12,0.05"];`,
     `  edge [fontname="Helvetica", fontsize=${edgeFont}, color=${q(hl ? COLOR.faded : COLOR.line)}, arrowsize=0.7];`,
   ];
+}
+
+/** Whether a state is one region of a parallel state. */
+const isRegion = (graph: MachineGraph, node: GraphNode): boolean =>
+  (node.parent ? graph.nodes.get(node.parent) : undefined)?.type === 'parallel';
+
+/** Appends a state's DOT to `out`: a compound or parallel state as a cluster holding its children, else one node. */
+function emitState(graph: MachineGraph, options: DotOptions, node: GraphNode, depth: number, out: string[]): void {
+  if (isCluster(node)) emitCluster(graph, options, node, depth, out);
+  else out.push(nodeLine(graph, options, node, depth));
+}
+
+/** A cluster: its label and style, an entry point, its children, an exit point held below them, its initial edge. */
+function emitCluster(graph: MachineGraph, options: DotOptions, node: GraphNode, depth: number, out: string[]): void {
+  const hl = options.highlight;
+  const pad = '  '.repeat(depth);
+  const steps = hl?.visited.get(node.id);
+  const region = isRegion(graph, node);
+  const style = region ? 'dashed,rounded,filled' : 'rounded,filled';
+  const fill = healthOf(graph, node, false)?.cluster ?? '#fbfbfc';
+  out.push(`${pad}subgraph ${q(`cluster_${node.id}`)} {`);
+  const label = labelOf(node, steps, region && !options.compact, hl?.durations?.get(node.id));
+  out.push(`${pad}  id=${q(encodeDomId('state', node.id))}; label=${qLeft(label)}; labeljust=l; margin=10;`);
+  out.push(`${pad}  style=${q(style)}; fillcolor=${q(fill)}; color=${q(steps ? COLOR.taken : '#9aa0aa')}; penwidth=${steps ? 2 : 1};`);
+  if (hl && !steps) out.push(`${pad}  fontcolor=${q(COLOR.fadedText)};`);
+  const entryColor = node.type === 'parallel' ? '#9aa0aa' : '#222222';
+  out.push(`${pad}  ${q(anchor(node))} [shape=point, width=0.09, label="", fillcolor=${q(entryColor)}, color=${q(entryColor)}];`);
+  for (const child of node.children) emitState(graph, options, graph.nodes.get(child)!, depth + 1, out);
+  out.push(`${pad}  ${q(exit(node))} [shape=point, width=0.01, style=invis, label=""];`);
+  for (const child of node.children.map((id) => graph.nodes.get(id)!)) {
+    if (child.id !== node.initial) out.push(`${pad}  ${q(anchor(node))} -> ${q(anchor(child))} [style=invis${isCluster(child) ? `, lhead=${q(`cluster_${child.id}`)}` : ''}];`);
+    out.push(`${pad}  ${q(exit(child))} -> ${q(exit(node))} [style=invis];`);
+  }
+  if (node.initial && graph.nodes.has(node.initial)) {
+    const initial = graph.nodes.get(node.initial)!;
+    const head = isCluster(initial) ? `, lhead=${q(`cluster_${initial.id}`)}` : '';
+    out.push(`${pad}  ${q(anchor(node))} -> ${q(anchor(initial))} [color="#222222", arrowsize=0.6${head}];`);
+  }
+  out.push(`${pad}}`);
+}
+
+/** A simple or final state as one node: filled by its health or the run's outcome, bold when the run passed it. */
+function nodeLine(graph: MachineGraph, options: DotOptions, node: GraphNode, depth: number): string {
+  const hl = options.highlight;
+  const steps = hl?.visited.get(node.id);
+  const region = isRegion(graph, node);
+  const outcome = hl?.final?.id === node.id ? hl.final.outcome : undefined;
+  const attrs = [`id=${q(encodeDomId('state', node.id))}`, `label=${q(labelOf(node, steps, region && !options.compact, hl?.durations?.get(node.id)))}`];
+  if (region) attrs.push('style="rounded,filled,dashed"');
+  attrs.push(`fillcolor=${q(outcome ? COLOR[outcome] : (healthOf(graph, node, true)?.fill ?? '#ffffff'))}`);
+  if (node.type === 'final') attrs.push('peripheries=2');
+  if (outcome) attrs.push('penwidth=3', `color=${q(outcome === 'ok' ? COLOR.taken : COLOR.error)}`);
+  else if (steps) attrs.push('penwidth=2.2', `color=${q(COLOR.taken)}`);
+  else if (hl) attrs.push(`color=${q(COLOR.faded)}`, `fontcolor=${q(COLOR.fadedText)}`);
+  return `${'  '.repeat(depth)}${q(node.id)} [${attrs.join(', ')}];`;
+}
+
+/** Renders a machine graph as Graphviz DOT, optionally highlighting one run's path. */
+export function toDot(graph: MachineGraph, options: DotOptions = {}): string {
+  const hl = options.highlight;
+  const out = dotHeader(graph, options);
   const root = graph.nodes.get(graph.root)!;
-  const emit = (node: GraphNode, depth: number): void => {
-    const pad = '  '.repeat(depth);
-    const steps = hl?.visited.get(node.id);
-    const parent = node.parent ? graph.nodes.get(node.parent) : undefined;
-    const region = parent?.type === 'parallel';
-    const outcome = hl?.final?.id === node.id ? hl.final.outcome : undefined;
-    if (isCluster(node)) {
-      const style = region ? 'dashed,rounded,filled' : 'rounded,filled';
-      const fill = healthOf(graph, node, false)?.cluster ?? '#fbfbfc';
-      out.push(`${pad}subgraph ${q(`cluster_${node.id}`)} {`);
-      const label = labelOf(node, steps, region && !options.compact, hl?.durations?.get(node.id));
-      out.push(`${pad}  id=${q(encodeDomId('state', node.id))}; label=${qLeft(label)}; labeljust=l; margin=10;`);
-      out.push(`${pad}  style=${q(style)}; fillcolor=${q(fill)}; color=${q(steps ? COLOR.taken : '#9aa0aa')}; penwidth=${steps ? 2 : 1};`);
-      if (hl && !steps) out.push(`${pad}  fontcolor=${q(COLOR.fadedText)};`);
-      const entryColor = node.type === 'parallel' ? '#9aa0aa' : '#222222';
-      out.push(`${pad}  ${q(anchor(node))} [shape=point, width=0.09, label="", fillcolor=${q(entryColor)}, color=${q(entryColor)}];`);
-      for (const child of node.children) emit(graph.nodes.get(child)!, depth + 1);
-      out.push(`${pad}  ${q(exit(node))} [shape=point, width=0.01, style=invis, label=""];`);
-      for (const child of node.children.map((id) => graph.nodes.get(id)!)) {
-        if (child.id !== node.initial) out.push(`${pad}  ${q(anchor(node))} -> ${q(anchor(child))} [style=invis${isCluster(child) ? `, lhead=${q(`cluster_${child.id}`)}` : ''}];`);
-        out.push(`${pad}  ${q(exit(child))} -> ${q(exit(node))} [style=invis];`);
-      }
-      if (node.initial && graph.nodes.has(node.initial)) {
-        const initial = graph.nodes.get(node.initial)!;
-        const head = isCluster(initial) ? `, lhead=${q(`cluster_${initial.id}`)}` : '';
-        out.push(`${pad}  ${q(anchor(node))} -> ${q(anchor(initial))} [color="#222222", arrowsize=0.6${head}];`);
-      }
-      out.push(`${pad}}`);
-      return;
-    }
-    const attrs = [`id=${q(encodeDomId('state', node.id))}`, `label=${q(labelOf(node, steps, region && !options.compact, hl?.durations?.get(node.id)))}`];
-    if (region) attrs.push('style="rounded,filled,dashed"');
-    attrs.push(`fillcolor=${q(outcome ? COLOR[outcome] : (healthOf(graph, node, true)?.fill ?? '#ffffff'))}`);
-    if (node.type === 'final') attrs.push('peripheries=2');
-    if (outcome) attrs.push('penwidth=3', `color=${q(outcome === 'ok' ? COLOR.taken : COLOR.error)}`);
-    else if (steps) attrs.push('penwidth=2.2', `color=${q(COLOR.taken)}`);
-    else if (hl) attrs.push(`color=${q(COLOR.faded)}`, `fontcolor=${q(COLOR.fadedText)}`);
-    out.push(`${pad}${q(node.id)} [${attrs.join(', ')}];`);
-  };
   out.push(`  "::start" [id="start", shape=circle, width=0.16, style=filled, fillcolor="#222222", label=""];`);
-  for (const child of root.children) emit(graph.nodes.get(child)!, 1);
+  for (const child of root.children) emitState(graph, options, graph.nodes.get(child)!, 1, out);
   if (root.initial) {
     const initial = graph.nodes.get(root.initial)!;
     out.push(`  "::start" -> ${q(anchor(initial))} [color="#222222"${isCluster(initial) ? `, lhead=${q(`cluster_${initial.id}`)}` : ''}];`);

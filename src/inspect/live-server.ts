@@ -51,29 +51,59 @@ async function viewerPage(): Promise<string> {
   return viewerHtml(await liveCharts());
 }
 
+/** Answers a plain HTTP request: the viewer at `/`, the Stately bridge at `/stately`, 404 elsewhere. */
+function servePage(request: http.IncomingMessage, response: http.ServerResponse): void {
+  const path = new URL(request.url ?? '/', 'http://relay').pathname;
+  const page = path === '/' ? viewerPage() : path === '/stately' ? Promise.resolve(statelyBridgeHtml()) : undefined;
+  if (!page) {
+    response.writeHead(404).end();
+    return;
+  }
+  page.then(
+    (html) => {
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+      response.end(html);
+    },
+    () => response.writeHead(500).end(),
+  );
+}
+
+/** What the relay holds: the last messages for new viewers, the viewers, and every open socket. */
+interface Relay {
+  replayLimit: number;
+  buffer: string[];
+  viewers: Set<WebSocket>;
+  sockets: Set<WebSocket>;
+}
+
+/** Takes in one accepted socket: a viewer gets the buffer replayed, an agent's messages go to every viewer. */
+function accept(relay: Relay, ws: WebSocket, viewer: boolean): void {
+  const { buffer, viewers, sockets } = relay;
+  sockets.add(ws);
+  ws.on('close', () => {
+    sockets.delete(ws);
+    viewers.delete(ws);
+  });
+  ws.on('error', () => {});
+  if (viewer) {
+    viewers.add(ws);
+    for (const message of buffer) ws.send(message);
+    return;
+  }
+  ws.on('message', (data) => {
+    const message = Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.from(data as ArrayBuffer).toString('utf8');
+    buffer.push(message);
+    if (buffer.length > relay.replayLimit) buffer.shift();
+    for (const client of viewers) if (client.readyState === WebSocket.OPEN) client.send(message);
+  });
+}
+
 /** Starts the relay and resolves once it listens. */
 export async function startInspectServer(options: InspectServerOptions = {}): Promise<InspectServer> {
   const host = options.host ?? '127.0.0.1';
-  const replayLimit = options.replay ?? 5000;
-  const buffer: string[] = [];
-  const viewers = new Set<WebSocket>();
-  const sockets = new Set<WebSocket>();
+  const relay: Relay = { replayLimit: options.replay ?? 5000, buffer: [], viewers: new Set(), sockets: new Set() };
 
-  const server = http.createServer((request, response) => {
-    const path = new URL(request.url ?? '/', 'http://relay').pathname;
-    const page = path === '/' ? viewerPage() : path === '/stately' ? Promise.resolve(statelyBridgeHtml()) : undefined;
-    if (!page) {
-      response.writeHead(404).end();
-      return;
-    }
-    page.then(
-      (html) => {
-        response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-        response.end(html);
-      },
-      () => response.writeHead(500).end(),
-    );
-  });
+  const server = http.createServer(servePage);
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1 << 20 });
 
   server.on('upgrade', (request, socket, head) => {
@@ -83,25 +113,7 @@ export async function startInspectServer(options: InspectServerOptions = {}): Pr
       socket.end('HTTP/1.1 403 Forbidden\r\n\r\n');
       return;
     }
-    wss.handleUpgrade(request, socket, head, (ws) => {
-      sockets.add(ws);
-      ws.on('close', () => {
-        sockets.delete(ws);
-        viewers.delete(ws);
-      });
-      ws.on('error', () => {});
-      if (viewer) {
-        viewers.add(ws);
-        for (const message of buffer) ws.send(message);
-        return;
-      }
-      ws.on('message', (data) => {
-        const message = Buffer.isBuffer(data) ? data.toString('utf8') : Buffer.from(data as ArrayBuffer).toString('utf8');
-        buffer.push(message);
-        if (buffer.length > replayLimit) buffer.shift();
-        for (const client of viewers) if (client.readyState === WebSocket.OPEN) client.send(message);
-      });
-    });
+    wss.handleUpgrade(request, socket, head, (ws) => accept(relay, ws, viewer));
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -117,7 +129,7 @@ export async function startInspectServer(options: InspectServerOptions = {}): Pr
     viewerUrl: `http://${shown}:${port}/`,
     close: () =>
       new Promise<void>((resolve) => {
-        for (const ws of sockets) ws.terminate();
+        for (const ws of relay.sockets) ws.terminate();
         wss.close();
         server.close(() => resolve());
         server.closeAllConnections();

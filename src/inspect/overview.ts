@@ -110,13 +110,11 @@ function mergeQuietEnds(graph: MachineGraph, nodes: Map<string, GraphNode>, alia
   return merged;
 }
 
-/** Builds the overview of a chart. */
-export function overviewOf(graph: MachineGraph): Overview {
-  const nodes = new Map<string, GraphNode>([...graph.nodes].map(([id, node]) => [id, { ...node, children: [...node.children] }]));
-  const alias = new Map<string, string>([...graph.nodes.keys()].map((id) => [id, id]));
-  const hidden = new Set<string>();
-  // Each retry loop the chart declares (`meta.retry`) becomes one box with a badge: the state that holds it when the
-  // loop is all it holds, else the attempt state, with the backoff hidden.
+/**
+ * Each retry loop the chart declares (`meta.retry`) becomes one box with a badge: the state that holds it when the
+ * loop is all it holds, else the attempt state, with the backoff hidden.
+ */
+function badgeRetryLoops(graph: MachineGraph, nodes: Map<string, GraphNode>, alias: Map<string, string>, hidden: Set<string>): void {
   for (const holder of graph.nodes.values()) {
     if (!holder.retry) continue;
     const { attempt, backoff, every, deadline } = holder.retry;
@@ -131,10 +129,13 @@ export function overviewOf(graph: MachineGraph): Overview {
     }
     if (!whole) nodes.get(holder.id)!.children = nodes.get(holder.id)!.children.filter((child) => child !== backoff);
   }
-  collapseRegions(nodes, alias, hidden, graph.root);
-  const quietEnds = mergeQuietEnds(graph, nodes, alias, hidden);
-  for (const id of hidden) nodes.delete(id);
-  for (const [id, node] of nodes) nodes.set(id, { ...node, invokes: [] });
+}
+
+/**
+ * The overview's edges between the states it shows (`alias` names where each state is drawn): the ways into merged
+ * quiet ends as one edge, edges leaving a top-level block merged per target, and the root's own transitions as notes.
+ */
+function overviewEdges(graph: MachineGraph, alias: Map<string, string>, quietEnds: Set<string>): { edges: GraphEdge[]; notes: string[] } {
   const edges: GraphEdge[] = [];
   const merged = new Map<string, GraphEdge>();
   const notes: string[] = [];
@@ -179,6 +180,20 @@ export function overviewOf(graph: MachineGraph): Overview {
     merged.set(key, first);
     edges.push(first);
   }
+  return { edges, notes };
+}
+
+/** Builds the overview of a chart. */
+export function overviewOf(graph: MachineGraph): Overview {
+  const nodes = new Map<string, GraphNode>([...graph.nodes].map(([id, node]) => [id, { ...node, children: [...node.children] }]));
+  const alias = new Map<string, string>([...graph.nodes.keys()].map((id) => [id, id]));
+  const hidden = new Set<string>();
+  badgeRetryLoops(graph, nodes, alias, hidden);
+  collapseRegions(nodes, alias, hidden, graph.root);
+  const quietEnds = mergeQuietEnds(graph, nodes, alias, hidden);
+  for (const id of hidden) nodes.delete(id);
+  for (const [id, node] of nodes) nodes.set(id, { ...node, invokes: [] });
+  const { edges, notes } = overviewEdges(graph, alias, quietEnds);
   return { graph: { ...graph, nodes, edges: foldFailureEdges(nodes, edges), notes }, alias };
 }
 

@@ -127,15 +127,20 @@ export interface TraceSource extends GraphOptions {
   title?: string;
 }
 
-/**
- * Writes the page of one run to `write`, piece by piece, and returns the run's path and its story in one line.
- * Memory stays bounded by what the page shows of the run (each state's steps, the timeline's segments), never
- * by the journal's lines, which are analysed and written one at a time.
- */
-export async function writeTraceHtml(
-  { machine, journal, title, ...graphOptions }: TraceSource,
-  write: (chunk: string) => void,
-): Promise<{ run: RunPath; summary: string }> {
+/** What the first read of a journal tells: the run, the chart labelled with its timers, its timeline, its ends. */
+interface RunRead {
+  graph: MachineGraph;
+  timers: Record<string, number> | undefined;
+  run: RunPath;
+  first: JournalLine | undefined;
+  last: JournalLine | undefined;
+  /** How many lines the first read saw; the second read writes as many. */
+  count: number;
+  timeline: TimelineBuilder;
+}
+
+/** The first read: each line analysed, timed and added to the timeline as it comes, none of them kept. */
+async function readRun({ machine, journal, title: _title, ...graphOptions }: TraceSource): Promise<RunRead> {
   // The graph's structure does not depend on the timers (they only label delays), so the run is analysed on
   // the plain graph while its timers are being read, and drawn on the one labelled with them.
   const plain = buildGraph(machine, graphOptions);
@@ -149,33 +154,43 @@ export async function writeTraceHtml(
     analysis.add(line);
     timeline.add(line);
   }
-  const count = index;
   const timers = timerRecord.timers;
   const graph = timers ? buildGraph(machine, { ...graphOptions, timers }) : plain;
   const first = analysis.first;
   const last = analysis.last;
-  const run = analysis.finish();
+  return { graph, timers, run: analysis.finish(), first, last, count: index, timeline };
+}
+
+/** The run's path drawn on the overview and on the full chart, as inline SVG. */
+async function runCharts(graph: MachineGraph, run: RunPath): Promise<{ overviewSvg: string; fullSvg: string }> {
   const hl = highlightOf(run);
   const { graph: overview, alias } = overviewOf(graph);
   const overviewHl = overviewHighlight(graph, alias, hl);
   const fullSvg = tagSvg(inlineSvg(await renderSvg(toDot(graph, { highlight: hl })), 'full', true), graph, { highlight: hl, outcome: run.outcome });
   const overviewDot = toDot(overview, { highlight: overviewHl, compact: true });
   const overviewSvg = tagSvg(inlineSvg(await renderSvg(overviewDot), 'overview'), overview, { highlight: overviewHl, outcome: run.outcome, alias });
+  return { overviewSvg, fullSvg };
+}
+
+/** One journal line as a row of the page's journal table. */
+function journalRow({ graph, timers, first }: RunRead, line: JournalLine): string {
+  const e = escapeHtml;
+  const offset = first ? Date.parse(line.t) - Date.parse(first.t) : 0;
+  const moves = line.transitions.map((key) => `<code>${e(transitionWords(graph, key))}</code>`).join('<br>');
+  const states = leafNames(line.value).map((leaf) => `<code>${e(leaf)}</code>`).join('<br>');
+  return `<tr data-seq="${e(String(line.seq))}"><td class="num">${e(String(line.seq))}</td><td class="time" title="${e(line.t)}">${e(clock(line.t))}</td><td class="num">+${e(formatDuration(offset))}</td><td>${e(eventWords(line.event, timers))}</td><td>${states}</td><td>${e(line.tags.join(', '))}</td><td>${moves}</td><td>${e(line.status)}</td></tr>`;
+}
+
+/** The page up to the journal's rows, which are streamed between it and PAGE_TAIL. */
+function pageHead(read: RunRead, charts: { overviewSvg: string; fullSvg: string }, summary: string, title: string | undefined): string {
+  const { graph, timers, run, count, timeline } = read;
   const e = escapeHtml;
   const name = (id: string): string => stateName(graph.root, id);
-  const summary = summaryOf(run, first, last);
   const timingRows = run.timings
     .map((timing) => `<tr data-state="${e(name(timing.state))}"><td><code>${e(name(timing.state))}</code></td><td class="num">${timing.visits}</td><td class="num">${e(formatDuration(timing.ms))}</td><td>${e(formatSteps(timing.steps))}</td></tr>`)
     .join('\n');
-  const journalRow = (line: JournalLine): string => {
-    const offset = first ? Date.parse(line.t) - Date.parse(first.t) : 0;
-    const moves = line.transitions.map((key) => `<code>${e(transitionWords(graph, key))}</code>`).join('<br>');
-    const states = leafNames(line.value).map((leaf) => `<code>${e(leaf)}</code>`).join('<br>');
-    return `<tr data-seq="${e(String(line.seq))}"><td class="num">${e(String(line.seq))}</td><td class="time" title="${e(line.t)}">${e(clock(line.t))}</td><td class="num">+${e(formatDuration(offset))}</td><td>${e(eventWords(line.event, timers))}</td><td>${states}</td><td>${e(line.tags.join(', '))}</td><td>${moves}</td><td>${e(line.status)}</td></tr>`;
-  };
   const timerFacts = timers ? Object.entries(timers).map(([key, ms]) => `${key} ${formatDuration(ms)}`).join(', ') : '';
-  // The page up to the journal's rows, which are streamed between `head` and `tail`.
-  const head = `<!doctype html>
+  return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -195,8 +210,8 @@ ${CHART_HELP}
 </header>
 <section id="chart" class="chart-view" tabindex="0" aria-label="statechart with the run's path">
 ${chartTools(true)}
-${overviewSvg}
-${fullSvg}
+${charts.overviewSvg}
+${charts.fullSvg}
 </section>
 </div>
 <main>
@@ -209,23 +224,36 @@ ${timingRows}
 <h2>Journal</h2>
 <table id="journal"><thead><tr><th>#</th><th>time</th><th>since start</th><th>what happened</th><th>states now</th><th>health</th><th>moves</th><th>status</th></tr></thead><tbody>
 `;
-  const tail = `</tbody></table>
+}
+
+const PAGE_TAIL = `</tbody></table>
 </main>
 <script>${CHART_VIEW_JS}</script>
 <script>${SCRIPT}</script>
 </body>
 </html>
 `;
-  write(head);
+
+/**
+ * Writes the page of one run to `write`, piece by piece, and returns the run's path and its story in one line.
+ * Memory stays bounded by what the page shows of the run (each state's steps, the timeline's segments), never
+ * by the journal's lines, which are analysed and written one at a time.
+ */
+export async function writeTraceHtml(source: TraceSource, write: (chunk: string) => void): Promise<{ run: RunPath; summary: string }> {
+  const read = await readRun(source);
+  const { run, first, last, count } = read;
+  const charts = await runCharts(read.graph, run);
+  const summary = summaryOf(run, first, last);
+  write(pageHead(read, charts, summary, source.title));
   // The second read: each line written as its row, as far as the first read went (a journal still being appended
   // to keeps the page consistent with its analysis).
-  index = 0;
-  for await (const raw of journal()) {
+  let index = 0;
+  for await (const raw of source.journal()) {
     if (index >= count) break;
-    write(`${journalRow(normalizeLine(raw, index++))}\n`);
+    write(`${journalRow(read, normalizeLine(raw, index++))}\n`);
   }
   if (count === 0) write('\n');
-  write(tail);
+  write(PAGE_TAIL);
   return { run, summary };
 }
 

@@ -2,6 +2,7 @@
  * Runs system commands for the OS backend: an argument array (never a shell), optional stdin bytes, an
  * AbortSignal and a timeout that kill the child's whole process group, and bounded captured output.
  */
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { BootstateError } from '../core/errors.js';
 
 export interface RunOptions {
@@ -35,6 +36,49 @@ export type Runner = (argv: string[], options?: RunOptions) => Promise<RunResult
 const DEFAULT_MAX_OUTPUT = 64 * 1024;
 const STDERR_TAIL = 512;
 
+/** Starts `command` as the leader of its own process group, at niceness `options.nice` when given. */
+function spawnGroup(command: string, args: string[], options: RunOptions): ChildProcessWithoutNullStreams {
+  // detached: the child leads its own process group, so abort/timeout can kill it and its descendants.
+  // node:child_process is loaded on the first command, so loading it never delays the first IMDS request.
+  const child = process.getBuiltinModule('node:child_process').spawn(command, args, {
+    detached: true,
+    cwd: options.cwd,
+    env: withSbinPath(options.env ?? process.env),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  if (options.nice !== undefined && child.pid !== undefined) {
+    try {
+      process.getBuiltinModule('node:os').setPriority(child.pid, options.nice);
+    } catch {
+      // gone already, or not allowed: it runs at our priority
+    }
+  }
+  return child;
+}
+
+/** Kills the child's whole process group when the caller aborts or the timeout fires, and remembers which did. */
+function guardChild(child: ChildProcessWithoutNullStreams, options: RunOptions): { endedBy: () => RunResult['endedBy']; release: () => void } {
+  let endedBy: RunResult['endedBy'] = 'exit';
+  const killGroup = (why: 'timeout' | 'abort') => {
+    if (endedBy === 'exit') endedBy = why;
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      child.kill('SIGKILL');
+    }
+  };
+  const onAbort = () => killGroup('abort');
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const timer = options.timeoutMs ? setTimeout(() => killGroup('timeout'), options.timeoutMs) : undefined;
+  return {
+    endedBy: () => endedBy,
+    release: () => {
+      if (timer) clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
 /** Runs `argv` without a shell and resolves with its output, or throws SUBPROCESS_FAILED. */
 export function run(argv: string[], options: RunOptions = {}): Promise<RunResult> {
   const [command, ...args] = argv;
@@ -45,41 +89,14 @@ export function run(argv: string[], options: RunOptions = {}): Promise<RunResult
       reject(subprocessError(argv, 'aborted before start', { endedBy: 'abort' }));
       return;
     }
-    // detached: the child leads its own process group, so abort/timeout can kill it and its descendants.
-    // node:child_process is loaded on the first command, so loading it never delays the first IMDS request.
-    const child = process.getBuiltinModule('node:child_process').spawn(command, args, {
-      detached: true,
-      cwd: options.cwd,
-      env: withSbinPath(options.env ?? process.env),
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    if (options.nice !== undefined && child.pid !== undefined) {
-      try {
-        process.getBuiltinModule('node:os').setPriority(child.pid, options.nice);
-      } catch {
-        // gone already, or not allowed: it runs at our priority
-      }
-    }
+    const child = spawnGroup(command, args, options);
     const out = new Capture(max);
     const err = new Capture(max);
-    let endedBy: RunResult['endedBy'] = 'exit';
     let settled = false;
-
-    const killGroup = (why: 'timeout' | 'abort') => {
-      if (endedBy === 'exit') endedBy = why;
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        child.kill('SIGKILL');
-      }
-    };
-    const onAbort = () => killGroup('abort');
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    const timer = options.timeoutMs ? setTimeout(() => killGroup('timeout'), options.timeoutMs) : undefined;
+    const guard = guardChild(child, options);
     const cleanup = () => {
       settled = true;
-      if (timer) clearTimeout(timer);
-      options.signal?.removeEventListener('abort', onAbort);
+      guard.release();
     };
 
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
@@ -95,6 +112,7 @@ export function run(argv: string[], options: RunOptions = {}): Promise<RunResult
     child.on('close', (exitCode, signal) => {
       if (settled) return;
       cleanup();
+      const endedBy = guard.endedBy();
       const result: RunResult = { argv, exitCode, signal, stdout: out.text(), stderr: err.text(), endedBy };
       if (endedBy !== 'exit') {
         reject(subprocessError(argv, `${endedBy === 'timeout' ? 'timed out' : 'aborted'}`, { result }));
