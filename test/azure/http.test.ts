@@ -24,10 +24,11 @@ afterAll(async () => {
 });
 
 /** Runs the request and returns the BootstateError it must reject with, plus how long that took. */
-async function failureOf(promise: Promise<unknown>): Promise<{ error: BootstateError; elapsed: number }> {
+/** Starts `call` and times it from before its first line: a loaded machine's synchronous setup counts, as the timer's does. */
+async function failureOf(call: () => Promise<unknown>): Promise<{ error: BootstateError; elapsed: number }> {
   const started = Date.now();
   try {
-    await promise;
+    await call();
   } catch (error) {
     expect(error).toBeInstanceOf(BootstateError);
     return { error: error as BootstateError, elapsed: Date.now() - started };
@@ -90,7 +91,7 @@ describe('request', () => {
     ['a trickling body', { trickle: 50 }],
   ])('ends an attempt against %s with a request timeout', async (_name, behaviour) => {
     fabric.setImds(behaviour);
-    const { error, elapsed } = await failureOf(request(fabric.imdsUrl, { ...base, headers: imdsHeaders }));
+    const { error, elapsed } = await failureOf(() => request(fabric.imdsUrl, { ...base, headers: imdsHeaders }));
     expect(error.code).toBe('HTTP_TRANSPORT');
     expect(error.retryable).toBe(true);
     expect(error.data).toContainEqual(['error', 'request timeout']);
@@ -104,7 +105,7 @@ describe('request', () => {
   ])('rejects within milliseconds when the caller aborts during %s', async (_name, behaviour) => {
     fabric.setImds(behaviour);
     const controller = new AbortController();
-    const pending = failureOf(
+    const pending = failureOf(() =>
       request(fabric.imdsUrl, { ...base, requestTimeoutMs: 60_000, headers: imdsHeaders, signal: controller.signal }),
     );
     await fabric.waitForRequests('imds', fabric.requestsTo('imds').length + 1);
@@ -117,7 +118,7 @@ describe('request', () => {
   });
 
   it('rejects at once when the signal is already aborted', async () => {
-    const { error } = await failureOf(
+    const { error } = await failureOf(() =>
       request(fabric.imdsUrl, { ...base, headers: imdsHeaders, signal: AbortSignal.abort() }),
     );
     expect(error.data).toContainEqual(['error', 'aborted']);
@@ -125,7 +126,7 @@ describe('request', () => {
 
   it('stops reading a streamed 2xx body past maxBodyBytes: a non-retryable error naming the limit and the path', async () => {
     fabric.setImds({ bigBody: 8 * 1024 * 1024 });
-    const { error, elapsed } = await failureOf(
+    const { error, elapsed } = await failureOf(() =>
       request(fabric.imdsUrl, { ...base, requestTimeoutMs: 10_000, maxBodyBytes: 64 * 1024, headers: imdsHeaders }),
     );
     expect([error.code, error.reason, error.exitCode, error.retryable]).toEqual(['BODY_TOO_LARGE', 'response body too large', 1, false]);
@@ -138,7 +139,7 @@ describe('request', () => {
 
   it('refuses a 2xx with a declared Content-Length past maxBodyBytes without reading it', async () => {
     fabric.setImds({ status: 200, body: 'x'.repeat(5000) });
-    const { error } = await failureOf(request(fabric.imdsUrl, { ...base, maxBodyBytes: 1024, headers: imdsHeaders }));
+    const { error } = await failureOf(() => request(fabric.imdsUrl, { ...base, maxBodyBytes: 1024, headers: imdsHeaders }));
     expect(error).toMatchObject({ code: 'BODY_TOO_LARGE', retryable: false, data: [['limit', '1024'], ['path', '/metadata/instance']] });
   });
 
@@ -150,14 +151,14 @@ describe('request', () => {
 
   it('reports a connection reset in the middle of the body', async () => {
     fabric.setImds('reset-mid-body');
-    const { error } = await failureOf(request(fabric.imdsUrl, { ...base, requestTimeoutMs: 5000, headers: imdsHeaders }));
+    const { error } = await failureOf(() => request(fabric.imdsUrl, { ...base, requestTimeoutMs: 5000, headers: imdsHeaders }));
     expect(error.code).toBe('HTTP_TRANSPORT');
     expect(error.data).toContainEqual(['error', 'connection reset']);
   });
 
   it('reports a refused connection', async () => {
     const port = await closedPort();
-    const { error } = await failureOf(request(`http://127.0.0.1:${port}/x`, base));
+    const { error } = await failureOf(() => request(`http://127.0.0.1:${port}/x`, base));
     expect(error.data).toContainEqual(['error', 'connection refused']);
     expect(error.retryable).toBe(true);
   });
@@ -166,7 +167,7 @@ describe('request', () => {
     const listener = await backlogFullListener();
     if (!listener) return;
     try {
-      const { error, elapsed } = await failureOf(
+      const { error, elapsed } = await failureOf(() =>
         request(`http://127.0.0.1:${listener.port}/`, { connectTimeoutMs: TIMEOUT_MS, requestTimeoutMs: 5000 }),
       );
       expect(error.data).toContainEqual(['error', 'connect timeout']);
@@ -210,7 +211,7 @@ describe('request', () => {
     const port = (refused.address() as { port: number }).port;
     await new Promise((resolve) => refused.close(resolve));
     let sent = 0;
-    const failing = failureOf(request(`http://127.0.0.1:${port}/`, { ...base, onSent: () => (sent += 1) }));
+    const failing = failureOf(() => request(`http://127.0.0.1:${port}/`, { ...base, onSent: () => (sent += 1) }));
     await request(fabric.imdsUrl, { ...base, headers: imdsHeaders });
     expect((await failing).error.data).toContainEqual(['error', 'connection refused']);
     expect(sent).toBe(0);
