@@ -8,12 +8,10 @@ import { assign } from 'xstate';
 import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
 import { sshKeysRegion } from './certificates.js';
-import { failRun, withError } from './retry.js';
+import { FAIL, failRun, READY_LEFT, withError } from './targets.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
-const FAIL = '#provisioning.reportingFailure';
-const READY_LEFT = '#provisioning.readyNotAccepted';
 type OsActor = 'setHostname' | 'createUser' | 'setPassword' | 'configureSshd' | 'saveCustomData';
 
 /**
@@ -128,7 +126,7 @@ export const configured = chart.createStateConfig({
         // A stop while it was written waited for it: Ready is left for the next boot.
         onDone: [{ guard: 'terminating', target: READY_LEFT }, { target: 'awaitingHostKeys' }],
         // Ready promises a VM that stays provisioned after a reboot: without the marker that promise cannot be kept.
-        onError: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+        onError: failRun,
       },
     },
     awaitingHostKeys: { always: { guard: 'hostKeysComplete', target: '#provisioning.reportingReady' } },

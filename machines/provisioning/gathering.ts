@@ -6,11 +6,12 @@
 import { assign } from 'xstate';
 import { toFailure } from '../../src/core/errors.js';
 import { poolAfterClaim, proxyAgentSilent } from './plan.js';
-import { failRun, retried, withError } from './retry.js';
+import { proxyAgentSecs } from './delays.js';
+import { mediaWaitsForImds, tellWritten } from './head-start.js';
+import { FAIL, failRun, retried, withError } from './targets.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
-const FAIL = '#provisioning.reportingFailure';
 const IMDS_DONE = '#provisioning.provisioning.work.gathering.imds.done';
 
 /** Once everything that can change the plan has arrived: a pool VM waits, a refused one fails, the rest is validated. */
@@ -38,7 +39,12 @@ export const gathering = chart.createStateConfig({
             id: 'imds',
             src: 'fetchMetadata',
             // Attempt 1 of the first pass may be the request the run sent before the chart was loaded.
-            input: ({ context }) => ({ config: context.config, attempt: context.imdsRetries + 1, sent: context.imdsSent && context.imdsRetries === 0 }),
+            input: ({ context, self }) => ({
+              config: context.config,
+              attempt: context.imdsRetries + 1,
+              sent: context.imdsSent && context.imdsRetries === 0,
+              written: tellWritten(self),
+            }),
             onDone: { target: IMDS_DONE, actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }) },
           },
           every: 'imdsRetryInterval',
@@ -59,7 +65,7 @@ export const gathering = chart.createStateConfig({
         // written to its socket or its attempt has ended (`imds.sent`, from the IMDS actor), or after a short bound
         // for a connection that hangs. Run first, the read's first file call would start libuv's thread pool and
         // load fs/promises while the IMDS connection waited for the CPU. The host keys wait for the same moment.
-        waitingForImds: { on: { 'imds.sent': 'reading' }, after: { imdsHeadStart: 'reading' } },
+        waitingForImds: mediaWaitsForImds,
         reading: {
           after: {
             mediaTimeout: {
@@ -100,7 +106,7 @@ export const checkingProxyAgent = chart.createStateConfig({
       actions: {
         type: 'recordFailure',
         params: ({ context }) => ({
-          error: proxyAgentSilent(context.config.azure_proxy_agent.wait_secs + 10),
+          error: proxyAgentSilent(proxyAgentSecs(context)),
         }),
       },
     },

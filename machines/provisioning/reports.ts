@@ -5,7 +5,7 @@
  */
 import { HEALTH_FAILED, HEALTH_READY } from '../../src/azure/health.js';
 import { toFailure } from '../../src/core/errors.js';
-import { retried, withError } from './retry.js';
+import { READY_LEFT, retried, withError } from './targets.js';
 import { chart } from './setup.js';
 import type { RunEnd } from './types.js';
 
@@ -41,9 +41,9 @@ export const reportingReady = retried({
     onDone: '#provisioning.markingProvisioned',
   },
   every: 'wireserverRetryInterval',
-  deadline: { after: 'wireserverTotalTimeout', then: { target: '#provisioning.readyNotAccepted', actions: 'recordReportTimeout' } },
+  deadline: { after: 'wireserverTotalTimeout', then: { target: READY_LEFT, actions: 'recordReportTimeout' } },
   onRetry: { type: 'recordReportFailure', params: withError },
-  onFatal: { target: '#provisioning.readyNotAccepted', actions: { type: 'recordReportFailure', params: withError } },
+  onFatal: { target: READY_LEFT, actions: { type: 'recordReportFailure', params: withError } },
 });
 
 export const markingProvisioned = chart.createStateConfig({

@@ -128,14 +128,15 @@ export function provisioningActors(deps: ProvisioningDeps) {
     }),
 
     // The IMDS request is the one Ready waits on: the chart holds the media read and the host keys until this
-    // attempt's request has been written to its socket or the attempt has ended, and hears which from `imds.sent`.
-    fetchMetadata: fromPromise<InstanceMetadata, ImdsInput>(async ({ input, signal, self }) => {
+    // attempt's request has been written to its socket or the attempt has ended, and hears which through the
+    // `written` callback of the input (machines/provisioning/head-start.ts).
+    fetchMetadata: fromPromise<InstanceMetadata, ImdsInput>(async ({ input, signal }) => {
       const attempt = nextAttempt('imds');
       let told = false;
       const sent = () => {
         if (told || signal.aborted) return;
         told = true;
-        self._parent?.send({ type: 'imds.sent' });
+        input.written?.();
       };
       try {
         const first = input.sent ? (deps.firstImds?.take(signal) ?? null) : null;

@@ -13,7 +13,7 @@ import pino from 'pino';
 import { createActor, SimulatedClock } from 'xstate';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createProvisioningMachine, IMDS_HEAD_START_MS } from '../../machines/provisioning.js';
-import { headStart } from '../../src/run/head-start.js';
+import { headStart } from '../../machines/provisioning/head-start.js';
 import { provisioningActors, type ProvisioningDeps } from '../../src/actors/provisioning.js';
 import { closeAll } from '../../src/azure/http.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
