@@ -7,6 +7,7 @@
 import { assign } from 'xstate';
 import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
+import type { PhaseMeta } from '../retry.js';
 import { sshKeysRegion } from './certificates.js';
 import { FAIL, failRun, READY_LEFT, withError } from './targets.js';
 import { chart } from './setup.js';
@@ -42,6 +43,7 @@ const phaseTimedOut = (phase: string, secs: number) =>
   failure('TIMEOUT', [['error', `${phase} did not finish within ${secs} s`], ['phase', phase]]);
 
 export const validating = chart.createStateConfig({
+  meta: { budget: 'osTimeout' } satisfies PhaseMeta,
   after: osTimeout('validation'),
   invoke: {
     id: 'validate',
@@ -54,6 +56,7 @@ export const validating = chart.createStateConfig({
 
 export const configuringOs = chart.createStateConfig({
   type: 'parallel',
+  meta: { budget: 'osTimeout' } satisfies PhaseMeta,
   onDone: 'configured',
   after: osTimeout('OS configuration'),
   states: {
@@ -115,6 +118,8 @@ export const configuringOs = chart.createStateConfig({
 // durable a stop leaves Ready for the next boot, which makes whatever host key is still missing. The Ready report
 // waits for the marker and the keys; logins wait for neither.
 export const configured = chart.createStateConfig({
+  // What is left is the last host keys, bounded by the OS timeout (hostKeys.adding).
+  meta: { budget: 'osTimeout' } satisfies PhaseMeta,
   entry: 'tellSystemdReady',
   initial: 'markingReportPending',
   states: {

@@ -6,6 +6,7 @@
 import { assign } from 'xstate';
 import { toFailure } from '../../src/core/errors.js';
 import { poolAfterClaim, proxyAgentSilent } from './plan.js';
+import type { PhaseMeta } from '../retry.js';
 import { proxyAgentSecs } from './delays.js';
 import { mediaWaitsForImds, tellWritten } from './head-start.js';
 import { FAIL, failRun, retried, withError } from './targets.js';
@@ -29,6 +30,8 @@ const DECISIONS = [
 
 export const gathering = chart.createStateConfig({
   type: 'parallel',
+  // Once IMDS is done, what is left is bounded by the media's deadline, which counts from here.
+  meta: { budget: 'mediaTimeout' } satisfies PhaseMeta,
   onDone: [{ guard: 'proxyAgentWanted', target: 'checkingProxyAgent' }, ...DECISIONS],
   states: {
     imds: {
@@ -100,6 +103,7 @@ export const gathering = chart.createStateConfig({
 
 // The media (or the configuration) asks for Azure's Guest Proxy Agent: nothing goes on until it is ready.
 export const checkingProxyAgent = chart.createStateConfig({
+  meta: { budget: 'proxyAgentTimeout' } satisfies PhaseMeta,
   after: {
     proxyAgentTimeout: {
       target: FAIL,
