@@ -14,8 +14,9 @@ import { MAX_TIMER_MS } from '../src/config/schema.js';
 import { failure, toFailure, type Failure } from '../src/core/errors.js';
 
 /** What `setup(...)` returns, as far as the builders here use it. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export interface AnyChart { createStateConfig(config: any): any }
+export interface AnyChart {
+  createStateConfig(config: never): unknown;
+}
 type StateConfig<C extends AnyChart> = Parameters<C['createStateConfig']>[0];
 type Invoke<C extends AnyChart> = Exclude<NonNullable<StateConfig<C>['invoke']>, readonly unknown[]>;
 type Delay<C extends AnyChart> = Extract<keyof NonNullable<StateConfig<C>['after']>, string>;
@@ -79,7 +80,7 @@ export function retryFor<C extends AnyChart>(chart: C) {
       ...(deadline ? { budget: deadline.after } : {}),
       attempts: (invoke as unknown as { id: string }).id,
     };
-    return chart.createStateConfig({
+    const config = {
       ...state,
       meta,
       initial: 'requesting',
@@ -90,7 +91,8 @@ export function retryFor<C extends AnyChart>(chart: C) {
         },
         backoff: { after: { [every]: 'requesting' } },
       },
-    });
+    };
+    return chart.createStateConfig(config as never) as StateConfig<C>;
   };
 }
 
@@ -105,8 +107,8 @@ export interface Periodic<C extends AnyChart> {
 
 /** A loop that measures, waits `every`, and measures again, until a transition of the measurement goes to `done`. */
 export function periodicFor<C extends AnyChart>(chart: C) {
-  return ({ invoke, every, starting }: Periodic<C>): StateConfig<C> =>
-    chart.createStateConfig({
+  return ({ invoke, every, starting }: Periodic<C>): StateConfig<C> => {
+    const config = {
       initial: starting ? 'starting' : 'measuring',
       states: {
         ...(starting ? { starting } : {}),
@@ -114,5 +116,7 @@ export function periodicFor<C extends AnyChart>(chart: C) {
         waiting: { after: { [every]: 'measuring' } },
         done: { type: 'final' },
       },
-    });
+    };
+    return chart.createStateConfig(config as never) as StateConfig<C>;
+  };
 }

@@ -9,7 +9,7 @@ import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
 import type { PhaseMeta } from '../retry.js';
 import { sshKeysRegion } from './certificates.js';
-import { FAIL, failRun, READY_LEFT, withError } from './targets.js';
+import { FAIL, failRun, READY_LEFT } from './targets.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
