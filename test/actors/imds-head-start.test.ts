@@ -4,7 +4,7 @@
  * written or its attempt has ended (`imds.sent`), or until the chart's `imdsHeadStart` delay for a connection that
  * never completes. The in-progress report does not wait, so a run that fails as soon as IMDS answers has still told
  * the fabric it started. A SimulatedClock keeps the delay from firing unless a test moves it, so the event alone is
- * seen to open the way. Also the bound on provision.ts's own wait for the first request (src/run/head-start.ts).
+ * seen to open the way. Also the bound on provision.ts's own wait for the first request (machines/provisioning/head-start.ts).
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
