@@ -114,7 +114,6 @@ const planActions = {
     plan: null,
     hostKeysLater: [],
     imdsRetries: 0,
-    imdsSent: false,
   }),
   recordResumedWait: set({ ppsType: 'Running' }),
 };

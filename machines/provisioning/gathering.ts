@@ -41,11 +41,11 @@ export const gathering = chart.createStateConfig({
           invoke: {
             id: 'imds',
             src: 'fetchMetadata',
-            // Attempt 1 of the first pass may be the request the run sent before the chart was loaded.
+            // Attempt 1 of the first pass (before any claim) may be the request the run sent before the chart was loaded.
             input: ({ context, self }) => ({
               config: context.config,
               attempt: context.imdsRetries + 1,
-              sent: context.imdsSent && context.imdsRetries === 0,
+              sent: !!context.startup.imdsSent && context.reprovision === null && context.imdsRetries === 0,
               written: tellWritten(self),
             }),
             onDone: { target: IMDS_DONE, actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }) },

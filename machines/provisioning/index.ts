@@ -46,7 +46,6 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       imdsFailure: null,
       certificatesFailure: null,
       imdsRetries: 0,
-      imdsSent: input?.startup?.imdsSent ?? false,
       plan: null,
       hostKeysLater: [],
       failure: null,

@@ -85,8 +85,6 @@ export interface ProvisioningContext {
   certificatesFailure: Failure | null;
   /** IMDS attempts of this pass that failed and were retried: the next attempt's number is one more. */
   imdsRetries: number;
-  /** The run's first IMDS request was sent before the chart started: this pass's first attempt is it. */
-  imdsSent: boolean;
   /** Host key types the host key step left for the background (sshd reads them per connection). */
   hostKeysLater: HostKeyType[];
   plan: ProvisioningPlan | null;
