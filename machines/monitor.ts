@@ -13,7 +13,7 @@
  * With `once` each region measures once and is done: the timer-started `bootstate monitor --once` runs one such cycle
  * a period, going on from the streaks (and the plugin's availability) the previous cycle left in its output.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, setup } from 'xstate';
+import { assign, enqueueActions, fromCallback, setup } from 'xstate';
 import type { Observation } from '../src/azure/healthservice.js';
 import type { MonitorConfig } from '../src/config/defaults.js';
 import {
@@ -29,11 +29,13 @@ import {
   type ReporterEvent,
   type VersionsMeasurement,
 } from './monitor-types.js';
+import { placeholder } from './placeholder.js';
+import { periodicFor, timerMs } from './retry.js';
 
 export * from './monitor-types.js';
 
-/** A period as a timer delay: never above 2^31−1 ms, where the runtime would fire at once and loop. */
-const periodMs = (secs: number) => Math.min(2 ** 31 - 1, Math.max(1, Math.round(secs * 1000)));
+/** A period as a timer delay: never above 2^31−1 ms, where the runtime would fire at once and loop, nor below 1 ms. */
+const periodMs = (secs: number) => timerMs(secs, 1);
 
 /** Builds the chart input from configuration (seconds), the `--once` flag and what the previous run left. */
 export function monitorInput(config: MonitorConfig, once: boolean, saved: MonitorState | null = null): MonitorInput {
@@ -89,13 +91,7 @@ export function versionsObservation(measurement: VersionsMeasurement): Observati
   return { ObservationName: VERSIONS, IsHealthy: measurement.ok, Description: '', Value: measurement.value };
 }
 
-/** A placeholder the runner replaces with `provide`; the chart itself never performs I/O. */
-const notProvided = <T>(name: string) =>
-  fromPromise<T>(async () => {
-    throw new Error(`actor ${name} was not provided`);
-  });
-
-export const monitorMachine = setup({
+const monitorSetup = setup({
   types: {
     context: {} as MonitorContext,
     input: {} as MonitorInput,
@@ -103,11 +99,11 @@ export const monitorMachine = setup({
     output: {} as MonitorOutput,
   },
   actors: {
-    checkHeartbeat: notProvided<Measurement>('checkHeartbeat'),
-    checkVersions: notProvided<VersionsMeasurement>('checkVersions'),
-    checkImds: notProvided<Measurement>('checkImds'),
+    checkHeartbeat: placeholder<Measurement>('checkHeartbeat'),
+    checkVersions: placeholder<VersionsMeasurement>('checkVersions'),
+    checkImds: placeholder<Measurement>('checkImds'),
     reporter: fromCallback<ReporterEvent>(() => undefined),
-    flush: notProvided<void>('flush'),
+    flush: placeholder<void>('flush'),
   },
   guards: {
     once: ({ context }) => context.once,
@@ -139,7 +135,41 @@ export const monitorMachine = setup({
     noteStop: assign({ stopRequested: true }),
     noteReporterFailed: assign({ reporterFailed: true }),
   },
-}).createMachine({
+});
+
+const periodic = periodicFor(monitorSetup);
+type Loop = Parameters<typeof periodic>[0];
+type Done = Exclude<NonNullable<Loop['invoke']['onDone']>, readonly unknown[] | string>;
+
+/** The observation a measurement makes, with the measurement as its `params`. */
+const observed = <A extends 'observeHeartbeat' | 'observeVersions' | 'observeImds'>(type: A) =>
+  ({ type, params: ({ event }: { event: { output: unknown } }) => event.output as VersionsMeasurement }) as const;
+
+/**
+ * One signal's loop: measure, observe, wait its period, measure again; with `once`, measure once and be done. An
+ * actor classifies every answer, so a rejection is a bug: the cycle is skipped and the streak kept. `stopWhen`: the
+ * transitions that end the loop early, after the `once` one.
+ */
+function signalLoop(
+  src: 'checkHeartbeat' | 'checkVersions' | 'checkImds',
+  observe: 'observeHeartbeat' | 'observeVersions' | 'observeImds',
+  every: 'heartbeatPeriod' | 'versionsPeriod' | 'imdsPeriod',
+  more: { stopWhen?: readonly Done[]; starting?: Loop['starting'] } = {},
+) {
+  return periodic({
+    ...(more.starting ? { starting: more.starting } : {}),
+    every,
+    invoke: {
+      id: src,
+      src,
+      onDone: [{ guard: 'once', target: 'done', actions: observed(observe) }, ...(more.stopWhen ?? []), { target: 'waiting', actions: observed(observe) }],
+      onError: [{ guard: 'once', target: 'done' }, { target: 'waiting' }],
+    },
+    // The union of three sources widens the done event's output: each measurement's type is its actor's.
+  } as Loop);
+}
+
+export const monitorMachine = monitorSetup.createMachine({
   id: 'monitor',
   context: ({ input: { saved, ...input } }) => ({
     ...input,
@@ -157,69 +187,20 @@ export const monitorMachine = setup({
       on: { STOP: { target: 'stopping', actions: 'noteStop' } },
       onDone: 'stopping',
       states: {
-        heartbeat: {
-          initial: 'measuring',
-          states: {
-            measuring: {
-              invoke: {
-                id: 'checkHeartbeat',
-                src: 'checkHeartbeat',
-                onDone: [
-                  { guard: 'once', target: 'done', actions: { type: 'observeHeartbeat', params: ({ event }) => event.output } },
-                  { target: 'waiting', actions: { type: 'observeHeartbeat', params: ({ event }) => event.output } },
-                ],
-                // Actors classify every answer, so a rejection is a bug: skip the cycle, keep the streak.
-                onError: [{ guard: 'once', target: 'done' }, { target: 'waiting' }],
-              },
+        heartbeat: signalLoop('checkHeartbeat', 'observeHeartbeat', 'heartbeatPeriod'),
+        // The plugin is re-checked only until it is available, as waagent re-initialises it; a run that goes on from
+        // one which found the plugin usable does not ask again.
+        versions: signalLoop('checkVersions', 'observeVersions', 'versionsPeriod', {
+          starting: { always: [{ guard: 'versionsKnownAvailable', target: 'done' }, { target: 'measuring' }] },
+          stopWhen: [
+            {
+              guard: { type: 'versionsAvailable', params: ({ event }: { event: { output: unknown } }) => event.output as VersionsMeasurement },
+              target: 'done',
+              actions: observed('observeVersions'),
             },
-            waiting: { after: { heartbeatPeriod: 'measuring' } },
-            done: { type: 'final' },
-          },
-        },
-        versions: {
-          initial: 'starting',
-          states: {
-            // A run that goes on from one which found the plugin usable does not ask again.
-            starting: { always: [{ guard: 'versionsKnownAvailable', target: 'done' }, { target: 'measuring' }] },
-            measuring: {
-              invoke: {
-                id: 'checkVersions',
-                src: 'checkVersions',
-                onDone: [
-                  { guard: 'once', target: 'done', actions: { type: 'observeVersions', params: ({ event }) => event.output } },
-                  {
-                    guard: { type: 'versionsAvailable', params: ({ event }) => event.output },
-                    target: 'done',
-                    actions: { type: 'observeVersions', params: ({ event }) => event.output },
-                  },
-                  { target: 'waiting', actions: { type: 'observeVersions', params: ({ event }) => event.output } },
-                ],
-                onError: [{ guard: 'once', target: 'done' }, { target: 'waiting' }],
-              },
-            },
-            // The plugin is re-checked only until it is available, as waagent re-initialises it.
-            waiting: { after: { versionsPeriod: 'measuring' } },
-            done: { type: 'final' },
-          },
-        },
-        imds: {
-          initial: 'measuring',
-          states: {
-            measuring: {
-              invoke: {
-                id: 'checkImds',
-                src: 'checkImds',
-                onDone: [
-                  { guard: 'once', target: 'done', actions: { type: 'observeImds', params: ({ event }) => event.output } },
-                  { target: 'waiting', actions: { type: 'observeImds', params: ({ event }) => event.output } },
-                ],
-                onError: [{ guard: 'once', target: 'done' }, { target: 'waiting' }],
-              },
-            },
-            waiting: { after: { imdsPeriod: 'measuring' } },
-            done: { type: 'final' },
-          },
-        },
+          ],
+        }),
+        imds: signalLoop('checkImds', 'observeImds', 'imdsPeriod'),
       },
     },
     stopping: {

@@ -3,8 +3,10 @@
  * accepted, refused, or the total deadline pre-empts whatever is in flight. The same retry rules as the
  * reporting states of the provisioning chart, for image builders who run each step themselves.
  */
-import { assign, fromPromise, setup } from 'xstate';
-import { failure, toFailure, type Failure } from '../src/core/errors.js';
+import { assign, setup } from 'xstate';
+import { toFailure, type Failure } from '../src/core/errors.js';
+import { placeholder } from './placeholder.js';
+import { retryable, retryFor, timedOut, withError } from './retry.js';
 
 export interface ReportRunInput {
   retryIntervalMs: number;
@@ -16,28 +18,27 @@ export interface ReportRunOutput {
   failure: Failure | null;
 }
 
-export const reportMachine = setup({
+const reportSetup = setup({
   types: {
     context: {} as ReportRunInput & { failure: Failure | null },
     input: {} as ReportRunInput,
     output: {} as ReportRunOutput,
   },
-  actors: {
-    post: fromPromise<void, void>(async () => {
-      throw new Error('actor post was not provided');
-    }),
-  },
-  guards: {
-    retryable: (_, params: { error: unknown }) => toFailure(params.error).retryable,
-  },
+  actors: { post: placeholder<void, void>('post') },
+  guards: { retryable },
   delays: {
     retryInterval: ({ context }) => context.retryIntervalMs,
     totalTimeout: ({ context }) => context.totalTimeoutMs,
   },
   actions: {
     recordFailure: assign({ failure: (_, params: { error: unknown }) => toFailure(params.error) }),
+    recordTimeout: assign({ failure: ({ context }) => timedOut(`not accepted within ${context.totalTimeoutMs / 1000} s`, context.failure) }),
   },
-}).createMachine({
+});
+
+const retried = retryFor(reportSetup);
+
+export const reportMachine = reportSetup.createMachine({
   id: 'report',
   context: ({ input }) => ({ ...input, failure: null }),
   initial: 'reporting',
@@ -47,40 +48,13 @@ export const reportMachine = setup({
     return { accepted, failure: accepted ? null : context.failure };
   },
   states: {
-    reporting: {
-      meta: { retry: { attempt: 'requesting', backoff: 'backoff', every: 'retryInterval', deadline: 'totalTimeout' } },
-      initial: 'requesting',
-      after: {
-        totalTimeout: {
-          target: 'notAccepted',
-          actions: assign({
-            failure: ({ context }) =>
-              failure('TIMEOUT', [
-                ['error', `not accepted within ${context.totalTimeoutMs / 1000} s`],
-                ...(context.failure ? ([['last_error', context.failure.reason]] as Array<[string, string]>) : []),
-              ]),
-          }),
-        },
-      },
-      states: {
-        requesting: {
-          invoke: {
-            id: 'post',
-            src: 'post',
-            onDone: '#report.accepted',
-            onError: [
-              {
-                guard: { type: 'retryable', params: ({ event }) => ({ error: event.error }) },
-                target: 'backoff',
-                actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) },
-              },
-              { target: '#report.notAccepted', actions: { type: 'recordFailure', params: ({ event }) => ({ error: event.error }) } },
-            ],
-          },
-        },
-        backoff: { after: { retryInterval: 'requesting' } },
-      },
-    },
+    reporting: retried({
+      invoke: { id: 'post', src: 'post', onDone: '#report.accepted' },
+      every: 'retryInterval',
+      deadline: { after: 'totalTimeout', then: { target: 'notAccepted', actions: 'recordTimeout' } },
+      onRetry: { type: 'recordFailure', params: withError },
+      onFatal: { target: '#report.notAccepted', actions: { type: 'recordFailure', params: withError } },
+    }),
     accepted: { type: 'final', output: { accepted: true } },
     notAccepted: { type: 'final', output: { accepted: false } },
   },

@@ -1,14 +1,9 @@
 /** The placeholder of every actor the chart invokes: the chart performs no I/O, `src/actors/` provides them for real. */
-import { fromCallback, fromPromise } from 'xstate';
+import { fromCallback } from 'xstate';
 import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
+import { placeholder } from '../placeholder.js';
 import type * as T from './types.js';
-
-/** A named actor that `src/actors/provisioning.ts` provides for real. */
-const placeholder = <Out, In = void>(name: string) =>
-  fromPromise<Out, In>(async () => {
-    throw new Error(`actor ${name} was not provided`);
-  });
 
 export const PLACEHOLDER_ACTORS = {
   kvpWriter: fromCallback<T.KvpEvent>(() => undefined),
@@ -35,3 +30,5 @@ export const PLACEHOLDER_ACTORS = {
   markWaitingForReuse: placeholder<void, T.MarkerInput>('markWaitingForReuse'),
   pollReprovisionData: placeholder<MediaMetadata, T.PollInput>('pollReprovisionData'),
 };
+
+export type ProvisioningActors = typeof PLACEHOLDER_ACTORS;

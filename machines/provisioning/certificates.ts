@@ -5,14 +5,13 @@
  * keys named by fingerprint were the only way in (no other key, password logins off): then the run fails, saying why.
  */
 import { toFailure, describeFailure } from '../../src/core/errors.js';
-import { timedOut } from './plan.js';
-import { failRun, retried, withError } from './retry.js';
+import { timedOut } from '../retry.js';
+import { FAIL, failRun, retried, withError } from './targets.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
 const SSH_KEYS = '#provisioning.provisioning.work.configuringOs.account.credentials.sshKeys';
 const WRITING = `${SSH_KEYS}.writing`;
-const FAIL = '#provisioning.reportingFailure';
 
 /** The keys that will be missing, for a warning. */
 const named = (context: ProvisioningContext) => {

@@ -7,13 +7,12 @@
 import { assign } from 'xstate';
 import type { StepName } from '../../src/config/defaults.js';
 import { failure, toFailure } from '../../src/core/errors.js';
+import type { PhaseMeta } from '../retry.js';
 import { sshKeysRegion } from './certificates.js';
-import { failRun, withError } from './retry.js';
+import { FAIL, failRun, READY_LEFT } from './targets.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
-const FAIL = '#provisioning.reportingFailure';
-const READY_LEFT = '#provisioning.readyNotAccepted';
 type OsActor = 'setHostname' | 'createUser' | 'setPassword' | 'configureSshd' | 'saveCustomData';
 
 /**
@@ -44,6 +43,7 @@ const phaseTimedOut = (phase: string, secs: number) =>
   failure('TIMEOUT', [['error', `${phase} did not finish within ${secs} s`], ['phase', phase]]);
 
 export const validating = chart.createStateConfig({
+  meta: { budget: 'osTimeout' } satisfies PhaseMeta,
   after: osTimeout('validation'),
   invoke: {
     id: 'validate',
@@ -56,6 +56,7 @@ export const validating = chart.createStateConfig({
 
 export const configuringOs = chart.createStateConfig({
   type: 'parallel',
+  meta: { budget: 'osTimeout' } satisfies PhaseMeta,
   onDone: 'configured',
   after: osTimeout('OS configuration'),
   states: {
@@ -117,6 +118,8 @@ export const configuringOs = chart.createStateConfig({
 // durable a stop leaves Ready for the next boot, which makes whatever host key is still missing. The Ready report
 // waits for the marker and the keys; logins wait for neither.
 export const configured = chart.createStateConfig({
+  // What is left is the last host keys, bounded by the OS timeout (hostKeys.adding).
+  meta: { budget: 'osTimeout' } satisfies PhaseMeta,
   entry: 'tellSystemdReady',
   initial: 'markingReportPending',
   states: {
@@ -128,7 +131,7 @@ export const configured = chart.createStateConfig({
         // A stop while it was written waited for it: Ready is left for the next boot.
         onDone: [{ guard: 'terminating', target: READY_LEFT }, { target: 'awaitingHostKeys' }],
         // Ready promises a VM that stays provisioned after a reboot: without the marker that promise cannot be kept.
-        onError: { target: FAIL, actions: { type: 'recordFailure', params: withError } },
+        onError: failRun,
       },
     },
     awaitingHostKeys: { always: { guard: 'hostKeysComplete', target: '#provisioning.reportingReady' } },

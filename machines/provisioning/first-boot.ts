@@ -10,7 +10,8 @@ import { HEALTH_IN_PROGRESS } from '../../src/azure/health.js';
 import { toFailure } from '../../src/core/errors.js';
 import { configured, configuringOs, validating } from './configuring-os.js';
 import { checkingProxyAgent, gathering } from './gathering.js';
-import { failRun, retried } from './retry.js';
+import { hostKeysWaitForImds } from './head-start.js';
+import { failRun, retried } from './targets.js';
 import { chart } from './setup.js';
 
 const IN_PROGRESS_DONE = '#provisioning.provisioning.inProgress.done';
@@ -22,12 +23,7 @@ const hostKeys = chart.createStateConfig({
   states: {
     // ssh-keygen's fork and its CPU must not delay the IMDS request Ready waits on: the keys are made once the
     // media read has begun, when that request has left or its head start is over.
-    waitingForImds: {
-      always: [
-        { guard: { type: 'stepSkipped', params: { step: 'host-keys' } }, target: 'done' },
-        { guard: 'imdsHeadStartOver', target: 'replacing' },
-      ],
-    },
+    waitingForImds: hostKeysWaitForImds,
     replacing: {
       invoke: {
         id: 'hostKeys',

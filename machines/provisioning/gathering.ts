@@ -6,11 +6,13 @@
 import { assign } from 'xstate';
 import { toFailure } from '../../src/core/errors.js';
 import { poolAfterClaim, proxyAgentSilent } from './plan.js';
-import { failRun, retried, withError } from './retry.js';
+import type { PhaseMeta } from '../retry.js';
+import { proxyAgentSecs } from './delays.js';
+import { mediaWaitsForImds, tellWritten } from './head-start.js';
+import { FAIL, failRun, retried, withError } from './targets.js';
 import { chart } from './setup.js';
 import type { ProvisioningContext } from './types.js';
 
-const FAIL = '#provisioning.reportingFailure';
 const IMDS_DONE = '#provisioning.provisioning.work.gathering.imds.done';
 
 /** Once everything that can change the plan has arrived: a pool VM waits, a refused one fails, the rest is validated. */
@@ -28,6 +30,8 @@ const DECISIONS = [
 
 export const gathering = chart.createStateConfig({
   type: 'parallel',
+  // Once IMDS is done, what is left is bounded by the media's deadline, which counts from here.
+  meta: { budget: 'mediaTimeout' } satisfies PhaseMeta,
   onDone: [{ guard: 'proxyAgentWanted', target: 'checkingProxyAgent' }, ...DECISIONS],
   states: {
     imds: {
@@ -37,8 +41,13 @@ export const gathering = chart.createStateConfig({
           invoke: {
             id: 'imds',
             src: 'fetchMetadata',
-            // Attempt 1 of the first pass may be the request the run sent before the chart was loaded.
-            input: ({ context }) => ({ config: context.config, attempt: context.imdsRetries + 1, sent: context.imdsSent && context.imdsRetries === 0 }),
+            // Attempt 1 of the first pass (before any claim) may be the request the run sent before the chart was loaded.
+            input: ({ context, self }) => ({
+              config: context.config,
+              attempt: context.imdsRetries + 1,
+              sent: !!context.startup.imdsSent && context.reprovision === null && context.imdsRetries === 0,
+              written: tellWritten(self),
+            }),
             onDone: { target: IMDS_DONE, actions: assign({ metadata: ({ event }) => event.output, imdsFailure: null }) },
           },
           every: 'imdsRetryInterval',
@@ -59,7 +68,7 @@ export const gathering = chart.createStateConfig({
         // written to its socket or its attempt has ended (`imds.sent`, from the IMDS actor), or after a short bound
         // for a connection that hangs. Run first, the read's first file call would start libuv's thread pool and
         // load fs/promises while the IMDS connection waited for the CPU. The host keys wait for the same moment.
-        waitingForImds: { on: { 'imds.sent': 'reading' }, after: { imdsHeadStart: 'reading' } },
+        waitingForImds: mediaWaitsForImds,
         reading: {
           after: {
             mediaTimeout: {
@@ -94,13 +103,14 @@ export const gathering = chart.createStateConfig({
 
 // The media (or the configuration) asks for Azure's Guest Proxy Agent: nothing goes on until it is ready.
 export const checkingProxyAgent = chart.createStateConfig({
+  meta: { budget: 'proxyAgentTimeout' } satisfies PhaseMeta,
   after: {
     proxyAgentTimeout: {
       target: FAIL,
       actions: {
         type: 'recordFailure',
         params: ({ context }) => ({
-          error: proxyAgentSilent(context.config.azure_proxy_agent.wait_secs + 10),
+          error: proxyAgentSilent(proxyAgentSecs(context)),
         }),
       },
     },

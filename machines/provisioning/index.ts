@@ -13,7 +13,9 @@
  *
  * One file a part: `startup.ts` (the first states), `first-boot.ts` with `gathering.ts` and `configuring-os.ts`
  * (provisioning), `pool.ts` (pool VMs), `reports.ts` (the end); `setup.ts` names every actor, guard, delay and
- * action; `retry.ts` builds every retry loop.
+ * action (guards.ts, delays.ts, actions.ts,
+ * actors.ts); `head-start.ts` is the IMDS head start; `targets.ts` names where failures go and binds the shared
+ * retry loop (machines/retry.ts) to this chart.
  */
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { ZERO_VM_ID } from '../../src/core/metadata.js';
@@ -21,7 +23,7 @@ import { provisioning } from './first-boot.js';
 import { outputOf } from './plan.js';
 import { preprovisioned } from './pool.js';
 import { completingHostKeys, finals, markingProvisioned, reportingFailure, reportingReady } from './reports.js';
-import { withError } from './retry.js';
+import { withError } from './targets.js';
 import { provisioningSetup, type ProvisioningActors, type ProvisioningEffects } from './setup.js';
 import { starting } from './startup.js';
 import type { RunEnd } from './types.js';
@@ -44,7 +46,6 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       imdsFailure: null,
       certificatesFailure: null,
       imdsRetries: 0,
-      imdsSent: input?.startup?.imdsSent ?? false,
       plan: null,
       hostKeysLater: [],
       failure: null,
@@ -75,5 +76,6 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
   });
 
 export type ProvisioningMachine = ReturnType<typeof createProvisioningMachine>;
-export { IMDS_HEAD_START_MS, PLACEHOLDER_ACTORS, type ProvisioningActors, type ProvisioningEffects } from './setup.js';
+export { PLACEHOLDER_ACTORS, type ProvisioningActors, type ProvisioningEffects } from './setup.js';
+export { IMDS_HEAD_START_MS } from './head-start.js';
 export type * from './types.js';

@@ -3,9 +3,6 @@ import { poolType } from '../../src/azure/pps.js';
 import { failure, type Failure } from '../../src/core/errors.js';
 import type { ProvisioningContext, ProvisioningOutput, ProvisioningPlan, RunEnd } from './types.js';
 
-/** A duration as a timer delay, capped at 2^31−1 ms (beyond it the runtime fires after 1 ms). */
-export const seconds = (s: number): number => Math.min(2 ** 31 - 1, Math.max(0, Math.round(s * 1000)));
-
 /** The plan from IMDS, or from the media when IMDS failed and the media names the user; null when neither can. */
 export function planFrom(context: ProvisioningContext): ProvisioningPlan | null {
   const { metadata: imds, config } = context;
@@ -83,11 +80,6 @@ export function noMetadataFailure(context: ProvisioningContext): Failure {
 /** The pool type of a VM not yet claimed; after the claim the pool is behind it. */
 export const unclaimedPool = (context: ProvisioningContext) =>
   context.reprovision === null ? poolType(context.metadata?.ppsType, context.media?.ppsType) : null;
-
-/** A TIMEOUT failure saying what did not happen in time, with the last error seen before, if any. */
-export function timedOut(error: string, last: Failure | null): Failure {
-  return failure('TIMEOUT', [['error', error], ...(last ? ([['last_error', last.reason]] as [string, string][]) : [])]);
-}
 
 /** IMDS still names a pool type after the claim. */
 export const poolAfterClaim = (ppsType: string | undefined): Failure =>

@@ -3,11 +3,10 @@
  * polled with no deadline until the customer's ovf-env.xml arrives; provisioning then starts again with it.
  */
 import { HEALTH_READY } from '../../src/azure/health.js';
-import { timedOut } from './plan.js';
-import { failRun, retried, withError } from './retry.js';
+import { timedOut } from '../retry.js';
+import { FAIL, failRun, retried, withError } from './targets.js';
 import { chart } from './setup.js';
 
-const FAIL = '#provisioning.reportingFailure';
 
 export const preprovisioned = chart.createStateConfig({
   tags: [HEALTH_READY],

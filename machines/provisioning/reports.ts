@@ -5,7 +5,9 @@
  */
 import { HEALTH_FAILED, HEALTH_READY } from '../../src/azure/health.js';
 import { toFailure } from '../../src/core/errors.js';
-import { retried, withError } from './retry.js';
+import { KEYGEN_TIMEOUT_SECS } from '../../src/os/host-keys.js';
+import type { PhaseMeta } from '../retry.js';
+import { READY_LEFT, retried, withError } from './targets.js';
 import { chart } from './setup.js';
 import type { RunEnd } from './types.js';
 
@@ -14,6 +16,8 @@ import type { RunEnd } from './types.js';
 // (sshd starts after it, and from OpenSSH 9.8 reads its keys only then); then Ready. A key that cannot be made is a
 // warning: sshd offers the others.
 export const completingHostKeys = chart.createStateConfig({
+  // One ssh-keygen per missing type, side by side, each bounded by its own timeout (seconds: not a chart delay).
+  meta: { budget: KEYGEN_TIMEOUT_SECS } satisfies PhaseMeta,
   always: { guard: { type: 'stepSkipped', params: { step: 'host-keys' } }, target: 'reportingReady' },
   // The marker is still down: the next boot tries again.
   on: { TERMINATE: { target: 'readyNotAccepted', actions: 'recordReadyTerminated' } },
@@ -41,9 +45,9 @@ export const reportingReady = retried({
     onDone: '#provisioning.markingProvisioned',
   },
   every: 'wireserverRetryInterval',
-  deadline: { after: 'wireserverTotalTimeout', then: { target: '#provisioning.readyNotAccepted', actions: 'recordReportTimeout' } },
+  deadline: { after: 'wireserverTotalTimeout', then: { target: READY_LEFT, actions: 'recordReportTimeout' } },
   onRetry: { type: 'recordReportFailure', params: withError },
-  onFatal: { target: '#provisioning.readyNotAccepted', actions: { type: 'recordReportFailure', params: withError } },
+  onFatal: { target: READY_LEFT, actions: { type: 'recordReportFailure', params: withError } },
 });
 
 export const markingProvisioned = chart.createStateConfig({

@@ -6,6 +6,7 @@ import type { Failure } from '../../src/core/errors.js';
 import type { HostKeyType } from '../../src/os/host-keys.js';
 import type { PlatformCheck } from '../../src/os/platform.js';
 import type { MarkerState } from '../../src/os/provisioner.js';
+import type { ImdsSentEvent } from './head-start.js';
 
 /** What provisioning will apply, resolved from IMDS (or the provisioning media). No secrets. */
 export interface ProvisioningPlan {
@@ -84,8 +85,6 @@ export interface ProvisioningContext {
   certificatesFailure: Failure | null;
   /** IMDS attempts of this pass that failed and were retried: the next attempt's number is one more. */
   imdsRetries: number;
-  /** The run's first IMDS request was sent before the chart started: this pass's first attempt is it. */
-  imdsSent: boolean;
   /** Host key types the host key step left for the background (sshd reads them per connection). */
   hostKeysLater: HostKeyType[];
   plan: ProvisioningPlan | null;
@@ -115,7 +114,7 @@ export interface ProvisioningInput {
  * SIGTERM, and `imds.sent`: the IMDS actor's request has been written to its socket (or its attempt ended without
  * that), so the work that would compete with it for the CPU may start (the head start).
  */
-export type ProvisioningEvent = { type: 'TERMINATE' } | { type: 'imds.sent' };
+export type ProvisioningEvent = { type: 'TERMINATE' } | ImdsSentEvent;
 
 /** Events the chart sends to the root-level KVP writer. */
 export type KvpEvent = { type: 'kvp.report'; health: typeof HEALTH_READY | typeof HEALTH_FAILED; vmId: string; failure: Failure | null; ppsType: string };
@@ -134,6 +133,8 @@ export interface ReportInput extends ConfigInput {
 export interface ImdsInput extends ConfigInput {
   attempt: number;
   sent: boolean;
+  /** Tells the chart the request has been written to its socket, or the attempt ended without that (head-start.ts). */
+  written?: () => void;
 }
 /** Input of one poll of `reprovisiondata`: which attempt this is and how the previous one failed. */
 export interface PollInput extends ConfigInput {

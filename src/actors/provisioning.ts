@@ -54,10 +54,32 @@ export interface ProvisioningDeps {
 
 type PlanInput = { config: Config; plan: ProvisioningPlan };
 
+/** What the actor builders share: the OS step runner and the attempt counter of the retried requests. */
+interface Kit {
+  /** Runs one OS step: its failure logged (unless aborted), its warnings, its line with the time it took, its console text. */
+  logged<R extends StepResult>(name: string, signal: AbortSignal, run: () => Promise<R>): Promise<R>;
+  /** The next attempt of a retried request (`key`): how many so far, since when. */
+  nextAttempt(key: string): Attempts;
+  /** Logs a retryable failure with how much of the budget is left. */
+  retryWarning(what: string, entry: Attempts, budgetSecs: number, intervalSecs: number, error: BootstateError): void;
+}
+type Attempts = { count: number; started: number };
+
 /** Builds the `actors` map handed to `createProvisioningMachine`. */
 export function provisioningActors(deps: ProvisioningDeps) {
+  const kit = actorKit(deps);
+  return {
+    ...reportActors(deps, kit),
+    ...gatheringActors(deps, kit),
+    ...osActors(deps, kit),
+    ...hostKeyActors(deps, kit),
+    ...poolActors(deps),
+    ...markerActors(deps),
+  };
+}
+
+function actorKit(deps: ProvisioningDeps): Kit {
   const { log } = deps;
-  /** Runs one OS step: its failure logged (unless aborted), its warnings, its line with the time it took, its console text. */
   const logged = async <R extends StepResult>(name: string, signal: AbortSignal, run: () => Promise<R>): Promise<R> => {
     const started = Date.now();
     const result = await run().catch((error: unknown) => {
@@ -69,28 +91,28 @@ export function provisioningActors(deps: ProvisioningDeps) {
     if (result.console) deps.console(result.console);
     return result;
   };
-  const step = <In extends { config: Config } = PlanInput>(name: string, run: (input: In, signal: AbortSignal) => Promise<StepResult>) =>
-    fromPromise<void, In>(async ({ input, signal }) => {
-      await logged(name, signal, () => run(input, signal));
-    });
-
   // Attempts per retried request (IMDS, each health), counted from the first so a failure says how many and how much
   // of the total budget is left; the chart owns the real deadline, this only reports it.
-  const series = new Map<string, { count: number; started: number }>();
+  const series = new Map<string, Attempts>();
   const nextAttempt = (key: string) => {
     const entry = series.get(key) ?? { count: 0, started: Date.now() };
     series.set(key, entry);
     entry.count += 1;
     return entry;
   };
-  const retryWarning = (what: string, entry: { count: number; started: number }, budgetSecs: number, intervalSecs: number, error: BootstateError) => {
+  const retryWarning = (what: string, entry: Attempts, budgetSecs: number, intervalSecs: number, error: BootstateError) => {
     const left = Math.max(0, budgetSecs - (Date.now() - entry.started) / 1000);
     log.warn(
       { code: error.code, reason: error.reason, attempt: entry.count, remaining_secs: Math.round(left) },
       `${what} attempt ${entry.count} failed: ${error.message}; next attempt in ${intervalSecs} s, ${Math.round(left)} s of ${budgetSecs} s left`,
     );
   };
+  return { logged, nextAttempt, retryWarning };
+}
 
+/** The KVP writer and the health reports. */
+function reportActors(deps: ProvisioningDeps, { nextAttempt, retryWarning }: Kit) {
+  const { log } = deps;
   return {
     kvpWriter: fromCallback<KvpEvent>(({ receive }) => {
       receive((event) => {
@@ -126,35 +148,14 @@ export function provisioningActors(deps: ProvisioningDeps) {
       }
       log.info({ state: input.health }, sent ? 'health report accepted' : 'health report not sent');
     }),
+  };
+}
 
-    // The IMDS request is the one Ready waits on: the chart holds the media read and the host keys until this
-    // attempt's request has been written to its socket or the attempt has ended, and hears which from `imds.sent`.
-    fetchMetadata: fromPromise<InstanceMetadata, ImdsInput>(async ({ input, signal, self }) => {
-      const attempt = nextAttempt('imds');
-      let told = false;
-      const sent = () => {
-        if (told || signal.aborted) return;
-        told = true;
-        self._parent?.send({ type: 'imds.sent' });
-      };
-      try {
-        const first = input.sent ? (deps.firstImds?.take(signal) ?? null) : null;
-        void first?.sent.then(sent);
-        const metadata = await (first
-          ? first.response.then((res) => instanceMetadataFrom(res, input.config.imds, deps.secrets))
-          : fetchInstanceMetadataOnce({ config: input.config.imds, signal, secrets: deps.secrets, onSent: sent })
-        ).finally(sent);
-        if (metadata.userData === 'invalid') log.warn({ step: 'imds' }, 'IMDS compute.userData is not base64; it is not saved');
-        return metadata;
-      } catch (error) {
-        const { imds } = input.config;
-        if (error instanceof BootstateError && error.retryable && !signal.aborted) {
-          retryWarning('IMDS', attempt, imds.total_retry_timeout_secs, imds.retry_interval_secs, error);
-        }
-        throw error;
-      }
-    }),
-
+/** IMDS and the provisioning media. */
+function gatheringActors(deps: ProvisioningDeps, kit: Kit) {
+  const { log } = deps;
+  return {
+    fetchMetadata: fetchMetadata(deps, kit),
     readMedia: fromPromise<MediaMetadata | null, { config: Config; claimed: boolean }>(async ({ input, signal }) => {
       if (!input.config.provisioning_media.enable) return null;
       if (input.claimed) {
@@ -173,7 +174,51 @@ export function provisioningActors(deps: ProvisioningDeps) {
         throw error;
       }
     }),
+  };
+}
 
+/**
+ * One IMDS attempt. The IMDS request is the one Ready waits on: the chart holds the media read and the host keys until
+ * this attempt's request has been written to its socket or the attempt has ended, and hears which through the
+ * `written` callback of the input (machines/provisioning/head-start.ts).
+ */
+function fetchMetadata(deps: ProvisioningDeps, { nextAttempt, retryWarning }: Kit) {
+  const { log } = deps;
+  return fromPromise<InstanceMetadata, ImdsInput>(async ({ input, signal }) => {
+    const attempt = nextAttempt('imds');
+    let told = false;
+    const sent = () => {
+      if (told || signal.aborted) return;
+      told = true;
+      input.written?.();
+    };
+    try {
+      const first = input.sent ? (deps.firstImds?.take(signal) ?? null) : null;
+      void first?.sent.then(sent);
+      const metadata = await (first
+        ? first.response.then((res) => instanceMetadataFrom(res, input.config.imds, deps.secrets))
+        : fetchInstanceMetadataOnce({ config: input.config.imds, signal, secrets: deps.secrets, onSent: sent })
+      ).finally(sent);
+      if (metadata.userData === 'invalid') log.warn({ step: 'imds' }, 'IMDS compute.userData is not base64; it is not saved');
+      return metadata;
+    } catch (error) {
+      const { imds } = input.config;
+      if (error instanceof BootstateError && error.retryable && !signal.aborted) {
+        retryWarning('IMDS', attempt, imds.total_retry_timeout_secs, imds.retry_interval_secs, error);
+      }
+      throw error;
+    }
+  });
+}
+
+/** The plan's validation, the Guest Proxy Agent, and the OS steps. */
+function osActors(deps: ProvisioningDeps, { logged }: Kit) {
+  const { log } = deps;
+  const step = <In extends { config: Config } = PlanInput>(name: string, run: (input: In, signal: AbortSignal) => Promise<StepResult>) =>
+    fromPromise<void, In>(async ({ input, signal }) => {
+      await logged(name, signal, () => run(input, signal));
+    });
+  return {
     validatePlan: fromPromise<ProvisioningPlan, PlanInput & { mediaFailure: Failure | null }>(async ({ input }) => {
       try {
         checkCustomData(input, log);
@@ -183,24 +228,18 @@ export function provisioningActors(deps: ProvisioningDeps) {
         throw error;
       }
     }),
-
-    setHostname: step('hostname', ({ plan }, signal) => deps.provisioner.setHostname(plan.hostname, signal)),
-    // Best effort: its warnings and its failure are logged as warnings, and the chart goes on either way.
-    publishHostname: fromPromise<void, PlanInput>(async ({ input, signal }) => {
+    checkProxyAgent: fromPromise<void, { config: Config }>(async ({ signal }) => {
       const started = Date.now();
-      let result;
       try {
-        result = await deps.provisioner.publishHostname(input.plan.hostname, signal);
+        const result = await deps.provisioner.checkProxyAgent(signal);
+        log.info({ step: 'proxyAgent', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'Guest Proxy Agent ready');
       } catch (error) {
-        if (!signal.aborted) {
-          const failure = toFailure(error);
-          log.warn({ step: 'hostnamePublish', code: failure.code, reason: failure.reason }, `hostname not published: ${(error as Error)?.message ?? failure.reason}`);
-        }
+        if (!signal.aborted) logFailure(log, 'proxyAgent', error);
         throw error;
       }
-      for (const warning of result.warnings ?? []) log.warn({ step: 'hostnamePublish', backend: result.backend }, warning);
-      log.info({ step: 'hostnamePublish', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'hostname published');
     }),
+    setHostname: step('hostname', ({ plan }, signal) => deps.provisioner.setHostname(plan.hostname, signal)),
+    publishHostname: publishHostname(deps),
     createUser: step('user', ({ plan }, signal) =>
       deps.provisioner.createUser({ username: plan.username, groups: plan.groups, passwordProvided: plan.passwordProvided }, signal),
     ),
@@ -214,35 +253,49 @@ export function provisioningActors(deps: ProvisioningDeps) {
         ? deps.provisioner.configureSshd(plan.passwordAuthentication, signal)
         : Promise.resolve({ backend: 'none', detail: 'sshd configuration disabled by config' }),
     ),
+    saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
+  };
+}
 
-    checkProxyAgent: fromPromise<void, { config: Config }>(async ({ signal }) => {
-      const started = Date.now();
-      try {
-        const result = await deps.provisioner.checkProxyAgent(signal);
-        log.info({ step: 'proxyAgent', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'Guest Proxy Agent ready');
-      } catch (error) {
-        if (!signal.aborted) logFailure(log, 'proxyAgent', error);
-        throw error;
+/** Best effort: its warnings and its failure are logged as warnings, and the chart goes on either way. */
+function publishHostname({ log, provisioner }: ProvisioningDeps) {
+  return fromPromise<void, PlanInput>(async ({ input, signal }) => {
+    const started = Date.now();
+    let result;
+    try {
+      result = await provisioner.publishHostname(input.plan.hostname, signal);
+    } catch (error) {
+      if (!signal.aborted) {
+        const failure = toFailure(error);
+        log.warn({ step: 'hostnamePublish', code: failure.code, reason: failure.reason }, `hostname not published: ${(error as Error)?.message ?? failure.reason}`);
       }
-    }),
-    // Made while IMDS is asked, once its request has left (the chart's head start).
+      throw error;
+    }
+    for (const warning of result.warnings ?? []) log.warn({ step: 'hostnamePublish', backend: result.backend }, warning);
+    log.info({ step: 'hostnamePublish', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'hostname published');
+  });
+}
+
+/** This VM's own host keys: made while IMDS is asked, once its request has left (the chart's head start). */
+function hostKeyActors({ provisioner }: ProvisioningDeps, { logged }: Kit) {
+  return {
     // Its output: the types left for addHostKeys, made in the background (logins do not wait for them).
     regenerateHostKeys: fromPromise<HostKeyType[], { config: Config }>(async ({ signal }) => {
-      return (await logged('hostKeys', signal, () => deps.provisioner.regenerateHostKeys(signal))).later;
+      return (await logged('hostKeys', signal, () => provisioner.regenerateHostKeys(signal))).later;
     }),
     addHostKeys: fromPromise<void, { config: Config; types: HostKeyType[] }>(async ({ input, signal }) => {
-      await logged('hostKeys', signal, () => deps.provisioner.addHostKeys(input.types, signal));
+      await logged('hostKeys', signal, () => provisioner.addHostKeys(input.types, signal));
     }),
     completeHostKeys: fromPromise<void, { config: Config }>(async ({ signal }) => {
-      await logged('hostKeys', signal, () => deps.provisioner.completeHostKeys(signal));
+      await logged('hostKeys', signal, () => provisioner.completeHostKeys(signal));
     }),
-    saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
+  };
+}
 
-    markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
-      await deps.markers(input.config).markWaitingForReuse(input.vmId);
-      log.info({ step: 'pps', vmId: input.vmId }, 'pool VM reported Ready; waiting to be claimed (polling reprovisiondata)');
-    }),
-
+/** A pool VM's wait: one poll of `reprovisiondata`, until the customer's document arrives. */
+function poolActors(deps: ProvisioningDeps) {
+  const { log } = deps;
+  return {
     pollReprovisionData: fromPromise<MediaMetadata, PollInput>(async ({ input, signal }) => {
       let text: string;
       try {
@@ -271,12 +324,21 @@ export function provisioningActors(deps: ProvisioningDeps) {
       log.info({ step: 'pps', polls: input.attempt }, `claimed after ${input.attempt} poll(s): provisioning with the customer's ovf-env.xml`);
       return media;
     }),
+  };
+}
 
+/** The markers: waiting for reuse, report pending, provisioned. */
+function markerActors({ log, markers }: ProvisioningDeps) {
+  return {
+    markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
+      await markers(input.config).markWaitingForReuse(input.vmId);
+      log.info({ step: 'pps', vmId: input.vmId }, 'pool VM reported Ready; waiting to be claimed (polling reprovisiondata)');
+    }),
     markReportPending: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
-      await deps.markers(input.config).markReportPending(input.vmId);
+      await markers(input.config).markReportPending(input.vmId);
     }),
     markProvisioned: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
-      await deps.markers(input.config).markProvisioned(input.vmId);
+      await markers(input.config).markProvisioned(input.vmId);
     }),
   };
 }

@@ -10,7 +10,7 @@
 import type { InspectionEvent } from 'xstate';
 import type { ProvisioningContext } from '../../machines/provisioning.js';
 import type { Config } from '../config/defaults.js';
-import { KEYGEN_TIMEOUT_SECS } from '../os/host-keys.js';
+import type { PhaseMeta } from '../../machines/retry.js';
 
 /** What a phase gives its STATUS line and its extension. */
 export interface Phase {
@@ -32,95 +32,93 @@ export interface StatusSnapshot {
   status: string;
   context: Pick<ProvisioningContext, 'config' | 'failure' | 'terminating'>;
   matches(value: unknown): boolean;
+  /** The `meta` of each state the chart is in, by state id: each state's budget and attempts (machines/retry.ts). */
+  getMeta(): Record<string, PhaseMeta | undefined>;
+  machine: { implementations: { delays: Record<string, unknown> } };
+}
+
+type Facts = { code: string; terminating: boolean };
+type Progress = { attempt: number; left: number | null };
+
+/** The ends of a run, by final state: nothing is in flight, nothing is extended. */
+const ENDS: Array<[string, (facts: Facts) => string]> = [
+  ['provisioned', () => 'provisioned'],
+  ['markingProvisioned', () => 'provisioned'],
+  ['alreadyProvisioned', () => 'already provisioned: nothing to do'],
+  ['notOnAzure', () => 'not an Azure VM: nothing to do'],
+  ['alreadyRunning', () => 'another bootstate is provisioning this machine: nothing to do'],
+  ['waitingInterrupted', () => 'pool VM: stopped while waiting to be claimed; the next boot waits again'],
+  ['readyNotAccepted', () => 'provisioned, but the wireserver did not accept Ready; the next boot reports it'],
+  ['markerNotWritten', () => 'provisioned and Ready reported, but the provisioned marker was not written'],
+  ['failed', ({ code }) => `provisioning failed (${code}); the failure was reported`],
+  ['failedUnreported', ({ code }) => `provisioning failed (${code}); the failure report was not accepted`],
+];
+
+const left = (s: number | null) => (s === null ? '' : `, ${s} s left`);
+
+/**
+ * The phases with work in flight, the more specific first: the state (its path under the root), the phase's key, and
+ * its line. The state's `meta` gives the budget and the actor whose starts are attempts.
+ */
+const PHASES: Array<{ path: string; key: string | ((facts: Facts) => string); text: (progress: Progress, facts: Facts) => string }> = [
+  { path: 'reportingReady', key: 'ready', text: (p) => `reporting Ready: attempt ${p.attempt}${left(p.left)}` },
+  {
+    path: 'reportingFailure',
+    key: ({ terminating }) => (terminating ? 'failure on stop' : 'failure'),
+    text: (p, { code, terminating }) => `${terminating ? 'stopping: ' : ''}reporting ProvisioningFailed (${code}): attempt ${p.attempt}${left(p.left)}`,
+  },
+  { path: 'completingHostKeys', key: 'missing host keys', text: () => 'provisioned earlier: making the ssh host keys a stop left missing' },
+  { path: 'preprovisioned.reportingPoolReady', key: 'pool ready', text: (p) => `pool VM: reporting Ready to the pool: attempt ${p.attempt}${left(p.left)}` },
+  { path: 'preprovisioned.markingWaiting', key: 'pool marker', text: () => 'pool VM: waiting to be claimed' },
+  // No deadline: each poll is covered by its own extension (the pause, then one request's timeouts).
+  { path: 'preprovisioned.waiting', key: 'pool wait', text: (p) => `pool VM: waiting to be claimed, poll ${p.attempt}` },
+  { path: 'provisioning.work.checkingProxyAgent', key: 'proxy agent', text: (p) => `waiting for the Azure Guest Proxy Agent${left(p.left)}` },
+  { path: 'provisioning.work.validating', key: 'validating', text: () => 'configuring the OS' },
+  {
+    path: 'provisioning.work.configuringOs.account.credentials.sshKeys.fetchingCertificates',
+    key: 'certificates',
+    text: (p) => `configuring the OS: fetching the goal state's certificates: attempt ${p.attempt}${left(p.left)}`,
+  },
+  { path: 'provisioning.work.configuringOs', key: 'os', text: () => 'configuring the OS' },
+  { path: 'provisioning.work.configured', key: 'configured', text: () => 'OS configured, logins open: making the last ssh host keys' },
+  { path: 'provisioning.work.gathering.imds.fetching', key: 'gathering', text: (p) => `waiting for IMDS: attempt ${p.attempt}${left(p.left)}` },
+  // IMDS is done; the media's own deadline counts from the start of gathering too.
+  { path: 'provisioning.work.gathering', key: 'gathering', text: () => 'reading the provisioning media' },
+];
+
+/** A state's path under the root as the state value `matches` takes: `a.b.c` → `{ a: { b: 'c' } }`. */
+const valueOf = (path: string): unknown =>
+  path
+    .split('.')
+    .reduceRight<unknown>((inner, key) => (inner === undefined ? key : { [key]: inner }), undefined);
+
+/** Seconds the chart gives the state at `path`, from its `meta.budget`: a delay of the chart, or seconds. */
+function budgetOf(snapshot: StatusSnapshot, meta: PhaseMeta | undefined): number | null {
+  const budget = meta?.budget;
+  if (budget === undefined) return null;
+  if (typeof budget === 'number') return budget;
+  const delay = snapshot.machine.implementations.delays[budget];
+  const ms = typeof delay === 'function' ? (delay as (args: { context: unknown }) => number)({ context: snapshot.context }) : delay;
+  return (ms as number) / 1000;
 }
 
 /** The phase a snapshot is in, or null before there is anything to say (`starting`, which routes on what was read). */
 export function phaseOf(snapshot: StatusSnapshot): Phase | null {
-  const { config, failure, terminating } = snapshot.context;
-  const code = failure?.code ?? 'UNKNOWN';
-  const is = (value: unknown) => snapshot.matches(value);
-  const final = (text: string): Phase => ({ key: `end ${text}`, budgetSecs: null, text: () => text });
-  const seconds = (left: number | null) => (left === null ? '' : `, ${left} s left`);
-
-  if (is('provisioned') || is('markingProvisioned')) return final('provisioned');
-  if (is('alreadyProvisioned')) return final('already provisioned: nothing to do');
-  if (is('notOnAzure')) return final('not an Azure VM: nothing to do');
-  if (is('alreadyRunning')) return final('another bootstate is provisioning this machine: nothing to do');
-  if (is('waitingInterrupted')) return final('pool VM: stopped while waiting to be claimed; the next boot waits again');
-  if (is('readyNotAccepted')) return final('provisioned, but the wireserver did not accept Ready; the next boot reports it');
-  if (is('markerNotWritten')) return final('provisioned and Ready reported, but the provisioned marker was not written');
-  if (is('failed')) return final(`provisioning failed (${code}); the failure was reported`);
-  if (is('failedUnreported')) return final(`provisioning failed (${code}); the failure report was not accepted`);
-
-  if (is('reportingReady')) {
-    return {
-      key: 'ready',
-      attempts: 'readyReport',
-      budgetSecs: config.wireserver.total_retry_timeout_secs,
-      text: ({ attempt, left }) => `reporting Ready: attempt ${attempt}${seconds(left)}`,
-    };
+  const facts: Facts = { code: snapshot.context.failure?.code ?? 'UNKNOWN', terminating: snapshot.context.terminating };
+  const end = ENDS.find(([state]) => snapshot.matches(state));
+  if (end) {
+    const text = end[1](facts);
+    return { key: `end ${text}`, budgetSecs: null, text: () => text };
   }
-  if (is('reportingFailure')) {
-    return {
-      key: terminating ? 'failure on stop' : 'failure',
-      attempts: 'failureReport',
-      budgetSecs: terminating ? 1.5 : config.wireserver.total_retry_timeout_secs,
-      text: ({ attempt, left }) => `${terminating ? 'stopping: ' : ''}reporting ProvisioningFailed (${code}): attempt ${attempt}${seconds(left)}`,
-    };
-  }
-  // Before READY=1: one ssh-keygen per missing type, side by side, each bounded by its own timeout.
-  if (is('completingHostKeys')) return { key: 'missing host keys', budgetSecs: KEYGEN_TIMEOUT_SECS, text: () => 'provisioned earlier: making the ssh host keys a stop left missing' };
-  if (is({ preprovisioned: 'reportingPoolReady' })) {
-    return {
-      key: 'pool ready',
-      attempts: 'poolReadyReport',
-      budgetSecs: config.wireserver.total_retry_timeout_secs,
-      text: ({ attempt, left }) => `pool VM: reporting Ready to the pool: attempt ${attempt}${seconds(left)}`,
-    };
-  }
-  if (is({ preprovisioned: 'markingWaiting' })) return { key: 'pool marker', budgetSecs: null, text: () => 'pool VM: waiting to be claimed' };
-  if (is({ preprovisioned: 'waiting' })) {
-    // No deadline: each poll is covered by its own extension (the pause, then one request's timeouts).
-    return {
-      key: 'pool wait',
-      attempts: 'reprovision',
-      budgetSecs: null,
-      text: ({ attempt }) => `pool VM: waiting to be claimed, poll ${attempt}`,
-    };
-  }
-  if (is({ provisioning: { work: 'checkingProxyAgent' } })) {
-    return {
-      key: 'proxy agent',
-      budgetSecs: config.azure_proxy_agent.wait_secs + 10,
-      text: ({ left }) => `waiting for the Azure Guest Proxy Agent${seconds(left)}`,
-    };
-  }
-  if (is({ provisioning: { work: 'validating' } })) return { key: 'validating', budgetSecs: config.os.timeout_secs, text: () => 'configuring the OS' };
-  if (is({ provisioning: { work: { configuringOs: { account: { credentials: { sshKeys: 'fetchingCertificates' } } } } } })) {
-    return {
-      key: 'certificates',
-      attempts: 'certificates',
-      budgetSecs: config.certificates.total_retry_timeout_secs,
-      text: ({ attempt, left }) => `configuring the OS: fetching the goal state's certificates: attempt ${attempt}${seconds(left)}`,
-    };
-  }
-  if (is({ provisioning: { work: 'configuringOs' } })) return { key: 'os', budgetSecs: config.os.timeout_secs, text: () => 'configuring the OS' };
-  if (is({ provisioning: { work: 'configured' } })) {
-    return { key: 'configured', budgetSecs: config.os.timeout_secs, text: () => 'OS configured, logins open: making the last ssh host keys' };
-  }
-  if (is({ provisioning: { work: { gathering: { imds: 'fetching' } } } })) {
-    return {
-      key: 'gathering',
-      attempts: 'imds',
-      budgetSecs: config.imds.total_retry_timeout_secs,
-      text: ({ attempt, left }) => `waiting for IMDS: attempt ${attempt}${seconds(left)}`,
-    };
-  }
-  if (is({ provisioning: { work: 'gathering' } })) {
-    // IMDS is done; the media's own deadline counts from the start of gathering too.
-    return { key: 'gathering', budgetSecs: config.provisioning_media.timeout_secs, text: () => 'reading the provisioning media' };
-  }
-  return null;
+  const phase = PHASES.find(({ path }) => snapshot.matches(valueOf(path)));
+  if (!phase) return null;
+  const meta = snapshot.getMeta()[`provisioning.${phase.path}`];
+  return {
+    key: typeof phase.key === 'string' ? phase.key : phase.key(facts),
+    ...(meta?.attempts ? { attempts: meta.attempts } : {}),
+    budgetSecs: budgetOf(snapshot, meta),
+    text: (progress) => phase.text(progress, facts),
+  };
 }
 
 /** Seconds one poll of a pool VM's wait may take: the pause before it and its request's timeouts. */

@@ -6,6 +6,7 @@
 import { createActor, fromPromise, toPromise } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../../machines/provisioning.js';
 import { reportMachine } from '../../machines/report.js';
+import { timerMs } from '../../machines/retry.js';
 import { ReportBook } from '../actors/report-book.js';
 import { closeAll } from '../azure/http.js';
 import { HealthReporter } from '../azure/wireserver.js';
@@ -48,8 +49,8 @@ export async function report(values: ParsedArgs['values'], positionals: string[]
     }),
     {
       input: {
-        retryIntervalMs: config.wireserver.retry_interval_secs * 1000,
-        totalTimeoutMs: config.wireserver.total_retry_timeout_secs * 1000,
+        retryIntervalMs: timerMs(config.wireserver.retry_interval_secs),
+        totalTimeoutMs: timerMs(config.wireserver.total_retry_timeout_secs),
       },
     },
   );

@@ -5,7 +5,7 @@
  * the actor's error. A run that ends without taking it drops it, aborting it if still in flight.
  */
 import type { ImdsConfig } from '../config/defaults.js';
-import { headStart } from './head-start.js';
+import { headStart } from '../../machines/provisioning/head-start.js';
 import type { HttpResponse } from '../azure/http.js';
 import { requestInstanceMetadata } from '../azure/imds.js';
 

@@ -15,16 +15,11 @@ import { toFailure } from '../core/errors.js';
 import { markerStore } from '../os/marker.js';
 import { checkPlatform } from '../os/platform.js';
 import { readVmId, type VmId } from '../os/vmid.js';
+import { IMDS_HEAD_START_MS } from '../../machines/provisioning/head-start.js';
 import { FirstImdsRequest } from './first-imds-request.js';
 import { takeInstanceLock } from './instance-lock.js';
 import { catchSignals } from './signals.js';
 import { onAzure, type LoadedConfig, type ProvisionOptions, type ProvisionResult } from './types.js';
-
-/**
- * How long loading the rest waits at most for the first IMDS request to be written. On a VM that takes well under a
- * millisecond; the bound is for a connection that hangs, whose attempt then goes on beside the rest.
- */
-export const FIRST_REQUEST_HEAD_START_MS = 50;
 
 /** Provisions this VM (or a dry-run directory) once and returns the chart's output. */
 export async function runProvision(options: ProvisionOptions = {}): Promise<ProvisionResult> {
@@ -60,7 +55,9 @@ export async function runProvision(options: ProvisionOptions = {}): Promise<Prov
     imdsSent: first !== null,
   };
   try {
-    await first?.written(FIRST_REQUEST_HEAD_START_MS);
+    // Loading the rest waits for the first request to be written: on a VM well under a millisecond; the bound is for
+    // a connection that hangs, whose attempt then goes on beside the rest.
+    await first?.written(IMDS_HEAD_START_MS);
     const { runProvisioningChart } = await import('./run-chart.js');
     return await runProvisioningChart(options, { facts, loaded, config, vmIdRead, lock, first, signals });
   } finally {

@@ -4,7 +4,7 @@
  * written or its attempt has ended (`imds.sent`), or until the chart's `imdsHeadStart` delay for a connection that
  * never completes. The in-progress report does not wait, so a run that fails as soon as IMDS answers has still told
  * the fabric it started. A SimulatedClock keeps the delay from firing unless a test moves it, so the event alone is
- * seen to open the way. Also the bound on provision.ts's own wait for the first request (src/run/head-start.ts).
+ * seen to open the way. Also the bound on provision.ts's own wait for the first request (machines/provisioning/head-start.ts).
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
@@ -13,7 +13,7 @@ import pino from 'pino';
 import { createActor, SimulatedClock } from 'xstate';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createProvisioningMachine, IMDS_HEAD_START_MS } from '../../machines/provisioning.js';
-import { headStart } from '../../src/run/head-start.js';
+import { headStart } from '../../machines/provisioning/head-start.js';
 import { provisioningActors, type ProvisioningDeps } from '../../src/actors/provisioning.js';
 import { closeAll } from '../../src/azure/http.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';

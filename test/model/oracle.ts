@@ -71,6 +71,8 @@
  * - marker `waiting-for-reuse` → straight back to polling; SIGTERM while waiting → exit 0, `waiting-for-reuse`,
  *   no failure report.
  */
+// How long the media read and the host keys wait at most for the IMDS request to be written: one bound, the chart's.
+import { IMDS_HEAD_START_MS } from '../../machines/provisioning/head-start.js';
 import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
 import type { Failure } from '../../src/core/errors.js';
@@ -95,8 +97,6 @@ export interface OracleStart {
   };
 }
 
-/** How long the media read and the host keys wait at most for the IMDS request to be written. */
-const IMDS_HEAD_START_MS = 50;
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
 const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
 /** The lane sshd is in: it waits for the host keys, made since the work began. */
