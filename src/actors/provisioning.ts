@@ -27,7 +27,7 @@ import type { MarkerStore, Provisioner, StepResult } from '../os/provisioner.js'
 import { selectSshKeys } from '../os/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
 import type { SecretStore } from '../core/secrets.js';
-import type { ReportBook } from './report-book.js';
+import type { EncodedReports } from './encoded-reports.js';
 import { fetchCertificates } from './certificates.js';
 
 export interface ProvisioningDeps {
@@ -44,7 +44,7 @@ export interface ProvisioningDeps {
   /** Where text for the console goes (the host keys' fingerprints): the unit's stdout, which systemd copies there. */
   console(text: string): void;
   reporter: HealthReporter;
-  reports: ReportBook;
+  reports: EncodedReports;
   kvp: KvpTelemetry | null;
   /** Where the transport key's private directory is made (default `/run`). */
   transportParent?: string;

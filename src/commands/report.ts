@@ -7,7 +7,7 @@ import { createActor, fromPromise, toPromise } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../../machines/provisioning.js';
 import { reportMachine } from '../../machines/report.js';
 import { timerMs } from '../../machines/retry.js';
-import { ReportBook } from '../actors/report-book.js';
+import { EncodedReports } from '../actors/encoded-reports.js';
 import { closeAll } from '../azure/http.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { ParsedArgs } from '../cli/argv.js';
@@ -32,7 +32,7 @@ export async function report(values: ParsedArgs['values'], positionals: string[]
   const config = await configFrom(values.config as string | undefined);
   const { log, close } = createLogger({ logPath: config.log_path.path, format: values['log-format'] as LogFormat | undefined });
   const vmId = (values['vm-id'] as string | undefined) ?? (await readVmId()).vmId;
-  const book = new ReportBook();
+  const book = new EncodedReports();
   // An image builder's own failure: its reason is theirs, the rest of the report is ours.
   const description =
     health === HEALTH_FAILED

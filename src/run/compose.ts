@@ -7,7 +7,7 @@
 import { createActor, type Actor } from 'xstate';
 import { createProvisioningMachine, type ProvisioningMachine } from '../../machines/provisioning.js';
 import { provisioningActors } from '../actors/provisioning.js';
-import { ReportBook } from '../actors/report-book.js';
+import { EncodedReports } from '../actors/encoded-reports.js';
 import { SystemdStatus } from '../actors/systemd-status.js';
 import { DryRunReporter } from '../azure/dry-run-reporter.js';
 import { HealthReporter } from '../azure/wireserver.js';
@@ -36,7 +36,7 @@ export interface ComposedRun {
   secrets: SecretStore;
   provisioner: Provisioner;
   reporter: HealthReporter;
-  reports: ReportBook;
+  reports: EncodedReports;
   observers: RunObservers;
   /** Media reads the chart stopped waiting for, which may still be unmounting: awaited before exit. */
   mediaReads: Promise<unknown>[];
@@ -68,7 +68,7 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
   const parts: Omit<ComposedRun, 'actor'> = {
     ...{ sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers },
     secrets: new SecretStore(),
-    reports: new ReportBook(),
+    reports: new EncodedReports(),
     mediaReads: [],
     kvpReport: 'off',
   };

@@ -5,7 +5,8 @@
 import { encodeFailureReport, encodeSuccessReport } from '../azure/report.js';
 import type { Failure } from '../core/errors.js';
 
-export class ReportBook {
+/** The encoded reports of one run, by VM id, pps_type (and failure): each made once, then the same bytes every time. */
+export class EncodedReports {
   #success = new Map<string, string>();
   #failure = new Map<string, string>();
 
