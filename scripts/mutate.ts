@@ -4,22 +4,26 @@
  * whatever the charts contain) is built in memory and played, in worker processes, on the paths of that chart's
  * checks (test/mutation/charts.ts): paths that do not depend on the chart first, each step compared with the oracle,
  * stopping at the first difference; the mutant's own model paths only when none kills it (test/mutation/verdict.ts).
+ * The real chart is played on every one of those paths first: this is the full oracle walk `npm test` leaves out.
  * Prints killed / total, every survivor with what it means, the equivalent mutants with their
- * argument, and writes the summary into docs/reliability.md. Exits 1 if a non-equivalent mutant survives.
+ * argument, and writes the summary into docs/reliability.md and the kill-set (for each killed mutant the path that
+ * killed it first; `npm test` plays those) into test/mutation/kill-set.json. Exits 1 if a non-equivalent mutant survives.
  *
- *   npm run mutate                         all mutants, 2 workers
+ *   npm run mutate                         all mutants, 2 workers; records the kill-set and docs/reliability.md
  *   npm run mutate -- --chart monitor      one chart
  *   npm run mutate -- --sample 12          every n-th mutant of each chart (what CI runs)
  *   npm run mutate -- --jobs 1 --no-write
+ *   npm run mutate -- --sample 12 --kill-set /tmp/k.json   the (partial) kill-set of a sample, written elsewhere
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { CHARTS } from '../test/mutation/charts.js';
+import { CHARTS, type Chart } from '../test/mutation/charts.js';
 import { equivalence } from '../test/mutation/equivalent.js';
 import { mutantsOf, type Mutant } from '../test/mutation/mutants.js';
 import { Judge } from '../test/mutation/verdict.js';
+import { KILL_SET_FILE, killSetOf, readKillSet, writeKillSet } from '../test/mutation/kill-set.js';
 
 interface Job {
   chart: string;
@@ -28,6 +32,8 @@ interface Job {
 interface Outcome extends Job {
   killed: boolean;
   by?: string;
+  /** The fixed path that killed it (the kill-set's unit). */
+  path?: { id: string; name: string };
   ms: number;
   played?: number;
   /** The real chart disagrees with its oracle: no verdict means anything. */
@@ -94,8 +100,24 @@ async function main() {
   console.log(`${outcomes.length} mutants in ${seconds} s on ${jobs} workers, ${played} paths played (slowest ${slowest?.id}: ${slowest?.ms} ms)`);
   if (args.includes('--verbose')) for (const o of outcomes.filter((x) => x.killed)) console.log(`killed ${o.id}\n  by ${o.by?.slice(0, 400)}`);
   if (write) writeDoc(summary, seconds, jobs, played);
+  recordKillSet(all, outcomes, write ? KILL_SET_FILE : option('kill-set'));
   const holes = outcomes.filter((o) => !o.killed && equivalence(o.chart, byId.get(`${o.chart}\u0000${o.id}`)!.mutant) === null);
   process.exit(holes.length ? 1 : 0);
+}
+
+/** The union of the first killing paths, written when every mutant was played (or to `--kill-set FILE`). */
+function recordKillSet(all: Array<{ chart: string; mutant: Mutant }>, outcomes: Outcome[], file: string | undefined) {
+  const byJob = new Map(outcomes.map((o) => [`${o.chart}\u0000${o.id}`, o]));
+  const set = killSetOf(
+    all.map(({ chart, mutant }) => {
+      const outcome = byJob.get(`${chart}\u0000${mutant.id}`)!;
+      return { chart: chart as Chart['name'], meaning: mutant.meaning, killed: outcome.killed, ...(outcome.path ? { path: outcome.path } : {}) };
+    }),
+  );
+  for (const [chart, { paths, killedElsewhere }] of Object.entries(set.charts)) {
+    console.log(`kill-set of ${chart}: ${paths.length} paths (${killedElsewhere} mutants killed on their own paths or by not building)`);
+  }
+  if (file) writeKillSet(set, file);
 }
 
 const equivalentsFor: string[] = [];
@@ -199,6 +221,15 @@ function writeDoc(summary: string[], seconds: number, jobs: number, played: numb
   writeFileSync(path, `${head}\n\n${section.join('\n')}`);
 }
 
+/** The recorded kill-set's paths of `chart`, most killing first: tried first, so a new recording stays close to the last. */
+function recordedKillers(chart: Chart['name']): string[] {
+  try {
+    return [...(readKillSet().charts[chart]?.paths ?? [])].sort((a, b) => b.kills - a.kills).map((p) => p.id);
+  } catch {
+    return [];
+  }
+}
+
 if (args[0] === '--worker') {
   // A worker builds and judges the mutants the parent sends, one at a time; each chart's paths are computed once.
   const byChart = new Map(CHARTS.map((c) => [c.name, { chart: c, mutants: new Map(mutantsOf(c.machine).map((m) => [m.id, m])), judge: null as Promise<Judge> | null }]));
@@ -208,7 +239,7 @@ if (args[0] === '--worker') {
       const entry = byChart.get(job.chart as never);
       const mutant = entry?.mutants.get(job.id);
       if (!entry || !mutant) throw new Error(`mutant not found in the worker: ${job.chart} ${job.id}`);
-      const judge = await (entry.judge ??= Judge.of(entry.chart, 'all', (name) => process.send!({ playing: name })));
+      const judge = await (entry.judge ??= Judge.of(entry.chart, 'all', (name) => process.send!({ playing: name }), recordedKillers(entry.chart.name)));
       const verdict = await judge.judge(mutant);
       return { ...job, ...verdict, ms: Date.now() - started };
     } catch (error) {

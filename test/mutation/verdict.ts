@@ -1,9 +1,9 @@
 /**
  * Whether a mutant is killed: the first path on which it shows the world something its oracle does not expect.
  * The same paths as the model tests; only their order is chosen for speed. Paths that killed mutants of the same
- * transition come first, then paths that killed any mutant (most recent first), then the rest; the mutant's own
- * model paths are traversed only when no fixed path kills it. A kill on a fixed path counts only if the real chart
- * passes that path.
+ * transition come first, then paths that killed any mutant (most recent first; at the start, the recorded kill-set),
+ * then the rest; the mutant's own model paths are traversed only when no fixed path kills it. A kill on a fixed path
+ * counts only if the real chart passes that path.
  */
 import type { AnyStateMachine } from 'xstate';
 import type { Chart, CheckPath } from './charts.js';
@@ -13,6 +13,8 @@ export interface Verdict {
   killed: boolean;
   /** The killing path and the difference it showed. */
   by?: string;
+  /** The killing path when it is one of the chart's fixed paths (what the kill-set records). */
+  path?: { id: string; name: string };
   /** Paths played. */
   played: number;
 }
@@ -30,10 +32,13 @@ export class Judge {
   /**
    * Computes the chart's fixed paths. With `verify` 'all' the real chart is played on each of them and on its own
    * paths at once; with 'kills' only on each killing path (the model tests play the others). Either way a path the
-   * real chart fails is an error, not a kill.
+   * real chart fails is an error, not a kill. `first`: ids of paths to try before the others (the recorded kill-set,
+   * most killing first), as if they had just killed.
    */
-  static async of(chart: Chart, verify: 'all' | 'kills' = 'all', onPath: (name: string) => void = () => {}): Promise<Judge> {
+  static async of(chart: Chart, verify: 'all' | 'kills' = 'all', onPath: (name: string) => void = () => {}, first: string[] = []): Promise<Judge> {
     const judge = new Judge(chart, await chart.fixedPaths(), onPath);
+    const index = new Map(judge.fixed.map((p, i) => [p.id, i]));
+    for (const id of [...first].reverse()) if (index.has(id)) judge.recent.push(index.get(id)!);
     if (verify === 'all') for (const path of [...judge.fixed, ...chart.ownPaths(chart.machine)]) await judge.verify(path);
     return judge;
   }
@@ -61,7 +66,7 @@ export class Judge {
       if (message === null) continue;
       await this.verify(this.fixed[index]!);
       this.remember(mutant.edge, index);
-      return { killed: true, by: `${this.fixed[index]!.name}: ${message}`, played };
+      return { killed: true, by: `${this.fixed[index]!.name}: ${message}`, path: { id: this.fixed[index]!.id, name: this.fixed[index]!.name }, played };
     }
     let own: CheckPath[];
     try {
