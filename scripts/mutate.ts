@@ -23,7 +23,7 @@ import { CHARTS, type Chart } from '../test/mutation/charts.js';
 import { equivalence } from '../test/mutation/equivalent.js';
 import { mutantsOf, type Mutant } from '../test/mutation/mutants.js';
 import { Judge } from '../test/mutation/verdict.js';
-import { KILL_SET_FILE, killSetOf, readKillSet, writeKillSet } from '../test/mutation/kill-set.js';
+import { KILL_SET_FILE, killSetOf, recordedKillers, writeKillSet } from '../test/mutation/kill-set.js';
 
 interface Job {
   chart: string;
@@ -42,6 +42,8 @@ interface Outcome extends Job {
 
 /** A worker that starts no path for this long is stuck in a mutant's endless loop (the real chart's paths take milliseconds). */
 const STALL_MS = 30_000;
+/** Generating a chart's paths (or a mutant's own) takes seconds of CPU, minutes on a machine shared with other work. */
+const BUSY_MS = 20 * 60_000;
 const args = process.argv.slice(2);
 const option = (name: string) => {
   const i = args.indexOf(`--${name}`);
@@ -135,15 +137,15 @@ async function runAll(queue: Job[], jobs: number): Promise<Outcome[]> {
       let timer: NodeJS.Timeout | undefined;
       let since = 0;
       let path = '';
-      const watch = () => {
+      const watch = (ms = STALL_MS) => {
         clearTimeout(timer);
         timer = setTimeout(() => {
           // A mutant that never finishes a path the real chart finishes at once is killed: the agent would hang.
-          outcomes.push({ ...current!, killed: true, by: `${path}: no step for ${STALL_MS} ms (an endless loop)`, ms: Date.now() - since });
+          outcomes.push({ ...current!, killed: true, by: `${path}: no step for ${ms} ms (an endless loop)`, ms: Date.now() - since });
           child.removeAllListeners('exit');
           child.kill('SIGKILL');
           void spawnWorker().then(resolve);
-        }, STALL_MS);
+        }, ms);
       };
       const next = () => {
         current = pending.shift();
@@ -155,11 +157,15 @@ async function runAll(queue: Job[], jobs: number): Promise<Outcome[]> {
         watch();
         child.send(current);
       };
-      child.on('message', (message: Outcome | { ready: true } | { playing: string }) => {
+      child.on('message', (message: Outcome | { ready: true } | { playing: string } | { busy: string }) => {
         if ('ready' in message) return next();
         if ('playing' in message) {
           path = message.playing;
           return watch();
+        }
+        if ('busy' in message) {
+          path = message.busy;
+          return watch(BUSY_MS);
         }
         clearTimeout(timer);
         outcomes.push(message);
@@ -204,6 +210,8 @@ function writeDoc(summary: string[], seconds: number, jobs: number, played: numb
     '`--only`/`--skip`. A mutant is built in memory and played in a worker process; it stops at its first killing',
     'path (paths that killed its transition\'s other mutants first), and its own model paths are generated only when',
     'no fixed path kills it. A mutant caught in an endless loop of eventless transitions is killed by that loop.',
+    'The path that killed each mutant first is recorded in `test/mutation/kill-set.json`: `npm test` plays that',
+    'kill-set and a set of model paths taking every transition; every other path is played only here.',
     '',
     '| chart | mutants | killed | equivalent | surviving | killed / non-equivalent |',
     '|---|---|---|---|---|---|',
@@ -221,15 +229,6 @@ function writeDoc(summary: string[], seconds: number, jobs: number, played: numb
   writeFileSync(path, `${head}\n\n${section.join('\n')}`);
 }
 
-/** The recorded kill-set's paths of `chart`, most killing first: tried first, so a new recording stays close to the last. */
-function recordedKillers(chart: Chart['name']): string[] {
-  try {
-    return [...(readKillSet().charts[chart]?.paths ?? [])].sort((a, b) => b.kills - a.kills).map((p) => p.id);
-  } catch {
-    return [];
-  }
-}
-
 if (args[0] === '--worker') {
   // A worker builds and judges the mutants the parent sends, one at a time; each chart's paths are computed once.
   const byChart = new Map(CHARTS.map((c) => [c.name, { chart: c, mutants: new Map(mutantsOf(c.machine).map((m) => [m.id, m])), judge: null as Promise<Judge> | null }]));
@@ -239,7 +238,8 @@ if (args[0] === '--worker') {
       const entry = byChart.get(job.chart as never);
       const mutant = entry?.mutants.get(job.id);
       if (!entry || !mutant) throw new Error(`mutant not found in the worker: ${job.chart} ${job.id}`);
-      const judge = await (entry.judge ??= Judge.of(entry.chart, 'all', (name) => process.send!({ playing: name }), recordedKillers(entry.chart.name)));
+      const watch = { playing: (name: string) => process.send!({ playing: name }), busy: (what: string) => process.send!({ busy: what }) };
+      const judge = await (entry.judge ??= Judge.of(entry.chart, 'all', watch, recordedKillers(entry.chart.name)));
       const verdict = await judge.judge(mutant);
       return { ...job, ...verdict, ms: Date.now() - started };
     } catch (error) {

@@ -84,3 +84,12 @@ export function killSetOf(kills: Kill[], recorded = new Date().toISOString()): K
 export function writeKillSet(set: KillSet, file = KILL_SET_FILE): void {
   writeFileSync(file, `${JSON.stringify(set, null, 1)}\n`);
 }
+
+/** The recorded paths of `chart`, most killing first (none when nothing is recorded): a judge tries them first. */
+export function recordedKillers(chart: Chart['name'], file = KILL_SET_FILE): string[] {
+  try {
+    return [...(readKillSet(file).charts[chart]?.paths ?? [])].sort((a, b) => b.kills - a.kills).map((p) => p.id);
+  } catch {
+    return [];
+  }
+}

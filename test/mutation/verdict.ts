@@ -19,6 +19,14 @@ export interface Verdict {
   played: number;
 }
 
+/** Told what the judge does, for a caller that watches for a stuck mutant. */
+export interface Watch {
+  /** A path starts: it takes milliseconds on the real chart. */
+  playing?(name: string): void;
+  /** A long computation starts (generating paths): it may take minutes on a loaded machine. */
+  busy?(what: string): void;
+}
+
 export class Judge {
   private readonly recent: number[] = [];
   private readonly byEdge = new Map<string, number[]>();
@@ -26,7 +34,7 @@ export class Judge {
   private constructor(
     private readonly chart: Chart,
     private readonly fixed: CheckPath[],
-    private readonly onPath: (name: string) => void,
+    private readonly watch: Watch,
   ) {}
 
   /**
@@ -35,8 +43,9 @@ export class Judge {
    * real chart fails is an error, not a kill. `first`: ids of paths to try before the others (the recorded kill-set,
    * most killing first), as if they had just killed.
    */
-  static async of(chart: Chart, verify: 'all' | 'kills' = 'all', onPath: (name: string) => void = () => {}, first: string[] = []): Promise<Judge> {
-    const judge = new Judge(chart, await chart.fixedPaths(), onPath);
+  static async of(chart: Chart, verify: 'all' | 'kills' = 'all', watch: Watch = {}, first: string[] = []): Promise<Judge> {
+    watch.busy?.(`computing the paths of ${chart.file}`);
+    const judge = new Judge(chart, await chart.fixedPaths(), watch);
     const index = new Map(judge.fixed.map((p, i) => [p.id, i]));
     for (const id of [...first].reverse()) if (index.has(id)) judge.recent.push(index.get(id)!);
     if (verify === 'all') for (const path of [...judge.fixed, ...chart.ownPaths(chart.machine)]) await judge.verify(path);
@@ -70,6 +79,7 @@ export class Judge {
     }
     let own: CheckPath[];
     try {
+      this.watch.busy?.(`traversing the mutant ${mutant.id}`);
       own = this.chart.ownPaths(machine);
     } catch (error) {
       return { killed: true, by: `(traversal of the mutant) ${String(error)}`, played };
@@ -86,7 +96,7 @@ export class Judge {
   }
 
   private async fails(path: CheckPath, machine: AnyStateMachine): Promise<string | null> {
-    this.onPath(path.name);
+    this.watch.playing?.(path.name);
     try {
       await path.play(machine);
       return null;
