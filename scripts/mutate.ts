@@ -102,19 +102,20 @@ async function main() {
   console.log(`${outcomes.length} mutants in ${seconds} s on ${jobs} workers, ${played} paths played (slowest ${slowest?.id}: ${slowest?.ms} ms)`);
   if (args.includes('--verbose')) for (const o of outcomes.filter((x) => x.killed)) console.log(`killed ${o.id}\n  by ${o.by?.slice(0, 400)}`);
   if (write) writeDoc(summary, seconds, jobs, played);
-  recordKillSet(all, outcomes, write ? KILL_SET_FILE : option('kill-set'));
+  recordKillSet(all, outcomes, sample === 1 && !only, write ? KILL_SET_FILE : option('kill-set'));
   const holes = outcomes.filter((o) => !o.killed && equivalence(o.chart, byId.get(`${o.chart}\u0000${o.id}`)!.mutant) === null);
   process.exit(holes.length ? 1 : 0);
 }
 
 /** The union of the first killing paths, written when every mutant was played (or to `--kill-set FILE`). */
-function recordKillSet(all: Array<{ chart: string; mutant: Mutant }>, outcomes: Outcome[], file: string | undefined) {
+function recordKillSet(all: Array<{ chart: string; mutant: Mutant }>, outcomes: Outcome[], complete: boolean, file: string | undefined) {
   const byJob = new Map(outcomes.map((o) => [`${o.chart}\u0000${o.id}`, o]));
   const set = killSetOf(
     all.map(({ chart, mutant }) => {
       const outcome = byJob.get(`${chart}\u0000${mutant.id}`)!;
       return { chart: chart as Chart['name'], meaning: mutant.meaning, killed: outcome.killed, ...(outcome.path ? { path: outcome.path } : {}) };
     }),
+    complete,
   );
   for (const [chart, { paths, killedElsewhere }] of Object.entries(set.charts)) {
     console.log(`kill-set of ${chart}: ${paths.length} paths (${killedElsewhere} mutants killed on their own paths or by not building)`);

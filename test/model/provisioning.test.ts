@@ -238,6 +238,7 @@ describe('the provisioning statechart against the oracle, on the kill-set', () =
   it('finds every recorded path of the kill-set among the paths generated now', () => {
     expect(killSet.missing, `recorded paths no longer generated: ${RECORD_AGAIN}`).toEqual([]);
     expect(killSet.found.length, `the kill-set of the provisioning chart is empty: ${RECORD_AGAIN}`).toBeGreaterThan(0);
+    expect(killSet.complete, `the kill-set was recorded from some of the mutants only (--sample or --chart): ${RECORD_AGAIN}`).toBe(true);
   });
 
   for (const { entry, path } of oracleKillers) it(killerTitle(path.start, entry.catches), () => playAgainstOracle(provisioningMachine, path.input, path.events));

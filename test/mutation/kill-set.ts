@@ -29,6 +29,8 @@ export interface ChartKillSet {
 
 export interface KillSet {
   recorded: string;
+  /** Whether every mutant of every chart was played (not `--sample N` or `--chart`): only then is it the kill-set. */
+  complete: boolean;
   charts: Partial<Record<Chart['name'], ChartKillSet>>;
 }
 
@@ -45,11 +47,12 @@ export function resolveKillSet<P extends { id: string }>(chart: Chart['name'], p
   try {
     set = readKillSet(file);
   } catch (error) {
-    return { found: [], missing: [`(the kill-set: ${(error as Error).message})`] };
+    return { complete: false, found: [], missing: [`(the kill-set: ${(error as Error).message})`] };
   }
   const byId = new Map(paths.map((p) => [p.id, p]));
   const entries = set.charts[chart]?.paths ?? [];
   return {
+    complete: set.complete,
     found: entries.filter((e) => byId.has(e.id)).map((entry) => ({ entry, path: byId.get(entry.id)! })),
     missing: entries.filter((e) => !byId.has(e.id)).map((e) => e.id),
   };
@@ -65,7 +68,7 @@ export interface Kill {
 }
 
 /** The union of the first killing paths, chart by chart, each path with the mutants it killed. */
-export function killSetOf(kills: Kill[], recorded = new Date().toISOString()): KillSet {
+export function killSetOf(kills: Kill[], complete: boolean, recorded = new Date().toISOString()): KillSet {
   const charts: KillSet['charts'] = {};
   for (const kill of kills) {
     if (!kill.killed) continue;
@@ -78,7 +81,7 @@ export function killSetOf(kills: Kill[], recorded = new Date().toISOString()): K
     if (entry) entry.kills++;
     else chart.paths.push({ id: kill.path.id, name: kill.path.name, kills: 1, catches: kill.meaning });
   }
-  return { recorded, charts };
+  return { recorded, complete, charts };
 }
 
 export function writeKillSet(set: KillSet, file = KILL_SET_FILE): void {
