@@ -4,22 +4,26 @@
  * whatever the charts contain) is built in memory and played, in worker processes, on the paths of that chart's
  * checks (test/mutation/charts.ts): paths that do not depend on the chart first, each step compared with the oracle,
  * stopping at the first difference; the mutant's own model paths only when none kills it (test/mutation/verdict.ts).
+ * The real chart is played on every one of those paths first: this is the full oracle walk `npm test` leaves out.
  * Prints killed / total, every survivor with what it means, the equivalent mutants with their
- * argument, and writes the summary into docs/reliability.md. Exits 1 if a non-equivalent mutant survives.
+ * argument, and writes the summary into docs/reliability.md and the kill-set (for each killed mutant the path that
+ * killed it first; `npm test` plays those) into test/mutation/kill-set.json. Exits 1 if a non-equivalent mutant survives.
  *
- *   npm run mutate                         all mutants, 2 workers
+ *   npm run mutate                         all mutants, 2 workers; records the kill-set and docs/reliability.md
  *   npm run mutate -- --chart monitor      one chart
  *   npm run mutate -- --sample 12          every n-th mutant of each chart (what CI runs)
  *   npm run mutate -- --jobs 1 --no-write
+ *   npm run mutate -- --sample 12 --kill-set /tmp/k.json   the (partial) kill-set of a sample, written elsewhere
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { CHARTS } from '../test/mutation/charts.js';
+import { CHARTS, type Chart } from '../test/mutation/charts.js';
 import { equivalence } from '../test/mutation/equivalent.js';
 import { mutantsOf, type Mutant } from '../test/mutation/mutants.js';
 import { Judge } from '../test/mutation/verdict.js';
+import { KILL_SET_FILE, killSetOf, recordedKillers, writeKillSet } from '../test/mutation/kill-set.js';
 
 interface Job {
   chart: string;
@@ -28,6 +32,8 @@ interface Job {
 interface Outcome extends Job {
   killed: boolean;
   by?: string;
+  /** The fixed path that killed it (the kill-set's unit). */
+  path?: { id: string; name: string };
   ms: number;
   played?: number;
   /** The real chart disagrees with its oracle: no verdict means anything. */
@@ -36,6 +42,8 @@ interface Outcome extends Job {
 
 /** A worker that starts no path for this long is stuck in a mutant's endless loop (the real chart's paths take milliseconds). */
 const STALL_MS = 30_000;
+/** Generating a chart's paths (or a mutant's own) takes seconds of CPU, minutes on a machine shared with other work. */
+const BUSY_MS = 20 * 60_000;
 const args = process.argv.slice(2);
 const option = (name: string) => {
   const i = args.indexOf(`--${name}`);
@@ -94,8 +102,25 @@ async function main() {
   console.log(`${outcomes.length} mutants in ${seconds} s on ${jobs} workers, ${played} paths played (slowest ${slowest?.id}: ${slowest?.ms} ms)`);
   if (args.includes('--verbose')) for (const o of outcomes.filter((x) => x.killed)) console.log(`killed ${o.id}\n  by ${o.by?.slice(0, 400)}`);
   if (write) writeDoc(summary, seconds, jobs, played);
+  recordKillSet(all, outcomes, sample === 1 && !only, write ? KILL_SET_FILE : option('kill-set'));
   const holes = outcomes.filter((o) => !o.killed && equivalence(o.chart, byId.get(`${o.chart}\u0000${o.id}`)!.mutant) === null);
   process.exit(holes.length ? 1 : 0);
+}
+
+/** The union of the first killing paths, written when every mutant was played (or to `--kill-set FILE`). */
+function recordKillSet(all: Array<{ chart: string; mutant: Mutant }>, outcomes: Outcome[], complete: boolean, file: string | undefined) {
+  const byJob = new Map(outcomes.map((o) => [`${o.chart}\u0000${o.id}`, o]));
+  const set = killSetOf(
+    all.map(({ chart, mutant }) => {
+      const outcome = byJob.get(`${chart}\u0000${mutant.id}`)!;
+      return { chart: chart as Chart['name'], meaning: mutant.meaning, killed: outcome.killed, ...(outcome.path ? { path: outcome.path } : {}) };
+    }),
+    complete,
+  );
+  for (const [chart, { paths, killedElsewhere }] of Object.entries(set.charts)) {
+    console.log(`kill-set of ${chart}: ${paths.length} paths (${killedElsewhere} mutants killed on their own paths or by not building)`);
+  }
+  if (file) writeKillSet(set, file);
 }
 
 const equivalentsFor: string[] = [];
@@ -113,15 +138,15 @@ async function runAll(queue: Job[], jobs: number): Promise<Outcome[]> {
       let timer: NodeJS.Timeout | undefined;
       let since = 0;
       let path = '';
-      const watch = () => {
+      const watch = (ms = STALL_MS) => {
         clearTimeout(timer);
         timer = setTimeout(() => {
           // A mutant that never finishes a path the real chart finishes at once is killed: the agent would hang.
-          outcomes.push({ ...current!, killed: true, by: `${path}: no step for ${STALL_MS} ms (an endless loop)`, ms: Date.now() - since });
+          outcomes.push({ ...current!, killed: true, by: `${path}: no step for ${ms} ms (an endless loop)`, ms: Date.now() - since });
           child.removeAllListeners('exit');
           child.kill('SIGKILL');
           void spawnWorker().then(resolve);
-        }, STALL_MS);
+        }, ms);
       };
       const next = () => {
         current = pending.shift();
@@ -133,11 +158,15 @@ async function runAll(queue: Job[], jobs: number): Promise<Outcome[]> {
         watch();
         child.send(current);
       };
-      child.on('message', (message: Outcome | { ready: true } | { playing: string }) => {
+      child.on('message', (message: Outcome | { ready: true } | { playing: string } | { busy: string }) => {
         if ('ready' in message) return next();
         if ('playing' in message) {
           path = message.playing;
           return watch();
+        }
+        if ('busy' in message) {
+          path = message.busy;
+          return watch(BUSY_MS);
         }
         clearTimeout(timer);
         outcomes.push(message);
@@ -182,6 +211,8 @@ function writeDoc(summary: string[], seconds: number, jobs: number, played: numb
     '`--only`/`--skip`. A mutant is built in memory and played in a worker process; it stops at its first killing',
     'path (paths that killed its transition\'s other mutants first), and its own model paths are generated only when',
     'no fixed path kills it. A mutant caught in an endless loop of eventless transitions is killed by that loop.',
+    'The path that killed each mutant first is recorded in `test/mutation/kill-set.json`: `npm test` plays that',
+    'kill-set and a set of model paths taking every transition; every other path is played only here.',
     '',
     '| chart | mutants | killed | equivalent | surviving | killed / non-equivalent |',
     '|---|---|---|---|---|---|',
@@ -208,7 +239,8 @@ if (args[0] === '--worker') {
       const entry = byChart.get(job.chart as never);
       const mutant = entry?.mutants.get(job.id);
       if (!entry || !mutant) throw new Error(`mutant not found in the worker: ${job.chart} ${job.id}`);
-      const judge = await (entry.judge ??= Judge.of(entry.chart, 'all', (name) => process.send!({ playing: name })));
+      const watch = { playing: (name: string) => process.send!({ playing: name }), busy: (what: string) => process.send!({ busy: what }) };
+      const judge = await (entry.judge ??= Judge.of(entry.chart, 'all', watch, recordedKillers(entry.chart.name)));
       const verdict = await judge.judge(mutant);
       return { ...job, ...verdict, ms: Date.now() - started };
     } catch (error) {

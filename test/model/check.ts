@@ -3,6 +3,7 @@
  * every event, what the outside world saw with what the oracle (oracle.ts) says it must see. No vitest here: the
  * mutation runner (scripts/mutate.ts) calls the same checks in-process for each mutant.
  */
+import { createHash } from 'node:crypto';
 import { TestModel } from 'xstate/graph';
 import type { AnyStateMachine } from 'xstate';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
@@ -12,6 +13,7 @@ import { startRun, type Gate, type Run } from './harness.js';
 import { describeFailure, describePlan, ProvisioningOracle, type SeenFailure, type SeenOutput } from './oracle.js';
 import { apply, oraclePaths } from './oracle-paths.js';
 import { MODEL_STARTS, modelEvents, serializeState, shortEvent, type ModelEvent } from './support.js';
+import type { BootstateError } from '../../src/core/errors.js';
 
 const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport', 'poolReadyReport']);
 const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'certificates', 'sshKeys', 'sshd']);
@@ -123,6 +125,29 @@ export const modelOf = (machine: AnyStateMachine, input: ProvisioningInput) =>
   });
 
 /**
+ * A path's stable id: where it comes from (`model` or `oracle`), its start, and a digest of its events in full
+ * (outputs and errors included, which the readable name leaves out). The kill-set (kill-set.json) names paths by it.
+ */
+export function pathId(source: 'model' | 'oracle', start: string, events: ModelEvent[]): string {
+  return `${source} ${start} ${createHash('sha256').update(events.map(eventLabel).join('\n')).digest('hex').slice(0, 16)}`;
+}
+
+/** An event in full: type, output, error code and retryability, clock reading. */
+export function eventLabel(e: ModelEvent): string {
+  const error = e.error as BootstateError | undefined;
+  return [e.type, e.output === undefined ? '' : JSON.stringify(e.output), error ? `${error.code}:${error.retryable}` : '', e.to ?? ''].join('|');
+}
+
+export interface PlayablePath {
+  id: string;
+  /** The start and the events, for reading: not unique (outputs are abridged). */
+  name: string;
+  start: string;
+  input: ProvisioningInput;
+  events: ModelEvent[];
+}
+
+/**
  * The shortest paths to every transition of `machine`, from each of the starts MODEL_STARTS (what the run read
  * before the chart), one TestModel each (see provisioning.test.ts for the bounds on the regions).
  */
@@ -130,16 +155,18 @@ export function modelPaths(machine: AnyStateMachine) {
   return MODEL_STARTS.flatMap(({ name: start, input }) =>
     modelOf(machine, input).getShortestPaths().map((path) => {
       const events = path.steps.slice(1).map((s) => s.event as ModelEvent);
-      return { name: `${start}: ${events.map(shortEvent).join(' → ') || 'start'}`, input, events, path };
+      return { id: pathId('model', start, events), name: `${start}: ${events.map(shortEvent).join(' → ') || 'start'}`, start, input, events, path };
     }),
   );
 }
 
-let oracleCache: Array<{ name: string; input: ProvisioningInput; events: ModelEvent[] }> | null = null;
+let oracleCache: PlayablePath[] | null = null;
 /** The oracle's own paths, computed once: they do not depend on the chart. */
-export const ORACLE_PATHS = () =>
+export const ORACLE_PATHS = (): PlayablePath[] =>
   (oracleCache ??= oraclePaths().map(({ start, events }) => ({
+    id: pathId('oracle', start.name, events),
     name: `(oracle) ${start.name}: ${events.map(shortEvent).join(' → ') || 'start'}`,
+    start: start.name,
     input: start.input,
     events,
   })));
@@ -164,20 +191,28 @@ async function withClockReadings(input: ProvisioningInput, events: ModelEvent[])
 }
 
 export interface CheckPath {
+  /** Stable across runs while the path exists: what the kill-set records. */
+  id: string;
   name: string;
   /** Throws, naming the first difference, unless `machine` shows the world what the oracle expects on this path. */
   play(machine: AnyStateMachine): Promise<void>;
 }
 
-const checkPath = ({ name, input, events }: { name: string; input: ProvisioningInput; events: ModelEvent[] }): CheckPath => ({
+const checkPath = ({ id, name, input, events }: { id: string; name: string; input: ProvisioningInput; events: ModelEvent[] }): CheckPath => ({
+  id,
   name,
   play: (machine) => playAgainstOracle(machine, input, events),
 });
 
-/** Paths that do not depend on the chart under test: the oracle's own, and the real chart's model paths. */
+/**
+ * Paths that do not depend on the chart under test: the oracle's own, and the real chart's model paths (their clock
+ * readings taken on the real chart the first time each is played).
+ */
 export async function fixedPaths(): Promise<CheckPath[]> {
-  const chart: CheckPath[] = [];
-  for (const { name, input, events } of modelPaths(provisioningMachine)) chart.push(checkPath({ name, input, events: await withClockReadings(input, events) }));
+  const chart = modelPaths(provisioningMachine).map(({ id, name, input, events }): CheckPath => {
+    let played: Promise<ModelEvent[]> | undefined;
+    return { id, name, play: async (machine) => playAgainstOracle(machine, input, await (played ??= withClockReadings(input, events))) };
+  });
   return [...ORACLE_PATHS().map(checkPath), ...chart];
 }
 

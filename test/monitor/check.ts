@@ -225,11 +225,14 @@ export function modelPaths(machine: AnyStateMachine, mode: Mode) {
 const oracleCache = new Map<Mode, AnyEventObject[][]>();
 
 export interface CheckPath {
+  /** Stable across runs while the path exists: what the kill-set records. */
+  id: string;
   name: string;
   play(machine: AnyStateMachine): Promise<void>;
 }
 
-const checkPath = (mode: Mode, events: AnyEventObject[]): CheckPath => ({
+const checkPath = (mode: Mode, events: AnyEventObject[], source: 'model' | 'oracle'): CheckPath => ({
+  id: `${source} ${mode.label}${describePath(events)}`,
   name: `${mode.label}${describePath(events)}`,
   play: (machine) => playAgainstOracle(machine, mode, events),
 });
@@ -237,14 +240,14 @@ const checkPath = (mode: Mode, events: AnyEventObject[]): CheckPath => ({
 /** Paths that do not depend on the chart under test: the oracle's own and the real chart's model paths (their events name no chart state). */
 export async function fixedPaths(): Promise<CheckPath[]> {
   return MODES.flatMap((mode) => [
-    ...oraclePaths(mode).map((events) => checkPath(mode, events)),
-    ...modelPaths(monitorMachine as unknown as AnyStateMachine, mode).map((p) => checkPath(mode, p.steps.slice(1).map((s) => s.event as AnyEventObject))),
+    ...oraclePaths(mode).map((events) => checkPath(mode, events, 'oracle')),
+    ...modelPaths(monitorMachine as unknown as AnyStateMachine, mode).map((p) => checkPath(mode, p.steps.slice(1).map((s) => s.event as AnyEventObject), 'model')),
   ]);
 }
 
 /** The shortest paths of `machine` itself. */
 export const ownPaths = (machine: AnyStateMachine): CheckPath[] =>
-  MODES.flatMap((mode) => modelPaths(machine, mode).map((p) => checkPath(mode, p.steps.slice(1).map((s) => s.event as AnyEventObject))));
+  MODES.flatMap((mode) => modelPaths(machine, mode).map((p) => checkPath(mode, p.steps.slice(1).map((s) => s.event as AnyEventObject), 'model')));
 
 /** The first path on which `machine` and the oracle disagree, or null. */
 export async function firstDisagreement(machine: AnyStateMachine): Promise<{ path: string; message: string } | null> {

@@ -12,6 +12,8 @@ import * as monitor from '../monitor/check.js';
 import * as report from '../report/check.js';
 
 export interface CheckPath {
+  /** Stable across runs while the path exists: what the kill-set records. */
+  id: string;
   name: string;
   /** Throws, naming the first difference, unless `machine` shows the world what the oracle expects on this path. */
   play(machine: AnyStateMachine): Promise<void>;

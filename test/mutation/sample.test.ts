@@ -9,11 +9,12 @@ import type { AnyStateNode } from 'xstate';
 import { CHARTS, type Chart } from './charts.js';
 import { equivalence } from './equivalent.js';
 import { ENTRY_KINDS, mutantsOf } from './mutants.js';
+import { recordedKillers } from './kill-set.js';
 import { Judge } from './verdict.js';
 
-/** One judge per chart, its paths computed once for the whole file. */
+/** One judge per chart, its paths computed once for the whole file; it tries the recorded kill-set's paths first. */
 const judges = new Map<Chart, Promise<Judge>>();
-const judgeOf = (chart: Chart) => judges.get(chart) ?? judges.set(chart, Judge.of(chart, 'kills')).get(chart)!;
+const judgeOf = (chart: Chart) => judges.get(chart) ?? judges.set(chart, Judge.of(chart, 'kills', {}, recordedKillers(chart.name))).get(chart)!;
 
 const allNodes = (node: AnyStateNode): AnyStateNode[] => [node, ...Object.values(node.states).flatMap((c) => allNodes(c as AnyStateNode))];
 

@@ -1,9 +1,9 @@
 /**
  * Whether a mutant is killed: the first path on which it shows the world something its oracle does not expect.
  * The same paths as the model tests; only their order is chosen for speed. Paths that killed mutants of the same
- * transition come first, then paths that killed any mutant (most recent first), then the rest; the mutant's own
- * model paths are traversed only when no fixed path kills it. A kill on a fixed path counts only if the real chart
- * passes that path.
+ * transition come first, then paths that killed any mutant (most recent first; at the start, the recorded kill-set),
+ * then the rest; the mutant's own model paths are traversed only when no fixed path kills it. A kill on a fixed path
+ * counts only if the real chart passes that path.
  */
 import type { AnyStateMachine } from 'xstate';
 import type { Chart, CheckPath } from './charts.js';
@@ -13,8 +13,18 @@ export interface Verdict {
   killed: boolean;
   /** The killing path and the difference it showed. */
   by?: string;
+  /** The killing path when it is one of the chart's fixed paths (what the kill-set records). */
+  path?: { id: string; name: string };
   /** Paths played. */
   played: number;
+}
+
+/** Told what the judge does, for a caller that watches for a stuck mutant. */
+export interface Watch {
+  /** A path starts: it takes milliseconds on the real chart. */
+  playing?(name: string): void;
+  /** A long computation starts (generating paths): it may take minutes on a loaded machine. */
+  busy?(what: string): void;
 }
 
 export class Judge {
@@ -24,16 +34,20 @@ export class Judge {
   private constructor(
     private readonly chart: Chart,
     private readonly fixed: CheckPath[],
-    private readonly onPath: (name: string) => void,
+    private readonly watch: Watch,
   ) {}
 
   /**
    * Computes the chart's fixed paths. With `verify` 'all' the real chart is played on each of them and on its own
    * paths at once; with 'kills' only on each killing path (the model tests play the others). Either way a path the
-   * real chart fails is an error, not a kill.
+   * real chart fails is an error, not a kill. `first`: ids of paths to try before the others (the recorded kill-set,
+   * most killing first), as if they had just killed.
    */
-  static async of(chart: Chart, verify: 'all' | 'kills' = 'all', onPath: (name: string) => void = () => {}): Promise<Judge> {
-    const judge = new Judge(chart, await chart.fixedPaths(), onPath);
+  static async of(chart: Chart, verify: 'all' | 'kills' = 'all', watch: Watch = {}, first: string[] = []): Promise<Judge> {
+    watch.busy?.(`computing the paths of ${chart.file}`);
+    const judge = new Judge(chart, await chart.fixedPaths(), watch);
+    const index = new Map(judge.fixed.map((p, i) => [p.id, i]));
+    for (const id of [...first].reverse()) if (index.has(id)) judge.recent.push(index.get(id)!);
     if (verify === 'all') for (const path of [...judge.fixed, ...chart.ownPaths(chart.machine)]) await judge.verify(path);
     return judge;
   }
@@ -61,10 +75,11 @@ export class Judge {
       if (message === null) continue;
       await this.verify(this.fixed[index]!);
       this.remember(mutant.edge, index);
-      return { killed: true, by: `${this.fixed[index]!.name}: ${message}`, played };
+      return { killed: true, by: `${this.fixed[index]!.name}: ${message}`, path: { id: this.fixed[index]!.id, name: this.fixed[index]!.name }, played };
     }
     let own: CheckPath[];
     try {
+      this.watch.busy?.(`traversing the mutant ${mutant.id}`);
       own = this.chart.ownPaths(machine);
     } catch (error) {
       return { killed: true, by: `(traversal of the mutant) ${String(error)}`, played };
@@ -81,7 +96,7 @@ export class Judge {
   }
 
   private async fails(path: CheckPath, machine: AnyStateMachine): Promise<string | null> {
-    this.onPath(path.name);
+    this.watch.playing?.(path.name);
     try {
       await path.play(machine);
       return null;

@@ -106,13 +106,15 @@ const describe = (steps: Step[]) =>
   steps.map((s) => (s.type === 'time' ? `clock at ${s.to} ms` : s.type === 'failed' ? `POST failed${toFailure(s.error).retryable ? ' (retryable)' : ''}` : 'POST accepted')).join(' → ');
 
 export interface CheckPath {
+  /** Stable across runs while the path exists: what the kill-set records. */
+  id: string;
   name: string;
   play(machine: AnyStateMachine): Promise<void>;
 }
 
 /** Every path of the oracle: the report chart has no traversal of its own, the oracle's paths cover its states. */
 export async function fixedPaths(): Promise<CheckPath[]> {
-  return reportPaths().map((steps) => ({ name: describe(steps), play: (machine) => play(machine, steps) }));
+  return reportPaths().map((steps) => ({ id: `oracle ${describe(steps)}`, name: describe(steps), play: (machine) => play(machine, steps) }));
 }
 
 /** The first path on which `machine` and the oracle disagree, or null. */
