@@ -56,7 +56,7 @@ export const sshKeysRegion = chart.createStateConfig({
     writing: {
       always: { guard: { type: 'stepSkipped', params: { step: 'ssh-keys' } }, target: 'done' },
       invoke: {
-        id: 'sshKeys',
+        id: 'ssh-keys',
         src: 'writeSshKeys',
         input: ({ context }) => ({ config: context.config, plan: context.plan! }),
         onDone: 'done',

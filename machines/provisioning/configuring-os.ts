@@ -19,11 +19,12 @@ type OsActor = 'setHostname' | 'createUser' | 'setPassword' | 'configureSshd' | 
  * One OS step: invoke the named actor with the plan; any error fails the run. A step left out by `--only`/`--skip`
  * (config `[steps] skip`) goes on to `skipTo` (default `next`) without starting its actor.
  */
-function osStep(id: string, src: OsActor, next: string, step: StepName, skipTo = next) {
+function osStep(src: OsActor, next: string, step: StepName, skipTo = next) {
   return chart.createStateConfig({
     always: { guard: { type: 'stepSkipped', params: { step } }, target: skipTo },
     invoke: {
-      id,
+      // The step's one name: the config's `[steps] skip`, the invoke id, the logs' `step`, KVP and the docs.
+      id: step as string,
       src,
       input: ({ context }) => ({ config: context.config, plan: context.plan! }),
       onDone: next,
@@ -33,8 +34,8 @@ function osStep(id: string, src: OsActor, next: string, step: StepName, skipTo =
 }
 
 /** A step with one state and `done`, as a region of its own. */
-const region = (id: string, src: OsActor, step: StepName, doing: string) =>
-  chart.createStateConfig({ initial: doing, states: { [doing]: osStep(id, src, 'done', step), done: { type: 'final' } } });
+const region = (src: OsActor, step: StepName, doing: string) =>
+  chart.createStateConfig({ initial: doing, states: { [doing]: osStep(src, 'done', step), done: { type: 'final' } } });
 
 const osTimeout = (phase: string) =>
   ({ osTimeout: { target: FAIL, actions: { type: 'recordFailure', params: ({ context }: { context: ProvisioningContext }) => ({ error: phaseTimedOut(phase, context.config.os.timeout_secs) }) } } }) as const;
@@ -64,7 +65,7 @@ export const configuringOs = chart.createStateConfig({
       initial: 'setting',
       states: {
         // A skipped hostname step is not published either.
-        setting: osStep('hostname', 'setHostname', 'publishing', 'hostname', 'done'),
+        setting: osStep('setHostname', 'publishing', 'hostname', 'done'),
         // Azure DNS learns the name from the next DHCP request: make the client send one now. Best effort.
         publishing: {
           after: {
@@ -90,12 +91,12 @@ export const configuringOs = chart.createStateConfig({
     account: {
       initial: 'creatingUser',
       states: {
-        creatingUser: osStep('user', 'createUser', 'credentials', 'user'),
+        creatingUser: osStep('createUser', 'credentials', 'user'),
         // The password lives in /etc/shadow, the keys in the home: once the user exists, neither waits.
         credentials: {
           type: 'parallel',
           onDone: 'done',
-          states: { password: region('password', 'setPassword', 'password', 'setting'), sshKeys: sshKeysRegion },
+          states: { password: region('setPassword', 'password', 'setting'), sshKeys: sshKeysRegion },
         },
         done: { type: 'final' },
       },
@@ -105,11 +106,11 @@ export const configuringOs = chart.createStateConfig({
       initial: 'awaitingHostKeys',
       states: {
         awaitingHostKeys: { always: { guard: 'hostKeysReplaced', target: 'configuring' } },
-        configuring: osStep('sshd', 'configureSshd', 'done', 'sshd'),
+        configuring: osStep('configureSshd', 'done', 'sshd'),
         done: { type: 'final' },
       },
     },
-    customData: region('customData', 'saveCustomData', 'custom-data', 'saving'),
+    customData: region('saveCustomData', 'custom-data', 'saving'),
   },
 });
 

@@ -26,7 +26,7 @@ const hostKeys = chart.createStateConfig({
     waitingForImds: hostKeysWaitForImds,
     replacing: {
       invoke: {
-        id: 'hostKeys',
+        id: 'host-keys',
         src: 'regenerateHostKeys',
         input: ({ context }) => ({ config: context.config }),
         onDone: [

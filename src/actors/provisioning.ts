@@ -244,7 +244,7 @@ function osActors(deps: ProvisioningDeps, { logged }: Kit) {
       deps.provisioner.createUser({ username: plan.username, groups: plan.groups, passwordProvided: plan.passwordProvided }, signal),
     ),
     setPassword: step('password', ({ plan }, signal) => deps.provisioner.setPassword(plan.username, deps.secrets, signal)),
-    writeSshKeys: step('sshKeys', ({ plan }, signal) =>
+    writeSshKeys: step('ssh-keys', ({ plan }, signal) =>
       deps.provisioner.writeSshKeys({ username: plan.username, keys: plan.sshKeys, passwordAuthentication: plan.passwordAuthentication }, signal),
     ),
     fetchCertificates: fromPromise<string[], PlanInput>(({ input, signal }) => fetchCertificates(deps, input, signal)),
@@ -253,7 +253,7 @@ function osActors(deps: ProvisioningDeps, { logged }: Kit) {
         ? deps.provisioner.configureSshd(plan.passwordAuthentication, signal)
         : Promise.resolve({ backend: 'none', detail: 'sshd configuration disabled by config' }),
     ),
-    saveCustomData: step('customData', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
+    saveCustomData: step('custom-data', (_input, signal) => deps.provisioner.saveCustomData(deps.secrets, signal)),
   };
 }
 
@@ -281,13 +281,13 @@ function hostKeyActors({ provisioner }: ProvisioningDeps, { logged }: Kit) {
   return {
     // Its output: the types left for addHostKeys, made in the background (logins do not wait for them).
     regenerateHostKeys: fromPromise<HostKeyType[], { config: Config }>(async ({ signal }) => {
-      return (await logged('hostKeys', signal, () => provisioner.regenerateHostKeys(signal))).later;
+      return (await logged('host-keys', signal, () => provisioner.regenerateHostKeys(signal))).later;
     }),
     addHostKeys: fromPromise<void, { config: Config; types: HostKeyType[] }>(async ({ input, signal }) => {
-      await logged('hostKeys', signal, () => provisioner.addHostKeys(input.types, signal));
+      await logged('host-keys', signal, () => provisioner.addHostKeys(input.types, signal));
     }),
     completeHostKeys: fromPromise<void, { config: Config }>(async ({ signal }) => {
-      await logged('hostKeys', signal, () => provisioner.completeHostKeys(signal));
+      await logged('host-keys', signal, () => provisioner.completeHostKeys(signal));
     }),
   };
 }
@@ -379,7 +379,7 @@ function checkCustomData({ config, plan }: PlanInput, log: Logger): void {
   if (!plan.hasCustomData || plan.customDataFound) return;
   const message = 'IMDS hasCustomData is true but no CustomData arrived in ovf-env.xml';
   if (!config.custom_data.require) {
-    log.warn({ step: 'customData' }, `${message}; continuing ([custom_data] require = false)`);
+    log.warn({ step: 'custom-data' }, `${message}; continuing ([custom_data] require = false)`);
     return;
   }
   throw new BootstateError('MISSING_CUSTOM_DATA', message, {

@@ -16,7 +16,7 @@ import { MODEL_STARTS, modelEvents, serializeState, shortEvent, type ModelEvent 
 import type { BootstateError } from '../../src/core/errors.js';
 
 const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport', 'poolReadyReport']);
-const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'certificates', 'sshKeys', 'sshd']);
+const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'certificates', 'ssh-keys', 'sshd']);
 const MARKER_IDS = new Set(['pendingMarker', 'provisionedMarker', 'waitingMarker']);
 
 const seenFailure = (f: Failure | null | undefined): SeenFailure | null => {

@@ -98,21 +98,21 @@ export interface OracleStart {
 }
 
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
-const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['customData']];
+const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['custom-data']];
 /** The lane sshd is in: it waits for the host keys, made since the work began. */
 const SSHD_LANE = 2;
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
-const KEYS_LANE: Lane = ['sshKeys'];
+const KEYS_LANE: Lane = ['ssh-keys'];
 /** The name `--only`/`--skip` give each OS step; publishing the hostname goes with the hostname. */
 const STEP_OF: Record<string, string> = {
   hostname: 'hostname',
   hostnamePublish: 'hostname',
   user: 'user',
   password: 'password',
-  sshKeys: 'ssh-keys',
+  'ssh-keys': 'ssh-keys',
   sshd: 'sshd',
-  hostKeys: 'host-keys',
-  customData: 'custom-data',
+  'host-keys': 'host-keys',
+  'custom-data': 'custom-data',
 };
 
 export class ProvisioningOracle {
@@ -258,7 +258,7 @@ export class ProvisioningOracle {
       case 'work':
         if (this.inProgress === 'sending') ids.push('inProgressReport');
         // In the OS stage the host keys head sshd's lane.
-        if (this.hostKeys === 'running' && this.stage !== 'os') ids.push('hostKeys');
+        if (this.hostKeys === 'running' && this.stage !== 'os') ids.push('host-keys');
         if (this.hostKeys === 'adding') ids.push('laterHostKeys');
         if (this.reportPending === 'writing') ids.push('pendingMarker');
         if (this.stage === 'gathering') {
@@ -323,7 +323,7 @@ export class ProvisioningOracle {
     if (this.inProgress === 'backoff') return [];
     return live.filter((id) => {
       if (id === 'inProgressReport') return atStart;
-      if (id === 'hostKeys' && this.stage !== 'os') return atStart;
+      if (id === 'host-keys' && this.stage !== 'os') return atStart;
       // The background host keys end once the OS is configured (their other orders change nothing anyone sees).
       if (id === 'laterHostKeys') return this.stage === 'configured';
       // IMDS may answer before the media only on its first attempt: both orders of arrival on every path's first
@@ -433,8 +433,8 @@ export class ProvisioningOracle {
         this.warningsBeforeOs = this.warnings.length;
         this.lanes = OS_LANES.map((lane) => lane.filter((id) => !this.skipped(id)));
         // The host keys, still being made, head sshd's lane: sshd starts once they are done.
-        if (this.hostKeys === 'running') this.lanes[SSHD_LANE]!.unshift('hostKeys');
-        for (const lane of this.lanes) if (lane.length && lane[0] !== 'hostKeys') this.start(lane[0]!);
+        if (this.hostKeys === 'running') this.lanes[SSHD_LANE]!.unshift('host-keys');
+        for (const lane of this.lanes) if (lane.length && lane[0] !== 'host-keys') this.start(lane[0]!);
         if (this.skipped('user')) this.addKeysLane(2);
         return this.osDone();
       }
@@ -454,7 +454,7 @@ export class ProvisioningOracle {
         this.imdsFailure = null;
         this.lastImdsError = undefined;
         return this.provision();
-      case 'hostKeys': {
+      case 'host-keys': {
         this.hostKeysLater = (output as string[] | undefined) ?? [];
         this.hostKeys = this.hostKeysLater.length ? 'waiting' : 'over';
         return this.stage === 'os' ? this.laneStepDone(id) : undefined;
@@ -712,7 +712,7 @@ export class ProvisioningOracle {
     this.proxyChecked = false;
     this.headStart = 'waiting';
     this.headStartEnds = this.now + IMDS_HEAD_START_MS;
-    this.hostKeys = this.skipped('hostKeys') ? 'over' : 'pending';
+    this.hostKeys = this.skipped('host-keys') ? 'over' : 'pending';
   }
 
   /** The IMDS request has left, or had its head start: the media read and the host keys begin. */
@@ -723,7 +723,7 @@ export class ProvisioningOracle {
     this.start('media', this.claim ? 'claimed' : '');
     if (this.hostKeys !== 'pending') return;
     this.hostKeys = 'running';
-    this.start('hostKeys');
+    this.start('host-keys');
   }
 
   private skipped(id: string): boolean {
@@ -732,7 +732,7 @@ export class ProvisioningOracle {
 
   /** The keys start once the user exists, or at once when its step is left out; the certificates first when wanted. */
   private addKeysLane(at: number) {
-    if (this.skipped('sshKeys')) return;
+    if (this.skipped('ssh-keys')) return;
     const wanted = this.fingerprints.length > 0 || this.keyPairs.length > 0 || this.config.certificates.place === true;
     this.lanes.splice(at, 0, wanted ? ['certificates', ...KEYS_LANE] : [...KEYS_LANE]);
     if (!wanted) return this.start(KEYS_LANE[0]!);
@@ -805,7 +805,7 @@ export class ProvisioningOracle {
 
   /** A boot that finds the report-pending marker makes the host keys a stopped earlier boot left missing, then Ready. */
   private completeHostKeys() {
-    if (this.skipped('hostKeys')) return this.reportReady();
+    if (this.skipped('host-keys')) return this.reportReady();
     this.phase = 'completingKeys';
     this.start('missingHostKeys');
   }
@@ -923,7 +923,7 @@ export class ProvisioningOracle {
     if (id === 'hostnamePublish') this.publishDeadline = this.now + this.config.hostname_publishing.timeout_secs * 1000;
     const describedDetail =
       detail ??
-      (['validate', 'hostname', 'user', 'password', 'certificates', 'sshKeys', 'sshd'].includes(id)
+      (['validate', 'hostname', 'user', 'password', 'certificates', 'ssh-keys', 'sshd'].includes(id)
         ? describePlan(this.plan)
         : ['pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
           ? `vm=${this.vmId}`

@@ -190,7 +190,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE];
     case 'reprovision':
       return [MEDIA_CUSTOMER, { ...MEDIA_CUSTOMER, provisionGuestProxyAgent: true }];
-    case 'hostKeys':
+    case 'host-keys':
       // Nothing left for the background, or rsa (sshd reads keys per connection).
       return [[], ['rsa']];
     case 'media':
@@ -215,14 +215,14 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'hostnamePublish':
     case 'user':
     case 'password':
-    case 'sshKeys':
+    case 'ssh-keys':
     case 'sshd':
     case 'pendingMarker':
     case 'provisionedMarker':
     case 'laterHostKeys':
     case 'missingHostKeys':
     case 'proxyAgent':
-    case 'customData':
+    case 'custom-data':
     case 'poolReadyReport':
     case 'waitingMarker':
       return [undefined];
@@ -241,7 +241,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   hostnamePublish: 'SUBPROCESS_FAILED',
   user: 'USER_FAILED',
   password: 'PASSWORD_FAILED',
-  sshKeys: 'SSH_KEYS_FAILED',
+  'ssh-keys': 'SSH_KEYS_FAILED',
   certificates: 'CERTIFICATES_FAILED',
   sshd: 'SSHD_CONFIG_FAILED',
   pendingMarker: 'MARKER_FAILED',
@@ -249,11 +249,11 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   provisionedMarker: 'MARKER_FAILED',
   failureReport: 'HTTP_STATUS',
   kvp: 'KVP_FAILED',
-  hostKeys: 'HOST_KEYS_FAILED',
+  'host-keys': 'HOST_KEYS_FAILED',
   laterHostKeys: 'HOST_KEYS_FAILED',
   missingHostKeys: 'HOST_KEYS_FAILED',
   proxyAgent: 'PROXY_AGENT_STATUS_FAILURE',
-  customData: 'CUSTOM_DATA_FAILED',
+  'custom-data': 'CUSTOM_DATA_FAILED',
   poolReadyReport: 'HTTP_STATUS',
   waitingMarker: 'MARKER_FAILED',
   reprovision: 'OVF_INVALID',
