@@ -9,7 +9,7 @@
  */
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { run } from '../src/os/exec.js';
+import { run } from '../src/system/exec.js';
 import { canSandbox } from '../test/e2e/ns.js';
 import { createMachine, type Machine } from '../test/boot/machine.js';
 import { bakeKey, bakeLayer, configLayer, createRig, imdsDocument } from '../test/boot/scenario.js';

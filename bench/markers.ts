@@ -11,8 +11,8 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { syncDir, writeFileAtomic } from '../src/os/atomic.js';
-import { FileMarkerStore } from '../src/os/marker.js';
+import { syncDir, writeFileAtomic } from '../src/system/atomic.js';
+import { FileMarkerStore } from '../src/provision/marker.js';
 import { interleave, report, RUNS, versus } from './harness.js';
 
 const base = mkdtempSync(join('/var/lib', 'bootstate-bench-markers-'));

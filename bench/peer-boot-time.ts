@@ -21,7 +21,7 @@ import { loadavg } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ovfDocument } from '../src/fabric/ovf-document.js';
-import { run } from '../src/os/exec.js';
+import { run } from '../src/system/exec.js';
 import { startDhcpServer, type DhcpServer } from '../test/e2e/dhcp-server.js';
 import { canSandbox } from '../test/e2e/ns.js';
 import { createMachine, type Boot, type Machine, type MachineOptions } from '../test/boot/machine.js';

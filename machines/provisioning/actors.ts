@@ -1,7 +1,7 @@
-/** The placeholder of every actor the chart invokes: the chart performs no I/O, `src/actors/` provides them for real. */
+/** The placeholder of every actor the chart invokes: the chart performs no I/O, `src/provision/` provides them for real. */
 import { fromCallback } from 'xstate';
 import type { InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
-import type { HostKeyType } from '../../src/os/host-keys.js';
+import type { HostKeyType } from '../../src/os/ssh/host-keys.js';
 import { placeholder } from '../placeholder.js';
 import type * as T from './types.js';
 

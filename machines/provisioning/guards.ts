@@ -2,7 +2,7 @@
 import { not, or, stateIn } from 'xstate';
 import { normalizePpsType } from '../../src/azure/pps.js';
 import type { StepName } from '../../src/config/defaults.js';
-import type { HostKeyType } from '../../src/os/host-keys.js';
+import type { HostKeyType } from '../../src/os/ssh/host-keys.js';
 import { retryable } from '../retry.js';
 import { MEDIA_WAITING_FOR_IMDS } from './head-start.js';
 import { certificatesEssential, certificatesWanted, planFrom, unclaimedPool } from './plan.js';

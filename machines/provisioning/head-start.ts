@@ -3,8 +3,8 @@
  * the CPU waits until it has been written to its socket, or its attempt has ended, or `IMDS_HEAD_START_MS` have
  * passed (a connection that hangs must not hold anything up), whichever is first:
  *
- * - before the chart: `src/run/provision.ts` sends the first request, and loads the rest of the agent once
- *   `headStart(IMDS_HEAD_START_MS)` opens (`src/run/first-imds-request.ts`);
+ * - before the chart: `src/provision/provision.ts` sends the first request, and loads the rest of the agent once
+ *   `headStart(IMDS_HEAD_START_MS)` opens (`src/provision/first-imds-request.ts`);
  * - in the chart: the media read and the host keys start in `waitingForImds`; the IMDS actor says its request was
  *   written (`imds.sent`) through the `written` callback in its input, or `imdsHeadStart` ends the wait;
  * - the test oracle (test/model/oracle.ts) holds the same bound.

@@ -9,7 +9,7 @@
  * VM leaves gathering for `preprovisioned` and comes back to `provisioning` with the customer's data. Health is a
  * tag of the state that reports it. Retries, backoff and total deadlines are states and `after` delays: leaving a
  * state aborts its actor, so a deadline holds whatever a server does. Nothing here performs I/O: every actor is a
- * named placeholder that `src/actors/provisioning.ts` provides for real.
+ * named placeholder that `src/provision/actors.ts` provides for real.
  *
  * One file a part: `startup.ts` (the first states), `first-boot.ts` with `gathering.ts` and `configuring-os.ts`
  * (provisioning), `pool.ts` (pool VMs), `reports.ts` (the end); `setup.ts` names every actor, guard, delay and

@@ -5,7 +5,7 @@
  */
 import { HEALTH_FAILED, HEALTH_READY } from '../../src/azure/health.js';
 import { toFailure } from '../../src/core/errors.js';
-import { KEYGEN_TIMEOUT_SECS } from '../../src/os/host-keys.js';
+import { KEYGEN_TIMEOUT_SECS } from '../../src/os/ssh/host-keys.js';
 import type { PhaseMeta } from '../retry.js';
 import { READY_LEFT, retried, withError } from './targets.js';
 import { chart } from './setup.js';

@@ -1,6 +1,6 @@
 /**
  * The run's first state. What comes before the chart — the config, whether this is an Azure VM at all, the instance
- * lock, the VM id and its marker — is read by src/run/provision.ts before the chart is even loaded, and handed to it
+ * lock, the VM id and its marker — is read by src/provision/provision.ts before the chart is even loaded, and handed to it
  * as input (`startup`); `starting` routes on those facts at once: another agent holds the lock (nothing more), not an
  * Azure VM (nothing more), something could not be read (report it), or the marker decides what this boot does —
  * nothing (provisioned), Ready again (report pending), wait again (a pool VM already in the pool) or provision. A

@@ -3,8 +3,8 @@ import type { Health, HEALTH_FAILED, HEALTH_READY } from '../../src/azure/health
 import type { CertificateReference, InstanceMetadata, MediaMetadata } from '../../src/core/metadata.js';
 import type { Config } from '../../src/config/defaults.js';
 import type { Failure } from '../../src/core/errors.js';
-import type { HostKeyType } from '../../src/os/host-keys.js';
-import type { PlatformCheck } from '../../src/os/platform.js';
+import type { HostKeyType } from '../../src/os/ssh/host-keys.js';
+import type { PlatformCheck } from '../../src/azure/platform.js';
 import type { MarkerState } from '../../src/os/provisioner.js';
 import type { ImdsSentEvent } from './head-start.js';
 
@@ -46,7 +46,7 @@ export interface RunEnd {
 }
 
 /**
- * What the run found out before the chart was built (src/run/provision.ts), each read or its failure: the chart's
+ * What the run found out before the chart was built (src/provision/provision.ts), each read or its failure: the chart's
  * first state routes on it. A fact left out reads as "nothing wrong": no failure, on Azure, marker `none`.
  */
 export interface StartupFacts {

@@ -66,9 +66,9 @@ export function nodeBundle(outfile) {
  * of what it does, and only when it needs it:
  *   cli        src/cli.ts with the subcommand table (src/commands/index.ts) and src/cli/argv.ts: `--version`, `--help`, usage errors;
  *   provision  `bootstate provision` up to its first IMDS request: the config, the instance lock, the markers and
- *              the HTTP client (src/run/provision.ts);
+ *              the HTTP client (src/provision/provision.ts);
  *   run        the rest of `provision`, read once that request is on its way: the chart, its actors, logging, KVP,
- *              the OS steps (src/run/run-chart.ts). It holds none of the provision script's modules: its imports
+ *              the OS steps (src/provision/run-chart.ts). It holds none of the provision script's modules: its imports
  *              of them are that script's modules, so both share one HTTP client, one marker store, one of each;
  *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
  * Each `import()` of a module another script holds becomes require('bootstate-import:<script>/<path>'), a static
@@ -106,7 +106,7 @@ export const SCRIPTS = ['cli', 'provision', 'run', 'monitor', 'commands'];
 
 /** Scripts that are the second part of another one: only that one loads them; any other holds their modules itself. */
 const PART_OF = { run: 'provision' };
-const PROVISION_RUN = 'src/run/run-chart.ts';
+const PROVISION_RUN = 'src/provision/run-chart.ts';
 
 /** The file name of a script in dist/ and among the SEA's assets. */
 export const scriptFile = (script) => (script === 'cli' ? 'bootstate.bundle.js' : `bootstate-${script}.bundle.js`);

@@ -1,4 +1,4 @@
-// Compiles src/native/native.c into build/native/native-<arch>.node for x64 and arm64 with the C compilers at hand
+// Compiles src/system/native.c into build/native/native-<arch>.node for x64 and arm64 with the C compilers at hand
 // (cc for this machine; Debian's gcc-x86-64-linux-gnu / gcc-aarch64-linux-gnu cross compilers for the other).
 // N-API needs only Node's headers, no linking against node, so a plain compiler call does what node-gyp would.
 // An architecture with no compiler is skipped with a note: bootstate then falls back to flock(1) and systemd-notify(1) there.
@@ -46,7 +46,7 @@ export function buildNativeAddons() {
       continue;
     }
     const out = join(NATIVE_DIR, `native-${target}.node`);
-    execFileSync(cc, ['-Os', '-s', '-shared', '-fPIC', '-fvisibility=hidden', '-Wall', '-Werror', '-I', include, '-o', out, join(root, 'src/native/native.c')], { stdio: 'inherit' });
+    execFileSync(cc, ['-Os', '-s', '-shared', '-fPIC', '-fvisibility=hidden', '-Wall', '-Werror', '-I', include, '-o', out, join(root, 'src/system/native.c')], { stdio: 'inherit' });
     built[target] = readFileSync(out);
   }
   return built;

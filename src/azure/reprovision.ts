@@ -7,7 +7,7 @@
 import { randomUUID } from '../core/random.js';
 import type { ImdsConfig } from '../config/defaults.js';
 import { BootstateError } from '../core/errors.js';
-import type { ParseOvfOptions } from '../os/ovf.js';
+import type { ParseOvfOptions } from './ovf.js';
 import { AGENT } from '../core/version.js';
 import { request, type HttpResponse } from './http.js';
 import { MAX_OVF_BYTES, type MediaMetadata } from '../core/metadata.js';
@@ -71,6 +71,6 @@ export function reprovisionTextFrom(res: HttpResponse, url: string): string {
  * @throws BootstateError OVF_INVALID (not well-formed, not an Azure ovf-env.xml) or PASSWORD_TOO_LONG; never retryable.
  */
 export async function parseReprovisionData(text: string, options: ParseOvfOptions = {}): Promise<MediaMetadata> {
-  const { parseOvfEnv } = await import('../os/ovf.js');
+  const { parseOvfEnv } = await import('./ovf.js');
   return parseOvfEnv(text, { device: 'reprovisiondata', ...options });
 }

@@ -8,7 +8,7 @@ import type { ParsedArgs } from '../cli/argv.js';
 import { configFrom } from '../cli/options.js';
 import type { Config } from '../config/defaults.js';
 import { EXIT_OK } from '../core/errors.js';
-import { FileMarkerStore } from '../os/marker.js';
+import { FileMarkerStore } from '../provision/marker.js';
 
 export async function clean(values: ParsedArgs['values']): Promise<number> {
   const config = await configFrom(values.config as string | undefined);

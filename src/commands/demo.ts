@@ -11,7 +11,7 @@ import type { Config } from '../config/defaults.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { startFakeFabric, type FakeFabric } from '../fabric/fake-fabric.js';
 import { createLogger } from '../logging/log.js';
-import { runProvision } from '../run/provision.js';
+import { runProvision } from '../provision/provision.js';
 import { listFiles, shellCommand } from '../logging/run-output.js';
 import { statePrinter } from '../observe/console.js';
 

@@ -1,5 +1,5 @@
 /**
- * `bootstate firewall apply|check|remove`: the wireserver firewall (src/os/firewall.ts). `apply` is what
+ * `bootstate firewall apply|check|remove`: the wireserver firewall (src/firewall/firewall.ts). `apply` is what
  * bootstate-firewall.service runs on every boot, before the network comes up; with `[firewall] enable = false` it
  * removes bootstate's rules instead. `check` exits 1 and names each missing rule; `remove` removes bootstate's
  * rules and nothing else. `--snapshot FILE` keeps nft's own listing of the table as applied, so that
@@ -18,9 +18,9 @@ import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { isIPv4 } from 'node:net';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { run, type Runner } from '../os/exec.js';
-import { writeFileAtomic } from '../os/atomic.js';
-import { applyFirewall, checkFirewall, firewallTool, listNftTable, removeFirewall } from '../os/firewall.js';
+import { run, type Runner } from '../system/exec.js';
+import { writeFileAtomic } from '../system/atomic.js';
+import { applyFirewall, checkFirewall, firewallTool, listNftTable, removeFirewall } from '../firewall/firewall.js';
 
 export interface FirewallIo {
   stdout(text: string): void;

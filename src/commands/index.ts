@@ -5,7 +5,7 @@
  * CLI script every start reads (scripts/build/bundle.mjs), so it holds nothing but that data and the `import()`s.
  */
 import type { SubcommandSpec } from '../cli/argv.js';
-import { GATE_EXIT } from './gate-exit.js';
+import { GATE_EXIT } from '../gate/gate-exit.js';
 
 const LOG_FORMAT_OPTION = {
   value: 'FORMAT',
@@ -187,7 +187,7 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     // An exit 0 would open the gate: its output failing proves nothing.
     outputErrorExit: GATE_EXIT.undecided,
     run: async ({ values }) =>
-      (await import('./gate.js')).gate({ config: values.config as string | undefined, timeoutSecs: values.timeout === undefined ? undefined : Number(values.timeout), ...STDIO }),
+      (await import('../gate/gate.js')).gate({ config: values.config as string | undefined, timeoutSecs: values.timeout === undefined ? undefined : Number(values.timeout), ...STDIO }),
   },
   demo: {
     summary: 'A whole first boot against an embedded fake Azure fabric, changing nothing on this machine.',

@@ -14,7 +14,7 @@ import type { Config } from '../config/defaults.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { createLogger } from '../logging/log.js';
 import type { LogFormat } from '../logging/log-text.js';
-import { readVmId } from '../os/vmid.js';
+import { readVmId } from '../azure/vmid.js';
 import type { MonitorState } from '../../machines/monitor-types.js';
 import type { MonitorLog } from '../azure/healthservice.js';
 

@@ -24,7 +24,7 @@ export async function provisionCommand(values: ParsedArgs['values']): Promise<nu
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const { runProvision } = await import('../run/provision.js');
+  const { runProvision } = await import('../provision/provision.js');
   const { shellCommand, listFiles } = dryRun !== undefined ? await import('../logging/run-output.js') : ({} as never);
   const { statePrinter } = dryRun !== undefined ? await import('../observe/console.js') : ({} as never);
   if (dryRun !== undefined) out(`bootstate dry run into ${root}: metadata is read, nothing outside this directory changes, no health report is sent\n`);

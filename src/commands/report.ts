@@ -7,7 +7,7 @@ import { createActor, fromPromise, toPromise } from 'xstate';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY, type Health } from '../../machines/provisioning.js';
 import { reportMachine } from '../../machines/report.js';
 import { timerMs } from '../../machines/retry.js';
-import { EncodedReports } from '../actors/encoded-reports.js';
+import { EncodedReports } from '../provision/encoded-reports.js';
 import { closeAll } from '../azure/http.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import type { ParsedArgs } from '../cli/argv.js';
@@ -16,7 +16,7 @@ import { configFrom } from '../cli/options.js';
 import { describeFailure, EXIT_FAILURE, EXIT_OK, failure } from '../core/errors.js';
 import { createLogger } from '../logging/log.js';
 import type { LogFormat } from '../logging/log-text.js';
-import { readVmId } from '../os/vmid.js';
+import { readVmId } from '../azure/vmid.js';
 
 const HEALTH_BY_NAME: Record<string, Health> = {
   ready: HEALTH_READY,

@@ -10,8 +10,8 @@ import { configFrom } from '../cli/options.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { createLogger } from '../logging/log.js';
 import type { LogFormat } from '../logging/log-text.js';
-import { run } from '../os/exec.js';
-import { readVmId } from '../os/vmid.js';
+import { run } from '../system/exec.js';
+import { readVmId } from '../azure/vmid.js';
 
 export async function resourceDisk(values: ParsedArgs['values']): Promise<number> {
   const config = await configFrom(values.config as string | undefined);
@@ -29,7 +29,7 @@ export async function resourceDisk(values: ParsedArgs['values']): Promise<number
       log.info({ step: 'resource-disk', skipped: true }, `step resource-disk skipped (${config.resource_disk.enable ? '[steps] skip' : '[resource_disk] enable = false'} in the configuration)`);
       return EXIT_OK;
     }
-    const { resourceDiskPass } = await import('../os/resource-disk/pass.js');
+    const { resourceDiskPass } = await import('../resource-disk/pass.js');
     const outcome = await resourceDiskPass(config.resource_disk, {
       run,
       log,

@@ -15,8 +15,8 @@ import { BootstateError } from '../core/errors.js';
 import { type Config, DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from './defaults.js';
 import { ConfigSchema, type Layer, LayerSchema, describeIssue, isTable, normalizeAzureInitNames, normalizeOlderNames } from './schema.js';
 import { setAsideUnknown } from './unknown-keys.js';
-import { kindOf } from '../os/open-regular.js';
-import { resolveInRoot } from '../os/paths.js';
+import { kindOf } from '../system/open-regular.js';
+import { resolveInRoot } from '../system/paths.js';
 
 export interface LoadConfigOptions {
   systemFile?: string;

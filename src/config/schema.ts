@@ -95,7 +95,7 @@ const sections = {
     sshd_config_path: absolutePath,
     reload_sshd: v.boolean(),
   }),
-  /** The VM's own SSH host keys, made on the first boot of a new VM id (src/os/host-keys.ts). */
+  /** The VM's own SSH host keys, made on the first boot of a new VM id (src/os/ssh/host-keys.ts). */
   host_keys: v.strictObject({
     /** Replace the image's host keys by new ones. */
     regenerate: v.boolean(),
@@ -110,7 +110,7 @@ const sections = {
      */
     background: v.array(v.picklist(['rsa', 'ecdsa', 'ed25519'])),
   }),
-  /** Whether the machine is checked to be an Azure VM before anything is sent (src/os/platform.ts). */
+  /** Whether the machine is checked to be an Azure VM before anything is sent (src/azure/platform.ts). */
   platform: v.strictObject({ check: v.boolean() }),
   /** Azure's Guest Proxy Agent, which guards IMDS and the wireserver on VMs that ask for it (src/os/proxy-agent.ts). */
   azure_proxy_agent: v.strictObject({
@@ -132,7 +132,7 @@ const sections = {
     /** Whether each monitor cycle publishes a hostname changed since the last one published. */
     monitor: v.boolean(),
   }),
-  /** The rules that let only root reach the wireserver, DNS excepted (src/os/firewall.ts), made on every boot. */
+  /** The rules that let only root reach the wireserver, DNS excepted (src/firewall/firewall.ts), made on every boot. */
   firewall: v.strictObject({ enable: v.boolean() }),
   user_provisioners: v.strictObject({
     backends: backendList(USER_BACKEND_NAMES),

@@ -1,6 +1,6 @@
 /**
  * What Azure tells this VM about itself, whichever way it came: the instance metadata (src/azure/imds.ts), the
- * provisioning media or a claim's `reprovisiondata` (ovf-env.xml, src/os/ovf.ts). Shapes and limits only, shared by
+ * provisioning media or a claim's `reprovisiondata` (ovf-env.xml, src/azure/ovf.ts). Shapes and limits only, shared by
  * src/azure and src/os so that neither imports the other for them.
  */
 

@@ -5,9 +5,9 @@
  */
 import { lstat, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { writeFileAtomic } from '../os/atomic.js';
-import { run } from '../os/exec.js';
-import { readRegularInRoot, resolveInRoot } from '../os/paths.js';
+import { writeFileAtomic } from '../system/atomic.js';
+import { run } from '../system/exec.js';
+import { readRegularInRoot, resolveInRoot } from '../system/paths.js';
 import type { Change } from './plan.js';
 import { RESET_HOSTNAME, rootHasPassword, SHADOW_FILES } from './plan.js';
 
@@ -84,7 +84,7 @@ export async function applyChange(root: string, change: Change): Promise<string[
     case 'remove-user':
       return removeUser(root, change.username, change.home);
     case 'remove-firewall': {
-      const { FIREWALL_SNAPSHOT, removeFirewall } = await import('../os/firewall.js');
+      const { FIREWALL_SNAPSHOT, removeFirewall } = await import('../firewall/firewall.js');
       const removed = (await removeFirewall(run, change.pieces)).map((what) => `removed ${what}`);
       // Without its snapshot the monitor's re-check has nothing to put back.
       await rm(FIREWALL_SNAPSHOT, { force: true });

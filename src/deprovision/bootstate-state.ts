@@ -9,20 +9,20 @@ import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { WAAGENT_CUSTOM_DATA_PATH } from '../config/defaults.js';
 import { PUBLISHED_FILE } from '../monitor/published-hostname.js';
-import { PLACED_RECORD } from '../os/certificate-files.js';
-import { FIREWALL_SNAPSHOT } from '../os/firewall.js';
-import { isMarkerName } from '../os/marker.js';
-import { readRegularInRoot } from '../os/paths.js';
-import { UNIT_DIR, UNIT_MARK } from '../os/resource-disk/units.js';
+import { PLACED_RECORD } from '../os/certificates/certificate-files.js';
+import { FIREWALL_SNAPSHOT } from '../firewall/firewall.js';
+import { isMarkerName } from '../provision/marker.js';
+import { readRegularInRoot } from '../system/paths.js';
+import { UNIT_DIR, UNIT_MARK } from '../resource-disk/units.js';
 import type { Change } from './plan-types.js';
 import { directoriesIn, entryAt, isRegular, namesIn, regularFilesIn, tempFilesOf } from './tree.js';
 
 /** The KVP pools Hyper-V uses (`.kvp_pool_0` … `.kvp_pool_4`): the build VM's records in any of them must not ship. */
 const KVP_POOLS = [0, 1, 2, 3, 4];
-/** Where a goal state request keeps its transport key pair (src/os/certificate-bundle.ts, under /run). */
+/** Where a goal state request keeps its transport key pair (src/os/certificates/certificate-bundle.ts, under /run). */
 const TRANSPORT_PARENT = '/run';
 const TRANSPORT_DIR = /^bootstate-transport-[A-Za-z0-9]{6}$/;
-/** The temporary names src/os/host-keys.ts makes new host keys under before renaming them into place. */
+/** The temporary names src/os/ssh/host-keys.ts makes new host keys under before renaming them into place. */
 const HOST_KEY_TEMP = /^\.bootstate-new-ssh_host_[A-Za-z0-9]+_key(?:\.pub)?$/;
 
 /** bootstate's own state, as `clean --logs` removes it, and everything else of the build VM's it wrote. */

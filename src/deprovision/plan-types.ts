@@ -1,5 +1,5 @@
 /** The changes a deprovision plan is made of (plan.ts finds them, apply.ts makes them). */
-import type { FirewallPiece } from '../os/firewall.js';
+import type { FirewallPiece } from '../firewall/firewall.js';
 
 export type Change =
   /**

@@ -5,11 +5,11 @@
  */
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
-import { findAdminUsers } from '../os/admin-users.js';
-import { run } from '../os/exec.js';
-import { findFirewall } from '../os/firewall.js';
-import { HOST_KEY_FILE } from '../os/host-keys.js';
-import { readRegularInRoot } from '../os/paths.js';
+import { findAdminUsers } from '../os/user/admin-users.js';
+import { run } from '../system/exec.js';
+import { findFirewall } from '../firewall/firewall.js';
+import { HOST_KEY_FILE } from '../os/ssh/host-keys.js';
+import { readRegularInRoot } from '../system/paths.js';
 import { shadowHash } from '../os/validate.js';
 import { bootstateState } from './bootstate-state.js';
 import type { Change, PlanPart } from './plan-types.js';

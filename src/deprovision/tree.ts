@@ -1,11 +1,11 @@
 /**
  * Reading the image at a root for a deprovision plan: every path is resolved inside the root as chroot would
- * (src/os/paths.ts), and the last component is never followed, so a link is seen as a link.
+ * (src/system/paths.ts), and the last component is never followed, so a link is seen as a link.
  */
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Stats } from 'node:fs';
-import { resolveInRoot } from '../os/paths.js';
+import { resolveInRoot } from '../system/paths.js';
 
 /** The entry at `p` itself (a link is not followed), or null when there is none. */
 export async function entryAt(root: string, p: string): Promise<Stats | null> {
@@ -43,7 +43,7 @@ export async function directoriesIn(root: string, dir: string, match: RegExp): P
 }
 
 /**
- * The pattern of the temporary files src/os/atomic.ts writes beside `name` (`.NAME.<12 hex>.tmp`): a write cut
+ * The pattern of the temporary files src/system/atomic.ts writes beside `name` (`.NAME.<12 hex>.tmp`): a write cut
  * short by a crash leaves one, holding what `name` was to hold.
  */
 export function tempFilesOf(name: RegExp | string): RegExp {

@@ -1,7 +1,7 @@
 /**
  * What deprovision removes under WALinuxAgent's paths. Without `--waagent-state` only the goal state's certificates
  * and keys bootstate placed in /var/lib/waagent, proven bootstate's by the record it writes before placing them
- * (src/os/certificate-files.ts); on an image provisioned before that record existed, by their names alone when
+ * (src/os/certificates/certificate-files.ts); on an image provisioned before that record existed, by their names alone when
  * WALinuxAgent is not installed, because then nothing else writes those names. With `--waagent-state`, what
  * `waagent -deprovision` removes of its own: the contents of its state directory and of its extension log directory
  * (the directories stay), and its log. A directory that is a symlink is never entered.
@@ -9,8 +9,8 @@
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { waagentSetting } from '../doctor/waagent.js';
-import { PLACED_NAME, PLACED_RECORD, placedNames, WAAGENT_DIR, WAAGENT_PROGRAMS } from '../os/certificate-files.js';
-import { readRegularInRoot } from '../os/paths.js';
+import { PLACED_NAME, PLACED_RECORD, placedNames, WAAGENT_DIR, WAAGENT_PROGRAMS } from '../os/certificates/certificate-files.js';
+import { readRegularInRoot } from '../system/paths.js';
 import type { PlanPart } from './plan-types.js';
 import { entryAt, namesIn, regularFilesIn, tempFilesOf } from './tree.js';
 

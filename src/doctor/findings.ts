@@ -8,9 +8,9 @@
  */
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
-import { findAdminUsers } from '../os/admin-users.js';
-import { HOST_KEY_FILE } from '../os/host-keys.js';
-import { MAIN_CONFIG_BACKUP_SUFFIX } from '../os/sshd-main-config.js';
+import { findAdminUsers } from '../os/user/admin-users.js';
+import { HOST_KEY_FILE } from '../os/ssh/host-keys.js';
+import { MAIN_CONFIG_BACKUP_SUFFIX } from '../os/ssh/sshd-main-config.js';
 import type { Check, Finding } from './finding.js';
 import { exists, listDir, read, unitEnabled } from './image-files.js';
 import { waagentGated, waagentProvisioning, waagentSetting } from './waagent.js';

@@ -3,7 +3,7 @@
  * image never leads a check to the host's files, and only regular files read, so a FIFO cannot block a check.
  */
 import { lstat, readdir, readlink, stat } from 'node:fs/promises';
-import { readRegularInRoot, resolveInRoot } from '../os/paths.js';
+import { readRegularInRoot, resolveInRoot } from '../system/paths.js';
 
 /** The text of regular file `p` in the image; null when it is absent, unreadable or not a regular file. */
 export const read = readRegularInRoot;

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { InspectionEvent } from 'xstate';
-import { openRegularSync, UnexpectedFileError } from '../os/open-regular.js';
+import { openRegularSync, UnexpectedFileError } from '../system/open-regular.js';
 import { DEFAULT_ALLOW, recordMacrosteps, type AllowList, type MacrostepRecord } from './projection.js';
 
 export { edgeKey, statePath } from './edge-key.js';

@@ -20,8 +20,8 @@ import {
   validateRecord,
 } from './codec.js';
 import { readBytes, wrapIo, writeFully } from './file-io.js';
-import { type LockMode, type LockOptions, lockFd } from './lock.js';
-import { openRegularSync } from '../os/open-regular.js';
+import { type LockMode, type LockOptions, lockFd } from '../system/flock.js';
+import { openRegularSync } from '../system/open-regular.js';
 
 export const DEFAULT_KVP_DIR = '/var/lib/hyperv';
 export const GUEST_POOL = 1;

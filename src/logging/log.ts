@@ -9,7 +9,7 @@ import { closeSync, constants, fchmodSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import pino, { type DestinationStream, type Logger, type StreamEntry } from 'pino';
 import { stderrFormat, stderrIsJournal, textDestination, type LogFormat } from './log-text.js';
-import { openRegularSync } from '../os/open-regular.js';
+import { openRegularSync } from '../system/open-regular.js';
 import { Sinks } from './sinks.js';
 
 export type { Logger };

@@ -2,7 +2,7 @@
  * Later hostname changes reach Azure DNS (WALinuxAgent's `Provisioning.MonitorHostName`): each monitor cycle compares
  * the kernel hostname with the one last published, kept in `<data_dir>/published-hostname` so a reboot does not
  * publish it again, and publishes a change once, through the DHCP backends the first boot uses
- * (src/os/hostname-publish.ts), within `hostname_publishing.timeout_secs`. Best effort: the name is recorded as
+ * (src/os/hostname/hostname-publish.ts), within `hostname_publishing.timeout_secs`. Best effort: the name is recorded as
  * published after the attempt either way, and what went wrong is a warning. A restarted dhclient is a transient
  * service, not a child of the cycle: the cycle's sandbox (no capabilities, no packet sockets) would be its own.
  */
@@ -10,8 +10,8 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { hostname as kernelHostname } from 'node:os';
 import path from 'node:path';
 import type { HostnamePublishingConfig } from '../config/defaults.js';
-import { run } from '../os/exec.js';
-import { publishHostname } from '../os/hostname-publish.js';
+import { run } from '../system/exec.js';
+import { publishHostname } from '../os/hostname/hostname-publish.js';
 import { PUBLISHED_FILE } from './published-hostname.js';
 
 export interface HostnameWatchLog {

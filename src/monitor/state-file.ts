@@ -11,7 +11,7 @@
 import { closeSync, constants, fstatSync, lstatSync, mkdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { MonitorState } from '../../machines/monitor-types.js';
-import { openRegularSync } from '../os/open-regular.js';
+import { openRegularSync } from '../system/open-regular.js';
 
 const FORMAT = 1;
 const BOOT_ID = '/proc/sys/kernel/random/boot_id';

@@ -3,7 +3,7 @@
  * the failure of the whole step names the step and the last backend's error.
  */
 import { BootstateError, type ErrorCode } from '../core/errors.js';
-import type { Runner } from './exec.js';
+import type { Runner } from '../system/exec.js';
 import type { StepResult } from './provisioner.js';
 
 /** What every backend needs: where `/` is and how to run a command. */

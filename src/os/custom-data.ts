@@ -8,9 +8,9 @@ import path from 'node:path';
 import { WAAGENT_CUSTOM_DATA_PATH, type Config } from '../config/defaults.js';
 import { BootstateError } from '../core/errors.js';
 import type { SecretName, SecretStore } from '../core/secrets.js';
-import { writeFileAtomic } from './atomic.js';
+import { writeFileAtomic } from '../system/atomic.js';
 import type { OsContext } from './backends.js';
-import { under } from './paths.js';
+import { under } from '../system/paths.js';
 import type { StepResult } from './provisioner.js';
 
 /**

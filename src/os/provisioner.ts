@@ -3,7 +3,7 @@
  * writes under a directory and records the commands it would run (the demo and tests use it).
  */
 import type { SecretStore } from '../core/secrets.js';
-import type { HostKeysResult, HostKeyType } from './host-keys.js';
+import type { HostKeysResult, HostKeyType } from './ssh/host-keys.js';
 
 export interface StepResult {
   /** Which backend did the work (e.g. `hostnamectl`, `hostname`, `useradd`). */

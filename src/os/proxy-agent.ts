@@ -4,7 +4,7 @@
  * cloud-init makes). Missing or not ready: ProvisioningFailed with the platform's reasons.
  */
 import { BootstateError } from '../core/errors.js';
-import { isCommandMissing, type Runner } from './exec.js';
+import { isCommandMissing, type Runner } from '../system/exec.js';
 
 export const PROXY_AGENT_COMMAND = 'azure-proxy-agent';
 

@@ -7,12 +7,12 @@ import { appendFile, chmod, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
 import { BootstateError } from '../core/errors.js';
-import type { RunOptions, RunResult } from './exec.js';
-import type { HostKeysResult, HostKeyType } from './host-keys.js';
-import { under } from './paths.js';
+import type { RunOptions, RunResult } from '../system/exec.js';
+import type { HostKeysResult, HostKeyType } from './ssh/host-keys.js';
+import { under } from '../system/paths.js';
 import type { StepResult, UserRequest } from './provisioner.js';
 import { RealProvisioner } from './real.js';
-import { writeFileAtomic } from './atomic.js';
+import { writeFileAtomic } from '../system/atomic.js';
 import { machineHostname, readPasswd, usernameProblem, validateHostname } from './validate.js';
 
 /** The comment field of passwd lines this backend writes. */

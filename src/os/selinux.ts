@@ -11,7 +11,7 @@
  */
 import path from 'node:path';
 import type { OsContext } from './backends.js';
-import { firstLine, stderrOf, type Runner } from './exec.js';
+import { firstLine, stderrOf, type Runner } from '../system/exec.js';
 
 /** The label WALinuxAgent gives `authorized_keys` (and bootstate `~/.ssh` too) when the policy gives none. */
 export const SSH_HOME_CONTEXT = 'unconfined_u:object_r:ssh_home_t:s0';

@@ -15,7 +15,7 @@ import { BootstateError } from '../../src/core/errors.js';
 import { makeCertificate, type FabricCertificate } from '../../src/fabric/certificates.js';
 import { configUrl, goalStateDocument } from '../../src/fabric/goal-state.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
-import { openCertificates, withTransportCertificate } from '../../src/os/certificate-bundle.js';
+import { openCertificates, withTransportCertificate } from '../../src/os/certificates/certificate-bundle.js';
 
 let fabric: FakeFabric;
 let config: WireserverConfig;

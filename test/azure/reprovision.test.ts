@@ -5,7 +5,7 @@ import { fetchReprovisionDataOnce, parseReprovisionData, reprovisionUrl } from '
 import { DEFAULT_CONFIG, type ImdsConfig } from '../../src/config/defaults.js';
 import { BootstateError } from '../../src/core/errors.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
-import { parseOvfEnv } from '../../src/os/ovf.js';
+import { parseOvfEnv } from '../../src/azure/ovf.js';
 
 let fabric: FakeFabric;
 let config: ImdsConfig;

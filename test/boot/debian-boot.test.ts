@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunResult } from '../../src/os/exec.js';
+import type { RunResult } from '../../src/system/exec.js';
 import { canSandbox } from '../e2e/ns.js';
 import { agentEnded, createMachine, journal, type Boot, type Machine, type MachineOptions } from './machine.js';
 import { createRig, imdsDocument, mediaImage, type Rig } from './scenario.js';

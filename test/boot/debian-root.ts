@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 
 export const SUITE = 'bookworm';
 /** What a cloud image of Debian has that the agent and the test touch: systemd as PID 1, D-Bus for hostnamectl, sshd, nft. */

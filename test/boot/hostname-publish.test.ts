@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { DHCP_SUBNET, startDhcpServer, waitFor, watchAddresses, type DhcpServer } from '../e2e/dhcp-server.js';
 import { canSandbox } from '../e2e/ns.js';
 import { debianRoot, installDeb } from './debian-root.js';

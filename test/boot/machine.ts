@@ -13,8 +13,8 @@ import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
-import { run, type RunResult } from '../../src/os/exec.js';
-import { AZURE_CHASSIS_ASSET_TAG } from '../../src/os/platform.js';
+import { run, type RunResult } from '../../src/system/exec.js';
+import { AZURE_CHASSIS_ASSET_TAG } from '../../src/azure/platform.js';
 import { readRecordedRequests, reportKindsOf, startFabric, stopProcess } from '../e2e/boot.js';
 import { createNetns, type Netns } from '../e2e/ns.js';
 

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunResult } from '../../src/os/exec.js';
+import type { RunResult } from '../../src/system/exec.js';
 import { canSandbox, REPO } from '../e2e/ns.js';
 import { buildDeb, debianRoot, installDeb } from './debian-root.js';
 import { agentEnded, createMachine, type Machine } from './machine.js';

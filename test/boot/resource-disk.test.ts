@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { canSandbox } from '../e2e/ns.js';
 import { debianRoot, installDeb } from './debian-root.js';
 import { agentEnded, createMachine, journal, type Boot, type Machine } from './machine.js';

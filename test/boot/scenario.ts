@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Observation } from '../../src/azure/healthservice.js';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
 import { withOsProfile } from '../../src/fabric/imds-document.js';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { REPO } from '../e2e/ns.js';
 import { buildDeb, debianRoot, installDeb, requireTools } from './debian-root.js';
 import type { Boot, Machine } from './machine.js';

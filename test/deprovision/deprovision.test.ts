@@ -10,8 +10,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { rootHasPassword } from '../../src/deprovision/plan.js';
 import { type DeprovisionIo, runDeprovision } from '../../src/commands/deprovision.js';
 import { runDoctor } from '../../src/commands/doctor.js';
-import { findAdminUsers, sudoersRuleUser } from '../../src/os/admin-users.js';
-import { sudoersFileName, sudoersRule } from '../../src/os/sudoers.js';
+import { findAdminUsers, sudoersRuleUser } from '../../src/os/user/admin-users.js';
+import { sudoersFileName, sudoersRule } from '../../src/os/user/sudoers.js';
 import { KvpStore } from '../../src/kvp/store.js';
 import { CHANGED, diff, PLACED, prepareImage, REMOVED, REMOVED_WITH_USER, REMOVED_WITH_WAAGENT_STATE, snapshot, under, USERDEL_FILES, WAAGENTS } from './image.js';
 

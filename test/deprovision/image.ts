@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { KvpStore } from '../../src/kvp/store.js';
-import { UNIT_MARK } from '../../src/os/resource-disk/units.js';
+import { UNIT_MARK } from '../../src/resource-disk/units.js';
 
 export const VM_ID = '4f6a1c2e-9d1b-4f7e-8a3c-2b5d6e7f8a90';
 /** Thumbprints of the goal state's certificates: bootstate placed the first (its record names it), WALinuxAgent the second. */

@@ -10,7 +10,7 @@ import { existsSync, realpathSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RecordedRequest } from '../../src/fabric/behaviours.js';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { createNetns, createSandbox, REPO, runInSandbox, type Netns, type Sandbox, type SandboxOptions } from './ns.js';
 import { decodeReport } from '../../src/azure/report.js';
 

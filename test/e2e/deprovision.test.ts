@@ -16,7 +16,7 @@ import { makeCertificate, type FabricCertificate } from '../../src/fabric/certif
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
 import { HISTORY_FILES } from '../../src/deprovision/plan.js';
-import { mountUnit, swapUnit } from '../../src/os/resource-disk/units.js';
+import { mountUnit, swapUnit } from '../../src/resource-disk/units.js';
 import { diff, snapshot, type Entry } from '../deprovision/image.js';
 import { AGENT, vmFile, withMedia, withVm, type BootResult, type Vm } from './boot.js';
 import { assertNamespaces, canSandbox, runInSandbox, type Sandbox } from './ns.js';

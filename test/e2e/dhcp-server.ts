@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { stopProcess, type Vm } from './boot.js';
 import { runInSandbox } from './ns.js';
 

@@ -22,7 +22,7 @@ const PREFIX = `bs-e2e-${process.pid}`;
 const IMDS_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN/Rb85Ri4GtZokp7+G4Wiooo9ItAifFWeNtrUbNH45R azureuser@laptop';
 const GEN2_UUID = 'D0DF4C54-4ECB-4A4B-9954-5BDF3ED5C3B8';
 const MEDIA_PASSWORD = 'Correct-Horse-7-Battery!';
-/** Without loop devices the media path is covered on image files only (test/os/iso9660.test.ts, media.test.ts). */
+/** Without loop devices the media path is covered on image files only (test/azure/iso9660.test.ts, media.test.ts). */
 const LOOP = existsSync('/dev/loop-control');
 
 // ---- what every scenario leaves behind for its tests ----------------------------------------------------------

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { AGENT, withVm, type BootResult, type Vm } from './boot.js';
 import { assertNamespaces, canSandbox, createSandbox, runInSandbox, type Sandbox } from './ns.js';
 

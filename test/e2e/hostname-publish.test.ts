@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { decodeRecords } from '../../src/kvp/codec.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { createVm, type BootResult, type Vm } from './boot.js';
 import {
   DHCLIENT_LEASE_FILE as LEASE_FILE, DHCLIENT_PID_FILE as PID_FILE, DHCP_SUBNET, dhclientAlive as alive, dhclientPid, killDhclients, startDhcpServer,

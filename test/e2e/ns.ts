@@ -11,8 +11,8 @@ import { existsSync } from 'node:fs';
 import { chmod, chown, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { run, type RunResult } from '../../src/os/exec.js';
-import { AZURE_CHASSIS_ASSET_TAG } from '../../src/os/platform.js';
+import { run, type RunResult } from '../../src/system/exec.js';
+import { AZURE_CHASSIS_ASSET_TAG } from '../../src/azure/platform.js';
 
 
 /** True when this process can build sandboxes (root on Linux); elsewhere e2e suites skip. */

@@ -10,7 +10,7 @@ import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
-import type { RunResult } from '../../src/os/exec.js';
+import type { RunResult } from '../../src/system/exec.js';
 import { attachLoop, vmFile, withVm, type BootResult, type Vm, type VmOptions } from './boot.js';
 import { assertNamespaces, canSandbox, runInSandbox } from './ns.js';
 

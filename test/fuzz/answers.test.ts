@@ -17,7 +17,7 @@ import type { BootstateError } from '../../src/core/errors.js';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
-import { parseOvfEnv } from '../../src/os/ovf.js';
+import { parseOvfEnv } from '../../src/azure/ovf.js';
 import { SecretStore } from '../../src/core/secrets.js';
 import { specExample } from '../os/fixtures/ovf.js';
 import { FUZZ_RUNS, hostileString, outcome, outcomeAsync, params, timeoutFor, type Outcome } from './support.js';

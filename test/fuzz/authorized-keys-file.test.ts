@@ -5,7 +5,7 @@
 import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { expandAuthorizedKeysFile } from '../../src/os/authorized-keys-file.js';
+import { expandAuthorizedKeysFile } from '../../src/os/ssh/authorized-keys-file.js';
 import { FUZZ_RUNS, outcome, params, timeoutFor } from './support.js';
 
 const context = { username: 'azureuser', home: '/home/azureuser', uid: 1000 };

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseOvfEnv } from '../../src/os/ovf.js';
+import { parseOvfEnv } from '../../src/azure/ovf.js';
 import { SecretStore } from '../../src/core/secrets.js';
 import { specExample } from '../os/fixtures/ovf.js';
 import { FUZZ_RUNS, hostileString, outcome, params, timeoutFor } from './support.js';

@@ -201,7 +201,7 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   [MEDIA]: imdsGate,
   [`${MEDIA}.waitingForImds`]: {
     elsewhere:
-      "lasts until the IMDS actor says its request was written: the first request was written before the chart started (src/run/provision.ts), so that takes a turn of the event loop and a poller lands in it only by chance. Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model and test/actors/imds-head-start.test.ts cover its transitions",
+      "lasts until the IMDS actor says its request was written: the first request was written before the chart started (src/provision/provision.ts), so that takes a turn of the event loop and a poller lands in it only by chance. Nothing is written in it; a kill there is a kill in gathering, held here with IMDS gated, and test/model and test/provision/imds-head-start.test.ts cover its transitions",
   },
   [`${MEDIA}.reading`]: {
     elsewhere:

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { makeCertificate } from '../../src/fabric/certificates.js';
-import { opensshPublicKey } from '../../src/os/openssh-key.js';
+import { opensshPublicKey } from '../../src/os/certificates/openssh-key.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';

@@ -64,7 +64,7 @@ describe('a real provisioning run in the trace', () => {
     config.wireserver.retry_interval_secs = 0.01;
     config.wireserver.total_retry_timeout_secs = 0.1;
     const stubs = Object.keys(provisioningMachine.implementations.actors)
-      // The root-level writers are callbacks that never fail (src/actors/provisioning.ts); every other actor fails.
+      // The root-level writers are callbacks that never fail (src/provision/actors.ts); every other actor fails.
       .filter((actor) => actor !== 'kvpWriter')
       .map((actor) => [actor, fromPromise(async () => Promise.reject(new Error(`down, password=${SECRET}`)))]);
     const journal = createJournal({ dir, vmId: 'vm-real' });

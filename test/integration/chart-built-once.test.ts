@@ -44,7 +44,7 @@ it('provisions with one build of the chart, the one it runs, and none at import'
 
   vi.resetModules();
   const built = recordBuilds();
-  const { runProvision } = await import('../../src/run/provision.js');
+  const { runProvision } = await import('../../src/provision/provision.js');
   expect(provisioningBuilds(built), 'charts built by importing the provision path').toEqual([]);
 
   const ran: AnyActorLogic[] = [];

@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { decodeReport } from '../../src/azure/report.js';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
-import { readVmId } from '../../src/os/vmid.js';
+import { readVmId } from '../../src/azure/vmid.js';
 import { lastFailureDescription, markers, reportKinds, runAgent } from './agent.js';
 
 let fabric: FakeFabric;

@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BootstateError } from '../../src/core/errors.js';
-import { type LockOptions, lockFd, unlockFd, withExclusiveLock, withSharedLock } from '../../src/kvp/lock.js';
-import { nativeAddonStatus } from '../../src/native/native-addon.js';
+import { type LockOptions, lockFd, unlockFd, withExclusiveLock, withSharedLock } from '../../src/system/flock.js';
+import { nativeAddonStatus } from '../../src/system/native-addon.js';
 import { python, tempDir } from './helpers.js';
 
 let dir: string;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RECORD_BYTES, encodeRecords } from '../../src/kvp/codec.js';
-import { lockFd } from '../../src/kvp/lock.js';
+import { lockFd } from '../../src/system/flock.js';
 import { KvpStore } from '../../src/kvp/store.js';
 import { pinoDestination } from '../../src/kvp/log-sink.js';
 import { ZERO_VM_ID } from '../../src/core/metadata.js';

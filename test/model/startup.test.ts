@@ -1,5 +1,5 @@
 /**
- * The chart's first state: what src/run/provision.ts read before the chart (the config, the platform, the instance
+ * The chart's first state: what src/provision/provision.ts read before the chart (the config, the platform, the instance
  * lock, the VM id, the marker) decides where the run goes, at once.
  */
 import { describe, expect, it } from 'vitest';

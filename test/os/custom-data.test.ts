@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
 import { customDataTargets, decodeBase64Data, saveCustomData } from '../../src/os/custom-data.js';
-import { parseOvfEnv } from '../../src/os/ovf.js';
+import { parseOvfEnv } from '../../src/azure/ovf.js';
 import { parseInstanceMetadata } from '../../src/azure/imds.js';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';

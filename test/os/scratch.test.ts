@@ -1,4 +1,4 @@
-import { sshdDumpFlags } from '../../src/os/sshd-capability.js';
+import { sshdDumpFlags } from '../../src/os/ssh/sshd-capability.js';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

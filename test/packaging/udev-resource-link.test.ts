@@ -17,7 +17,7 @@ import { chmod, mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { canSandbox, REPO } from '../e2e/ns.js';
 
 const OUR_RULE = path.join(REPO, 'packaging/udev/66-bootstate-resource-disk.rules');

@@ -10,7 +10,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../../src/os/exec.js';
+import { run } from '../../src/system/exec.js';
 import { debianRoot, installDeb } from '../boot/debian-root.js';
 import { createMachine, type Machine } from '../boot/machine.js';
 import { configLayer, createRig, imdsDocument, type Rig } from '../boot/scenario.js';
