@@ -24,5 +24,18 @@ export function equivalence(chart: string, mutant: Mutant): string | null {
   return null;
 }
 
-/** Arguments for single mutants no structural rule above explains; none are needed today. */
-const RULES: Record<string, Array<{ match: RegExp; argument: string }>> = {};
+/** Arguments for single mutants no structural rule above explains. */
+const RULES: Record<string, Array<{ match: RegExp; argument: string }>> = {
+  monitor: [
+    {
+      match: /^monitor\.running\.versions\.measuring done checkVersions\[1\] retarget → monitor\.running\.versions\.starting$/,
+      argument:
+        "the transition's own action records versionsAvailable = true before the target is entered, and versions.starting (no entry, exit, actor or timer) goes on at once to done when versionsAvailable is true: the same final state with the same observation sent.",
+    },
+    {
+      match: /^monitor\.running\.versions\.waiting after versionsPeriod\[0\] retarget → monitor\.running\.versions\.starting$/,
+      argument:
+        'versions.waiting is only entered while versionsAvailable is false (a run that starts with it true goes from starting to done, and a measurement that finds it true ends in done), so versions.starting goes on at once to measuring: the same state, reached with no effect of its own.',
+    },
+  ],
+};
