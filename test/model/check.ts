@@ -88,6 +88,8 @@ function compare(run: Run, input: ProvisioningInput, oracle: ProvisioningOracle,
   eq('systemd told', run.systemd, oracle.systemd);
   eq('run over', run.actor.getSnapshot().status === 'done', oracle.done);
   eq('output', seenOutput(run), oracle.output);
+  // Each warning as soon as the run has it, not only in the final output: a path that ends mid-run still shows it.
+  eq('warnings so far', (run.actor.getSnapshot().context as ProvisioningContext).warnings, oracle.warningsSoFar);
   eq('marker', seenMarker(run, input), oracle.marker);
   if (oracle.done && oracle.kvpAlive) eq('KVP writer stopped', run.kvpStopped, true);
   if (problems.length) throw new Error(`after ${after}: ${problems.join('; ')}`);

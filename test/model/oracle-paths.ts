@@ -56,7 +56,7 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
     }
     case 'certificates':
       return [[CERTIFICATE_KEY]];
-    case 'hostKeys':
+    case 'host-keys':
       // What the step leaves for the background: nothing, or rsa (only where it heads sshd's lane, to keep the walk small).
       return oracle.hostKeysInOs ? [[], ['rsa']] : [[]];
     default:

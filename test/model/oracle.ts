@@ -124,6 +124,10 @@ export class ProvisioningOracle {
   systemd: string[] = [];
   output: SeenOutput | null = null;
   private warnings: string[] = [];
+  /** The warnings the run has collected by now (the log lists them at its end). */
+  get warningsSoFar(): readonly string[] {
+    return this.warnings;
+  }
 
   private phase: 'work' | 'pool' | 'completingKeys' | 'report' | 'provisionedMarker' | 'end' = 'work';
   /**
