@@ -9,6 +9,9 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     exclude: [...configDefaults.exclude, ...LONG],
     pool: 'forks',
+    // Two test files at a time: vitest's default on a 2-core machine is one (cores − 1), and most files wait on
+    // subprocesses, servers and namespaces rather than compute; their timeouts carry a loaded machine's slack.
+    maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ['default'],
