@@ -1,6 +1,6 @@
 /** The provisioning chart's delays, by name: every retry interval and deadline, in ms, from the configuration. */
 import { timerMs } from '../retry.js';
-import { imdsHeadStart } from './head-start.js';
+import { IMDS_HEAD_START_MS } from './head-start.js';
 import type { ProvisioningContext } from './types.js';
 
 type Args = { context: ProvisioningContext };
@@ -12,7 +12,7 @@ export const proxyAgentSecs = (context: ProvisioningContext) => context.config.a
 export const failureReportSecs = (context: ProvisioningContext) => (context.terminating ? 1.5 : context.config.wireserver.total_retry_timeout_secs);
 
 export const delays = {
-  imdsHeadStart,
+  imdsHeadStart: IMDS_HEAD_START_MS,
   imdsRetryInterval: ({ context }: Args) => timerMs(context.config.imds.retry_interval_secs),
   imdsTotalTimeout: ({ context }: Args) => timerMs(context.config.imds.total_retry_timeout_secs),
   /** Local work has a deadline too: a hung file system or command must not hold the first boot forever. */

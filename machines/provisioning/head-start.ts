@@ -26,11 +26,8 @@ export type ImdsSentEvent = typeof IMDS_SENT;
 /** The media read's wait; once it has left it, the host keys may start too (guard `imdsHeadStartOver`, guards.ts). */
 export const MEDIA_WAITING_FOR_IMDS = '#provisioning.provisioning.work.gathering.media.waitingForImds';
 
-/** The delay: the bound on the wait. */
-export const imdsHeadStart = IMDS_HEAD_START_MS;
-
 /** The media region's first state: it reads once the request has left, or the head start is over. */
-export const mediaWaitsForImds = { on: { 'imds.sent': 'reading' }, after: { imdsHeadStart: 'reading' } } as const;
+export const mediaWaitsForImds = { on: { [IMDS_SENT.type]: 'reading' }, after: { imdsHeadStart: 'reading' } } as const;
 
 /** The host key region's first state: ssh-keygen's fork and CPU wait for the media read's start. */
 export const hostKeysWaitForImds = {
