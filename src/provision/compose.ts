@@ -66,7 +66,7 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
     status: systemd.active ? new SystemdStatus(systemd) : null,
   });
   const parts: Omit<ComposedRun, 'actor'> = {
-    ...{ sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers },
+    sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers,
     secrets: new SecretStore(),
     reports: new EncodedReports(),
     mediaReads: [],
