@@ -18,7 +18,7 @@ export const LAYERS = [
   ['src/kvp/', 'src/logging/'],
   ['src/azure/', 'src/os/'], // the protocol; the OS steps behind one provisioner interface
   ['machines/'], // the charts: no I/O, only shapes and pure helpers from below
-  ['src/firewall/', 'src/resource-disk/', 'src/observe/', 'src/inspect/', 'src/fabric/'],
+  ['src/firewall/', 'src/resource-disk/', 'src/network/', 'src/observe/', 'src/inspect/', 'src/fabric/'],
   ['src/provision/', 'src/monitor/', 'src/doctor/'],
   ['src/gate/', 'src/deprovision/'], // they read (gate) or undo (deprovision) what the units below leave on a machine
   ['src/cli/'], // argv and option tables the commands share

@@ -75,6 +75,7 @@ export const DEFAULT_CONFIG: Config = {
   preprovisioning: { poll_interval_secs: 1 },
   custom_data: { custom_data_path: '', user_data_path: '', waagent_compat: false, require: false },
   resource_disk: { enable: true, mount_point: '/mnt', label: 'azure-resource', mount_options: 'defaults', swap_size_mb: 0, local_nvme: 'leave' },
+  network: { enable: true, stack: 'auto', drivers: ['hv_netvsc'] },
   certificates: { place: 'auto', total_retry_timeout_secs: 120 },
   steps: { skip: [] },
   data_dir: { path: '/var/lib/bootstate' },

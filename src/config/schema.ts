@@ -204,6 +204,20 @@ const sections = {
     local_nvme: v.picklist(LOCAL_NVME_MODES),
   }),
   /**
+   * The VM's network from IMDS's `network` section (secondary NICs, secondary IP addresses, IPv6), rendered for the
+   * image's network stack and applied live by its own unit on every boot (docs/network.md). `stack`: `auto` detects
+   * it; `drivers`: the synthetic NIC's drivers (an interface with a planned MAC and another driver is an SR-IOV
+   * virtual function, never configured).
+   */
+  network: v.strictObject({
+    enable: v.boolean(),
+    stack: v.picklist(['auto', 'networkd', 'netplan', 'ifupdown', 'networkmanager'], 'must be "auto", "networkd", "netplan", "ifupdown" or "networkmanager"'),
+    drivers: v.pipe(
+      v.array(v.pipe(v.string(), v.check((s) => /^[A-Za-z0-9_-]{1,32}$/.test(s), 'must be a driver name (letters, digits, _ -)'))),
+      v.minLength(1, 'must name at least one driver'),
+    ),
+  }),
+  /**
    * `place`: whether the goal state's certificates are written to /var/lib/waagent: `auto` when the goal state is
    * fetched anyway (the media names keys by fingerprint or key pairs) and WALinuxAgent is not installed; `true` also
    * fetches it for that alone; `false` never writes them. `total_retry_timeout_secs`: longest the goal state and
@@ -240,6 +254,7 @@ export type MonitorConfig = Config['monitor'];
 export type PreprovisioningConfig = Config['preprovisioning'];
 export type CustomDataConfig = Config['custom_data'];
 export type ResourceDiskConfig = Config['resource_disk'];
+export type NetworkConfig = Config['network'];
 export type StepsConfig = Config['steps'];
 export type JournalConfig = Config['journal'];
 
