@@ -288,7 +288,7 @@ function collectWarnings(): Warnings {
       if (kept.length < NETWORK_LIMITS.warnings) kept.push({ code, message });
       else dropped.set(code, (dropped.get(code) ?? 0) + 1);
     },
-    list: () => [...kept, ...[...dropped].map(([code, n]) => ({ code, message: `${n} more ${code} warnings not listed` }))],
+    list: () => [...kept, ...[...dropped].map(([code, n]) => ({ code, message: `${n} more ${code} warning${n === 1 ? '' : 's'} not listed` }))],
   };
 }
 
