@@ -9,6 +9,8 @@
  * - A NIC needs a valid MAC (12 hex digits, or six colon- or dash-separated pairs; normalised to `aa:bb:…`) and at
  *   least one valid IPv4 address; without them it is left out (NIC_MALFORMED). A second NIC with a MAC already seen,
  *   usable or not, is left out (DUPLICATE_MAC).
+ * - An address must be a unicast one (not unspecified, loopback, multicast or IPv4's reserved 240/4): an IMDS fault
+ *   must not put 0.0.0.0 or 127.0.0.1 on a NIC.
  * - The first valid address of each family comes by DHCP; the later ones are static, with the prefix of the first
  *   subnet that contains them, else the first subnet's, else 24 / 128. An unusable address or subnet is left out with
  *   a warning (ADDRESS_MALFORMED); an absent or empty prefix or subnet address counts as not given. DHCPv6 when the NIC
@@ -36,6 +38,8 @@ interface Family {
   bits: number;
   defaultPrefix: number;
   parse(text: string): { text: string; value: bigint } | null;
+  /** False for what no NIC can hold: the unspecified address, loopback, multicast (and IPv4's 240/4). */
+  unicast(value: bigint): boolean;
 }
 
 interface Subnet {
@@ -178,6 +182,8 @@ function addressesOf(section: unknown, family: Family, where: string, warnings: 
     const parsed = typeof raw === 'string' ? family.parse(raw) : null;
     if (!parsed) {
       warnings.add('ADDRESS_MALFORMED', `${where}: ${family.name}.ipAddress[${i}].privateIpAddress is ${show(raw)}, not an ${family.label} address: left out`);
+    } else if (!family.unicast(parsed.value)) {
+      warnings.add('ADDRESS_MALFORMED', `${where}: ${family.name}.ipAddress[${i}] ${parsed.text} is not a unicast address (unspecified, loopback or multicast): left out`);
     } else if (seen.has(parsed.text)) {
       warnings.add('ADDRESS_MALFORMED', `${where}: ${family.name}.ipAddress[${i}] ${parsed.text} is listed twice: left out`);
     } else {
@@ -254,6 +260,7 @@ const IPV4: Family = {
   defaultPrefix: 24,
   // node:net's isIPv4 takes dotted quads only, without leading zeros: the text is already canonical.
   parse: (text) => (isIPv4(text) ? { text, value: text.split('.').reduce((n, octet) => (n << 8n) | BigInt(octet), 0n) } : null),
+  unicast: (value) => value >> 24n !== 0n && value >> 24n !== 127n && value >> 24n < 224n,
 };
 
 const IPV6: Family = {
@@ -268,6 +275,7 @@ const IPV6: Family = {
     const canonical = new URL(`http://[${text}]/`).hostname.slice(1, -1);
     return { text: canonical, value: ipv6Value(canonical) };
   },
+  unicast: (value) => value > 1n && value >> 120n !== 0xffn,
 };
 
 /** The 128-bit value of a canonical IPv6 address (hex groups only, at most one `::`). */

@@ -183,6 +183,15 @@ describe('networkPlanFrom by example', () => {
     }
   });
 
+  it.each([
+    ['0.0.0.0', 'ipv4'], ['0.1.2.3', 'ipv4'], ['127.0.0.1', 'ipv4'], ['224.0.0.1', 'ipv4'], ['255.255.255.255', 'ipv4'],
+    ['::', 'ipv6'], ['::1', 'ipv6'], ['ff02::1', 'ipv6'],
+  ])('leaves out %s, which no NIC can hold', (address, family) => {
+    const result = networkPlanFrom(doc({ macAddress: '000D3A1B2C3D', ipv4: { ipAddress: [v4('10.0.0.4'), ...(family === 'ipv4' ? [v4(address)] : [])] }, ipv6: { ipAddress: family === 'ipv6' ? [v4(address)] : [] } }));
+    expect(result.plan!.nics[0]).toMatchObject({ static4: [], dhcp6: false, static6: [] });
+    expect(result.warnings).toEqual([{ code: 'ADDRESS_MALFORMED', message: `interface 0 (00:0d:3a:1b:2c:3d): ${family}.ipAddress[${family === 'ipv4' ? 1 : 0}] ${address} is not a unicast address (unspecified, loopback or multicast): left out` }]);
+  });
+
   it('treats an empty subnet address or prefix as not given (IMDS\'s "")', () => {
     const result = networkPlanFrom(doc({ macAddress: '000D3A1B2C3D', ipv4: { ipAddress: ['10.0.0.4', '10.9.0.4'].map(v4), subnet: [{ address: '', prefix: '' }] } }));
     expect(result).toEqual({ plan: { nics: [nic(0, '00:0d:3a:1b:2c:3d', { static4: [{ address: '10.9.0.4', prefix: 24 }] })] }, warnings: [] });
@@ -281,15 +290,18 @@ const hex2 = (b: number) => b.toString(16).padStart(2, '0');
 const imdsMac = (bytes: number[]) => bytes.map(hex2).join('').toUpperCase();
 
 /** An IPv4 subnet (network address, prefix) and distinct addresses inside it. */
-const v4Subnet = fc.record({ net: fc.nat({ max: 2 ** 32 - 1 }), prefix: fc.integer({ min: 8, max: 30 }) }).chain(({ net, prefix }) => {
+/** Unicast /8s only (1–126, 128–223): a prefix of 8 or more keeps every address of the subnet inside one. */
+const firstOctet = fc.oneof(fc.integer({ min: 1, max: 126 }), fc.integer({ min: 128, max: 223 }));
+const v4Subnet = fc.record({ first: firstOctet, rest: fc.nat({ max: 2 ** 24 - 1 }), prefix: fc.integer({ min: 8, max: 30 }) }).chain(({ first, rest, prefix }) => {
+  const net = first * 2 ** 24 + rest;
   const size = 2 ** (32 - prefix);
   const base = Math.floor(net / size) * size;
   return fc.uniqueArray(fc.nat({ max: size - 1 }), { minLength: 1, maxLength: 5 }).map((hosts) => ({ base, prefix, addresses: hosts.map((h) => base + h) }));
 });
 const dotted = (n: number) => [24, 16, 8, 0].map((s) => (n >>> s) & 255).join('.');
 
-/** IPv6 addresses in a /64, written in full (8 groups, upper case): the plan must write them canonically. */
-const v6Subnet = fc.record({ net: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), hosts: fc.uniqueArray(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), { minLength: 1, maxLength: 3 }) });
+/** IPv6 addresses in a /64 of 2000::/3 to fdff::/16 (global and unique local), written in full (8 groups, upper case): the plan must write them canonically. */
+const v6Subnet = fc.record({ net: fc.bigInt({ min: 0x2000n << 48n, max: (0xfe00n << 48n) - 1n }), hosts: fc.uniqueArray(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), { minLength: 1, maxLength: 3 }) });
 const fullV6 = (n: bigint) => Array.from({ length: 8 }, (_, i) => ((n >> BigInt(112 - 16 * i)) & 0xffffn).toString(16).toUpperCase()).join(':');
 /** Independent of the code under test: an IPv6 address's value from any valid text (no dotted tail). */
 function v6Value(text: string): bigint {
