@@ -12,7 +12,7 @@
  *
  * The primary NIC keeps DHCP as the image had it, plus `KeepConfiguration=dhcp-on-stop` (a networkd restart leaves
  * its lease's address and routes in place) and `SendRelease=no` (stopping the DHCP client, as a reconfigure does,
- * does not give the lease back): the primary's address is what bootstate itself talks to the fabric through, so
+ * does not give the lease back; [DHCPv6] has no `SendRelease=` in systemd 252, Debian 12's): the primary's address is what bootstate itself talks to the fabric through, so
  * nothing this file changes may take it away even for a moment. Not `KeepConfiguration=dhcp`, which would also keep
  * an expired lease's address against the DHCP rules. Secondary NICs get `RequiredForOnline=no` so one that does
  * not come up does not hold systemd-networkd-wait-online (and the boot) for its two minutes.
@@ -48,7 +48,6 @@ function networkdText(nic: BoundNic): string {
   if (nic.dhcp6) {
     lines.push('', '[DHCPv6]', `RouteMetric=${nic.metric}`);
     if (!nic.useDns) lines.push('UseDNS=no');
-    if (nic.primary) lines.push('SendRelease=no');
   }
   return `${lines.join('\n')}\n`;
 }
