@@ -23,7 +23,7 @@ import { watchAddresses, type DhcpServer } from '../e2e/dhcp-server.js';
 import { canSandbox } from '../e2e/ns.js';
 import { agentEnded, createMachine, until, type Boot, type Machine } from './machine.js';
 import { runNetworkStepFromHost, type StepResult } from './network-step.js';
-import { addVirtualFunction, addressesByName, cableNic, defaultRouteDevice, withNetwork, type NicSpec } from './nics.js';
+import { addVirtualFunction, addressesByName, cableNic, defaultRouteDevice, resetNics, withNetwork, type NicSpec } from './nics.js';
 import { configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsnet${randomBytes(2).toString('hex')}`;
@@ -94,6 +94,7 @@ function openSession(netns: string, user: string, address: string, seconds: numb
 }
 
 async function oneBoot(machine: Machine, stack: Stack, doc: Record<string, any>, primaryServer: DhcpServer): Promise<BootSeen> {
+  await resetNics(machine.netns, [VF]);
   const boot = await machine.boot();
   try {
     await boot.settled();
