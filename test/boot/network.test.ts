@@ -10,10 +10,13 @@
  * with a third NIC cabled and listed and NIC 1 no longer listed (still cabled): eth2 is configured, eth1 has lost
  * bootstate's configuration (its address and file).
  *
- * The step runs from the host with the project's code (network-step.ts) until the .deb carries `bootstate network`.
+ * The step is the .deb's bootstate-network.service, held at its place in the boot (after bootstate.service and
+ * network-online.target) by a drop-in until the SSH session is open; with a .deb that has no such unit yet, the
+ * project's code runs the step from the host instead (network-step.ts).
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,7 +24,7 @@ import { renderers } from '../../src/os/network/renderers.js';
 import { run } from '../../src/system/exec.js';
 import { watchAddresses, type DhcpServer } from '../e2e/dhcp-server.js';
 import { canSandbox } from '../e2e/ns.js';
-import { agentEnded, createMachine, until, type Boot, type Machine } from './machine.js';
+import { agentEnded, createMachine, journal, show, until, type Boot, type Machine } from './machine.js';
 import { runNetworkStepFromHost, type StepResult } from './network-step.js';
 import { addVirtualFunction, addressesByName, cableNic, defaultRouteDevice, resetNics, withNetwork, type NicSpec } from './nics.js';
 import { configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
@@ -37,7 +40,7 @@ const DRIVERS_TOML = '[network]\ndrivers = ["veth"]\n';
 
 /** What one boot showed once the step had run. */
 interface BootSeen {
-  step: StepResult;
+  step: { warnings: string[]; host: StepResult | null; log: string };
   addresses: Record<string, string[]>;
   defaultDevice: string | null;
   ssh: { code: number | null; stdout: string; stderr: string };
@@ -48,6 +51,9 @@ interface BootSeen {
 }
 
 let rig: Rig;
+const UNIT = 'bootstate-network.service';
+/** Whether the .deb carries the step's unit: then the test drives it, else the host runs the step (network-step.ts). */
+let viaUnit = false;
 const machines: Machine[] = [];
 const servers: DhcpServer[] = [];
 let seen: Record<Stack, Promise<{ first: BootSeen; second: BootSeen }>>;
@@ -75,36 +81,88 @@ async function image(m: Machine, stack: Stack): Promise<void> {
   }
 }
 
-/** An SSH session to `address` from `netns` that says `started`, waits `seconds`, then says `alive`. */
-function openSession(netns: string, user: string, address: string, seconds: number) {
-  const child = spawn('ip', [
-    'netns', 'exec', netns, 'ssh', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
-    '-o', 'LogLevel=ERROR', '-o', 'ConnectTimeout=30', '-o', 'IdentitiesOnly=yes', '-i', rig.key, `${user}@${address}`,
-    `echo started; sleep ${seconds}; echo alive`,
-  ]);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.once('exit', (code) => resolve({ code, stdout, stderr })),
+/**
+ * An SSH session to `address` from `netns` that says `started`, waits `seconds`, then says `alive`; tried again
+ * while sshd refuses it (its host keys still being made) until it has started.
+ */
+async function openSession(netns: string, user: string, address: string, seconds: number) {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const child = spawn('ip', [
+      'netns', 'exec', netns, 'ssh', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
+      '-o', 'LogLevel=ERROR', '-o', 'ConnectTimeout=30', '-o', 'IdentitiesOnly=yes', '-i', rig.key, `${user}@${address}`,
+      `echo started; sleep ${seconds}; echo alive`,
+    ]);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+      child.once('exit', (code) => resolve({ code, stdout, stderr })),
+    );
+    let exited = false;
+    void done.then(() => (exited = true));
+    for (const until = Date.now() + 60_000; !stdout.includes('started') && !exited && Date.now() < until; ) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    if (stdout.includes('started')) return { done };
+    if (!exited) child.kill('SIGKILL');
+    if (Date.now() > deadline) throw new Error(`no SSH session to ${address}: ${stderr}`);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+/**
+ * The .deb's bootstate-network.service held at its start until the test says go (a drop-in whose ExecStartPre waits
+ * for GO), so an SSH session is open before it runs while it keeps its place in the boot.
+ */
+const GO = '/run/bootstate-test/network-go';
+async function gateLayer(): Promise<string> {
+  const dir = path.join(rig.workDir, 'network-gate');
+  await mkdir(path.join(dir, `etc/systemd/system/${UNIT}.d`), { recursive: true });
+  await writeFile(
+    path.join(dir, `etc/systemd/system/${UNIT}.d/90-test-gate.conf`),
+    `[Service]\nExecStartPre=/bin/sh -c 'until [ -e ${GO} ]; do sleep 0.1; done'\nTimeoutStartSec=10min\n`,
   );
-  const started = until('the SSH session to start', async () => (stdout.includes('started') ? true : null), 90_000, async () => `ssh: ${stderr}`);
-  return { started, done };
+  return dir;
+}
+
+/** Runs the step: the unit from the .deb (released from its gate), or the project's code from the host. */
+async function runStep(boot: Boot, stack: Stack, doc: Record<string, any>): Promise<{ warnings: string[]; host: StepResult | null; log: string }> {
+  if (!viaUnit) {
+    const host = await runNetworkStepFromHost(boot, stack, doc, ['veth']);
+    return { warnings: host.outcome.warnings.map((w) => `${w.interface}: ${w.message}`), host, log: JSON.stringify(host) };
+  }
+  await boot.exec(['sh', '-c', `mkdir -p ${path.dirname(GO)} && touch ${GO}`]);
+  const story = async () => (await boot.exec(['systemctl', 'status', '--no-pager', '-l', UNIT])).stdout;
+  await until(`${UNIT} to finish`, async () => ((await show(boot, UNIT, ['ActiveState'])).ActiveState === 'activating' ? null : true), 300_000, story);
+  const log = (await boot.exec(['journalctl', '--no-pager', '-b', '-o', 'cat', '-u', UNIT])).stdout;
+  const warnings = (await journal(boot, ['-b', '-u', UNIT, '-p', 'warning'])).map((e) => e.MESSAGE ?? '');
+  const result = (await show(boot, UNIT, ['Result'])).Result;
+  if (result !== 'success') warnings.push(`${UNIT}: Result=${result}`);
+  return { warnings, host: null, log };
+}
+
+/** Waits for the point where the step may run: the agent done, eth0 leased (and, with the unit, it held at its gate). */
+async function readyForStep(machine: Machine, boot: Boot, story: () => Promise<string>): Promise<void> {
+  if (viaUnit) {
+    await until(`${UNIT} at its gate`, async () => ((await show(boot, UNIT, ['SubState'])).SubState === 'start-pre' ? true : null), 300_000, story);
+  } else {
+    await boot.settled();
+  }
+  await agentEnded(boot);
+  await until('eth0 to hold its lease', async () => ((await addressesByName(machine.netns)).eth0?.includes('10.77.0.10/24') ? true : null), 90_000, story);
 }
 
 async function oneBoot(machine: Machine, stack: Stack, doc: Record<string, any>, primaryServer: DhcpServer): Promise<BootSeen> {
   await resetNics(machine.netns, [VF]);
   const boot = await machine.boot();
   try {
-    await boot.settled();
-    await agentEnded(boot);
     const story = () => storyOf(machine, boot);
-    await until('eth0 to hold its lease', async () => ((await addressesByName(machine.netns)).eth0?.includes('10.77.0.10/24') ? true : null), 90_000, story);
-    const session = openSession(primaryServer.netns, String(doc.compute.osProfile.adminUsername), NIC0.ipv4[0]!, 25);
-    await session.started;
+    await readyForStep(machine, boot, story);
+    const session = await openSession(primaryServer.netns, String(doc.compute.osProfile.adminUsername), NIC0.ipv4[0]!, 25);
     const watch = watchAddresses(machine.netns);
-    const step = await runNetworkStepFromHost(boot, stack, doc, ['veth']).catch(async (error: unknown) => {
+    const step = await runStep(boot, stack, doc).catch(async (error: unknown) => {
       await watch.stop();
       throw error;
     });
@@ -114,7 +172,8 @@ async function oneBoot(machine: Machine, stack: Stack, doc: Record<string, any>,
     const ssh = await session.done;
     const files = await renderers[stack].ownedFiles(`/proc/${boot.pid}/root`);
     return {
-      step, addresses: await addressesByName(machine.netns), defaultDevice: await defaultRouteDevice(machine.netns), ssh, duringStep, files, story: await story(),
+      step, addresses: await addressesByName(machine.netns), defaultDevice: await defaultRouteDevice(machine.netns), ssh, duringStep, files,
+      story: `${await story()}\nstep: ${step.log}`,
     };
   } finally {
     await boot.shutdown();
@@ -146,7 +205,8 @@ async function scenario(stack: Stack, packages: string[]): Promise<{ first: Boot
   const config = await configLayer(rig, `network-${stack}`, DRIVERS_TOML);
   const name = `${TAG}${stack === 'networkd' ? 'd' : 'i'}`;
   const first = withNetwork(imdsDocument(rig.publicKey), [NIC0, NIC1]);
-  const machine = await createMachine({ name, workDir: rig.workDir, layers: [config, debLayer, debian], imdsDocument: first, capabilities: ['CAP_NET_ADMIN'] });
+  const gate = viaUnit ? [await gateLayer()] : [];
+  const machine = await createMachine({ name, workDir: rig.workDir, layers: [...gate, config, debLayer, debian], imdsDocument: first, capabilities: ['CAP_NET_ADMIN'] });
   machines.push(machine);
   await image(machine, stack);
   const primary = await cableNic(machine.netns, name, NIC0);
@@ -163,6 +223,7 @@ async function scenario(stack: Stack, packages: string[]): Promise<{ first: Boot
 describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC IMDS lists, live, keeping the primary\'s lease', () => {
   beforeAll(async () => {
     rig = await createRig();
+    viaUnit = existsSync(path.join(rig.debLayer, 'usr/lib/systemd/system', UNIT)) || existsSync(path.join(rig.debLayer, 'lib/systemd/system', UNIT));
     seen = {
       networkd: scenario('networkd', ['iproute2']),
       ifupdown: scenario('ifupdown', ['ifupdown', 'isc-dhcp-client']),
@@ -181,8 +242,8 @@ describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC I
     describe(stack, () => {
       it('first boot: every listed address is on the NIC with the listed MAC, with no warning', async () => {
         const { first } = await seen[stack];
-        expect(first.step.outcome.warnings, first.story).toEqual([]);
-        expect(first.step.unbound).toEqual([]);
+        expect(first.step.warnings, first.story).toEqual([]);
+        if (first.step.host) expect(first.step.host.unbound).toEqual([]);
         expect(first.addresses.eth0, first.story).toEqual(expect.arrayContaining(['10.77.0.10/24', '10.77.0.20/24']));
         expect(first.addresses.eth0?.some((a) => a.startsWith('fd77::10/')), first.story).toBe(true);
         expect(first.addresses.eth1, first.story).toEqual(expect.arrayContaining(['10.77.1.10/24']));
@@ -191,7 +252,7 @@ describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC I
       it('first boot: the default route leaves by eth0, and the VF stand-in is left unconfigured', async () => {
         const { first } = await seen[stack];
         expect(first.defaultDevice, first.story).toBe('eth0');
-        expect(first.step.virtualFunctions).toEqual([VF]);
+        if (first.step.host) expect(first.step.host.virtualFunctions).toEqual([VF]);
         expect(first.addresses[VF]).toBeUndefined();
       }, 1_200_000);
 
@@ -204,7 +265,7 @@ describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC I
 
       it('next boot: a NIC added to the VM and to IMDS is configured; one gone from IMDS loses bootstate\'s configuration', async () => {
         const { second } = await seen[stack];
-        expect(second.step.outcome.warnings, second.story).toEqual([]);
+        expect(second.step.warnings, second.story).toEqual([]);
         expect(second.addresses.eth2, second.story).toEqual(expect.arrayContaining(['10.77.2.10/24']));
         expect(second.addresses.eth1 ?? [], second.story).not.toContain('10.77.1.10/24');
         expect(second.files.filter((f) => /eth1/.test(f))).toEqual([]);
