@@ -1,6 +1,6 @@
 /**
- * What the network step must do, from its documented behaviour (the doc comment of machines/network.ts and issue 47),
- * not from the chart's states:
+ * What the network step must do, from its documented behaviour (the doc comments of machines/network.ts and of its
+ * input's deadlines), not from the chart's states:
  * ask IMDS for its document; a retryable error waits the retry interval and asks again; any other error leaves the
  * machine as it is (`kept`) with IMDS's failure; IMDS's total deadline ends the asking whatever is in flight, `kept`
  * with a TIMEOUT failure carrying the last error seen. A document is planned: a plan goes on to configure, no plan is
