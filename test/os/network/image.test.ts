@@ -96,6 +96,34 @@ describe('netplan', () => {
   });
 });
 
+describe('netplan rendering for NetworkManager', () => {
+  const nm = 'network:\n  version: 2\n  renderer: NetworkManager\n';
+
+  it('makes every interface a conflict (netplan cannot match NetworkManager definitions by driver)', async () => {
+    const r = root({ '/etc/netplan/01-network-manager-all.yaml': nm });
+    expect(await renderers.netplan.conflicts(r, TWO_NICS)).toEqual(
+      ['eth0', 'eth1'].map((i) => ({
+        interface: i,
+        file: '/etc/netplan/01-network-manager-all.yaml',
+        why: 'netplan renders for NetworkManager here, and netplan refuses to match a NetworkManager definition by driver',
+      })),
+    );
+  });
+
+  it('takes the last file\'s renderer, as netplan merges them', async () => {
+    const back = root({ '/etc/netplan/01-nm.yaml': nm, '/etc/netplan/02-nd.yaml': 'network:\n  renderer: networkd\n' });
+    expect(await renderers.netplan.conflicts(back, TWO_NICS)).toEqual([]);
+  });
+
+  it('is detected as the NetworkManager stack', async () => {
+    const r = root({ '/usr/sbin/netplan': '', '/etc/netplan/01-network-manager-all.yaml': nm });
+    expect(await detectStack(r, 'auto')).toEqual({
+      stack: 'networkmanager',
+      why: '/usr/sbin/netplan is installed and /etc/netplan has 01-network-manager-all.yaml, but /etc/netplan/01-network-manager-all.yaml makes netplan render for NetworkManager, where netplan cannot match by driver',
+    });
+  });
+});
+
 describe('ifupdown', () => {
   const { conflicts, ownedFiles, declared } = renderers.ifupdown;
   const base = 'auto lo\niface lo inet loopback\n\nsource interfaces.d/*\nsource-directory /run/network/interfaces.d\n';

@@ -81,6 +81,22 @@ describe('netplan generate', { timeout: 180_000 }, () => {
     expect(out.stderr).toMatch(/dhcp4|boolean/);
   });
 
+  it('refuses a driver match when rendering for NetworkManager (why such an image gets keyfiles instead)', () => {
+    const files = renderers.netplan.render(TWO_NICS, new Set());
+    const out = generate(writeRoot(files, { '/etc/netplan/01-nm.yaml': 'network:\n  version: 2\n  renderer: NetworkManager\n' }));
+    expect(out.status).not.toBe(0);
+    expect(out.stderr).toContain('NetworkManager definitions do not support matching by driver');
+  });
+
+  it('refuses different DHCPv4 and DHCPv6 route metrics (why bootstate writes the same in both)', () => {
+    const [file] = renderers.netplan.render(TWO_NICS, new Set());
+    const text = file!.text.replace(/(dhcp6-overrides:\n {8}route-metric: )100/, '$1150');
+    expect(text).toContain('route-metric: 150');
+    const out = generate(writeRoot([{ ...file!, text }]));
+    expect(out.status).not.toBe(0);
+    expect(out.stderr).toContain('same value in both dhcp4_overrides and dhcp6_overrides');
+  });
+
   it('warns about a world-readable file, which is why bootstate writes 0600', () => {
     const [file] = renderers.netplan.render(TWO_NICS, new Set());
     const out = generate(writeRoot([{ ...file!, mode: 0o644 }]));
