@@ -3,7 +3,8 @@
  * `netplan generate --root-dir` turns 90-bootstate.yaml into networkd files that carry the metric, driver and
  * addresses; NetworkManager 1.42's `nmcli --offline connection modify` reads each keyfile on stdin and writes it
  * back normalised (an invalid keyfile fails); ifupdown 0.8's `ifquery` parses the interfaces files and `ifup
- * --no-act` prints the commands it would run; dash sources the dhclient hook; and every `Section.Key` of the networkd
+ * --no-act` prints the commands it would run; dash sources the dhclient hook, and Debian's own dhclient-script, given
+ * a lease in a network namespace, sets the plan's metric and leaves resolv.conf alone on a secondary NIC; and every `Section.Key` of the networkd
  * files is one systemd-networkd's own parser table (in its binary) knows.
  */
 import { spawnSync } from 'node:child_process';
@@ -15,7 +16,7 @@ import { parseIni } from '../../../src/os/network/common.js';
 import { renderers } from '../../../src/os/network/renderers.js';
 import type { RenderedFile } from '../../../src/os/network/types.js';
 import { PLANS, THREE_NICS, TWO_NICS } from './plans.js';
-import { ifupdownTool, netplanTool, nmcliTool, runTool, type Tool } from './tools.js';
+import { dhclientScript, ifupdownTool, netplanTool, nmcliTool, runTool, type Tool } from './tools.js';
 
 let scratch: string;
 beforeAll(() => {
@@ -191,6 +192,44 @@ describe('ifupdown', { timeout: 180_000 }, () => {
     const r = spawnSync('/bin/sh', ['-c', script], { encoding: 'utf8' });
     expect(r.stderr).toBe('');
     expect(r.stdout.trim()).toBe(expected);
+  });
+});
+
+describe("Debian's dhclient-script with the hook", { timeout: 180_000 }, () => {
+  let script: string;
+  beforeAll(() => {
+    script = dhclientScript();
+  }, 180_000);
+
+  /**
+   * Runs dhclient-script for a BOUND lease on `iface` in a network and UTS namespace of its own (the script adds
+   * the address and route there, and could set the hostname), with its /etc paths moved under a temp dir. The
+   * image's `resolvconf` hook is there too: it redefines make_resolv_conf, and bootstate's must come after it.
+   */
+  function bound(iface: string): { routes: string; resolv: string } {
+    const etc = join(mkdtempSync(join(scratch, 'dhclient-')), 'etc');
+    const hooks = join(etc, 'dhcp/dhclient-enter-hooks.d');
+    mkdirSync(hooks, { recursive: true });
+    writeFileSync(join(etc, 'fstab'), '');
+    writeFileSync(join(etc, 'resolv.conf'), 'nameserver 192.0.2.53\n');
+    writeFileSync(join(hooks, 'resolvconf'), `make_resolv_conf() { echo "nameserver $new_domain_name_servers" > ${etc}/resolv.conf; }\n`);
+    const hook = renderers.ifupdown.render(TWO_NICS, new Set()).find((f) => f.path.endsWith('/zz-bootstate'))!;
+    writeFileSync(join(hooks, 'zz-bootstate'), hook.text);
+    const copy = join(etc, 'dhclient-script');
+    writeFileSync(copy, readFileSync(script, 'utf8').replaceAll('/etc/', `${etc}/`), { mode: 0o755 });
+    const lease = `reason=BOUND interface=${iface} new_ip_address=10.0.1.4 new_subnet_mask=255.255.255.0 new_routers=10.0.1.1 new_domain_name_servers=168.63.129.16`;
+    const r = spawnSync('unshare', ['--net', '--uts', 'sh', '-ec', `ip link add ${iface} type veth peer name peer0; ip link set peer0 up; ip link set ${iface} up; env ${lease} ${copy}; ip -4 route show default`], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    return { routes: r.stdout, resolv: readFileSync(join(etc, 'resolv.conf'), 'utf8') };
+  }
+
+  it('gives a secondary NIC its metric and keeps its DNS servers out of resolv.conf', () => {
+    expect(bound('eth1')).toEqual({ routes: 'default via 10.0.1.1 dev eth1 metric 200 \n', resolv: 'nameserver 192.0.2.53\n' });
+  });
+
+  it('gives the primary NIC its metric and its DNS servers', () => {
+    expect(bound('eth0')).toEqual({ routes: 'default via 10.0.1.1 dev eth0 metric 100 \n', resolv: 'nameserver 168.63.129.16\n' });
   });
 });
 
