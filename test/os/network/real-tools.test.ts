@@ -5,7 +5,8 @@
  * back normalised (an invalid keyfile fails); ifupdown 0.8's `ifquery` parses the interfaces files and `ifup
  * --no-act` prints the commands it would run; dash sources the dhclient hook, and Debian's own dhclient-script, given
  * a lease in a network namespace, sets the plan's metric and leaves resolv.conf alone on a secondary NIC; and every `Section.Key` of the networkd
- * files is one systemd-networkd's own parser table (in its binary) knows.
+ * files is one systemd-networkd's own parser table (in its binary) knows, and they say what netplan's own networkd
+ * rendering of the same plan says.
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -64,6 +65,24 @@ describe('netplan generate', { timeout: 180_000 }, () => {
       expect(ini.get('Network')?.get('Address') ?? []).toEqual([...nic.static4, ...nic.static6].map((a) => `${a.address}/${a.prefix}`));
       expect(ini.get('DHCP')?.get('RouteMetric')).toEqual([String(nic.metric)]);
       expect(ini.get('DHCP')?.get('UseDNS')).toEqual(nic.useDns ? undefined : ['false']);
+    }
+  });
+
+  it.each(Object.entries(PLANS))('agrees with bootstate\'s own networkd files for %s (DHCP, addresses, metric, DNS, match)', (_, plan) => {
+    const out = generate(writeRoot(renderers.netplan.render(plan, new Set())));
+    const ours = new Map(renderers.networkd.render(plan, new Set()).map((f) => [f.interfaces[0]!, parseIni(f.text)]));
+    const yes = (v: string | undefined): boolean | undefined => (v === undefined ? undefined : ['yes', 'true'].includes(v));
+    const essence = (ini: ReturnType<typeof parseIni>, dhcp4: string): unknown => ({
+      driver: ini.get('Match')?.get('Driver'),
+      mac: ini.get('Match')?.get('MACAddress') ?? ini.get('Match')?.get('PermanentMACAddress'),
+      dhcp: ini.get('Network')?.get('DHCP'),
+      addresses: ini.get('Network')?.get('Address'),
+      metric: ini.get(dhcp4)?.get('RouteMetric'),
+      useDns: yes(ini.get(dhcp4)?.get('UseDNS')?.[0]),
+    });
+    for (const nic of plan.nics) {
+      const theirs = parseIni(out.files.get(`10-netplan-0-bootstate-${nic.name}.network`)!);
+      expect(essence(ours.get(nic.name)!, 'DHCPv4'), nic.name).toEqual(essence(theirs, 'DHCP'));
     }
   });
 
