@@ -1,12 +1,12 @@
 /**
- * The rendered files as the real tools read them (unpacked, never installed: see tools.ts): netplan 0.106's
- * `netplan generate --root-dir` turns 90-bootstate.yaml into networkd files that carry the metric, driver and
- * addresses; NetworkManager 1.42's `nmcli --offline connection modify` reads each keyfile on stdin and writes it
- * back normalised (an invalid keyfile fails); ifupdown 0.8's `ifquery` parses the interfaces files and `ifup
- * --no-act` prints the commands it would run; dash sources the dhclient hook, and Debian's own dhclient-script, given
- * a lease in a network namespace, sets the plan's metric and leaves resolv.conf alone on a secondary NIC; and every `Section.Key` of the networkd
- * files is one systemd-networkd's own parser table (in its binary) knows, and they say what netplan's own networkd
- * rendering of the same plan says.
+ * The rendered files as the real tools read them (unpacked, never installed: see tools.ts): netplan 0.106's `netplan
+ * generate --root-dir` turns 90-bootstate.yaml into networkd files that carry the metric, driver and addresses;
+ * NetworkManager 1.42's `nmcli --offline connection modify` reads each keyfile on stdin and writes it back
+ * normalised (an invalid keyfile fails); ifupdown 0.8's `ifquery` parses the interfaces files and `ifup --no-act`
+ * prints the commands it would run; dash sources the dhclient hook, and Debian's own dhclient-script, given a lease
+ * in a network namespace, sets the plan's metric and leaves resolv.conf alone on a secondary NIC; and every
+ * `Section.Key` of the networkd files is one systemd-networkd's own parser table (in its binary) knows, and they say
+ * what netplan's own networkd rendering of the same plan says.
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
