@@ -120,8 +120,14 @@ export interface NetworkBackend {
   ownedFiles(root: string): Promise<string[]>;
   /** The image's own configuration (not bootstate's) of the plan's interfaces that differs from the plan. */
   conflicts(root: string, plan: BoundPlan): Promise<ImageConflict[]>;
-  /** Pure: the files for `plan`, leaving out the interfaces in `skip` (conflicts). */
-  render(plan: BoundPlan, skip: ReadonlySet<string>): RenderedFile[];
+  /**
+   * Pure: the files for `plan`, leaving out the interfaces in `skip` (conflicts). `declared`: the interfaces the
+   * image already declares compatibly (plain DHCP), for a stack that must not declare one twice (ifupdown), which
+   * then renders only what the plan adds to them; the other stacks ignore it.
+   */
+  render(plan: BoundPlan, skip: ReadonlySet<string>, declared?: ReadonlySet<string>): RenderedFile[];
+  /** The planned interfaces the image declares compatibly, for `render`'s `declared` (ifupdown only). */
+  declared?(root: string, plan: BoundPlan): Promise<Set<string>>;
   /** Makes the written files take effect now, never taking the primary NIC's address away. */
   apply(plan: BoundPlan, change: FileChange, deps: ApplyDeps): Promise<ApplyOutcome>;
 }
