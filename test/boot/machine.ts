@@ -63,6 +63,8 @@ export interface Machine {
   requests(): Promise<RecordedRequest[]>;
   /** `state` or `state/subStatus` of each health report so far. */
   reportKinds(): Promise<string[]>;
+  /** From now on the fabric serves `doc` as the IMDS document (it restarts; between boots, e.g. a NIC added in Azure). */
+  serveImdsDocument(doc: unknown): Promise<void>;
   /** Stops the fabric, removes the namespace and the VM's directory. */
   destroy(): Promise<void>;
 }
@@ -171,19 +173,18 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
 
   let netns: Netns | null = null;
   let fabric: ChildProcess | null = null;
+  const imdsFile = path.join(dir, 'imds-document.json');
+  const startMachineFabric = async (ns: string, imdsDocument: unknown) => {
+    if (imdsDocument !== undefined) await writeFile(imdsFile, JSON.stringify(imdsDocument));
+    const doc = imdsDocument === undefined ? undefined : imdsFile;
+    return startFabric(ns, options.scenario ?? 'happy', record, doc, undefined, { healthUnavailableWhile: options.healthUnavailableWhile });
+  };
   try {
     netns = await createNetns(options.name);
     // An Azure VM's main routing table has a route to the wireserver; WALinuxAgent takes one as the wireserver's
     // address and otherwise runs a DHCP exchange of its own, which nothing in the namespace would answer.
     await run(['ip', '-n', netns.name, 'route', 'add', '168.63.129.16/32', 'dev', 'lo']);
-    if (options.fabric !== false) {
-      let doc: string | undefined;
-      if (options.imdsDocument !== undefined) {
-        doc = path.join(dir, 'imds-document.json');
-        await writeFile(doc, JSON.stringify(options.imdsDocument));
-      }
-      fabric = await startFabric(netns.name, options.scenario ?? 'happy', record, doc, undefined, { healthUnavailableWhile: options.healthUnavailableWhile });
-    }
+    if (options.fabric !== false) fabric = await startMachineFabric(netns.name, options.imdsDocument);
   } catch (error) {
     fabric?.kill('SIGKILL');
     await netns?.delete();
@@ -266,6 +267,10 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
       };
       running.add(boot);
       return boot;
+    },
+    async serveImdsDocument(doc) {
+      if (fabric) await stopProcess(fabric);
+      fabric = await startMachineFabric(ns.name, doc);
     },
     async destroy() {
       for (const boot of running) await boot.shutdown();

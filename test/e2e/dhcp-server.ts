@@ -1,6 +1,7 @@
 /**
  * A real DHCP server for the hostname-publishing tests: dnsmasq in a network namespace of its own, cabled by a veth
- * pair to the VM's namespace, where the peer is named `eth0`. It logs every request with the name the client
+ * pair to the VM's namespace, where the peer is named `eth0` (or another name, with a subnet of its own: one server
+ * per NIC of a VM with several, test/boot/nics.ts). It logs every request with the name the client
  * provides (`--log-dhcp`) and runs a script on every lease change (`add|old|del MAC IP [NAME]`), so a test sees
  * which name each request carried and whether a lease was released. No DNS (`--port=0`), no config file; the
  * server's address is the default router, as dnsmasq offers by default.
@@ -16,6 +17,8 @@ import { runInSandbox } from './ns.js';
 export const DHCP_SUBNET = '10.77.0';
 
 export interface DhcpServer {
+  /** The server's own network namespace: a client of the VM on that NIC's network (e.g. ssh to the leased address). */
+  netns: string;
   /** dnsmasq's log: `client provides name: …`, `DHCPREQUEST(…) IP MAC`, `DHCPACK(…) IP MAC NAME`, `DHCPRELEASE…`. */
   log(): Promise<string>;
   /** One line per lease change, as the script saw it: `add|old|del MAC IP [NAME]`. */
@@ -25,11 +28,23 @@ export interface DhcpServer {
   stop(): Promise<void>;
 }
 
+/** A server for another NIC than eth0 on 10.77.0.0/24: its name, subnet, the one address it leases, DHCPv6. */
+export interface DhcpServerOptions {
+  /** The client's interface name in its namespace; default `eth0`. */
+  name?: string;
+  /** The IPv4 /24 as its first three octets (`10.77.1`); default DHCP_SUBNET. The server is `.1`. */
+  subnet?: string;
+  /** The one IPv4 address to lease (a NIC's first address as IMDS lists it); default a pool of .50–.60. */
+  address?: string;
+  /** DHCPv6 (with router advertisements that say so) leasing this one address, in its /64; the server is `::1` of it. */
+  address6?: string;
+}
+
 /**
  * Starts the server and the cable; `tag` makes the namespace and link names unique on this host. `mac` (as IMDS
  * writes it, `000D3A1B2C3D`, or with colons) is the address of the client's eth0, e.g. the one IMDS lists.
  */
-export async function startDhcpServer(clientNetns: string, tag: string, mac?: string): Promise<DhcpServer> {
+export async function startDhcpServer(clientNetns: string, tag: string, mac?: string, options: DhcpServerOptions = {}): Promise<DhcpServer> {
   const work = await mkdtemp(path.join(tmpdir(), 'bootstate-dhcp-'));
   const ns = `bs-dhcps-${tag}`;
   const short = tag.replace(/[^a-z0-9]/gi, '').slice(-8);
@@ -47,9 +62,11 @@ export async function startDhcpServer(clientNetns: string, tag: string, mac?: st
     await run(['ip', 'link', 'add', server, 'type', 'veth', 'peer', 'name', client, ...address]);
     await run(['ip', 'link', 'set', server, 'netns', ns]);
     await run(['ip', 'link', 'set', client, 'netns', clientNetns]);
-    await run(['ip', '-n', ns, 'addr', 'add', `${DHCP_SUBNET}.1/24`, 'dev', server]);
+    const subnet = options.subnet ?? DHCP_SUBNET;
+    await run(['ip', '-n', ns, 'addr', 'add', `${subnet}.1/24`, 'dev', server]);
+    if (options.address6) await run(['ip', '-n', ns, 'addr', 'add', `${prefix64(options.address6)}::1/64`, 'dev', server, 'nodad']);
     await run(['ip', '-n', ns, 'link', 'set', server, 'up']);
-    await run(['ip', '-n', clientNetns, 'link', 'set', client, 'name', 'eth0']);
+    await run(['ip', '-n', clientNetns, 'link', 'set', client, 'name', options.name ?? 'eth0']);
     const script = path.join(work, 'lease-event.sh');
     await writeFile(script, `#!/bin/sh\necho "$*" >> '${files.events}'\n`);
     await chmod(script, 0o755);
@@ -57,7 +74,9 @@ export async function startDhcpServer(clientNetns: string, tag: string, mac?: st
       'ip',
       [
         'netns', 'exec', ns, 'dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--port=0', `--interface=${server}`,
-        '--bind-interfaces', `--dhcp-range=${DHCP_SUBNET}.50,${DHCP_SUBNET}.60,255.255.255.0,10m`, `--dhcp-leasefile=${files.leases}`,
+        '--bind-interfaces', `--dhcp-range=${options.address ?? `${subnet}.50`},${options.address ?? `${subnet}.60`},255.255.255.0,10m`,
+        ...(options.address6 ? ['--enable-ra', `--dhcp-range=${options.address6},${options.address6},64,10m`] : []),
+        `--dhcp-leasefile=${files.leases}`,
         // Azure's DHCP server names the wireserver in option 245 (cloud-init's datasource reads it from the lease).
         '--dhcp-option=245,168.63.129.16',
         `--dhcp-script=${script}`, '--log-dhcp', `--log-facility=${files.log}`, `--pid-file=${path.join(work, 'dnsmasq.pid')}`,
@@ -71,7 +90,15 @@ export async function startDhcpServer(clientNetns: string, tag: string, mac?: st
     throw error;
   }
   const read = (file: string) => readFile(file, 'utf8').catch(() => '');
-  return { log: () => read(files.log), events: () => read(files.events), leases: () => read(files.leases), stop };
+  return { netns: ns, log: () => read(files.log), events: () => read(files.events), leases: () => read(files.leases), stop };
+}
+
+/** The first four groups of an IPv6 address written with `::` after them at most (`fd77:0:0:1::10` → `fd77:0:0:1`). */
+function prefix64(address6: string): string {
+  const [head = ''] = address6.split('::');
+  const groups = head.split(':');
+  if (groups.length > 4 || !address6.includes('::')) throw new Error(`${address6}: write it as up to four groups, then ::`);
+  return [...groups, '0', '0', '0', '0'].slice(0, 4).join(':');
 }
 
 /** Where the image's dhclient keeps its lease and its pid (`startImageDhclient`). */

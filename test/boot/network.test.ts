@@ -1,0 +1,217 @@
+/**
+ * Issue 47's done-when on booted Debian 12: a VM with two NICs, each cabled to a DHCP server of its own, whose IMDS
+ * lists two IPv4 addresses and an IPv6 one on NIC 0 and one IPv4 address on NIC 1, beside a VF stand-in carrying
+ * NIC 0's MAC (another driver). Once per stack the image's own network configuration is (systemd-networkd with a
+ * DHCP .network for eth0; ifupdown with `iface eth0 inet dhcp` in a root built with ifupdown and isc-dhcp-client).
+ *
+ * First boot: after the network step `ip -o addr` shows every listed address on the interface with the listed MAC,
+ * the default route leaves by eth0, the VF has no address, an SSH session to eth0's leased address opened before the
+ * step prints what it was asked to after it, and eth0's lease was never deleted (`ip monitor address`). Next boot,
+ * with a third NIC cabled and listed and NIC 1 no longer listed (still cabled): eth2 is configured, eth1 has lost
+ * bootstate's configuration (its address and file).
+ *
+ * The step runs from the host with the project's code (network-step.ts) until the .deb carries `bootstate network`.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { renderers } from '../../src/os/network/renderers.js';
+import { run } from '../../src/system/exec.js';
+import { watchAddresses, type DhcpServer } from '../e2e/dhcp-server.js';
+import { canSandbox } from '../e2e/ns.js';
+import { agentEnded, createMachine, until, type Boot, type Machine } from './machine.js';
+import { runNetworkStepFromHost, type StepResult } from './network-step.js';
+import { addVirtualFunction, addressesByName, cableNic, defaultRouteDevice, withNetwork, type NicSpec } from './nics.js';
+import { configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
+
+const TAG = `bsnet${randomBytes(2).toString('hex')}`;
+type Stack = 'networkd' | 'ifupdown';
+
+const NIC0: NicSpec = { name: 'eth0', mac: '00:0d:3a:47:00:10', subnet: '10.77.0', ipv4: ['10.77.0.10', '10.77.0.20'], ipv6: ['fd77::10'] };
+const NIC1: NicSpec = { name: 'eth1', mac: '00:0d:3a:47:00:11', subnet: '10.77.1', ipv4: ['10.77.1.10'] };
+const NIC2: NicSpec = { name: 'eth2', mac: '00:0d:3a:47:00:12', subnet: '10.77.2', ipv4: ['10.77.2.10'] };
+const VF = 'enP1s1';
+const DRIVERS_TOML = '[network]\ndrivers = ["veth"]\n';
+
+/** What one boot showed once the step had run. */
+interface BootSeen {
+  step: StepResult;
+  addresses: Record<string, string[]>;
+  defaultDevice: string | null;
+  ssh: { code: number | null; stdout: string; stderr: string };
+  /** `ip monitor address` from the step's start until the listed addresses were there (30 s at most). */
+  duringStep: string;
+  files: string[];
+  story: string;
+}
+
+let rig: Rig;
+const machines: Machine[] = [];
+const servers: DhcpServer[] = [];
+let seen: Record<Stack, Promise<{ first: BootSeen; second: BootSeen }>>;
+
+/** The image's own network configuration: DHCP on eth0 only. */
+async function image(m: Machine, stack: Stack): Promise<void> {
+  const put = async (p: string, text: string, mode = 0o644) => {
+    await mkdir(path.dirname(m.diskPath(p)), { recursive: true });
+    await writeFile(m.diskPath(p), text);
+    await chmod(m.diskPath(p), mode);
+  };
+  if (stack === 'networkd') {
+    await put('/etc/systemd/network/80-eth0.network', '[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\n');
+    for (const [unit, target] of [
+      ['systemd-networkd.service', 'multi-user.target'],
+      ['systemd-networkd.socket', 'sockets.target'],
+      ['systemd-networkd-wait-online.service', 'network-online.target'],
+    ] as const) {
+      await mkdir(m.diskPath(`/etc/systemd/system/${target}.wants`), { recursive: true });
+      await symlink(`/lib/systemd/system/${unit}`, m.diskPath(`/etc/systemd/system/${target}.wants/${unit}`));
+    }
+  } else {
+    await put('/etc/network/interfaces', 'source /etc/network/interfaces.d/*\n\nauto lo\niface lo inet loopback\n\nauto eth0\niface eth0 inet dhcp\n');
+    await mkdir(m.diskPath('/etc/network/interfaces.d'), { recursive: true });
+  }
+}
+
+/** An SSH session to `address` from `netns` that says `started`, waits `seconds`, then says `alive`. */
+function openSession(netns: string, user: string, address: string, seconds: number) {
+  const child = spawn('ip', [
+    'netns', 'exec', netns, 'ssh', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
+    '-o', 'LogLevel=ERROR', '-o', 'ConnectTimeout=30', '-o', 'IdentitiesOnly=yes', '-i', rig.key, `${user}@${address}`,
+    `echo started; sleep ${seconds}; echo alive`,
+  ]);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.once('exit', (code) => resolve({ code, stdout, stderr })),
+  );
+  const started = until('the SSH session to start', async () => (stdout.includes('started') ? true : null), 90_000, async () => `ssh: ${stderr}`);
+  return { started, done };
+}
+
+async function oneBoot(machine: Machine, stack: Stack, doc: Record<string, any>, primaryServer: DhcpServer): Promise<BootSeen> {
+  const boot = await machine.boot();
+  try {
+    await boot.settled();
+    await agentEnded(boot);
+    const story = () => storyOf(machine, boot);
+    await until('eth0 to hold its lease', async () => ((await addressesByName(machine.netns)).eth0?.includes('10.77.0.10/24') ? true : null), 90_000, story);
+    const session = openSession(primaryServer.netns, String(doc.compute.osProfile.adminUsername), NIC0.ipv4[0]!, 25);
+    await session.started;
+    const watch = watchAddresses(machine.netns);
+    const step = await runNetworkStepFromHost(boot, stack, doc, ['veth']).catch(async (error: unknown) => {
+      await watch.stop();
+      throw error;
+    });
+    // A DHCPv6 lease comes some time after the step's commands return.
+    await until('the listed addresses', async () => (hasAll(await addressesByName(machine.netns), doc) ? true : null), 30_000, story).catch(() => undefined);
+    const duringStep = await watch.stop();
+    const ssh = await session.done;
+    const files = await renderers[stack].ownedFiles(`/proc/${boot.pid}/root`);
+    return {
+      step, addresses: await addressesByName(machine.netns), defaultDevice: await defaultRouteDevice(machine.netns), ssh, duringStep, files, story: await story(),
+    };
+  } finally {
+    await boot.shutdown();
+  }
+}
+
+/** Whether every address the document lists is on the interface carrying its MAC (here: named as in the specs). */
+function hasAll(addresses: Record<string, string[]>, doc: Record<string, any>): boolean {
+  const nics = [NIC0, NIC1, NIC2].filter((n) => (doc.network.interface as Array<{ macAddress: string }>).some((i) => i.macAddress === n.mac.replace(/:/g, '').toUpperCase()));
+  return nics.every((n) => [...n.ipv4, ...(n.ipv6 ?? [])].every((a) => (addresses[n.name] ?? []).some((c) => c.startsWith(`${a}/`))));
+}
+
+async function storyOf(machine: Machine, boot: Boot): Promise<string> {
+  const exec = async (argv: string[]) => {
+    const r = await boot.exec(argv);
+    return `$ ${argv.join(' ')}\n${r.stdout}${r.stderr}`;
+  };
+  return [
+    (await run(['ip', '-n', machine.netns, '-o', 'addr'])).stdout,
+    (await run(['ip', '-n', machine.netns, 'route'])).stdout,
+    await exec(['networkctl', '--no-pager', 'list']),
+    await exec(['ifquery', '--state']),
+    await exec(['journalctl', '--no-pager', '-b', '-n', '60', '-u', 'systemd-networkd', '-u', 'networking', '-u', 'bootstate.service']),
+  ].join('\n');
+}
+
+async function scenario(stack: Stack, packages: string[]): Promise<{ first: BootSeen; second: BootSeen }> {
+  const { debian, debLayer } = await rig.withPackages(packages);
+  const config = await configLayer(rig, `network-${stack}`, DRIVERS_TOML);
+  const name = `${TAG}${stack === 'networkd' ? 'd' : 'i'}`;
+  const first = withNetwork(imdsDocument(rig.publicKey), [NIC0, NIC1]);
+  const machine = await createMachine({ name, workDir: rig.workDir, layers: [config, debLayer, debian], imdsDocument: first, capabilities: ['CAP_NET_ADMIN'] });
+  machines.push(machine);
+  await image(machine, stack);
+  const primary = await cableNic(machine.netns, name, NIC0);
+  servers.push(primary, await cableNic(machine.netns, name, NIC1));
+  await addVirtualFunction(machine.netns, VF, NIC0.mac);
+  const one = await oneBoot(machine, stack, first, primary);
+  servers.push(await cableNic(machine.netns, name, NIC2));
+  const second = withNetwork(imdsDocument(rig.publicKey), [NIC0, NIC2]);
+  await machine.serveImdsDocument(second);
+  const two = await oneBoot(machine, stack, second, primary);
+  return { first: one, second: two };
+}
+
+describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC IMDS lists, live, keeping the primary\'s lease', () => {
+  beforeAll(async () => {
+    rig = await createRig();
+    seen = {
+      networkd: scenario('networkd', ['iproute2']),
+      ifupdown: scenario('ifupdown', ['ifupdown', 'isc-dhcp-client']),
+    };
+    for (const p of Object.values(seen)) p.catch(() => undefined);
+  }, 1_200_000);
+
+  afterAll(async () => {
+    if (seen) await Promise.allSettled(Object.values(seen));
+    for (const machine of machines) await machine.destroy().catch(() => undefined);
+    for (const server of servers) await server.stop();
+    await rig?.cleanup();
+  }, 180_000);
+
+  for (const stack of ['networkd', 'ifupdown'] as const) {
+    describe(stack, () => {
+      it('first boot: every listed address is on the NIC with the listed MAC, with no warning', async () => {
+        const { first } = await seen[stack];
+        expect(first.step.outcome.warnings, first.story).toEqual([]);
+        expect(first.step.unbound).toEqual([]);
+        expect(first.addresses.eth0, first.story).toEqual(expect.arrayContaining(['10.77.0.10/24', '10.77.0.20/24']));
+        expect(first.addresses.eth0?.some((a) => a.startsWith('fd77::10/')), first.story).toBe(true);
+        expect(first.addresses.eth1, first.story).toEqual(expect.arrayContaining(['10.77.1.10/24']));
+      }, 1_200_000);
+
+      it('first boot: the default route leaves by eth0, and the VF stand-in is left unconfigured', async () => {
+        const { first } = await seen[stack];
+        expect(first.defaultDevice, first.story).toBe('eth0');
+        expect(first.step.virtualFunctions).toEqual([VF]);
+        expect(first.addresses[VF]).toBeUndefined();
+      }, 1_200_000);
+
+      it('first boot: eth0 never lost its lease, and an SSH session opened before the step outlived it', async () => {
+        const { first } = await seen[stack];
+        expect(first.duringStep).not.toMatch(/^Deleted \d+: eth0\s+inet 10\.77\.0\.10\//m);
+        expect(first.ssh.stdout, first.ssh.stderr).toBe('started\nalive\n');
+        expect(first.ssh.code).toBe(0);
+      }, 1_200_000);
+
+      it('next boot: a NIC added to the VM and to IMDS is configured; one gone from IMDS loses bootstate\'s configuration', async () => {
+        const { second } = await seen[stack];
+        expect(second.step.outcome.warnings, second.story).toEqual([]);
+        expect(second.addresses.eth2, second.story).toEqual(expect.arrayContaining(['10.77.2.10/24']));
+        expect(second.addresses.eth1 ?? [], second.story).not.toContain('10.77.1.10/24');
+        expect(second.files.filter((f) => /eth1/.test(f))).toEqual([]);
+        expect(second.addresses.eth0, second.story).toEqual(expect.arrayContaining(['10.77.0.10/24', '10.77.0.20/24']));
+        expect(second.defaultDevice).toBe('eth0');
+        expect(second.duringStep).not.toMatch(/^Deleted \d+: eth0\s+inet 10\.77\.0\.10\//m);
+        expect(second.ssh.stdout, second.ssh.stderr).toBe('started\nalive\n');
+      }, 1_200_000);
+    });
+  }
+});
