@@ -1,10 +1,10 @@
 /**
  * The network step of every boot (`bootstate network`, bootstate-network.service): ask IMDS for its `network`
  * section with the same retries and total deadline as provisioning's IMDS request, make a plan of it, look at the
- * machine (its interfaces, its network stack, the image's own configuration), write bootstate's files and make them
- * take effect. Three ends: `configured` (warnings about single NICs included), `kept` (no plan, no stack, or IMDS
+ * machine (its interfaces, its network stack, the image's own configuration), render bootstate's files for the stack,
+ * then write them and make them take effect (one step: each stack needs its own order of writes and reloads). Three ends: `configured` (warnings about single NICs included), `kept` (no plan, no stack, or IMDS
  * silent: the image's own configuration stays as it is, and so do bootstate's files of earlier boots), and
- * `failed` (writing or applying failed, or the step outlived its deadline).
+ * `failed` (rendering, writing or applying failed, or the step outlived its deadline).
  *
  * The chart performs no I/O: its five actors are provided by the run (src/network/pass.ts).
  */
@@ -49,9 +49,12 @@ const networkSetup = setup({
     plan: placeholder<{ planned: boolean; why: string | null }, { document: unknown }>('plan'),
     /** The machine's interfaces bound to the plan, its stack, the image's conflicting files; no stack → why. */
     inspect: placeholder<{ stack: string | null; why: string | null }, void>('inspect'),
-    /** bootstate's files rendered and written (replaced whole; those of NICs gone removed). */
-    write: placeholder<void, void>('write'),
-    /** The written files made live by the stack's own reload; a secondary NIC that fails is a warning, not an error. */
+    /** bootstate's files for the stack, rendered from the plan (nothing written yet). */
+    render: placeholder<void, void>('render'),
+    /**
+     * The files written (replaced whole; those of NICs gone removed) and made live by the stack's own reload, in the
+     * order the stack needs; a secondary NIC that fails is a warning, not an error.
+     */
     apply: placeholder<void, void>('apply'),
   },
   guards: {
@@ -129,16 +132,16 @@ export const networkMachine = networkSetup.createMachine({
             id: 'inspect',
             src: 'inspect',
             onDone: [
-              { guard: { type: 'haveStack', params: output }, target: 'writing' },
+              { guard: { type: 'haveStack', params: output }, target: 'rendering' },
               { target: '#network.kept', actions: { type: 'keptBecause', params: output } },
             ],
             onError: { target: '#network.failed', actions: { type: 'recordFailure', params: withError } },
           },
         },
-        writing: {
+        rendering: {
           invoke: {
-            id: 'write',
-            src: 'write',
+            id: 'render',
+            src: 'render',
             onDone: 'applying',
             onError: { target: '#network.failed', actions: { type: 'recordFailure', params: withError } },
           },

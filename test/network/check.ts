@@ -1,6 +1,6 @@
 /**
  * Plays every path the network oracle (oracle.ts) can take — IMDS answering, retried, refused or outlived; a plan or
- * none; a stack or none; writing and applying done or failed; the configure deadline falling in each step — against
+ * none; a stack or none; rendering and applying done or failed; the configure deadline falling in each step — against
  * a network chart (the real one or a mutant) with gated actors and a SimulatedClock, comparing after each step the
  * actors started, in flight and cut short, the document each plan was given, and the output. No vitest here, so a
  * mutation run can use it too.
@@ -41,9 +41,9 @@ const OUTCOMES: Record<ActorName, Step[]> = {
     { type: 'done', actor: 'inspect', value: { stack: null, why: 'no network stack is installed' } },
     { type: 'failed', actor: 'inspect', error: brokeIn('inspect') },
   ],
-  write: [
-    { type: 'done', actor: 'write', value: undefined },
-    { type: 'failed', actor: 'write', error: brokeIn('write') },
+  render: [
+    { type: 'done', actor: 'render', value: undefined },
+    { type: 'failed', actor: 'render', error: brokeIn('render') },
   ],
   apply: [
     { type: 'done', actor: 'apply', value: undefined },

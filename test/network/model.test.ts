@@ -30,11 +30,11 @@ describe('the network chart against its oracle', () => {
   it('reaches every end the oracle knows, each actor answering, failing and outlived', () => {
     const names = paths.map(describePath);
     expect(new Set(names).size).toBe(paths.length);
-    for (const end of ['apply done', 'no plan', 'no stack', 'fetchDocument failed', 'plan failed (retryable)', 'inspect failed (retryable)', 'write failed (retryable)', 'apply failed (retryable)']) {
+    for (const end of ['apply done', 'no plan', 'no stack', 'fetchDocument failed', 'plan failed (retryable)', 'inspect failed (retryable)', 'render failed (retryable)', 'apply failed (retryable)']) {
       expect(names.some((n) => n.endsWith(end)), end).toBe(true);
     }
     expect(names.filter((n) => n.endsWith('clock at 3500 ms')).length, 'IMDS outlived while asking and while waiting').toBeGreaterThanOrEqual(2);
-    expect(names.some((n) => /write done → clock at \d+ ms$/.test(n)), 'the configure deadline during apply').toBe(true);
+    expect(names.some((n) => /render done → clock at \d+ ms$/.test(n)), 'the configure deadline during apply').toBe(true);
   });
 
   for (const steps of paths) {
@@ -52,7 +52,7 @@ describe('the check fails for a wrong chart', () => {
   const wrong = [
     // IMDS outlived is `kept` (the image's configuration stays), not `failed`.
     'network.fetching after totalTimeout[0] retarget → network.failed',
-    // A stack found goes on to write bootstate's files, not straight to applying.
+    // A stack found goes on to render bootstate's files, not straight to applying.
     'network.configuring.inspecting done inspect[0] retarget → network.configuring.applying',
   ];
   for (const id of wrong) {

@@ -4,15 +4,15 @@
  * ask IMDS for its document; a retryable error waits the retry interval and asks again; any other error leaves the
  * machine as it is (`kept`) with IMDS's failure; IMDS's total deadline ends the asking whatever is in flight, `kept`
  * with a TIMEOUT failure carrying the last error seen. A document is planned: a plan goes on to configure, no plan is
- * `kept` with the plan's reason, an error is `failed`. Configuring inspects the machine (a stack goes on to write, no
- * stack is `kept` with the reason), writes, applies (done: `configured`); any error there is `failed`, and so is
+ * `kept` with the plan's reason, an error is `failed`. Configuring inspects the machine (a stack goes on to render, no
+ * stack is `kept` with the reason), renders, writes and applies (done: `configured`); any error there is `failed`, and so is
  * outliving the configure deadline, counted from the moment configuring began, whatever is in flight then.
  * Only IMDS is asked again: an error of any other step ends the run, retryable or not.
  */
 import { KINDS, toFailure, type ErrorCode } from '../../src/core/errors.js';
 
 /** The run's five actors, in the order the step asks them. */
-export const ACTORS = ['fetchDocument', 'plan', 'inspect', 'write', 'apply'] as const;
+export const ACTORS = ['fetchDocument', 'plan', 'inspect', 'render', 'apply'] as const;
 export type ActorName = (typeof ACTORS)[number];
 
 /**
@@ -79,9 +79,9 @@ export class NetworkOracle {
     }
     if (actor === 'inspect') {
       const { stack, why } = value as { stack: string | null; why: string | null };
-      return stack === null ? this.end({ result: 'kept', why, failure: null }) : this.start('write');
+      return stack === null ? this.end({ result: 'kept', why, failure: null }) : this.start('render');
     }
-    if (actor === 'write') return this.start('apply');
+    if (actor === 'render') return this.start('apply');
     this.end({ result: 'configured', why: null, failure: null });
   }
 
