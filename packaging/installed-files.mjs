@@ -15,11 +15,12 @@ export const INSTALLED_FILES = [
   { path: 'usr/lib/systemd/system/bootstate-firewall-recheck.service', mode: 0o644, from: 'packaging/systemd/bootstate-firewall-recheck.service' },
   { path: 'usr/lib/systemd/system/bootstate-firewall-recheck.timer', mode: 0o644, from: 'packaging/systemd/bootstate-firewall-recheck.timer' },
   { path: 'usr/lib/systemd/system/bootstate-resource-disk.service', mode: 0o644, from: 'packaging/systemd/bootstate-resource-disk.service' },
+  { path: 'usr/lib/systemd/system/bootstate-network.service', mode: 0o644, from: 'packaging/systemd/bootstate-network.service' },
   { path: 'usr/lib/udev/rules.d/66-bootstate-resource-disk.rules', mode: 0o644, from: 'packaging/udev/66-bootstate-resource-disk.rules' },
   // WALinuxAgent's unit is walinuxagent.service on Debian and Ubuntu, waagent.service on RHEL, SUSE and upstream.
   { path: 'usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf', mode: 0o644, from: 'packaging/systemd/waagent-gate.conf' },
   { path: 'usr/lib/systemd/system/waagent.service.d/50-bootstate.conf', mode: 0o644, from: 'packaging/systemd/waagent-gate.conf' },
-  { path: 'usr/lib/systemd/system-preset/90-bootstate.preset', mode: 0o644, text: 'enable bootstate.service\nenable bootstate-firewall.service\nenable bootstate-firewall-recheck.timer\nenable bootstate-resource-disk.service\ndisable bootstate-monitor.timer\n' },
+  { path: 'usr/lib/systemd/system-preset/90-bootstate.preset', mode: 0o644, text: 'enable bootstate.service\nenable bootstate-firewall.service\nenable bootstate-firewall-recheck.timer\nenable bootstate-resource-disk.service\nenable bootstate-network.service\ndisable bootstate-monitor.timer\n' },
   { path: 'etc/bootstate/bootstate.toml', mode: 0o644, made: 'default-config', config: true },
   { path: 'usr/share/doc/bootstate/copyright', mode: 0o644, from: 'packaging/debian/copyright', only: 'deb' },
   { path: 'usr/share/doc/bootstate/changelog.gz', mode: 0o644, made: 'changelog-gz', only: 'deb' },
@@ -31,7 +32,7 @@ export const INSTALLED_FILES = [
 export const NODE_PROGRAM_DIR = 'usr/lib/bootstate';
 
 /** The units the packages enable on a first install (WantedBy=multi-user.target) and stop/disable on removal. */
-export const ENABLED_UNITS = ['bootstate.service', 'bootstate-firewall.service', 'bootstate-resource-disk.service'];
+export const ENABLED_UNITS = ['bootstate.service', 'bootstate-firewall.service', 'bootstate-resource-disk.service', 'bootstate-network.service'];
 /** The timers the packages enable on a first install (WantedBy=timers.target). */
 export const ENABLED_TIMERS = ['bootstate-firewall-recheck.timer'];
 export const ALL_UNITS = [
@@ -42,6 +43,7 @@ export const ALL_UNITS = [
   'bootstate-firewall-recheck.timer',
   'bootstate-firewall-recheck.service',
   'bootstate-resource-disk.service',
+  'bootstate-network.service',
 ];
 
 /** The entries of one package format (`deb` or `rpm`). */

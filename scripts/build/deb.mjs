@@ -139,7 +139,7 @@ function sourceDateEpoch() {
 
 /** postinst's fallback (no systemctl) links the units into multi-user.target.wants; the units must agree. */
 function checkUnitsMatchPostinst() {
-  for (const name of ['bootstate.service', 'bootstate-firewall.service', 'bootstate-resource-disk.service']) {
+  for (const name of ['bootstate.service', 'bootstate-firewall.service', 'bootstate-resource-disk.service', 'bootstate-network.service']) {
     const unit = readFileSync(join(units, name), 'utf8');
     if (!/^WantedBy=multi-user\.target\s*$/m.test(unit)) {
       throw new Error(`packaging/systemd/${name}: [Install] WantedBy=multi-user.target is what postinst enables; update both together`);

@@ -58,6 +58,17 @@ const InstanceDocument = record({
   ),
 });
 
+/** The body as JSON; IMDS_PARSE (retryable: garbled in transit) when it is not. */
+function parseImdsJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    // JSON.parse's message quotes the body around the fault, and the body may carry custom data: never echo it.
+    const problem = `body of ${Buffer.byteLength(text, 'utf8')} bytes is not valid JSON`;
+    throw new BootstateError('IMDS_PARSE', `IMDS ${problem}`, { data: [['error', problem]], retryable: true });
+  }
+}
+
 /**
  * Parses and validates an IMDS response body.
  *
@@ -67,14 +78,7 @@ const InstanceDocument = record({
  *   not retryable) for the wrong shape.
  */
 export function parseInstanceMetadata(text: string, secrets?: SecretStore): InstanceMetadata {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    // JSON.parse's message quotes the body around the fault, and the body may carry custom data: never echo it.
-    const problem = `body of ${Buffer.byteLength(text, 'utf8')} bytes is not valid JSON`;
-    throw new BootstateError('IMDS_PARSE', `IMDS ${problem}`, { data: [['error', problem]], retryable: true });
-  }
+  const json = parseImdsJson(text);
   const result = v.safeParse(InstanceDocument, json);
   if (!result.success) {
     const issue = result.issues[0];
@@ -152,6 +156,19 @@ export function requestInstanceMetadata(options: Omit<FetchInstanceMetadataOptio
 
 /** The other half: the metadata in IMDS's answer, or the error that answer is (same errors as above). */
 export function instanceMetadataFrom(res: HttpResponse, config: ImdsConfig, secrets?: SecretStore): InstanceMetadata {
+  return parseInstanceMetadata(imdsBodyText(res, config), secrets);
+}
+
+/**
+ * IMDS's answer as the JSON value it is, for readers of other sections than provisioning's (the network step):
+ * the same HTTP_STATUS and IMDS_PARSE errors as `instanceMetadataFrom`, and no check of the document's shape.
+ */
+export function imdsDocumentFrom(res: HttpResponse, config: ImdsConfig): unknown {
+  return parseImdsJson(imdsBodyText(res, config));
+}
+
+/** The body of a 2xx answer as text; HTTP_STATUS for any other status, IMDS_PARSE for a body that is not UTF-8. */
+function imdsBodyText(res: HttpResponse, config: ImdsConfig): string {
   if (res.status < 200 || res.status > 299) {
     const retryable = IMDS_RETRYABLE_STATUSES.has(res.status);
     throw new BootstateError('HTTP_STATUS', `IMDS answered HTTP ${res.status}`, {
@@ -162,14 +179,12 @@ export function instanceMetadataFrom(res: HttpResponse, config: ImdsConfig, secr
       retryable,
     });
   }
-  let text: string;
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(res.body);
+    return new TextDecoder('utf-8', { fatal: true }).decode(res.body);
   } catch {
     throw new BootstateError('IMDS_PARSE', 'IMDS body is not valid UTF-8', {
       data: [['error', 'body is not valid UTF-8']],
       retryable: true,
     });
   }
-  return parseInstanceMetadata(text, secrets);
 }

@@ -10,6 +10,7 @@ import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE, type Conf
 import { loadConfig } from '../config/load.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 import { bySeverity, inspectImage, type Finding } from '../doctor/findings.js';
+import { networkView } from '../doctor/network.js';
 
 const LABEL: Record<Finding['severity'], string> = { breaks: 'BREAKS FIRST BOOT', warns: 'warning', handled: 'handled' };
 
@@ -38,10 +39,13 @@ export async function runDoctor(values: { root?: string }, io: DoctorIo): Promis
     findings.push({ id: 'config-invalid', severity: 'breaks', problem: (error as Error).message, fix: 'fix the file (bootstate config check shows every problem)' });
   }
   findings.push(...(await inspectImage(root, config)));
+  const network = await networkView(root, config);
+  if (network) findings.push(...network.findings);
   findings.sort(bySeverity);
   if (findings.length === 0) io.stdout(`bootstate doctor: ${root}: no findings\n`);
   for (const f of findings) {
     io.stdout(`${LABEL[f.severity]} [${f.id}]: ${f.problem}\n  fix: ${f.fix}\n`);
   }
+  if (network?.stack) io.stdout(`bootstate doctor: ${root}: the network from IMDS is rendered for ${network.stack}: ${network.why}\n`);
   return findings.some((f) => f.severity === 'breaks') ? EXIT_FAILURE : EXIT_OK;
 }

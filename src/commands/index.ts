@@ -105,6 +105,17 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     notes: 'Exit 0 when the disk was mounted, left alone (with a warning saying why) or absent, 1 when partitioning, formatting or mounting failed.',
     run: async ({ values }) => (await import('./resource-disk.js')).resourceDisk(values),
   },
+  network: {
+    summary: 'Configure the VM\'s NICs, secondary IP addresses and IPv6 from IMDS for the image\'s network stack, and apply them live (its own unit runs this on every boot).',
+    options: {
+      config: CONFIG_OPTION,
+      root: { value: 'DIR', help: 'write the network stack\'s configuration under DIR (an image mounted there) instead of /; nothing is applied live' },
+      'sys-class-net': { value: 'DIR', help: 'read the interfaces from DIR instead of /sys/class/net' },
+      'log-format': LOG_FORMAT_OPTION,
+    },
+    notes: 'Exit 0 when the network was configured (a secondary NIC that did not come up is a warning) or the image\'s own configuration was kept (no network section in IMDS, no network stack found: a warning says why), 1 when writing or applying failed.',
+    run: async ({ values }) => (await import('./network.js')).network(values),
+  },
   kvp: {
     summary: 'Read and edit a Hyper-V KVP pool file under flock(2), as the agent does.',
     args: 'COMMAND [ARGS]',

@@ -3,7 +3,8 @@
  * journals, log, KVP records), the custom data and user data it saved, its record of the certificates it placed,
  * the last hostname it published, the monitor's state, the firewall snapshot, the transport keys of a goal state
  * request cut short, the host keys and writes a killed run left under their temporary names, and the temporary
- * disk's units. Each is found by the name bootstate's own writer gives it.
+ * disk's units, and the network configuration rendered from the build VM's IMDS (its NICs' MACs and addresses).
+ * Each is found by the name bootstate's own writer gives it.
  */
 import path from 'node:path';
 import type { Config } from '../config/defaults.js';
@@ -14,6 +15,8 @@ import { FIREWALL_SNAPSHOT } from '../firewall/firewall.js';
 import { isMarkerName } from '../provision/marker.js';
 import { readRegularInRoot } from '../system/paths.js';
 import { UNIT_DIR, UNIT_MARK } from '../resource-disk/units.js';
+import { HEADER } from '../os/network/common.js';
+import { renderers } from '../os/network/renderers.js';
 import type { Change } from './plan-types.js';
 import { directoriesIn, entryAt, isRegular, namesIn, regularFilesIn, tempFilesOf } from './tree.js';
 
@@ -55,7 +58,7 @@ export async function bootstateState(root: string, config: Config): Promise<Chan
     const info = await entryAt(root, file);
     if (info?.isFile() && info.size > 0) changes.push({ kind: 'empty-kvp', path: file });
   }
-  return [...changes, ...(await resourceDiskUnits(root))];
+  return [...changes, ...(await resourceDiskUnits(root)), ...(await networkFiles(root))];
 }
 
 /**
@@ -66,6 +69,25 @@ async function resourceDiskUnits(root: string): Promise<Change[]> {
   const changes: Change[] = [];
   for (const file of await regularFilesIn(root, UNIT_DIR, /\.(?:mount|swap)$/)) {
     if ((await readRegularInRoot(root, file))?.startsWith(UNIT_MARK)) changes.push({ kind: 'remove', path: file, what: 'temporary disk unit' });
+  }
+  return changes;
+}
+
+/**
+ * The files `bootstate network` rendered, for every stack (the image may have changed stacks since): they name the
+ * build VM's NICs, and every boot of a VM made from the image renders its own. Only files that carry the writer's
+ * header, read safely inside the root, are bootstate's.
+ */
+async function networkFiles(root: string): Promise<Change[]> {
+  const changes: Change[] = [];
+  const seen = new Set<string>();
+  for (const renderer of Object.values(renderers)) {
+    for (const file of await renderer.ownedFiles(root)) {
+      if (seen.has(file)) continue;
+      seen.add(file);
+      const text = await readRegularInRoot(root, file);
+      if (text?.startsWith(HEADER[0]!)) changes.push({ kind: 'remove', path: file, what: 'network configuration rendered from IMDS' });
+    }
   }
   return changes;
 }

@@ -8,6 +8,7 @@ import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, 
 import path from 'node:path';
 import { KvpStore } from '../../src/kvp/store.js';
 import { UNIT_MARK } from '../../src/resource-disk/units.js';
+import { HEADER as NETWORK_HEADER } from '../../src/os/network/common.js';
 
 export const VM_ID = '4f6a1c2e-9d1b-4f7e-8a3c-2b5d6e7f8a90';
 /** Thumbprints of the goal state's certificates: bootstate placed the first (its record names it), WALinuxAgent the second. */
@@ -48,6 +49,8 @@ export const REMOVED = [
   '/run/bootstate-transport-Ab12Cd',
   '/etc/ssh/.bootstate-new-ssh_host_rsa_key',
   '/etc/ssh/.bootstate-new-ssh_host_rsa_key.pub',
+  '/etc/systemd/network/10-bootstate-eth1.network',
+  '/etc/network/interfaces.d/bootstate-eth1',
 ];
 
 /** Paths whose content deprovision changes without `--user` (each keeps its mode and owner). */
@@ -133,6 +136,15 @@ export function prepareImage(root: string, outside: string): void {
   put(root, '/var/log/syslog', 'kept\n', 0o640);
   put(root, '/etc/systemd/system/mnt.mount', `${UNIT_MARK}; bootstate-resource-disk.service rewrites and starts it on each boot.\n[Mount]\nWhat=/dev/sdb1\nWhere=/mnt\n`);
   put(root, '/etc/systemd/system/mnt-swapfile.swap', `${UNIT_MARK}; bootstate-resource-disk.service rewrites and starts it on each boot.\n[Swap]\nWhat=/mnt/swapfile\n`);
+  // The network the build VM's IMDS described (two stacks: the image may have changed), and look-alikes kept: the
+  // image's own file, and one with bootstate's name but not its header.
+  const rendered = `${NETWORK_HEADER.join('\n')}\n`;
+  put(root, '/etc/systemd/network/10-bootstate-eth1.network', `${rendered}[Match]\nMACAddress=00:0d:3a:00:00:02\n`);
+  put(root, '/etc/network/interfaces.d/bootstate-eth1', `${rendered}allow-hotplug eth1\niface eth1 inet dhcp\n`);
+  put(root, '/etc/systemd/network/10-bootstate-eth2.network', '# mine, not bootstate\'s\n[Match]\nName=eth2\n');
+  put(root, '/etc/systemd/network/80-eth0.network', '[Match]\nName=eth0\n[Network]\nDHCP=yes\n');
+  mkdirSync(path.join(root, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
+  symlinkSync('/lib/systemd/system/systemd-networkd.service', path.join(root, 'etc/systemd/system/multi-user.target.wants/systemd-networkd.service'));
   // The image's own mount unit: kept.
   put(root, '/etc/systemd/system/data.mount', '[Mount]\nWhat=/dev/disk/azure/scsi1/lun0-part1\nWhere=/data\n');
   // /var/lib/waagent: one certificate bootstate placed (its record names it, and a write a crash cut short), one

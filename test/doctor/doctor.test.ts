@@ -25,7 +25,11 @@ async function put(p: string, text = ''): Promise<void> {
 async function cleanImage(): Promise<void> {
   await put('etc/ssh/sshd_config', 'Include /etc/ssh/sshd_config.d/*.conf\nKbdInteractiveAuthentication no\n');
   await put('usr/sbin/hv_kvp_daemon');
+  await link('etc/systemd/system/multi-user.target.wants/systemd-networkd.service', '/lib/systemd/system/systemd-networkd.service');
 }
+
+const STACK_LINE = () =>
+  `bootstate doctor: ${root}: the network from IMDS is rendered for networkd: systemd-networkd.service is enabled (/etc/systemd/system/multi-user.target.wants/systemd-networkd.service)\n`;
 
 async function link(p: string, target: string): Promise<void> {
   await mkdir(path.dirname(path.join(root, p)), { recursive: true });
@@ -53,7 +57,28 @@ afterEach(async () => {
 
 describe('bootstate doctor --root', () => {
   it('finds nothing on a clean image and exits 0', async () => {
+    expect(await doctor()).toEqual({ code: 0, out: `bootstate doctor: ${root}: no findings\n${STACK_LINE()}`, ids: [] });
+  });
+
+  it('warns when the image has no network stack to render IMDS\'s NICs for, and says nothing of it with [network] enable = false', async () => {
+    await rm(path.join(root, 'etc/systemd/system'), { recursive: true });
+    const found = await doctor();
+    expect(found.code).toBe(0);
+    expect(found.ids).toEqual(['network-stack']);
+    expect(found.out).toContain('primary NIC\'s DHCP address only');
+    await put('etc/bootstate/bootstate.toml', '[network]\nenable = false\n');
     expect(await doctor()).toEqual({ code: 0, out: `bootstate doctor: ${root}: no findings\n`, ids: [] });
+  });
+
+  it('names the stack ifupdown, and an interface the image configures statically as left to the image', async () => {
+    await rm(path.join(root, 'etc/systemd/system'), { recursive: true });
+    await put('sbin/ifup');
+    await put('etc/network/interfaces', 'auto lo\niface lo inet loopback\nallow-hotplug eth0\niface eth0 inet dhcp\nauto eth1\niface eth1 inet static\n    address 192.0.2.9/24\n');
+    const found = await doctor();
+    expect(found.code).toBe(0);
+    expect(found.out).toMatch(/rendered for ifupdown/);
+    expect(found.ids).toEqual(['network-image-config']);
+    expect(found.out).toContain('eth1 is configured by the image in /etc/network/interfaces');
   });
 
   it('breaks: cloud-init installed and enabled with its default datasource list (which includes Azure)', async () => {

@@ -118,6 +118,7 @@ describe('the .deb', () => {
       '/usr/lib/systemd/system/bootstate-firewall-recheck.timer': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-monitor.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-resource-disk.service': '-rw-r--r--',
+      '/usr/lib/systemd/system/bootstate-network.service': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate-monitor.timer': '-rw-r--r--',
       '/usr/lib/systemd/system/bootstate.service': '-rw-r--r--',
       '/usr/lib/systemd/system/waagent.service.d/50-bootstate.conf': '-rw-r--r--',
@@ -295,6 +296,20 @@ describe('the temporary disk unit', () => {
   });
 });
 
+describe('the network unit', () => {
+  const unit = () => unitSettings(join(extracted, 'usr/lib/systemd/system/bootstate-network.service'));
+
+  it('runs bootstate network on every boot once the network is online and the first-boot unit is ready, and nothing waits for it', () => {
+    expect(unit()['Service.Type']).toEqual(['oneshot']);
+    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'network']);
+    expect(unit()['Unit.After']).toEqual(expect.arrayContaining(['bootstate.service', 'network-online.target']));
+    expect(unit()['Unit.Wants']).toContain('network-online.target');
+    expect(unit()['Unit.Before']).toBeUndefined();
+    expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
+    expect(readFileSync(join(extracted, 'usr/lib/systemd/system-preset/90-bootstate.preset'), 'utf8')).toContain('enable bootstate-network.service\n');
+  });
+});
+
 describe('the default /etc/bootstate/bootstate.toml', () => {
   const shipped = () => join(extracted, 'etc/bootstate/bootstate.toml');
   const isSetting = (line: string) => /^#[a-z_]+ = /.test(line);
@@ -371,7 +386,7 @@ describe.skipIf(!isRoot)('installing with dpkg --root into a scratch root', () =
     for (const name of readdirSync(targets).filter((n) => n.endsWith('.target'))) {
       if (!existsSync(join(target, 'usr/lib/systemd/system', name))) copyFileSync(join(targets, name), join(target, 'usr/lib/systemd/system', name));
     }
-    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service', 'bootstate-firewall.service', 'bootstate-monitor.timer', 'bootstate-firewall-recheck.service', 'bootstate-firewall-recheck.timer'], { encoding: 'utf8' });
+    const result = spawnSync('systemd-analyze', ['verify', `--root=${target}`, 'bootstate.service', 'bootstate-monitor.service', 'bootstate-resource-disk.service', 'bootstate-network.service', 'bootstate-firewall.service', 'bootstate-monitor.timer', 'bootstate-firewall-recheck.service', 'bootstate-firewall-recheck.timer'], { encoding: 'utf8' });
     expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
     expect(result.status).toBe(0);
   });

@@ -4,7 +4,9 @@
  *
  * Order of preference, first found wins:
  * 1. netplan: /usr/sbin/netplan and a YAML file in /etc/netplan. netplan renders for networkd or NetworkManager
- *    itself, so an image with netplan is configured through netplan even though one of those two is enabled too.
+ *    itself, so an image with netplan is configured through netplan even though one of those two is enabled too;
+ *    except where its YAML says `renderer: NetworkManager`: netplan refuses to match a NetworkManager definition by
+ *    driver, so such an image gets NetworkManager keyfiles (which NetworkManager reads beside netplan's profiles).
  * 2. NetworkManager: NetworkManager.service enabled (a `*.wants/` link in /etc/systemd/system, or in
  *    /usr/lib/systemd/system where a distribution enables it statically), not masked. It comes before networkd
  *    because where both are enabled NetworkManager manages the ethernet devices.
@@ -17,6 +19,7 @@
 import { lstat, readlink } from 'node:fs/promises';
 import type { StackName } from './types.js';
 import { listDir, readText, under } from './common.js';
+import { netplanRenderer } from './netplan.js';
 
 export interface Detection {
   stack: StackName | null;
@@ -59,10 +62,17 @@ async function firstExisting(root: string, paths: string[]): Promise<string | nu
   return null;
 }
 
-async function netplan(root: string): Promise<string | null> {
+async function netplan(root: string): Promise<Detection | null> {
   const bin = await firstExisting(root, ['/usr/sbin/netplan', '/sbin/netplan']);
   const yaml = (await listDir(root, '/etc/netplan')).filter((n) => /\.ya?ml$/.test(n));
-  return bin && yaml.length > 0 ? `${bin} is installed and /etc/netplan has ${yaml.join(', ')}` : null;
+  if (!bin || yaml.length === 0) return null;
+  const why = `${bin} is installed and /etc/netplan has ${yaml.join(', ')}`;
+  const { renderer, file } = await netplanRenderer(root);
+  if (renderer !== 'NetworkManager') return { stack: 'netplan', why };
+  return {
+    stack: 'networkmanager',
+    why: `${why}, but ${file ?? ''} makes netplan render for NetworkManager, where netplan cannot match by driver`,
+  };
 }
 
 async function unit(root: string, name: string): Promise<string | null> {
@@ -90,7 +100,6 @@ async function ifupdown(root: string): Promise<string | null> {
 }
 
 const PROBES: Array<[StackName, (root: string) => Promise<string | null>]> = [
-  ['netplan', netplan],
   ['networkmanager', (root) => unit(root, 'NetworkManager.service')],
   ['networkd', (root) => unit(root, 'systemd-networkd.service')],
   ['ifupdown', ifupdown],
@@ -99,6 +108,8 @@ const PROBES: Array<[StackName, (root: string) => Promise<string | null>]> = [
 /** The stack to render for: the configured one, else the first the image shows (see the order above). */
 export async function detectStack(root: string, override: 'auto' | StackName): Promise<Detection> {
   if (override !== 'auto') return { stack: override, why: `configured: [network] stack = "${override}"` };
+  const viaNetplan = await netplan(root);
+  if (viaNetplan) return viaNetplan;
   for (const [stack, probe] of PROBES) {
     const why = await probe(root);
     if (why !== null) return { stack, why };

@@ -5,14 +5,17 @@
  * the plan's route metric, DNS from DHCP on the primary only, DHCPv6 when the plan asks, the other addresses static.
  *
  * Coexistence with the image's own YAML: an image definition of the same interface is a separate definition (IDs
- * differ), so netplan renders both; networkd (and netplan's NM profiles' names) then take the definitions in the
- * lexical order of netplan's generated `10-netplan-<ID>.network` files. The ID `0-bootstate-…` sorts before the IDs
- * images use (`eth0`, `all-eth`, `all-en`, cloud-init's names), so on an interface the image configures
- * compatibly (DHCPv4, no static address) bootstate's definition wins and the image's file stays as it was. An image
- * definition that configures the interface differently (static `addresses`, DHCPv4 off) or whose ID sorts first is
- * a conflict: reported, and the interface left out of bootstate's file. `route-metric` is the same in the DHCPv4 and
- * DHCPv6 overrides because netplan's networkd renderer refuses them different. Secondary NICs are `optional`, so
- * one that does not come up does not hold the boot in systemd-networkd-wait-online.
+ * differ), so netplan renders both; networkd then takes the definitions in the lexical order of netplan's generated
+ * `10-netplan-<ID>.network` files. The ID `0-bootstate-…` sorts before the IDs images use (`eth0`, `all-eth`,
+ * `all-en`, cloud-init's names), so on an interface the image configures compatibly (DHCPv4, no static address)
+ * bootstate's definition wins and the image's file stays as it was. An image definition that configures the
+ * interface differently (static `addresses`, DHCPv4 off) or whose ID sorts first is a conflict: reported, and the
+ * interface left out of bootstate's file. netplan 0.106 refuses `match: driver` in a definition rendered for
+ * NetworkManager (the whole file fails), and without the driver bootstate cannot tell a NIC from its SR-IOV virtual
+ * function: so on an image whose netplan renders for NetworkManager every interface is a conflict, and detection
+ * (detect.ts) picks the NetworkManager stack for such an image instead. `route-metric` is the same in the DHCPv4 and
+ * DHCPv6 overrides because netplan's networkd renderer refuses them different. Secondary NICs are `optional`, so one
+ * that does not come up does not hold the boot in systemd-networkd-wait-online.
  */
 import type { BoundNic, BoundPlan, ImageConflict, RenderedFile } from './types.js';
 import { HEADER, globMatch, listDir, normalMac, readText, rendered, staticCidrs } from './common.js';
@@ -91,25 +94,49 @@ function netplanDifference(def: Record<string, YamlValue>): string | null {
   return null;
 }
 
-/** The image's definitions (ID, definition, file), the highest-precedence file of each name. */
-async function imageDefinitions(root: string): Promise<Array<{ id: string; def: Record<string, YamlValue>; file: string }>> {
+/** The image's YAML files (bootstate's left out) in netplan's order: by name, a name in /etc masking /run and /lib. */
+async function imageFiles(root: string): Promise<Array<{ path: string; doc: Record<string, YamlValue> }>> {
   const files = new Map<string, string>();
   for (const dir of NETPLAN_DIRS) {
     for (const name of await listDir(root, dir)) {
       if (/\.ya?ml$/.test(name) && !files.has(name)) files.set(name, `${dir}/${name}`);
     }
   }
+  const out = [];
+  for (const name of [...files.keys()].sort()) {
+    const path = files.get(name)!;
+    if (path !== NETPLAN_FILE) out.push({ path, doc: asMap(parseYamlSubset((await readText(root, path)) ?? '')) });
+  }
+  return out;
+}
+
+/** The image's definitions (ID, definition, file). */
+async function imageDefinitions(root: string): Promise<Array<{ id: string; def: Record<string, YamlValue>; file: string }>> {
   const defs = [];
-  for (const path of files.values()) {
-    if (path === NETPLAN_FILE) continue;
-    const ethernets = asMap(asMap(asMap(parseYamlSubset((await readText(root, path)) ?? '')).network).ethernets);
+  for (const { path, doc } of await imageFiles(root)) {
+    const ethernets = asMap(asMap(doc.network).ethernets);
     for (const [id, def] of Object.entries(ethernets)) defs.push({ id, def: asMap(def), file: path });
   }
   return defs;
 }
 
+/** The renderer netplan uses for the image: the last file's `network.renderer`, networkd when none says. */
+export async function netplanRenderer(root: string): Promise<{ renderer: string; file: string | null }> {
+  let found: { renderer: string; file: string | null } = { renderer: 'networkd', file: null };
+  for (const { path, doc } of await imageFiles(root)) {
+    const renderer = asList(asMap(doc.network).renderer)[0];
+    if (renderer) found = { renderer, file: path };
+  }
+  return found;
+}
+
 /** The image's netplan definitions of a planned interface that differ from the plan or would be applied first. */
 export async function netplanConflicts(root: string, plan: BoundPlan): Promise<ImageConflict[]> {
+  const { renderer, file: rendererFile } = await netplanRenderer(root);
+  if (renderer !== 'networkd') {
+    const why = `netplan renders for ${renderer} here, and netplan refuses to match a ${renderer} definition by driver`;
+    return plan.nics.map((nic) => ({ interface: nic.name, file: rendererFile ?? NETPLAN_DIRS[0]!, why }));
+  }
   const defs = await imageDefinitions(root);
   const conflicts: ImageConflict[] = [];
   for (const nic of plan.nics) {

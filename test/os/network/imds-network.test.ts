@@ -97,6 +97,17 @@ describe('networkPlanFrom by example', () => {
     expect(result.warnings).toEqual([]);
   });
 
+  it('holds an address in a subnet by its prefix\'s bits exactly, at the subnet\'s edges', () => {
+    const result = networkPlanFrom(doc({
+      macAddress: '000D3A000001',
+      ipv4: {
+        ipAddress: ['10.0.0.4', '10.0.0.127', '10.0.0.128', '10.0.0.191', '10.0.0.192', '10.0.1.5'].map(v4),
+        subnet: [{ address: '10.0.0.0', prefix: '25' }, { address: '10.0.0.128', prefix: '26' }, { address: '10.0.0.0', prefix: '23' }],
+      },
+    }));
+    expect(result.plan!.nics[0]!.static4.map((a) => `${a.address}/${a.prefix}`)).toEqual(['10.0.0.127/25', '10.0.0.128/26', '10.0.0.191/26', '10.0.0.192/23', '10.0.1.5/23']);
+  });
+
   it('accepts colon- and dash-separated MACs in any case, and writes IPv6 addresses in their canonical form', () => {
     const result = networkPlanFrom(doc(
       { macAddress: '00:0D:3A:1B:2C:3D', ipv4: { ipAddress: [v4('10.0.0.4')] }, ipv6: { ipAddress: ['FD00:0:0:0:0:0:0:4', 'FD00:0000::0005'].map(v4) } },
@@ -408,6 +419,21 @@ describe('networkPlanFrom by property', () => {
       assertWellFormed(networkPlanFrom(input), input);
       expect(({} as any).polluted).toBeUndefined();
     }), { numRuns: 1000 });
+  });
+
+  it('gives each static address the prefix of the first subnet holding it, else the first subnet\'s', () => {
+    const v4n = fc.integer({ min: 1 * 2 ** 24, max: 126 * 2 ** 24 });
+    const subnet = fc.record({ net: v4n, prefix: fc.integer({ min: 0, max: 32 }) });
+    fc.assert(fc.property(fc.array(subnet, { minLength: 1, maxLength: 4 }), fc.uniqueArray(v4n, { minLength: 2, maxLength: 6 }), (subnets, addresses) => {
+      const result = networkPlanFrom(doc({
+        macAddress: '000D3A000001',
+        ipv4: { ipAddress: addresses.map((a) => v4(dotted(a))), subnet: subnets.map((sn) => ({ address: dotted(sn.net), prefix: String(sn.prefix) })) },
+      }));
+      // The oracle: plain arithmetic on numbers, no bit operations (a /0 holds everything).
+      const holds = (sn: { net: number; prefix: number }, a: number) => Math.floor(sn.net / 2 ** (32 - sn.prefix)) === Math.floor(a / 2 ** (32 - sn.prefix));
+      const expected = addresses.slice(1).map((a) => ({ address: dotted(a), prefix: (subnets.find((sn) => holds(sn, a)) ?? subnets[0]!).prefix }));
+      expect(result.plan!.nics[0]!.static4).toEqual(expected);
+    }), { numRuns: 500 });
   });
 
   it('never plans a NIC whose MAC is not six bytes, nor an address that is not an address', () => {

@@ -1,10 +1,12 @@
 /**
- * The rendered files as the real tools read them (unpacked, never installed: see tools.ts): netplan 0.106's
- * `netplan generate --root-dir` turns 90-bootstate.yaml into networkd files that carry the metric, driver and
- * addresses; NetworkManager 1.42's `nmcli --offline connection modify` reads each keyfile on stdin and writes it
- * back normalised (an invalid keyfile fails); ifupdown 0.8's `ifquery` parses the interfaces files and `ifup
- * --no-act` prints the commands it would run; dash sources the dhclient hook; and every `Section.Key` of the networkd
- * files is one systemd-networkd's own parser table (in its binary) knows.
+ * The rendered files as the real tools read them (unpacked, never installed: see tools.ts): netplan 0.106's `netplan
+ * generate --root-dir` turns 90-bootstate.yaml into networkd files that carry the metric, driver and addresses;
+ * NetworkManager 1.42's `nmcli --offline connection modify` reads each keyfile on stdin and writes it back
+ * normalised (an invalid keyfile fails); ifupdown 0.8's `ifquery` parses the interfaces files and `ifup --no-act`
+ * prints the commands it would run; dash sources the dhclient hook, and Debian's own dhclient-script, given a lease
+ * in a network namespace, sets the plan's metric and leaves resolv.conf alone on a secondary NIC; and every
+ * `Section.Key` of the networkd files is one systemd-networkd's own parser table (in its binary) knows, and they say
+ * what netplan's own networkd rendering of the same plan says.
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,7 +17,7 @@ import { parseIni } from '../../../src/os/network/common.js';
 import { renderers } from '../../../src/os/network/renderers.js';
 import type { RenderedFile } from '../../../src/os/network/types.js';
 import { PLANS, THREE_NICS, TWO_NICS } from './plans.js';
-import { ifupdownTool, netplanTool, nmcliTool, runTool, type Tool } from './tools.js';
+import { dhclientScript, ifupdownTool, netplanTool, nmcliTool, runTool, type Tool } from './tools.js';
 
 let scratch: string;
 beforeAll(() => {
@@ -66,6 +68,24 @@ describe('netplan generate', { timeout: 180_000 }, () => {
     }
   });
 
+  it.each(Object.entries(PLANS))('agrees with bootstate\'s own networkd files for %s (DHCP, addresses, metric, DNS, match)', (_, plan) => {
+    const out = generate(writeRoot(renderers.netplan.render(plan, new Set())));
+    const ours = new Map(renderers.networkd.render(plan, new Set()).map((f) => [f.interfaces[0]!, parseIni(f.text)]));
+    const yes = (v: string | undefined): boolean | undefined => (v === undefined ? undefined : ['yes', 'true'].includes(v));
+    const essence = (ini: ReturnType<typeof parseIni>, dhcp4: string): unknown => ({
+      driver: ini.get('Match')?.get('Driver'),
+      mac: ini.get('Match')?.get('MACAddress') ?? ini.get('Match')?.get('PermanentMACAddress'),
+      dhcp: ini.get('Network')?.get('DHCP'),
+      addresses: ini.get('Network')?.get('Address'),
+      metric: ini.get(dhcp4)?.get('RouteMetric'),
+      useDns: yes(ini.get(dhcp4)?.get('UseDNS')?.[0]),
+    });
+    for (const nic of plan.nics) {
+      const theirs = parseIni(out.files.get(`10-netplan-0-bootstate-${nic.name}.network`)!);
+      expect(essence(ours.get(nic.name)!, 'DHCPv4'), nic.name).toEqual(essence(theirs, 'DHCP'));
+    }
+  });
+
   it('sorts bootstate definitions before an image definition of the same interface (Debian cloud, cloud-init)', () => {
     const image = 'network:\n  version: 2\n  ethernets:\n    all-eth:\n      match: {name: "eth*"}\n      dhcp4: true\n    eth0:\n      dhcp4: true\n';
     const out = generate(writeRoot(renderers.netplan.render(TWO_NICS, new Set()), { '/etc/netplan/50-cloud-init.yaml': image }));
@@ -79,6 +99,22 @@ describe('netplan generate', { timeout: 180_000 }, () => {
     const out = generate(writeRoot([{ ...file!, text: file!.text.replace('dhcp4: true', 'dhcp4: maybe') }]));
     expect(out.status).not.toBe(0);
     expect(out.stderr).toMatch(/dhcp4|boolean/);
+  });
+
+  it('refuses a driver match when rendering for NetworkManager (why such an image gets keyfiles instead)', () => {
+    const files = renderers.netplan.render(TWO_NICS, new Set());
+    const out = generate(writeRoot(files, { '/etc/netplan/01-nm.yaml': 'network:\n  version: 2\n  renderer: NetworkManager\n' }));
+    expect(out.status).not.toBe(0);
+    expect(out.stderr).toContain('NetworkManager definitions do not support matching by driver');
+  });
+
+  it('refuses different DHCPv4 and DHCPv6 route metrics (why bootstate writes the same in both)', () => {
+    const [file] = renderers.netplan.render(TWO_NICS, new Set());
+    const text = file!.text.replace(/(dhcp6-overrides:\n {8}route-metric: )100/, '$1150');
+    expect(text).toContain('route-metric: 150');
+    const out = generate(writeRoot([{ ...file!, text }]));
+    expect(out.status).not.toBe(0);
+    expect(out.stderr).toContain('same value in both dhcp4_overrides and dhcp6_overrides');
   });
 
   it('warns about a world-readable file, which is why bootstate writes 0600', () => {
@@ -175,6 +211,44 @@ describe('ifupdown', { timeout: 180_000 }, () => {
     const r = spawnSync('/bin/sh', ['-c', script], { encoding: 'utf8' });
     expect(r.stderr).toBe('');
     expect(r.stdout.trim()).toBe(expected);
+  });
+});
+
+describe("Debian's dhclient-script with the hook", { timeout: 180_000 }, () => {
+  let script: string;
+  beforeAll(() => {
+    script = dhclientScript();
+  }, 180_000);
+
+  /**
+   * Runs dhclient-script for a BOUND lease on `iface` in a network and UTS namespace of its own (the script adds
+   * the address and route there, and could set the hostname), with its /etc paths moved under a temp dir. The
+   * image's `resolvconf` hook is there too: it redefines make_resolv_conf, and bootstate's must come after it.
+   */
+  function bound(iface: string): { routes: string; resolv: string } {
+    const etc = join(mkdtempSync(join(scratch, 'dhclient-')), 'etc');
+    const hooks = join(etc, 'dhcp/dhclient-enter-hooks.d');
+    mkdirSync(hooks, { recursive: true });
+    writeFileSync(join(etc, 'fstab'), '');
+    writeFileSync(join(etc, 'resolv.conf'), 'nameserver 192.0.2.53\n');
+    writeFileSync(join(hooks, 'resolvconf'), `make_resolv_conf() { echo "nameserver $new_domain_name_servers" > ${etc}/resolv.conf; }\n`);
+    const hook = renderers.ifupdown.render(TWO_NICS, new Set()).find((f) => f.path.endsWith('/zz-bootstate'))!;
+    writeFileSync(join(hooks, 'zz-bootstate'), hook.text);
+    const copy = join(etc, 'dhclient-script');
+    writeFileSync(copy, readFileSync(script, 'utf8').replaceAll('/etc/', `${etc}/`), { mode: 0o755 });
+    const lease = `reason=BOUND interface=${iface} new_ip_address=10.0.1.4 new_subnet_mask=255.255.255.0 new_routers=10.0.1.1 new_domain_name_servers=168.63.129.16`;
+    const r = spawnSync('unshare', ['--net', '--uts', 'sh', '-ec', `ip link add ${iface} type veth peer name peer0; ip link set peer0 up; ip link set ${iface} up; env ${lease} ${copy}; ip -4 route show default`], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    return { routes: r.stdout, resolv: readFileSync(join(etc, 'resolv.conf'), 'utf8') };
+  }
+
+  it('gives a secondary NIC its metric and keeps its DNS servers out of resolv.conf', () => {
+    expect(bound('eth1')).toEqual({ routes: 'default via 10.0.1.1 dev eth1 metric 200 \n', resolv: 'nameserver 192.0.2.53\n' });
+  });
+
+  it('gives the primary NIC its metric and its DNS servers', () => {
+    expect(bound('eth0')).toEqual({ routes: 'default via 10.0.1.1 dev eth0 metric 100 \n', resolv: 'nameserver 168.63.129.16\n' });
   });
 });
 

@@ -1,6 +1,7 @@
 /**
  * The real tools that check the rendered network files: netplan's CLI (`netplan generate --root-dir`),
- * NetworkManager 1.42's `nmcli --offline` and ifupdown's `ifquery`/`ifup --no-act`.
+ * NetworkManager 1.42's `nmcli --offline`, ifupdown's `ifquery`/`ifup --no-act`, and isc-dhcp-client's
+ * dhclient-script (which sources the dhclient hook).
  *
  * Why unpacked and not installed: netplan.io, network-manager and ifupdown enable services when installed
  * (systemd-networkd, NetworkManager, networking.service) and the test host's network must never change. So their
@@ -117,4 +118,9 @@ export function runTool(tool: Tool, args: string[], input?: string): { status: n
   const r = spawnSync(tool.argv[0]!, [...tool.argv.slice(1), ...args], { env: tool.env, input, encoding: 'utf8' });
   if (r.error) throw r.error;
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Debian's dhclient-script (isc-dhcp-client), the script that sources the dhclient enter hooks. */
+export function dhclientScript(): string {
+  return join(unpacked(['isc-dhcp-client']), 'sbin/dhclient-script');
 }
