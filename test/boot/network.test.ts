@@ -46,6 +46,8 @@ interface BootSeen {
   duringStep: string;
   files: string[];
   story: string;
+  /** networkd only: after `systemctl restart systemd-networkd` once the step is done. */
+  afterRestart: { setup: string; eth0: string[]; deleted: boolean } | null;
 }
 
 let rig: Rig;
@@ -159,13 +161,28 @@ async function oneBoot(machine: Machine, stack: Stack, doc: Record<string, any>,
     const duringStep = await watch.stop();
     const ssh = await session.done;
     const files = await renderers[stack].ownedFiles(`/proc/${boot.pid}/root`);
-    return {
-      step, addresses: await addressesByName(machine.netns), defaultDevice: await defaultRouteDevice(machine.netns), ssh, duringStep, files,
-      story: `${await story()}\nstep: ${step.log}`,
-    };
+    const addresses = await addressesByName(machine.netns);
+    const defaultDevice = await defaultRouteDevice(machine.netns);
+    const told = `${await story()}\nstep: ${step.log}`;
+    return { step, addresses, defaultDevice, ssh, duringStep, files, story: told, afterRestart: await restartStack(machine, boot, stack) };
   } finally {
     await boot.shutdown();
   }
+}
+
+/**
+ * The stack restarted after the step (`systemctl restart systemd-networkd`; ifupdown has no daemon to restart):
+ * eth0's setup state and addresses 5 s later, and whether its lease was deleted meanwhile.
+ */
+async function restartStack(machine: Machine, boot: Boot, stack: Stack): Promise<{ setup: string; eth0: string[]; deleted: boolean } | null> {
+  if (stack !== 'networkd') return null;
+  const watch = watchAddresses(machine.netns);
+  await boot.exec(['systemctl', 'restart', 'systemd-networkd.service']);
+  await new Promise((resolve) => setTimeout(resolve, 5000));
+  const list = (await boot.exec(['networkctl', '--no-pager', '--no-legend', 'list'])).stdout;
+  const setup = /^\s*\d+\s+eth0\s+\S+\s+\S+\s+(\S+)/m.exec(list)?.[1] ?? 'unknown';
+  const monitored = await watch.stop();
+  return { setup, eth0: (await addressesByName(machine.netns)).eth0 ?? [], deleted: /^Deleted \d+: eth0\s+inet 10\.77\.0\.10\//m.test(monitored) };
 }
 
 /** Whether every address the document lists is on the interface carrying its MAC (here: named as in the specs). */
@@ -263,6 +280,16 @@ describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC I
         expect(second.duringStep).not.toMatch(/^Deleted \d+: eth0\s+inet 10\.77\.0\.10\//m);
         expect(second.ssh.stdout, second.ssh.stderr).toBe('started\nalive\n');
       }, 1_200_000);
+
+      if (stack === 'networkd') {
+        it('a restart of systemd-networkd after the step keeps eth0 configured with every address, its lease never deleted', async () => {
+          for (const boot of Object.values(await seen[stack])) {
+            expect(boot.afterRestart?.setup, boot.story).toBe('configured');
+            expect(boot.afterRestart?.eth0).toEqual(expect.arrayContaining(['10.77.0.10/24', '10.77.0.20/24']));
+            expect(boot.afterRestart?.deleted).toBe(false);
+          }
+        }, 1_200_000);
+      }
     });
   }
 });

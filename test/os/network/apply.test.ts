@@ -69,7 +69,7 @@ describe('writeAndApply on systemd-networkd', () => {
       `ip route ${after}`,
       `ip -4 ${after}`,
     ]);
-    expect(calls.find((c) => c.startsWith('ip addr add'))).toMatch(/^ip addr add 10\.0\.0\.5\/24 dev eth0 /);
+    expect(calls.find((c) => c.startsWith('ip addr add'))).toMatch(/^ip addr add 10\.0\.0\.5\/24 brd \+ dev eth0 /);
     expect(calls.join('\n')).not.toMatch(/reconfigure eth0|ifdown|reapply/);
     expect(change.written.map((f) => f.path)).toEqual([eth1File, eth0File]);
     expect(outcome).toEqual({ applied: ['eth1', 'eth0'], warnings: [] });
