@@ -13,6 +13,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
+import { decodeRecords } from '../../src/kvp/codec.js';
 import { run } from '../../src/system/exec.js';
 import { AGENT, startFabric, stopProcess } from './boot.js';
 import { canSandbox, createNetns, createSandbox, runInSandbox, type Netns, type Sandbox } from './ns.js';
@@ -43,7 +44,7 @@ drivers = ["veth"]
 total_retry_timeout_secs = 6
 retry_interval_secs = 1
 [telemetry]
-kvp = false
+kvp = true
 [log_path]
 path = ""
 `;
@@ -70,6 +71,11 @@ async function runNetwork(): Promise<{ exitCode: number | null; log: Array<Recor
 const networkFiles = () => {
   const dir = sandbox.hostPath('/etc/systemd/network');
   return existsSync(dir) ? readdirSync(dir).sort() : [];
+};
+/** The values of the guest pool's records this run's telemetry wrote. */
+const kvpValues = async () => {
+  const pool = await readFile(sandbox.hostPath('/var/lib/hyperv/.kvp_pool_1')).catch(() => Buffer.alloc(0));
+  return decodeRecords(pool, { lossy: true }).map((r) => r.value);
 };
 const addresses = async (dev: string) => (await run(['ip', '-n', netns.name, '-o', 'addr', 'show', 'dev', dev])).stdout;
 
@@ -117,6 +123,9 @@ describe.runIf(canSandbox)('bootstate network in a namespace, against the fake f
     expect(eth0).toContain('10.61.0.4/24');
     expect(eth0).toContain('10.61.0.5/24');
     expect(await addresses('vf0')).not.toContain('10.61');
+    // The host hears the outcome without a login: one line in the KVP pool, naming the stack and the VF left alone.
+    const outcome = (await kvpValues()).find((v) => v.includes('configured networkd'));
+    expect(outcome, (await kvpValues()).join('\n')).toMatch(/eth0, eth1; left alone: vf0 \(VF\)/);
   });
 
   it('on the next boot, a NIC gone from IMDS loses bootstate\'s file; the other is left as it was', async () => {

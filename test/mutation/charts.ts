@@ -6,10 +6,12 @@
 import type { AnyStateMachine } from 'xstate';
 import { monitorMachine } from '../../machines/monitor.js';
 import { provisioningMachine } from '../../machines/provisioning-machine.js';
+import { networkMachine } from '../../machines/network.js';
 import { reportMachine } from '../../machines/report.js';
 import * as provisioning from '../model/check.js';
 import * as monitor from '../monitor/check.js';
 import * as report from '../report/check.js';
+import * as network from '../network/check.js';
 
 export interface CheckPath {
   /** Stable across runs while the path exists: what the kill-set records. */
@@ -20,7 +22,7 @@ export interface CheckPath {
 }
 
 export interface Chart {
-  name: 'provisioning' | 'monitor' | 'report';
+  name: 'provisioning' | 'monitor' | 'report' | 'network';
   file: string;
   machine: AnyStateMachine;
   /** Paths that do not depend on the chart under test, computed once. */
@@ -39,4 +41,5 @@ export const CHARTS: Chart[] = [
   },
   { name: 'monitor', file: 'machines/monitor.ts', machine: monitorMachine as unknown as AnyStateMachine, fixedPaths: monitor.fixedPaths, ownPaths: monitor.ownPaths },
   { name: 'report', file: 'machines/report.ts', machine: reportMachine as unknown as AnyStateMachine, fixedPaths: report.fixedPaths, ownPaths: () => [] },
+  { name: 'network', file: 'machines/network.ts', machine: networkMachine as unknown as AnyStateMachine, fixedPaths: network.fixedPaths, ownPaths: () => [] },
 ];

@@ -43,6 +43,16 @@ describe('systemd-analyze security --offline=true on the shipped units', () => {
     expect(exposure('bootstate-firewall-recheck.service')).toBeLessThanOrEqual(2.0);
   });
 
+  it('rates the network unit 4.0 or lower, leaving it what applying a network needs: /etc, /run, /var, netlink and packet sockets, CAP_NET_ADMIN', () => {
+    expect(exposure('bootstate-network.service')).toBeLessThanOrEqual(4.0);
+    const settings = service('bootstate-network.service');
+    expect(settings.ProtectSystem).toBe('strict');
+    expect(settings.ReadWritePaths!.split(' ')).toEqual(expect.arrayContaining(['/etc', '/run', '/var']));
+    // ifup's dhclient runs in this unit: packet and raw sockets, its leases in /var/lib/dhcp, resolv.conf in /etc.
+    expect(settings.RestrictAddressFamilies!.split(' ')).toEqual(expect.arrayContaining(['AF_UNIX', 'AF_INET', 'AF_INET6', 'AF_NETLINK', 'AF_PACKET']));
+    expect(settings.CapabilityBoundingSet!.split(' ')).toEqual(expect.arrayContaining(['CAP_NET_ADMIN', 'CAP_NET_RAW']));
+  });
+
   it('leaves the provisioning unit what its work needs: the hostname, /etc, /home, /var, /run, devices, packet sockets', () => {
     const settings = service('bootstate.service');
     expect(settings.ProtectHostname).toBeUndefined();

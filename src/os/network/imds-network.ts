@@ -1,5 +1,5 @@
 /**
- * Reads IMDS's `network` section into the network step's plan (issue 47): one NicPlan per usable entry of
+ * Reads IMDS's `network` section into the network step's plan: one NicPlan per usable entry of
  * `network.interface[]`, in IMDS's order. Total: whatever the document (any JSON value, a mutated or huge one), the
  * answer is a plan, or null and why, with named warnings — never an exception.
  *

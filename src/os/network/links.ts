@@ -1,5 +1,5 @@
 /**
- * The machine's network interfaces as the kernel shows them, and the plan bound to them (issue 47). With accelerated
+ * The machine's network interfaces as the kernel shows them, and the plan bound to them. With accelerated
  * networking an SR-IOV virtual function (mlx4_*, mlx5_core, mana) carries its synthetic NIC's MAC and is enslaved to
  * it: a NIC is matched by MAC *and* driver, and lands only on the one interface with a synthetic driver and no master.
  * Every other interface with a planned MAC is a virtual function, listed so that no backend ever configures it.

@@ -1,5 +1,5 @@
 /**
- * The shapes of the network step (issue 47): what IMDS's `network` section asks for (a plan per NIC), the plan
+ * The shapes of the network step: what IMDS's `network` section asks for (a plan per NIC), the plan
  * bound to the interfaces this VM has (a NIC lands on its synthetic interface, never on an SR-IOV virtual function
  * with the same MAC), and the one interface every network stack's backend implements.
  */

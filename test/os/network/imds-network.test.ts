@@ -1,5 +1,5 @@
 /**
- * networkPlanFrom: IMDS's `network` section read into a plan, by example (spec §1.4's document, two NICs with secondary
+ * networkPlanFrom: IMDS's `network` section read into a plan, by example (the realistic document the fake fabric serves, two NICs with secondary
  * and IPv6 addresses, each warning) and by property (any JSON value, any mutation of a valid document: a plan or a
  * named warning, never an exception; a valid document built from a known plan gives that plan back).
  */
@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { NETWORK_LIMITS, networkPlanFrom } from '../../../src/os/network/imds-network.js';
 import type { NetworkWarning, NicPlan, PlanResult } from '../../../src/os/network/types.js';
 
-/** spec/azure-fabric.md §1.4's `network` section (the rest of the document changes nothing here). */
+/** The realistic document's `network` section, as src/fabric/imds-document.ts serves it (the rest changes nothing here). */
 const SPEC_EXAMPLE = {
   compute: { osProfile: { adminUsername: 'azureuser', computerName: 'web-01', disablePasswordAuthentication: 'true' }, publicKeys: [], vmId: 'd0df4c54-4ecb-4a4b-9954-5bdf3ed5c3b8' },
   network: {
@@ -53,7 +53,7 @@ const doc = (...interfaces: unknown[]) => ({ network: { interface: interfaces } 
 const codes = (result: PlanResult) => result.warnings.map((w) => w.code);
 
 describe('networkPlanFrom by example', () => {
-  it('reads spec §1.4\'s document as one primary NIC on DHCP, MAC normalised, with no warning', () => {
+  it('reads the realistic example document as one primary NIC on DHCP, MAC normalised, with no warning', () => {
     expect(networkPlanFrom(SPEC_EXAMPLE)).toEqual({ plan: { nics: [nic(0, '00:0d:3a:1b:2c:3d')] }, warnings: [] });
   });
 
