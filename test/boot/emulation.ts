@@ -72,17 +72,16 @@ export async function holdBinfmt(arch: string): Promise<BinfmtHold> {
 
 /**
  * What stops Debian 12's own units from starting under qemu-user, and the drop-in that lets each one start (none
- * is bootstate's: its units run as shipped). systemd's LoadCredential= fails under emulation (the units setting it
- * exit 243/CREDENTIALS), and PrivateNetwork= fails too (systemd-hostnamed, which hostnamectl needs, exits
- * 225/NETWORK); the credentials these units would load are never passed to the VM, and the test's VM has no network
- * but its namespace's loopback.
+ * is bootstate's: its units run as shipped). Setting up LoadCredential= fails under emulation ("Failed to set up
+ * credentials: Invalid argument", 243/CREDENTIALS) and so does PrivateNetwork= ("Failed to set up network namespacing:
+ * Input/output error", 225/NETWORK): without these, /dev's static nodes, the system users and tmpfiles' directories
+ * are not made and the boot is degraded, and systemd-hostnamed, which hostnamectl asks over D-Bus, never starts.
+ * The credentials would be the VM's to pass (it passes none), and the VM's only network is its namespace's.
  */
 export const EMULATION_DROP_INS: Record<string, string> = {
   'systemd-tmpfiles-setup.service': '[Service]\nLoadCredential=\n',
   'systemd-tmpfiles-setup-dev.service': '[Service]\nLoadCredential=\n',
-  'systemd-tmpfiles-clean.service': '[Service]\nLoadCredential=\n',
   'systemd-sysusers.service': '[Service]\nLoadCredential=\n',
-  'systemd-sysctl.service': '[Service]\nLoadCredential=\n',
   'systemd-hostnamed.service': '[Service]\nPrivateNetwork=no\n',
 };
 
