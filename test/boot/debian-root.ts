@@ -16,8 +16,8 @@ export const PACKAGES = ['systemd', 'systemd-sysv', 'dbus', 'openssh-server', 'n
 /** Bump when the recipe below changes in a way the key does not see. */
 const RECIPE = 1;
 export const CACHE = process.env.BOOTSTATE_TEST_CACHE ?? '/var/cache/bootstate-test';
-/** The Debian architecture of this machine's roots; another one (arm64) is built by mmdebstrap and run under qemu-user. */
-export const NATIVE_ARCH = 'amd64';
+/** This machine's Debian architecture; another one's roots (arm64 on amd64) are built by mmdebstrap and run under qemu-user. */
+export const NATIVE_ARCH = process.arch === 'arm64' ? 'arm64' : 'amd64';
 
 /** The first Debian (not security, not third-party) URI in this machine's apt sources. */
 export function debianMirror(): string {
