@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * The long checks (`npm run test:long`), not part of `npm test`: the booted tests (real Debian boots under
@@ -7,10 +7,13 @@ import { defineConfig } from 'vitest/config';
  * namespaces, and here they fail rather than skip without them (test/boot/needs-root.ts).
  */
 export const LONG = ['test/boot/**/*.test.ts', 'test/inspect/browser-pages.test.ts'];
+/** The arm64 boot (`npm run test:arm64`, vitest.arm64.config.ts): minutes of emulation, a script of its own. */
+export const ARM64 = ['test/boot/arm64.test.ts'];
 
 export default defineConfig({
   test: {
     include: LONG,
+    exclude: [...configDefaults.exclude, ...ARM64],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 30_000,

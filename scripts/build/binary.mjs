@@ -3,7 +3,9 @@
 // so an image needs no Node.js. It carries the plain program's scripts (scripts/build/program.mjs, built here first
 // into the same directory) with their code caches and Graphviz as assets, and the plain program's loader
 // (scripts/build/loader.cjs) as its main script, which reads them from the assets when it runs inside the executable.
-// `--arch arm64` on an amd64 machine builds it for arm64 (scripts/build/target.mjs) into dist/arm64/.
+// `--arch arm64` on an amd64 machine builds it for arm64 (scripts/build/target.mjs) into dist/arm64/, with caches
+// written by the arm64 node under qemu-user when that is installed (none without it). `--no-code-cache` leaves
+// the caches out (to measure what they save: bench/arm64-code-cache.ts).
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,9 +22,18 @@ const blob = join(dist, 'bootstate.blob');
 const seaConfig = join(dist, 'sea-config.json');
 const binary = join(dist, 'bootstate');
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+const runner = runnerFor(arch);
+const withCaches = !process.argv.includes('--no-code-cache') && runner !== null;
 
 mkdirSync(dist, { recursive: true });
 execFileSync(process.execPath, [join(root, 'scripts/build/program.mjs')], { env: { ...process.env, BOOTSTATE_DIST: dist }, stdio: 'inherit' });
+// The caches program.mjs wrote are this machine's V8's, of no use to (and crashing) another architecture's: that
+// one's node writes its own, running the plain program under qemu-user as the build's runs do natively.
+if (isCross(arch) && withCaches) {
+  for (const script of SCRIPTS) rmSync(join(dist, `${scriptFile(script)}.cache`), { force: true });
+  const warm = [join(root, 'scripts/build/warm-code-cache.ts'), join(dist, 'bootstate.cjs'), ...runner, node];
+  execFileSync(process.execPath, ['--import', 'tsx', ...warm], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+}
 
 // Every script, the caches the build's provisioning run wrote, the files the scripts read as bytes, Graphviz.
 const assets = {};
@@ -32,8 +43,7 @@ for (const name of [...SCRIPTS.map(scriptFile), ...Object.keys(bundledAssets()).
 // The caches go in as copies whose key lines the loop below pads (the loader reads them up to the newline).
 const caches = mkdtempSync(join(tmpdir(), 'bootstate-sea-caches-'));
 try {
-  // The caches are V8's for the build machine's architecture: another architecture's V8 has no use for them.
-  for (const script of isCross(arch) ? [] : SCRIPTS) {
+  for (const script of withCaches ? SCRIPTS : []) {
     const name = `${scriptFile(script)}.cache`;
     assets[name] = join(caches, name);
     copyFileSync(join(dist, name), assets[name]);
@@ -88,7 +98,6 @@ async function buildExecutable() {
 
 // Last: the binary is left as an image holds it, on disk only, not in the page cache the build wrote it through.
 dropFromPageCache(binary);
-const runner = runnerFor(arch);
 if (runner === null) {
   process.stdout.write(`${binary}: built for ${arch}; not run (${qemuFor(arch)} is not installed)\n`);
 } else {

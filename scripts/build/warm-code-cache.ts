@@ -3,8 +3,10 @@
  * once against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
  * boot compiles, then one `report` for the other subcommands' script and one `monitor --once` for the monitor's, and
  * fails the build unless the first reached Ready and exited 0, the second sent its report and the third posted.
+ * After the entry, the command that runs node, when not this one: another architecture's node under qemu-user
+ * writes that architecture's caches (scripts/build/binary.mjs, for the arm64 executable).
  *
- *   node --import tsx scripts/build/warm-code-cache.ts dist/bootstate.mjs
+ *   node --import tsx scripts/build/warm-code-cache.ts dist/bootstate.mjs [qemu-aarch64-static -L … node]
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,7 +15,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startFakeFabric } from '../../src/fabric/fake-fabric.js';
 
-const entry = process.argv[2];
+const [entry, ...node] = process.argv.slice(2) as [string, ...string[]];
+const [command, ...nodeArgs] = node.length > 0 ? node : [process.execPath];
+/** Runs the built program with `args` and `env` through `node`; rejects when it fails. */
+const program = (args: string[], env: NodeJS.ProcessEnv) => promisify(execFile)(command!, [...nodeArgs, entry, ...args], { env: { ...process.env, ...env } });
 const fabric = await startFakeFabric();
 const dir = mkdtempSync(join(tmpdir(), 'bootstate-cache-'));
 try {
@@ -24,16 +29,12 @@ try {
     `[imds]\nendpoint = ${q(fabric.imdsUrl)}\n[wireserver]\nhealth_endpoint = ${q(fabric.healthUrl)}\n[data_dir]\npath = ${q(join(dir, 'data'))}\n` +
       `[log_path]\npath = ${q(join(dir, 'bootstate.log'))}\n[telemetry]\nkvp_dir = ${q(join(dir, 'kvp'))}\n`,
   );
-  await promisify(execFile)(process.execPath, [entry, 'provision', '--scratch', join(dir, 'root'), '--config', config], {
-    env: { ...process.env, BOOTSTATE_CODE_CACHE: 'write', BOOTSTATE_LOG: 'error' },
-  });
+  await program(['provision', '--scratch', join(dir, 'root'), '--config', config], { BOOTSTATE_CODE_CACHE: 'write', BOOTSTATE_LOG: 'error' });
   if (!fabric.requestsTo('health').some((r) => r.body.includes('"Ready"'))) throw new Error('the code cache run reported no Ready');
   // The other subcommands' script: one `report`, whose config, logging and HTTP code they share. Without
   // BOOTSTATE_CODE_CACHE=write, so the CLI's cache, which the provisioning run wrote, stays as it is.
   const before = fabric.requestsTo('health').length;
-  await promisify(execFile)(process.execPath, [entry, 'report', 'in-progress', '--vm-id', '00000000-0000-4000-8000-000000000001', '--config', config], {
-    env: { ...process.env, BOOTSTATE_LOG: 'error' },
-  });
+  await program(['report', 'in-progress', '--vm-id', '00000000-0000-4000-8000-000000000001', '--config', config], { BOOTSTATE_LOG: 'error' });
   if (fabric.requestsTo('health').length === before) throw new Error('the code cache run of `report` sent no report');
   // The monitor's script: one timer-started cycle, what runs every minute for the VM's life.
   const monitorConfig = join(dir, 'monitor.toml');
@@ -45,7 +46,7 @@ try {
       `[log_path]\npath = ""\n[telemetry]\nkvp = false\n[hostname_publishing]\nmonitor = false\n`,
   );
   const posts = fabric.requestsTo('healthService').length;
-  await promisify(execFile)(process.execPath, [entry, 'monitor', '--once', '--config', monitorConfig], { env: { ...process.env, BOOTSTATE_LOG: 'error' } });
+  await program(['monitor', '--once', '--config', monitorConfig], { BOOTSTATE_LOG: 'error' });
   if (fabric.requestsTo('healthService').length === posts) throw new Error('the code cache run of `monitor --once` posted nothing');
 } finally {
   await fabric.close();

