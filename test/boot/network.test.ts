@@ -2,7 +2,8 @@
  * Issue 47's done-when on booted Debian 12: a VM with two NICs, each cabled to a DHCP server of its own, whose IMDS
  * lists two IPv4 addresses and an IPv6 one on NIC 0 and one IPv4 address on NIC 1, beside a VF stand-in carrying
  * NIC 0's MAC (another driver). Once per stack the image's own network configuration is (systemd-networkd with a
- * DHCP .network for eth0; ifupdown with `iface eth0 inet dhcp` in a root built with ifupdown and isc-dhcp-client).
+ * DHCP .network for eth0; ifupdown with `iface eth0 inet dhcp` in a root built with ifupdown and isc-dhcp-client;
+ * NetworkManager with a DHCP profile for eth0 and the eth* NICs managed).
  *
  * First boot: after the network step `ip -o addr` shows every listed address on the interface with the listed MAC,
  * the default route leaves by eth0, the VF has no address, an SSH session to eth0's leased address opened before the
@@ -28,7 +29,7 @@ import { addVirtualFunction, addressesByName, cableNic, defaultRouteDevice, rese
 import { configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsnet${randomBytes(2).toString('hex')}`;
-type Stack = 'networkd' | 'ifupdown';
+type Stack = 'networkd' | 'ifupdown' | 'networkmanager';
 
 const NIC0: NicSpec = { name: 'eth0', mac: '00:0d:3a:47:00:10', subnet: '10.77.0', ipv4: ['10.77.0.10', '10.77.0.20'], ipv6: ['fd77::10'] };
 const NIC1: NicSpec = { name: 'eth1', mac: '00:0d:3a:47:00:11', subnet: '10.77.1', ipv4: ['10.77.1.10'] };
@@ -73,6 +74,15 @@ async function image(m: Machine, stack: Stack): Promise<void> {
       await mkdir(m.diskPath(`/etc/systemd/system/${target}.wants`), { recursive: true });
       await symlink(`/lib/systemd/system/${unit}`, m.diskPath(`/etc/systemd/system/${target}.wants/${unit}`));
     }
+  } else if (stack === 'networkmanager') {
+    // A veth is unmanaged by NetworkManager's defaults; a VM's NICs are not. No profile but eth0's: NetworkManager's
+    // own default profile takes any other NIC until bootstate's is there.
+    await put('/etc/NetworkManager/conf.d/90-nics.conf', '[device-nics]\nmatch-device=interface-name:eth*\nmanaged=1\n');
+    await put(
+      '/etc/NetworkManager/system-connections/eth0.nmconnection',
+      '[connection]\nid=eth0\ntype=ethernet\ninterface-name=eth0\n\n[ipv4]\nmethod=auto\n\n[ipv6]\nmethod=auto\n',
+      0o600,
+    );
   } else {
     await put('/etc/network/interfaces', 'source /etc/network/interfaces.d/*\n\nauto lo\niface lo inet loopback\n\nauto eth0\niface eth0 inet dhcp\n');
     await mkdir(m.diskPath('/etc/network/interfaces.d'), { recursive: true });
@@ -201,14 +211,15 @@ async function storyOf(machine: Machine, boot: Boot): Promise<string> {
     (await run(['ip', '-n', machine.netns, 'route'])).stdout,
     await exec(['networkctl', '--no-pager', 'list']),
     await exec(['ifquery', '--state']),
-    await exec(['journalctl', '--no-pager', '-b', '-n', '60', '-u', 'systemd-networkd', '-u', 'networking', '-u', 'bootstate.service']),
+    await exec(['nmcli', '-f', 'NAME,DEVICE,STATE', 'connection', 'show']),
+    await exec(['journalctl', '--no-pager', '-b', '-n', '60', '-u', 'systemd-networkd', '-u', 'networking', '-u', 'NetworkManager', '-u', 'bootstate.service']),
   ].join('\n');
 }
 
 async function scenario(stack: Stack, packages: string[]): Promise<{ first: BootSeen; second: BootSeen }> {
   const { debian, debLayer } = await rig.withPackages(packages);
   const config = await configLayer(rig, `network-${stack}`, DRIVERS_TOML);
-  const name = `${TAG}${stack === 'networkd' ? 'd' : 'i'}`;
+  const name = `${TAG}${stack[0]}${stack.at(-1)}`;
   const first = withNetwork(imdsDocument(rig.publicKey), [NIC0, NIC1]);
   const machine = await createMachine({ name, workDir: rig.workDir, layers: [await gateLayer(stack), config, debLayer, debian], imdsDocument: first, capabilities: ['CAP_NET_ADMIN'] });
   machines.push(machine);
@@ -233,6 +244,7 @@ describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC I
     seen = {
       networkd: scenario('networkd', ['iproute2']),
       ifupdown: scenario('ifupdown', ['ifupdown', 'isc-dhcp-client']),
+      networkmanager: scenario('networkmanager', ['network-manager', 'iproute2']),
     };
     for (const p of Object.values(seen)) p.catch(() => undefined);
   }, 1_200_000);
@@ -244,7 +256,7 @@ describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC I
     await rig?.cleanup();
   }, 180_000);
 
-  for (const stack of ['networkd', 'ifupdown'] as const) {
+  for (const stack of ['networkd', 'ifupdown', 'networkmanager'] as const) {
     describe(stack, () => {
       it('first boot: every listed address is on the NIC with the listed MAC, with no warning', async () => {
         const { first } = await seen[stack];
