@@ -40,6 +40,8 @@ const DRIVERS_TOML = '[network]\ndrivers = ["veth"]\n';
 /** What one boot showed once the step had run. */
 interface BootSeen {
   step: { warnings: string[]; log: string };
+  /** `ip -o addr` once the boot was up, just before the step ran. */
+  beforeStep: Record<string, string[]>;
   addresses: Record<string, string[]>;
   defaultDevice: string | null;
   ssh: { code: number | null; stdout: string; stderr: string };
@@ -84,6 +86,15 @@ async function image(m: Machine, stack: Stack): Promise<void> {
       0o600,
     );
   } else {
+    // What udev's ifupdown hook does for each NIC present at boot on a VM (no udev runs in the container): bring up
+    // the `allow-hotplug` interfaces, before network-online.
+    await put(
+      '/etc/systemd/system/test-hotplug.service',
+      '[Unit]\nAfter=networking.service\nBefore=network-online.target\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n' +
+        'ExecStart=/sbin/ifup -a --allow=hotplug\n\n[Install]\nWantedBy=network-online.target\n',
+    );
+    await mkdir(m.diskPath('/etc/systemd/system/network-online.target.wants'), { recursive: true });
+    await symlink('/etc/systemd/system/test-hotplug.service', m.diskPath('/etc/systemd/system/network-online.target.wants/test-hotplug.service'));
     await put('/etc/network/interfaces', 'source /etc/network/interfaces.d/*\n\nauto lo\niface lo inet loopback\n\nauto eth0\niface eth0 inet dhcp\n');
     await mkdir(m.diskPath('/etc/network/interfaces.d'), { recursive: true });
   }
@@ -161,6 +172,7 @@ async function oneBoot(machine: Machine, stack: Stack, doc: Record<string, any>,
     const story = () => storyOf(machine, boot);
     await readyForStep(machine, boot, story);
     const session = await openSession(primaryServer.netns, String(doc.compute.osProfile.adminUsername), NIC0.ipv4[0]!, 25);
+    const beforeStep = await addressesByName(machine.netns);
     const watch = watchAddresses(machine.netns);
     const step = await runStep(boot).catch(async (error: unknown) => {
       await watch.stop();
@@ -174,7 +186,7 @@ async function oneBoot(machine: Machine, stack: Stack, doc: Record<string, any>,
     const addresses = await addressesByName(machine.netns);
     const defaultDevice = await defaultRouteDevice(machine.netns);
     const told = `${await story()}\nstep: ${step.log}`;
-    return { step, addresses, defaultDevice, ssh, duringStep, files, story: told, afterRestart: await restartStack(machine, boot, stack) };
+    return { step, beforeStep, addresses, defaultDevice, ssh, duringStep, files, story: told, afterRestart: await restartStack(machine, boot, stack) };
   } finally {
     await boot.shutdown();
   }
@@ -285,6 +297,8 @@ describe.skipIf(!canSandbox)('Debian 12: the network step configures every NIC I
         const { second } = await seen[stack];
         expect(second.step.warnings, second.story).toEqual([]);
         expect(second.addresses.eth2, second.story).toEqual(expect.arrayContaining(['10.77.2.10/24']));
+        // eth1 came up at this boot by bootstate's file of the first one; the step took that configuration away.
+        expect(second.beforeStep.eth1, second.story).toContain('10.77.1.10/24');
         expect(second.addresses.eth1 ?? [], second.story).not.toContain('10.77.1.10/24');
         expect(second.files.filter((f) => /eth1/.test(f))).toEqual([]);
         expect(second.addresses.eth0, second.story).toEqual(expect.arrayContaining(['10.77.0.10/24', '10.77.0.20/24']));
