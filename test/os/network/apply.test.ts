@@ -134,3 +134,24 @@ describe('writeAndApply on ifupdown', () => {
     expect(outcome.warnings).toEqual([{ interface: 'eth1', message: expect.stringMatching(/^systemd-run .* ifup eth1 exited with 1: Job for bootstate-ifup-eth1.service failed\.$/) }]);
   });
 });
+
+describe("netplan: the secondaries' generated networkd files copied live", () => {
+  it('copies a changed or new secondary file, removes one netplan no longer makes, and never touches the primary\'s', async () => {
+    const { copySecondaries } = await import('../../../src/os/network/apply-netplan.js');
+    const { mkdir, writeFile, readFile, readdir } = await import('node:fs/promises');
+    const generated = path.join(root, 'generated');
+    const live = path.join(root, 'live');
+    await mkdir(generated);
+    await mkdir(live);
+    const primary = '[Match]\nMACAddress=00:0d:3a:00:00:10\nDriver=veth\n\n[Network]\nDHCP=yes\nAddress=10.0.0.5/24\n';
+    await writeFile(path.join(generated, '10-netplan-0-bootstate-eth0.network'), primary);
+    await writeFile(path.join(live, '10-netplan-0-bootstate-eth0.network'), '[Match]\nMACAddress=00:0d:3a:00:00:10\n\n[Network]\nDHCP=yes\n');
+    await writeFile(path.join(generated, '10-netplan-0-bootstate-eth1.network'), '[Match]\nMACAddress=00:0d:3a:00:00:11\n');
+    await writeFile(path.join(live, '10-netplan-0-bootstate-eth2.network'), '[Match]\nMACAddress=00:0d:3a:00:00:12\n');
+    await writeFile(path.join(live, '50-image.network'), 'image\n');
+    await copySecondaries(generated, live, planOf(nic(0), nic(1)));
+    expect((await readdir(live)).sort()).toEqual(['10-netplan-0-bootstate-eth0.network', '10-netplan-0-bootstate-eth1.network', '50-image.network']);
+    expect(await readFile(path.join(live, '10-netplan-0-bootstate-eth0.network'), 'utf8')).not.toContain('Address=10.0.0.5');
+    expect(await readFile(path.join(live, '10-netplan-0-bootstate-eth1.network'), 'utf8')).toContain('00:0d:3a:00:00:11');
+  });
+});
