@@ -3,7 +3,8 @@
  * lists two IPv4 addresses and an IPv6 one on NIC 0 and one IPv4 address on NIC 1, beside a VF stand-in carrying
  * NIC 0's MAC (another driver). Once per stack the image's own network configuration is (systemd-networkd with a
  * DHCP .network for eth0; ifupdown with `iface eth0 inet dhcp` in a root built with ifupdown and isc-dhcp-client;
- * NetworkManager with a DHCP profile for eth0 and the eth* NICs managed).
+ * NetworkManager with a DHCP profile for eth0 and the eth* NICs managed). No netplan VM: netplan writes its MAC
+ * match as PermanentMACAddress=, which a veth never has (apply-netplan.ts).
  *
  * First boot: after the network step `ip -o addr` shows every listed address on the interface with the listed MAC,
  * the default route leaves by eth0, the VF has no address, an SSH session to eth0's leased address opened before the
@@ -231,7 +232,7 @@ async function storyOf(machine: Machine, boot: Boot): Promise<string> {
 async function scenario(stack: Stack, packages: string[]): Promise<{ first: BootSeen; second: BootSeen }> {
   const { debian, debLayer } = await rig.withPackages(packages);
   const config = await configLayer(rig, `network-${stack}`, DRIVERS_TOML);
-  const name = `${TAG}${stack[0]}${stack.at(-1)}`;
+  const name = `${TAG}${stack.slice(0, 2)}${stack.at(-1)}`;
   const first = withNetwork(imdsDocument(rig.publicKey), [NIC0, NIC1]);
   const machine = await createMachine({ name, workDir: rig.workDir, layers: [await gateLayer(stack), config, debLayer, debian], imdsDocument: first, capabilities: ['CAP_NET_ADMIN'] });
   machines.push(machine);

@@ -30,16 +30,17 @@ import type { ApplyDeps, BoundNic, BoundPlan, FileChange } from './types.js';
 export const SETTLE_MS = 20_000;
 
 /** `networkctl reload`, `reconfigure` where the reload did not take, then waits for the secondaries to settle. */
-export async function reloadNetworkd(plan: BoundPlan, change: FileChange, deps: ApplyDeps, outcome: Outcome, settleMs = SETTLE_MS): Promise<void> {
+export async function reloadNetworkd(plan: BoundPlan, change: FileChange | null, deps: ApplyDeps, outcome: Outcome, settleMs = SETTLE_MS): Promise<void> {
   const secondaries = plan.nics.filter((nic) => !nic.primary);
-  const touched = secondaries.filter((nic) => change.written.some((file) => file.interfaces.includes(nic.name)));
+  // netplan (change null): networkd's files are netplan's generated ones, not what was written; reload alone then.
+  const touched = secondaries.filter((nic) => change?.written.some((file) => file.interfaces.includes(nic.name)));
   const failed = await attempt(deps, ['networkctl', 'reload']);
   if (failed) {
     for (const nic of secondaries) outcome.warn(nic.name, failed);
     return;
   }
   for (const nic of touched) {
-    const file = change.written.find((f) => f.interfaces.includes(nic.name))!.path;
+    const file = change!.written.find((f) => f.interfaces.includes(nic.name))!.path;
     const status = await query(deps, ['networkctl', 'status', '--no-pager', nic.name]);
     if (status?.match(/Network File: (\S+)/)?.[1] === file) continue;
     const again = await attempt(deps, ['networkctl', 'reconfigure', nic.name]);

@@ -143,9 +143,10 @@ describe("netplan: the secondaries' generated networkd files copied live", () =>
     const live = path.join(root, 'live');
     await mkdir(generated);
     await mkdir(live);
-    const primary = '[Match]\nMACAddress=00:0d:3a:00:00:10\nDriver=veth\n\n[Network]\nDHCP=yes\nAddress=10.0.0.5/24\n';
+    // netplan 0.106 writes `match: macaddress` as PermanentMACAddress=.
+    const primary = '[Match]\nDriver=veth\nPermanentMACAddress=00:0d:3a:00:00:10\n\n[Network]\nDHCP=yes\nAddress=10.0.0.5/24\n';
     await writeFile(path.join(generated, '10-netplan-0-bootstate-eth0.network'), primary);
-    await writeFile(path.join(live, '10-netplan-0-bootstate-eth0.network'), '[Match]\nMACAddress=00:0d:3a:00:00:10\n\n[Network]\nDHCP=yes\n');
+    await writeFile(path.join(live, '10-netplan-0-bootstate-eth0.network'), '[Match]\nPermanentMACAddress=00:0d:3a:00:00:10\n\n[Network]\nDHCP=yes\n');
     await writeFile(path.join(generated, '10-netplan-0-bootstate-eth1.network'), '[Match]\nMACAddress=00:0d:3a:00:00:11\n');
     await writeFile(path.join(live, '10-netplan-0-bootstate-eth2.network'), '[Match]\nMACAddress=00:0d:3a:00:00:12\n');
     await writeFile(path.join(live, '50-image.network'), 'image\n');
