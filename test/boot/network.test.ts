@@ -1,5 +1,5 @@
 /**
- * Issue 47's done-when on booted Debian 12: a VM with two NICs, each cabled to a DHCP server of its own, whose IMDS
+ * The network step on booted Debian 12: a VM with two NICs, each cabled to a DHCP server of its own, whose IMDS
  * lists two IPv4 addresses and an IPv6 one on NIC 0 and one IPv4 address on NIC 1, beside a VF stand-in carrying
  * NIC 0's MAC (another driver). Once per stack the image's own network configuration is (systemd-networkd with a
  * DHCP .network for eth0; ifupdown with `iface eth0 inet dhcp` in a root built with ifupdown and isc-dhcp-client;

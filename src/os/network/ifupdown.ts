@@ -18,7 +18,8 @@
  * every stanza of an interface, so declaring `iface eth0 inet dhcp` a second time would start a second DHCP
  * client. An interface the image already declares with `inet dhcp` is therefore left to the image's stanza and
  * bootstate adds only an `iface X inet manual` stanza carrying the extra addresses (the hook still gives it the
- * plan's metric and DNS rule); it does not add DHCPv6 the image did not declare. An interface the image declares
+ * plan's metric and DNS rule), and `iface X inet6 dhcp` when the plan asks for DHCPv6 and the image declares no
+ * IPv6 for X (a family of its own: no second DHCPv4 client). An interface the image declares
  * any other way (`inet static`, `manual`, `inet6 static`…) is a conflict: reported, left alone.
  */
 import { dirname, isAbsolute, join } from 'node:path';
@@ -29,21 +30,27 @@ export const IFUPDOWN_DIR = '/etc/network/interfaces.d';
 export const DHCLIENT_HOOK = '/etc/dhcp/dhclient-enter-hooks.d/zz-bootstate';
 const PREFIX = 'bootstate-';
 
+// `brd +` for IPv4: an address added without its broadcast makes a later networkd or dhclient run refuse the link
+// (seen booted: ERANGE on a restart); IPv6 has no broadcast.
 function addressLines(nic: BoundNic, cidrs: string[]): string[] {
-  return cidrs.flatMap((c) => [
-    `    up ip addr add ${c} dev ${nic.name} || true`,
-    `    down ip addr del ${c} dev ${nic.name} || true`,
-  ]);
+  return cidrs.flatMap((c) => {
+    const brd = c.includes(':') ? '' : ' brd +';
+    return [`    up ip addr add ${c}${brd} dev ${nic.name} || true`, `    down ip addr del ${c} dev ${nic.name} || true`];
+  });
 }
 
-function ifupdownText(nic: BoundNic, declared: boolean): string | null {
+/** `declared` holds `eth0` for an image's `iface eth0 inet dhcp`, `eth0 inet6` for any `iface eth0 inet6` of it. */
+function ifupdownText(nic: BoundNic, declared: ReadonlySet<string>): string | null {
   const four = nic.static4.map((a) => `${a.address}/${a.prefix}`);
   const six = nic.static6.map((a) => `${a.address}/${a.prefix}`);
   const lines = [...HEADER];
-  if (declared) {
-    if (four.length + six.length === 0) return null;
-    lines.push(`# The image declares ${nic.name} (inet dhcp): bootstate adds only its other addresses.`);
-    lines.push(`iface ${nic.name} inet manual`, ...addressLines(nic, staticCidrs(nic)));
+  if (declared.has(nic.name)) {
+    // IPv6 is a family of its own: its DHCPv6 client never duplicates the image's DHCPv4 one.
+    const ownSix = nic.dhcp6 && !declared.has(`${nic.name} inet6`);
+    if (four.length === 0 && !ownSix && six.length === 0) return null;
+    lines.push(`# The image declares ${nic.name} (inet dhcp): bootstate adds only what it does not.`);
+    if (four.length > 0 || (!ownSix && six.length > 0)) lines.push(`iface ${nic.name} inet manual`, ...addressLines(nic, ownSix ? four : staticCidrs(nic)));
+    if (ownSix) lines.push(`iface ${nic.name} inet6 dhcp`, ...addressLines(nic, six));
   } else {
     lines.push(`allow-hotplug ${nic.name}`, `iface ${nic.name} inet dhcp`, `    metric ${nic.metric}`);
     lines.push(...addressLines(nic, four));
@@ -72,7 +79,7 @@ export function renderIfupdown(
   const nics = rendered(plan, skip);
   const files: RenderedFile[] = [];
   for (const nic of nics) {
-    const text = ifupdownText(nic, declared.has(nic.name));
+    const text = ifupdownText(nic, declared);
     if (text !== null) files.push({ path: `${IFUPDOWN_DIR}/${PREFIX}${nic.name}`, text, mode: 0o644, interfaces: [nic.name] });
   }
   if (nics.length > 0) {
@@ -141,5 +148,7 @@ export async function ifupdownConflicts(root: string, plan: BoundPlan): Promise<
 export async function ifupdownDeclared(root: string, plan: BoundPlan): Promise<Set<string>> {
   const stanzas = await imageStanzas(root);
   const names = new Set(plan.nics.map((n) => n.name));
-  return new Set(stanzas.filter((s) => names.has(s.name) && s.family === 'inet' && s.method === 'dhcp').map((s) => s.name));
+  const dhcp4 = stanzas.filter((s) => names.has(s.name) && s.family === 'inet' && s.method === 'dhcp').map((s) => s.name);
+  const six = stanzas.filter((s) => names.has(s.name) && s.family === 'inet6').map((s) => `${s.name} inet6`);
+  return new Set([...dhcp4, ...six]);
 }

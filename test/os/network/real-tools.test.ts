@@ -177,7 +177,7 @@ describe('ifupdown', { timeout: 180_000 }, () => {
     const eth1 = runTool(ifquery, ['--state-dir', join(root, 'state'), '-i', file, 'eth1']);
     expect(eth1.status).toBe(0);
     expect(eth1.stdout).toContain('metric: 200\n');
-    expect(eth1.stdout).toContain('up: ip addr add 10.0.2.7/26 dev eth1 || true\n');
+    expect(eth1.stdout).toContain('up: ip addr add 10.0.2.7/26 brd + dev eth1 || true\n');
     expect(eth1.stdout).toContain('down: ip addr del fd00:0:0:1::6/64 dev eth1 || true\n');
   });
 
@@ -190,7 +190,7 @@ describe('ifupdown', { timeout: 180_000 }, () => {
     const commands = r.stderr.split('\n').filter((l) => l.trim() !== '');
     const dhclient = commands.findIndex((l) => /dhclient -4 .* eth0\s+-e IF_METRIC=100$/.test(l));
     expect(dhclient).toBeGreaterThanOrEqual(0);
-    expect(commands.indexOf('ip addr add 10.0.0.5/24 dev eth0 || true')).toBeGreaterThan(dhclient);
+    expect(commands.indexOf('ip addr add 10.0.0.5/24 brd + dev eth0 || true')).toBeGreaterThan(dhclient);
     expect(commands.some((l) => /dhclient -6 .* eth0/.test(l))).toBe(true);
   });
 

@@ -78,7 +78,15 @@ describe('ifupdown with the image declaring the interface', () => {
       '/etc/dhcp/dhclient-enter-hooks.d/zz-bootstate',
     ]);
     expect(files[0]!.text).not.toMatch(/^iface eth0 inet dhcp|^allow-hotplug/m);
-    expect(files[0]!.text).toMatch(/^iface eth0 inet manual\n {4}up ip addr add 10.0.0.5\/24 dev eth0 \|\| true$/m);
+    expect(files[0]!.text).toMatch(/^iface eth0 inet manual\n {4}up ip addr add 10.0.0.5\/24 brd \+ dev eth0 \|\| true$/m);
+    // The plan asks for DHCPv6 and the image declares no IPv6 for eth0: a DHCPv6 stanza of bootstate's.
+    expect(files[0]!.text).toMatch(/^iface eth0 inet6 dhcp$/m);
     expect(files[1]!.interfaces).toEqual(['eth0', 'eth1']);
+  });
+
+  it('adds no IPv6 stanza for an interface whose IPv6 the image declares', () => {
+    const [eth0] = renderers.ifupdown.render(TWO_NICS, new Set(), new Set(['eth0', 'eth0 inet6', 'eth1']));
+    expect(eth0!.text).not.toMatch(/inet6/);
+    expect(eth0!.text).toMatch(/^iface eth0 inet manual$/m);
   });
 });
