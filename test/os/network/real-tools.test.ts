@@ -250,6 +250,26 @@ describe("Debian's dhclient-script with the hook", { timeout: 180_000 }, () => {
   it('gives the primary NIC its metric and its DNS servers', () => {
     expect(bound('eth0')).toEqual({ routes: 'default via 10.0.1.1 dev eth0 metric 100 \n', resolv: 'nameserver 168.63.129.16\n' });
   });
+
+  it('on an interface the image declares, adds its other IPv4 address after the lease, which stays the first (the source)', () => {
+    const etc = join(mkdtempSync(join(scratch, 'dhclient-')), 'etc');
+    const files = renderers.ifupdown.render(TWO_NICS, new Set(), new Set(['eth0']));
+    for (const f of files.filter((f) => f.path.startsWith('/etc/dhcp/'))) {
+      mkdirSync(dirname(join(etc, f.path.slice('/etc/'.length))), { recursive: true });
+      writeFileSync(join(etc, f.path.slice('/etc/'.length)), f.text);
+    }
+    writeFileSync(join(etc, 'fstab'), '');
+    writeFileSync(join(etc, 'resolv.conf'), '');
+    const copy = join(etc, 'dhclient-script');
+    writeFileSync(copy, readFileSync(script, 'utf8').replaceAll('/etc/', `${etc}/`), { mode: 0o755 });
+    const lease = 'reason=BOUND interface=eth0 new_ip_address=10.0.0.4 new_subnet_mask=255.255.255.0 new_routers=10.0.0.1';
+    const r = spawnSync('unshare', ['--net', '--uts', 'sh', '-ec', `ip link add eth0 type veth peer name peer0; ip link set peer0 up; ip link set eth0 up; env ${lease} ${copy}; ip -4 -o addr show dev eth0`], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const addresses = [...r.stdout.matchAll(/inet (\S+) .*?(secondary )?eth0/g)].map((m) => `${m[1]}${m[2] ? ' secondary' : ''}`);
+    expect(addresses, r.stdout).toEqual(['10.0.0.4/24', '10.0.0.5/24 secondary']);
+    expect(r.stdout).toMatch(/inet 10\.0\.0\.5\/24 brd 10\.0\.0\.255 /);
+  });
 });
 
 describe('systemd-networkd', () => {
