@@ -26,7 +26,7 @@
  */
 import { dirname, isAbsolute, join } from 'node:path';
 import type { BoundNic, BoundPlan, ImageConflict, RenderedFile } from './types.js';
-import { HEADER, globMatch, listDir, readText, rendered, staticCidrs } from './common.js';
+import { HEADER, globMatch, listDir, readText, rendered } from './common.js';
 
 export const IFUPDOWN_DIR = '/etc/network/interfaces.d';
 export const DHCLIENT_HOOK = '/etc/dhcp/dhclient-enter-hooks.d/zz-bootstate';
