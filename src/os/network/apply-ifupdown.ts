@@ -11,7 +11,7 @@
  *   replaces or removes its file (the writer's beforeChange hook: `ifdownBefore`), and ifup after.
  * - With the stanza there, ifdown releases the lease (DHCPRELEASE), stops dhclient and sets the link down.
  * - The primary is never taken down: `ifup eth0` with a new static stanza beside the image's `inet dhcp` only says
- *   "already configured", so its secondary addresses are added with `ip addr add` (live.ts). An ifupdown
+ *   "already configured", so its secondary addresses are added with `ip addr add` (apply-common.ts). An ifupdown
  *   `inet6 dhcp` stanza runs `dhclient -6 -pf /run/dhclient6.eth0.pid -lf /var/lib/dhcp/dhclient6.eth0.leases -I
  *   -df /var/lib/dhcp/dhclient.eth0.leases eth0` (ifup -n -v): the primary's DHCPv6 starts live the same way, in
  *   the background, so a later `ifdown eth0` finds and releases it.
@@ -20,7 +20,7 @@
  * - Stanzas in interfaces.d sourced at the top of /etc/network/interfaces come first: at boot a static address of
  *   bootstate's for eth0 is added before the image's `inet dhcp` one, and is the primary address of the subnet.
  */
-import { applyPrimaryLive, attempt, liveAddresses, Outcome, query } from './live.js';
+import { applyPrimaryLive, attempt, liveAddresses, Outcome, query } from './apply-common.js';
 import type { Address, ApplyDeps, BoundNic, BoundPlan, FileChange } from './types.js';
 
 /** The interfaces a stanza file names (`iface eth1 inet dhcp`, `auto eth1`, `allow-hotplug eth1`). */

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { writeFileAtomic } from '../../system/atomic.js';
 import { reloadNetworkd } from './apply-networkd.js';
-import { attempt, Outcome } from './live.js';
+import { attempt, Outcome } from './apply-common.js';
 import type { ApplyDeps, BoundPlan } from './types.js';
 
 export const GENERATED = '/run/systemd/network';

@@ -21,7 +21,7 @@ import { reloadNetworkd } from './apply-networkd.js';
 import { applyIfupdown, ifdownBefore } from './apply-ifupdown.js';
 import { applyNetplan } from './apply-netplan.js';
 import { applyNetworkManager } from './apply-networkmanager.js';
-import { addressesIn, applyPrimaryLive, Outcome } from './live.js';
+import { addressesIn, applyPrimaryLive, Outcome } from './apply-common.js';
 import type { Address, ApplyDeps, ApplyOutcome, BoundPlan, FileChange, RenderedFile, StackName } from './types.js';
 import { writeNetworkFiles } from './write.js';
 
