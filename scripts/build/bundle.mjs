@@ -70,7 +70,8 @@ export function nodeBundle(outfile) {
  *   run        the rest of `provision`, read once that request is on its way: the chart, its actors, logging, KVP,
  *              the OS steps (src/provision/run-chart.ts). It holds none of the provision script's modules: its imports
  *              of them are that script's modules, so both share one HTTP client, one marker store, one of each;
- *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
+ *   commands   every other subcommand, the live inspector client a `provision --inspect` asks for, and the
+ *              OpenTelemetry SDK a run with an OTLP endpoint exports its trace with.
  * Each `import()` of a module another script holds becomes require('bootstate-import:<script>/<path>'), a static
  * import of one (the run script's, of the provision script's modules) require('bootstate-script:<script>/<path>'),
  * and imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one
@@ -84,6 +85,8 @@ const CLI_MODULE = 'bootstate-cli';
 const subcommandTable = join(root, 'src/commands/index.ts');
 const argvModule = join(root, 'src/cli/argv.ts');
 const PROVISION = 'src/commands/provision.ts';
+/** The OpenTelemetry SDK and exporter: only a run with an OTLP endpoint loads them (src/observe/trace-export.ts). */
+const OTLP_EXPORT = 'src/observe/otlp-export.ts';
 const MONITOR = 'src/commands/monitor.ts';
 
 /** `import('./x.js')` in `dir` → the TypeScript file's path from the repository root. */
@@ -97,7 +100,7 @@ function scriptModules() {
     provision: [PROVISION],
     run: [PROVISION_RUN],
     monitor: [MONITOR],
-    commands: [...subcommands.filter((path) => path !== PROVISION && path !== MONITOR), 'src/inspect/live.ts'],
+    commands: [...subcommands.filter((path) => path !== PROVISION && path !== MONITOR), 'src/inspect/live.ts', OTLP_EXPORT],
   };
 }
 
