@@ -7,7 +7,8 @@
  * still succeeds. A default run reads neither the script that holds the SDK nor any of its code.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -156,6 +157,41 @@ describe('a run exported over OTLP/HTTP', () => {
     const polls = actors.filter((span) => span.attributes['bootstate.actor'] === 'pollReprovisionData');
     expect(polls.length).toBeGreaterThanOrEqual(3);
     expect(root.attributes['bootstate.result']).toBe('provisioned');
+  });
+});
+
+describe('a monitor cycle exported over OTLP/HTTP', () => {
+  it('one trace per `monitor --once`: a root for the cycle with its observations, a span per state of the monitor chart', async () => {
+    receiver = await startOtlpReceiver();
+    const root = mkdtempSync(join(tmpdir(), 'bootstate-otlp-monitor-'));
+    const config = join(root, 'bootstate.toml');
+    writeFileSync(
+      config,
+      [
+        `[imds]\nendpoint = "${fabric.imdsUrl}"`,
+        `[wireserver]\naddress = "127.0.0.1"`,
+        `[monitor]\nhealth_service_port = ${new URL(fabric.healthServiceUrl).port}\nhost_plugin_port = ${new URL(fabric.hostPluginUrl).port}\nrequest_timeout_secs = 2`,
+        `state_file = "${join(root, 'monitor-state.json')}"`,
+        `[hostname_publishing]\nmonitor = false`,
+        `[telemetry]\nkvp = false\notlp_endpoint = "${receiver.url}"`,
+        `[data_dir]\npath = "${join(root, 'data')}"`,
+        `[log_path]\npath = "${join(root, 'bootstate.log')}"`,
+      ].join('\n'),
+    );
+    const cycle = await new Promise<{ code: number | null; stderr: string }>((done) => {
+      execFile(process.execPath, [AGENT, 'monitor', '--once', '--config', config], { timeout: 30_000 }, (error, _stdout, stderr) =>
+        done({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
+      );
+    });
+    expect(cycle.code, cycle.stderr).toBe(0);
+    expect(receiver.traces).toHaveLength(1);
+    const [trace] = receiver.traces;
+    const roots = trace!.spans.filter((span) => span.parentSpanId === '');
+    expect(roots.map((span) => span.name)).toEqual(['monitor cycle']);
+    expect(roots[0]!.attributes).toMatchObject({ 'bootstate.result': 'healthy', 'bootstate.monitor.checks_failed': 0, 'bootstate.monitor.posts_failed': 0 });
+    expect(Object.keys(roots[0]!.attributes).some((key) => /^bootstate\.monitor\..+\.ok$/.test(key))).toBe(true);
+    expect(trace!.spans.some((span) => 'bootstate.state' in span.attributes && span.parentSpanId === roots[0]!.spanId)).toBe(true);
+    expect(trace!.resource['service.name']).toBe('bootstate');
   });
 });
 
