@@ -112,6 +112,8 @@ export class RunTrace {
   /** Ends every span still open, the root last, with the run's output (allow-listed) and its failure, if any. */
   finish(output?: unknown, failure?: Failure): SpanRecord[] {
     this.#statesAt([], 'final');
+    // Actors the chart itself invoked (the KVP writer) run until it stops.
+    for (const id of [...this.#actors.keys()]) this.#endActor(id, 'stopped');
     const picked = projectOutput(output);
     if (picked?.result) this.root.attributes[ATTR.result] = picked.result;
     if (picked?.exitCode !== undefined) this.root.attributes[ATTR.exitCode] = picked.exitCode;
