@@ -237,12 +237,12 @@ describe('a collector in trouble costs one warning, never the run', () => {
 describe('a default run pays nothing', () => {
   it('the scripts a default run reads hold none of the SDK; the one that does is read only when an endpoint is configured', async () => {
     const dist = resolve('dist');
-    for (const script of ['bootstate-provision.bundle.js', 'bootstate-run.bundle.js', 'bootstate.bundle.js']) {
+    for (const script of ['bootstate-provision.bundle.js', 'bootstate-run.bundle.js', 'bootstate.bundle.js', 'bootstate-monitor.bundle.js', 'bootstate-commands.bundle.js']) {
       const text = readFileSync(join(dist, script), 'utf8');
       expect(text).not.toContain('telemetry.sdk.language');
       expect(text).not.toContain('OTEL_EXPORTER_OTLP_TRACES_HEADERS');
     }
-    expect(readFileSync(join(dist, 'bootstate-commands.bundle.js'), 'utf8')).toContain('telemetry.sdk.language');
+    expect(readFileSync(join(dist, 'bootstate-otel.bundle.js'), 'utf8')).toContain('telemetry.sdk.language');
     receiver = await startOtlpReceiver();
     const opened = async (env: Record<string, string>): Promise<string> => {
       const file = join(mkdtempSync(join(tmpdir(), 'bootstate-otlp-')), 'open.trace');
@@ -250,9 +250,11 @@ describe('a default run pays nothing', () => {
       expect(run.code, run.stderr).toBe(0);
       return readFileSync(file, 'utf8');
     };
-    expect(await opened({})).not.toContain('bootstate-commands.bundle.js');
+    expect(await opened({})).not.toContain('bootstate-otel.bundle.js');
     expect(receiver.traces).toHaveLength(0);
-    expect(await opened({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })).toContain('bootstate-commands.bundle.js');
+    const exporting = await opened({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url });
+    expect(exporting).toContain('bootstate-otel.bundle.js');
+    expect(exporting).not.toContain('bootstate-commands.bundle.js');
     expect(receiver.traces).toHaveLength(1);
   });
 });
