@@ -107,6 +107,8 @@ export class RunTrace {
     if (snapshot.value === undefined) return;
     this.#statesAt(activePaths(snapshot.value), event.event.type);
     for (const started of this.#started.splice(0)) this.#actorStarted(started);
+    // The final state's span ends with the chart, not with the teardown after it.
+    if (snapshot.status === 'done') this.#statesAt([], 'final');
   }
 
   /** Ends every span still open, the root last, with the run's output (allow-listed) and its failure, if any. */
