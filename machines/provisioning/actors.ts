@@ -29,6 +29,13 @@ export const PLACEHOLDER_ACTORS = {
   saveCustomData: placeholder<void, T.PlanInput>('saveCustomData'),
   markWaitingForReuse: placeholder<void, T.MarkerInput>('markWaitingForReuse'),
   pollReprovisionData: placeholder<MediaMetadata, T.PollInput>('pollReprovisionData'),
+  markWaitingForShutdown: placeholder<void, T.MarkerInput>('markWaitingForShutdown'),
+  /** A Savable pool VM: resolves once the host has detached a NIC (its name). */
+  waitForNicDetach: placeholder<string, T.ConfigInput>('waitForNicDetach'),
+  /** Resolves with a NIC present and not yet tried: one already there, or the next one the host hot-attaches. */
+  waitForNicAttach: placeholder<T.AttachedNic, T.NicWaitInput>('waitForNicAttach'),
+  /** Link up and DHCP on the NIC, then whether the fabric answers through it; a retryable error: not the primary. */
+  probePrimaryNic: placeholder<void, T.ProbeInput>('probePrimaryNic'),
 };
 
 export type ProvisioningActors = typeof PLACEHOLDER_ACTORS;

@@ -86,6 +86,18 @@ const POOL_VM: Elsewhere = {
     "pool VM (PPS) state: a boot after a kill here resumes the pool's wait, which an ordinary fabric never ends, and a claim provisions the customer, not the reference user. Covered by test/e2e/preprovisioned.test.ts (reboot while waiting, resumed without a second pool Ready) and test/model/preprovisioning.test.ts (Ready before the marker, no OS step before the claim)",
 };
 
+/** A Savable pool VM's NIC waits: the reuse marker is down, so a boot after a kill there resumes the wait to be claimed. */
+const SAVABLE_WAIT: Elsewhere = {
+  elsewhere:
+    "Savable pool VM's NIC waits (detach, attach, the primary NIC's probe): Ready reached the pool and the reuse marker is down, so a boot after a kill or SIGTERM here goes back to polling, as for Running. test/model/preprovisioning.test.ts stops the run in each of these waits (waiting-for-reuse, exit 0, no failure report) and resumes a boot with the marker (no second pool Ready); the waits themselves run against a real kernel in test/os/network/nic-events.netns.test.ts",
+};
+
+/** An OS-disk pool VM's wait for its shutdown: a kill there is what the host does; a boot that wakes reports it. */
+const OS_DISK_WAIT: Elsewhere = {
+  elsewhere:
+    "OS-disk pool VM's wait for the host's shutdown: SIGTERM there is the shutdown it waits for (exit 0, pool-shutdown), and a boot after a kill finds the waiting-for-shutdown marker and, still an OS-disk pool VM, reports PPS_NOT_SHUT_DOWN without a second pool Ready (test/model/preprovisioning.test.ts, the oracle's paths from that marker); an ordinary fabric never makes this VM a pool VM, so this matrix cannot judge it",
+};
+
 const wire = (ctx: Ctx, per: Partial<Record<Kind, Behaviour>>) =>
   ctx.fabric.setWireserver((request) => per[kindOf(request.body)] ?? 'ok');
 const arrived = (ctx: Ctx, kind: Kind | 'imds') =>
@@ -275,7 +287,14 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'preprovisioned.waiting': POOL_VM,
   'preprovisioned.waiting.requesting': POOL_VM,
   'preprovisioned.waiting.backoff': POOL_VM,
+  'preprovisioned.detachingNic': SAVABLE_WAIT,
+  'preprovisioned.attachingNic': SAVABLE_WAIT,
+  'preprovisioned.attachingNic.listening': SAVABLE_WAIT,
+  'preprovisioned.attachingNic.probing': SAVABLE_WAIT,
+  'preprovisioned.markingShutdown': OS_DISK_WAIT,
+  'preprovisioned.awaitingShutdown': OS_DISK_WAIT,
   waitingInterrupted: POOL_VM,
+  shutDownInPool: OS_DISK_WAIT,
   completingHostKeys: {
     elsewhere:
       'entered only by a boot that finds the report-pending marker, and there the scratch backend has no host keys to complete: the state is over within the turn that enters it. A kill there is a kill before Ready with the marker down, which the reportingReady holds cover; a stop in it is in test/model/termination.test.ts, and making the keys a halted boot left missing in test/boot/stop-after-ready.test.ts',

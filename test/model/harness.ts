@@ -51,6 +51,10 @@ const GATED = [
   'saveCustomData',
   'markWaitingForReuse',
   'pollReprovisionData',
+  'markWaitingForShutdown',
+  'waitForNicDetach',
+  'waitForNicAttach',
+  'probePrimaryNic',
 ] as const;
 
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -118,6 +118,10 @@ export const STEP = {
   poolReadyReport: 'poolReadyReport',
   waitingMarker: 'waitingMarker',
   reprovision: 'reprovision',
+  shutdownMarker: 'shutdownMarker',
+  nicDetach: 'nicDetach',
+  nicAttach: 'nicAttach',
+  primaryNic: 'primaryNic',
 } as const;
 
 export type Step = keyof typeof STEP;
