@@ -36,6 +36,10 @@ export const PLACEHOLDER_ACTORS = {
   waitForNicAttach: placeholder<T.AttachedNic, T.NicWaitInput>('waitForNicAttach'),
   /** Link up and DHCP on the NIC, then whether the fabric answers through it; a retryable error: not the primary. */
   probePrimaryNic: placeholder<void, T.ProbeInput>('probePrimaryNic'),
+  /** Resolves with the name of a NIC whose carrier went down and came up again (the claim moved it). */
+  waitForCarrierSwitch: placeholder<string, T.ConfigInput>('waitForCarrierSwitch'),
+  /** Makes the NIC's stack renew its lease (networkd does on its own; ifupdown and NetworkManager are asked). */
+  renewLease: placeholder<void, T.LeaseInput>('renewLease'),
 };
 
 export type ProvisioningActors = typeof PLACEHOLDER_ACTORS;

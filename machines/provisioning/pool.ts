@@ -4,11 +4,12 @@
  * ovf-env.xml arrives; provisioning then starts again with it. Savable first waits for the host to detach the NIC and
  * hot-attach the customer's, each with a deadline, and finds the primary one among those attached (the one through
  * which the fabric answers). PreprovisionedOSDisk writes its own marker and waits, with no deadline, for the host to
- * shut the VM down: a boot that finds that marker was started again instead (gathering.ts).
+ * shut the VM down: a boot that finds that marker was started again instead (gathering.ts). While Running and Savable
+ * VMs poll, the NIC's carrier is watched: the claim moves it to the customer's network, and the lease is renewed.
  */
 import { assign } from 'xstate';
 import { HEALTH_READY } from '../../src/azure/health.js';
-import { failure } from '../../src/core/errors.js';
+import { failure, toFailure } from '../../src/core/errors.js';
 import type { PhaseMeta } from '../retry.js';
 import { timedOut } from '../retry.js';
 import { FAIL, failRun, retried, withError } from './targets.js';
@@ -110,6 +111,56 @@ const attachingNic = chart.createStateConfig({
   },
 });
 
+/**
+ * The claim moves the NIC to the customer's network (its carrier goes down and up): the lease is renewed through the
+ * OS's network stack, which not every stack does on its own, while the polls go on (on the pool's network they
+ * only ever hear "not yet"). A watch that cannot run is a warning: a stack that renews by itself still gets there.
+ */
+const lease = chart.createStateConfig({
+  initial: 'watching',
+  states: {
+    watching: {
+      invoke: {
+        id: 'carrier',
+        src: 'waitForCarrierSwitch',
+        input: ({ context }) => ({ config: context.config }),
+        onDone: { target: 'renewing', actions: assign({ leaseNic: ({ event }) => event.output }) },
+        onError: { target: 'off', actions: { type: 'warn', params: ({ event }) => ({ text: `network watch stopped: ${toFailure(event.error).reason}` }) } },
+      },
+    },
+    renewing: {
+      invoke: {
+        id: 'lease',
+        src: 'renewLease',
+        input: ({ context }) => ({ config: context.config, nic: context.leaseNic ?? '' }),
+        onDone: 'watching',
+        onError: { target: 'watching', actions: { type: 'warn', params: ({ event }) => ({ text: `lease not renewed: ${toFailure(event.error).reason}` }) } },
+      },
+    },
+    off: { type: 'final' },
+  },
+});
+
+// Polling and the lease's watch side by side; with no deadline, until the claim. A reboot comes back here.
+const waiting = chart.createStateConfig({
+  type: 'parallel',
+  on: STOP_WAITING,
+  states: {
+    polling: retried({
+      invoke: {
+        id: 'reprovision',
+        src: 'pollReprovisionData',
+        input: ({ context }) => ({ config: context.config, attempt: context.pollAttempts + 1, previousError: context.pollError }),
+        onDone: { target: '#provisioning.provisioning', actions: { type: 'recordClaim', params: ({ event }) => ({ media: event.output }) } },
+      },
+      every: 'reprovisionPollInterval',
+      onRetry: { type: 'recordPollFailure', params: withError },
+      onFatal: failRun,
+    }),
+    lease,
+  },
+});
+
 export const preprovisioned = chart.createStateConfig({
   tags: [HEALTH_READY],
   initial: 'reportingPoolReady',
@@ -126,18 +177,7 @@ export const preprovisioned = chart.createStateConfig({
     },
     detachingNic,
     attachingNic,
-    waiting: retried({
-      state: { on: STOP_WAITING },
-      invoke: {
-        id: 'reprovision',
-        src: 'pollReprovisionData',
-        input: ({ context }) => ({ config: context.config, attempt: context.pollAttempts + 1, previousError: context.pollError }),
-        onDone: { target: '#provisioning.provisioning', actions: { type: 'recordClaim', params: ({ event }) => ({ media: event.output }) } },
-      },
-      every: 'reprovisionPollInterval',
-      onRetry: { type: 'recordPollFailure', params: withError },
-      onFatal: failRun,
-    }),
+    waiting,
     markingShutdown: {
       invoke: {
         id: 'shutdownMarker',

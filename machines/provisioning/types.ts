@@ -108,6 +108,8 @@ export interface ProvisioningContext {
   /** A Savable pool VM: the attached NIC being tried as the primary one, and the names of those that were not. */
   nic: AttachedNic | null;
   nicsTried: string[];
+  /** The NIC whose carrier switch the lease region saw last, for its renewal. */
+  leaseNic: string | null;
 }
 
 /** A network interface the host hot-attached. */
@@ -149,6 +151,9 @@ export interface NicWaitInput extends ConfigInput {
 }
 export interface ProbeInput extends ConfigInput {
   nic: AttachedNic;
+}
+export interface LeaseInput extends ConfigInput {
+  nic: string;
 }
 /** Input of one IMDS attempt: its number in this pass, and whether it is the request the run sent before the chart. */
 export interface ImdsInput extends ConfigInput {

@@ -73,7 +73,7 @@ const PHASES: Array<{ path: string; key: string | ((facts: Facts) => string); te
   { path: 'preprovisioned.reportingPoolReady', key: 'pool ready', text: (p) => `pool VM: reporting Ready to the pool: attempt ${p.attempt}${left(p.left)}` },
   { path: 'preprovisioned.markingWaiting', key: 'pool marker', text: () => 'pool VM: waiting to be claimed' },
   // No deadline: each poll is covered by its own extension (the pause, then one request's timeouts).
-  { path: 'preprovisioned.waiting', key: 'pool wait', text: (p) => `pool VM: waiting to be claimed, poll ${p.attempt}` },
+  { path: 'preprovisioned.waiting.polling', key: 'pool wait', text: (p) => `pool VM: waiting to be claimed, poll ${p.attempt}` },
   { path: 'preprovisioned.detachingNic', key: 'pool nic detach', text: (p) => `Savable pool VM: waiting for the host to detach the network interface${left(p.left)}` },
   { path: 'preprovisioned.attachingNic', key: 'pool nic attach', text: (p) => `Savable pool VM: waiting for the customer's network interface${left(p.left)}` },
   { path: 'preprovisioned.markingShutdown', key: 'pool shutdown marker', text: () => 'OS-disk pool VM: waiting for the host to shut it down' },

@@ -29,6 +29,7 @@ import { machineHostname, validateHostname, validateUsername } from '../os/valid
 import type { SecretStore } from '../core/secrets.js';
 import type { EncodedReports } from './encoded-reports.js';
 import { fetchCertificates } from './certificates.js';
+import { poolNicActors } from './pool-nics.js';
 
 export interface ProvisioningDeps {
   log: Logger;
@@ -74,6 +75,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
     ...osActors(deps, kit),
     ...hostKeyActors(deps, kit),
     ...poolActors(deps),
+    ...poolNicActors(deps),
     ...markerActors(deps),
   };
 }

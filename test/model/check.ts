@@ -47,6 +47,7 @@ export function describeGate(gate: Gate): string {
   if (gate.id === 'reprovision') return `reprovision attempt=${input?.attempt} previous=${input?.previousError}`;
   if (gate.id === 'nicAttach') return `nicAttach tried=${input?.tried?.join(',')}`;
   if (gate.id === 'primaryNic') return `primaryNic nic=${input?.nic?.name}`;
+  if (gate.id === 'lease') return `lease nic=${input?.nic}`;
   return gate.id;
 }
 

@@ -55,6 +55,8 @@ const GATED = [
   'waitForNicDetach',
   'waitForNicAttach',
   'probePrimaryNic',
+  'waitForCarrierSwitch',
+  'renewLease',
 ] as const;
 
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));

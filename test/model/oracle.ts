@@ -72,6 +72,10 @@
  *   fabric answers through it); one that is not goes back to the wait, remembered as tried; the whole of this, from
  *   the detach, within `nic_attach_timeout_secs` (TIMEOUT, phase preprovisioning); any other failure of these waits
  *   fails the run → poll as Running.
+ * - while a Running or Savable VM polls (a resumed one too), beside the polls: wait for a NIC's carrier to go down and
+ *   up (the claim moving it), then renew its lease through the OS's stack, then wait again; a renewal that fails is a
+ *   warning "lease not renewed: …", a watch that fails a warning "network watch stopped: …" and the polls go on
+ *   alone. Both are given up with the wait (the claim, SIGTERM, a poll failing for good).
  * - PreprovisionedOSDisk → the same Ready → its own marker (waiting-for-shutdown), never the reuse marker → wait with
  *   no deadline; SIGTERM there is the host's shutdown: exit 0, `pool-shutdown`, nothing reported. A boot that finds
  *   that marker and is still such a pool VM was started again instead of shut down: ProvisioningFailed
@@ -205,6 +209,8 @@ export class ProvisioningOracle {
   private attachDeadline = 0;
   private nic: string | null = null;
   private nicsTried: string[] = [];
+  /** While polling: the watch of the NIC's carrier, the renewal of its lease, or neither once the watch failed. */
+  private lease: 'watching' | 'renewing' | 'off' = 'off';
   private poolRetryAt = 0;
   private polls = 0;
   private pollError: string | null = null;
@@ -296,6 +302,7 @@ export class ProvisioningOracle {
         if (this.pool === 'ready') ids.push('poolReadyReport');
         if (this.pool === 'marker') ids.push('waitingMarker');
         if (this.pool === 'polling') ids.push('reprovision');
+        if ((this.pool === 'polling' || this.pool === 'pausing') && this.lease !== 'off') ids.push(this.lease === 'watching' ? 'carrier' : 'lease');
         if (this.pool === 'detaching') ids.push('nicDetach');
         if (this.pool === 'listening') ids.push('nicAttach');
         if (this.pool === 'probing') ids.push('primaryNic');
@@ -401,6 +408,7 @@ export class ProvisioningOracle {
         pool: this.pool,
         polled: this.pollError !== null,
         triedNics: this.nicsTried.length > 0,
+        lease: this.lease,
         had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code],
       });
     }
@@ -495,6 +503,11 @@ export class ProvisioningOracle {
         return this.start('primaryNic', `nic=${this.nic}`);
       case 'primaryNic':
         return this.poll();
+      case 'carrier':
+        this.lease = 'renewing';
+        return this.start('lease', `nic=${output as string}`);
+      case 'lease':
+        return this.watchCarrier();
       case 'shutdownMarker':
         this.marker = 'waiting-for-shutdown';
         this.pool = 'awaitingShutdown';
@@ -616,6 +629,14 @@ export class ProvisioningOracle {
         }
         this.failure = seen(error);
         return this.reportFailure();
+      case 'carrier':
+        // The watch is an aid: polling goes on without it.
+        this.warnings.push(`network watch stopped: ${reasonOf(error)}`);
+        this.lease = 'off';
+        return;
+      case 'lease':
+        this.warnings.push(`lease not renewed: ${reasonOf(error)}`);
+        return this.watchCarrier();
       case 'primaryNic':
         // Not the primary NIC: the wait goes on for another one.
         if (retryable) {
@@ -905,6 +926,13 @@ export class ProvisioningOracle {
     this.polls = 0;
     this.pollError = null;
     this.startPoll();
+    this.watchCarrier();
+  }
+
+  /** The claim moves the NIC to the customer's network: its carrier is watched, and its lease renewed. */
+  private watchCarrier() {
+    this.lease = 'watching';
+    this.start('carrier');
   }
 
   private startPoll() {

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { HEALTH_FAILED, HEALTH_IN_PROGRESS, HEALTH_READY } from '../../machines/provisioning.js';
 import { BootstateError } from '../../src/core/errors.js';
 import { STEP, type Step } from '../support/chart.js';
-import { acceptPlan, answerImds, complete, fail, failImds, failMedia, gather, hasStarted, readMedia, running, startsOf, throughOs } from './gates.js';
+import { acceptPlan, answerImds, complete, fail, failImds, failMedia, gather, hasStarted, lastStart, readMedia, running, startsOf, throughOs } from './gates.js';
 import { startRun, startup, type Run } from './harness.js';
 import {
   ATTACHED_NIC,
@@ -136,7 +136,8 @@ describe('a pre-provisioned VM of type Running', () => {
   it('after a reboot while waiting resumes polling: no second pool Ready, no marker rewrite, no placeholder provisioning', async () => {
     const run = startRun(startup({ marker: 'waiting-for-reuse' }));
     expect(running(run, 'reprovision').input).toMatchObject({ attempt: 1 });
-    expect(run.gates.map((g) => g.id)).toEqual([STEP.reprovision]);
+    // Beside the poll, the watch of the NIC's carrier starts again too.
+    expect(run.gates.map((g) => g.id)).toEqual([STEP.reprovision, STEP.carrier]);
     expect(run.kvp).toEqual([]);
     await complete(run, 'reprovision', MEDIA_CUSTOMER);
     await gather(run, { imds: { ...METADATA, adminUsername: 'customer' } });
@@ -184,6 +185,51 @@ describe('a pre-provisioned VM of type Running', () => {
     await fail(run, 'poolReadyReport', new BootstateError('HTTP_STATUS', 'HTTP 403', { data: [['status', '403']], retryable: false }));
     expect(running(run, 'failureReport').input.failure).toMatchObject({ code: 'HTTP_STATUS', data: [['status', '403']] });
     expect(hasStarted(run, 'waitingMarker', 'reprovision')).toBe(false);
+  });
+});
+
+describe('the network while a pool VM waits to be claimed', () => {
+  it("beside the polls the carrier is watched; a switch renews that NIC's lease, then the watch goes on", async () => {
+    const run = startRun(startup());
+    await toWaiting(run);
+    const watch = running(run, 'carrier');
+    expect(hasStarted(run, 'lease')).toBe(false);
+    await complete(run, 'carrier', 'eth0');
+    expect(running(run, 'lease').input.nic).toBe('eth0');
+    // The polls go on meanwhile: on the pool's network they only hear "not yet".
+    expect(running(run, 'reprovision')).toBeDefined();
+    await complete(run, 'lease');
+    expect(startsOf(run, 'carrier')).toHaveLength(2);
+    expect(watch.settled).toBe(true);
+    await complete(run, 'reprovision', MEDIA_CUSTOMER);
+    // The claim ends the watch: provisioning runs on the lease it has.
+    expect(running(run, 'imds')).toBeDefined();
+    expect(lastStart(run, 'carrier')!.signal.aborted).toBe(true);
+  });
+
+  it('a renewal that fails is a warning and the watch goes on; a watch that fails is a warning and the polls go on alone', async () => {
+    const run = startRun(startup());
+    await toWaiting(run);
+    await complete(run, 'carrier', 'eth0');
+    await fail(run, 'lease', new BootstateError('SUBPROCESS_FAILED', 'ifup eth0 exited with 1'));
+    expect(run.actor.getSnapshot().context.warnings).toEqual(['lease not renewed: subprocess failed']);
+    await fail(run, 'carrier', new BootstateError('PPS_NIC_FAILED', 'ip monitor link ended'));
+    expect(run.actor.getSnapshot().context.warnings.at(-1)).toBe('network watch stopped: preprovisioned VM network interface error');
+    expect(startsOf(run, 'carrier')).toHaveLength(2);
+    await fail(run, 'reprovision', notYet());
+    await run.advance(POLL_MS);
+    expect(running(run, 'reprovision').input.attempt).toBe(2);
+    expect(hasStarted(run, 'failureReport')).toBe(false);
+  });
+
+  it('SIGTERM while renewing stops quietly, the renewal aborted', async () => {
+    const run = startRun(startup());
+    await toWaiting(run);
+    await complete(run, 'carrier', 'eth0');
+    const renewal = running(run, 'lease');
+    await run.send({ type: 'TERMINATE' });
+    expect(renewal.signal.aborted).toBe(true);
+    expect(run.actor.getSnapshot().output).toEqual({ result: 'waiting-for-reuse', exitCode: 0, reported: true });
   });
 });
 

@@ -199,6 +199,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'imds':
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, METADATA_POOL_OS_DISK, METADATA_POOL_UNKNOWN];
     case 'nicDetach':
+    case 'carrier':
       return ['eth0'];
     case 'nicAttach':
       return [ATTACHED_NIC];
@@ -241,6 +242,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'waitingMarker':
     case 'shutdownMarker':
     case 'primaryNic':
+    case 'lease':
       return [undefined];
     default:
       throw new Error(`no done payload for invoke '${invokeId}': add one to test/model/support.ts`);
@@ -277,6 +279,8 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   nicDetach: 'PPS_NIC_FAILED',
   nicAttach: 'PPS_NIC_FAILED',
   primaryNic: 'PPS_NIC_FAILED',
+  carrier: 'PPS_NIC_FAILED',
+  lease: 'SUBPROCESS_FAILED',
 };
 
 const errorCache = new Map<string, BootstateError>();

@@ -122,6 +122,8 @@ export const STEP = {
   nicDetach: 'nicDetach',
   nicAttach: 'nicAttach',
   primaryNic: 'primaryNic',
+  carrier: 'carrier',
+  lease: 'lease',
 } as const;
 
 export type Step = keyof typeof STEP;

@@ -1,6 +1,7 @@
 /**
  * The kernel's link events, for a Savable pool VM's waits (docs/preprovisioned.md): the host detaching its NIC, then
- * hot-attaching the customer's. One `ip -o monitor link` child per wait is the event stream (rtnetlink's link
+ * hot-attaching the customer's, and a Running or Savable VM's claim moving its NIC (the carrier down and up again).
+ * One `ip -o monitor link` child per wait is the event stream (rtnetlink's link
  * group, one record a line); nothing polls `ip link` in a loop. The monitor starts before the links present are
  * listed, so a change between the two is never missed. Each wait ends when its AbortSignal aborts, the child killed.
  */
@@ -52,14 +53,21 @@ export interface NicWaitOptions {
 
 const ipArgs = (o: NicWaitOptions, ...args: string[]) => [...(o.netns ? ['-n', o.netns] : []), '-o', ...args];
 
+/** Streams link records from `ip -o monitor link` (see `monitor`). */
+const monitorLinks = <T>(o: NicWaitOptions, ready: () => Promise<T | undefined>, onRecord: (r: LinkRecord) => T | undefined): Promise<T> =>
+  monitor(o, 'link', ready, (line) => {
+    const record = parseLinkLine(line);
+    return record ? onRecord(record) : undefined;
+  });
+
 /**
- * Streams link records from `ip -o monitor link` to `onRecord` until it returns a value (the wait's result), the
- * signal aborts, or the monitor ends. `ready` runs once the monitor is started, before any record is judged.
+ * Streams the lines of `ip -o monitor <object>` to `onLine` until it returns a value (the wait's result), the signal
+ * aborts, or the monitor ends. `ready` runs once the monitor is started, before any line is judged.
  */
-function monitorLinks<T>(o: NicWaitOptions, ready: () => Promise<T | undefined>, onRecord: (r: LinkRecord) => T | undefined): Promise<T> {
+function monitor<T>(o: NicWaitOptions, object: 'link' | 'address', ready: () => Promise<T | undefined>, onLine: (line: string) => T | undefined): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     if (o.signal.aborted) return reject(aborted());
-    const child = spawn(o.ip ?? 'ip', ipArgs(o, 'monitor', 'link'), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(o.ip ?? 'ip', ipArgs(o, 'monitor', object), { stdio: ['ignore', 'pipe', 'pipe'] });
     let settled = false;
     let stderr = '';
     const finish = (error: Error | null, value?: T) => {
@@ -74,13 +82,12 @@ function monitorLinks<T>(o: NicWaitOptions, ready: () => Promise<T | undefined>,
     o.signal.addEventListener('abort', onAbort, { once: true });
     child.on('error', (error) => finish(nicError(`cannot run ip monitor: ${error.message}`)));
     child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-500)));
-    child.on('close', (code) => finish(nicError(`ip monitor link ended (exit ${code}): ${stderr.trim() || 'no output'}`)));
+    child.on('close', (code) => finish(nicError(`ip monitor ${object} ended (exit ${code}): ${stderr.trim() || 'no output'}`)));
     const lines: string[] = [];
     let listed = false;
     const judge = (line: string) => {
-      const record = parseLinkLine(line);
-      const value = record && onRecord(record);
-      if (value !== undefined && value !== null) finish(null, value);
+      const value = onLine(line);
+      if (value !== undefined) finish(null, value);
     };
     createInterface({ input: child.stdout }).on('line', (line) => (listed ? judge(line) : lines.push(line)));
     // The monitor is subscribed once it runs; the links listed after that cannot miss a change.
@@ -128,6 +135,43 @@ export function waitForNicAttach(o: NicWaitOptions & { tried: readonly string[] 
     async () => (await listLinks(o)).map(fresh).find((nic) => nic !== undefined),
     fresh,
   );
+}
+
+/**
+ * Resolves with the name of the first NIC whose carrier goes down and then comes up again while it watches (the
+ * host moving it to another network, as at a pool VM's claim).
+ */
+export function waitForCarrierSwitch(o: NicWaitOptions): Promise<string> {
+  const lost = new Set<string>();
+  return monitorLinks(
+    o,
+    async () => undefined,
+    (r) => {
+      if (!isNic(r) || r.deleted) return undefined;
+      const carrier = r.flags.includes('LOWER_UP');
+      if (!carrier) lost.add(r.name);
+      return carrier && lost.has(r.name) ? r.name : undefined;
+    },
+  );
+}
+
+/** The first IPv4 address (not link-local) of `nic` in an `ip -o addr` / `ip -o monitor address` line, or null. */
+export function ipv4In(line: string, nic: string): string | null {
+  const m = /^(Deleted )?\d+: (\S+)\s+inet (\d+\.\d+\.\d+\.\d+)\//.exec(line.trim());
+  if (!m || m[1] || m[2] !== nic || m[3]!.startsWith('169.254.')) return null;
+  return m[3]!;
+}
+
+/** Resolves with an IPv4 address of `nic`: one it has already, or the first one it gets (a lease). */
+export function waitForAddress(o: NicWaitOptions & { nic: string }): Promise<string> {
+  const present = async () => {
+    const { execFile } = await import('node:child_process');
+    const out = await new Promise<string>((resolve) => {
+      execFile(o.ip ?? 'ip', ipArgs(o, '-4', 'addr', 'show', 'dev', o.nic), { signal: o.signal, timeout: 10_000 }, (error, stdout) => resolve(error ? '' : stdout));
+    });
+    return out.split('\n').map((l) => ipv4In(l, o.nic)).find((a) => a !== null) ?? undefined;
+  };
+  return monitor(o, 'address', present, (line) => ipv4In(line, o.nic) ?? undefined);
 }
 
 const aborted = () => new BootstateError('PPS_NIC_FAILED', 'the wait for a network interface was aborted', { data: [['error', 'aborted']] });

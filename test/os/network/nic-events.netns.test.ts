@@ -1,13 +1,14 @@
 /**
  * A Savable pool VM's NIC waits (src/os/network/nic-events.ts) against a real kernel: a network namespace this test
  * builds holds one end of a veth pair standing in for the pool's NIC (the other end in a second namespace); deleting it ends the detach wait, adding another with a
- * new MAC ends the attach wait, and an aborted wait kills its `ip monitor` child. The parser is checked on its own,
+ * new MAC ends the attach wait, a carrier down and up ends the carrier wait, an address ends the address wait, and an
+ * aborted wait kills its `ip monitor` child. The parser is checked on its own,
  * with properties. As root on Linux a missing facility (namespaces, veth, ip) fails the suite, never skips.
  */
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listLinks, parseLinkLine, waitForNicAttach, waitForNicDetach } from '../../../src/os/network/nic-events.js';
+import { ipv4In, listLinks, parseLinkLine, waitForAddress, waitForCarrierSwitch, waitForNicAttach, waitForNicDetach } from '../../../src/os/network/nic-events.js';
 import { run } from '../../../src/system/exec.js';
 import { canSandbox, createNetns, type Netns } from '../../e2e/ns.js';
 
@@ -51,6 +52,17 @@ describe('parseLinkLine', () => {
 
   it('never throws on arbitrary text', () => {
     fc.assert(fc.property(fc.string(), (text) => void parseLinkLine(text)));
+  });
+});
+
+describe('ipv4In', () => {
+  it("reads the NIC's IPv4 address from an address record, never a deleted one, another NIC's or a link-local one", () => {
+    const line = '3: eth0    inet 10.0.0.5/24 brd 10.0.0.255 scope global dynamic eth0\\       valid_lft 86399sec preferred_lft 86399sec';
+    expect(ipv4In(line, 'eth0')).toBe('10.0.0.5');
+    expect(ipv4In(line, 'eth1')).toBeNull();
+    expect(ipv4In(`Deleted ${line}`, 'eth0')).toBeNull();
+    expect(ipv4In('3: eth0    inet 169.254.3.4/16 scope link eth0', 'eth0')).toBeNull();
+    expect(ipv4In('3: eth0    inet6 fe80::1/64 scope link', 'eth0')).toBeNull();
   });
 });
 
@@ -105,6 +117,33 @@ describe.skipIf(!canSandbox)('the NIC waits in a network namespace', { timeout: 
   it('the detach wait ends at once when no NIC is left (the host was faster than the wait)', async () => {
     for (const name of ['eth1', 'eth2']) await ip('link', 'del', name);
     await expect(waitForNicDetach({ signal: new AbortController().signal, netns: netns.name })).resolves.toBe('');
+  });
+
+  it("the carrier wait ends when a NIC's carrier goes down and comes back (the host moving it), naming it", async () => {
+    await ip('link', 'add', 'eth3', 'address', POOL_MAC, 'type', 'veth', 'peer', 'name', 'far3');
+    await ip('link', 'set', 'far3', 'netns', peer.name);
+    await run(['ip', '-n', peer.name, 'link', 'set', 'far3', 'up']);
+    await ip('link', 'set', 'eth3', 'up');
+    const signal = new AbortController().signal;
+    const switched = waitForCarrierSwitch({ signal, netns: netns.name });
+    let over = false;
+    void switched.finally(() => (over = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await run(['ip', '-n', peer.name, 'link', 'set', 'far3', 'down']);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(over).toBe(false);
+    await run(['ip', '-n', peer.name, 'link', 'set', 'far3', 'up']);
+    await expect(switched).resolves.toBe('eth3');
+  });
+
+  it('the address wait ends with the first IPv4 address the NIC gets, or at once with one it has', async () => {
+    const signal = new AbortController().signal;
+    const leased = waitForAddress({ signal, netns: netns.name, nic: 'eth3' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await ip('addr', 'add', '10.99.0.2/24', 'dev', 'eth3');
+    await expect(leased).resolves.toBe('10.99.0.2');
+    await expect(waitForAddress({ signal, netns: netns.name, nic: 'eth3' })).resolves.toBe('10.99.0.2');
+    await ip('link', 'del', 'eth3');
   });
 
   it('an aborted wait rejects and leaves no ip monitor behind', async () => {

@@ -1,0 +1,104 @@
+/**
+ * The actors of a pool VM's network (docs/preprovisioned.md): a Savable VM's waits for the host to detach its NIC and
+ * hot-attach the customer's, the probe that finds the primary NIC among those attached, and, while a Running or
+ * Savable VM polls, the watch of its NIC's carrier and the renewal of its lease through the OS's stack. The waits
+ * are kernel link events (src/os/network/nic-events.ts); the chart owns every deadline.
+ */
+import { fromPromise } from 'xstate';
+import type { Logger } from 'pino';
+import type { AttachedNic, LeaseInput, NicWaitInput, ProbeInput } from '../../machines/provisioning.js';
+import { request } from '../azure/http.js';
+import type { Config } from '../config/defaults.js';
+import { BootstateError, toFailure } from '../core/errors.js';
+import { detectStack } from '../os/network/detect.js';
+import { renewLease, routeDevice } from '../os/network/lease.js';
+import { attempt } from '../os/network/live.js';
+import { waitForAddress, waitForCarrierSwitch, waitForNicAttach, waitForNicDetach } from '../os/network/nic-events.js';
+import type { ApplyDeps } from '../os/network/types.js';
+import { run } from '../system/exec.js';
+
+/** How long a NIC being tried may take to get a lease before the next one is tried. */
+export const PROBE_LEASE_SECS = 30;
+
+export interface PoolNicDeps {
+  log: Logger;
+  /** The root whose network stack is detected (default `/`). */
+  networkRoot?: string;
+}
+
+const applyDeps = (log: Logger, signal: AbortSignal): ApplyDeps => ({ run, log, signal });
+
+/** The stack that configures this VM's network, as `[network] stack` or the image says. */
+async function stackOf(deps: PoolNicDeps, config: Config) {
+  return (await detectStack(deps.networkRoot ?? '/', config.network.stack)).stack;
+}
+
+/** The actors the chart's pool region invokes for its network. */
+export function poolNicActors(deps: PoolNicDeps) {
+  const { log } = deps;
+  return {
+    waitForNicDetach: fromPromise<string, { config: Config }>(async ({ signal }) => {
+      const name = await waitForNicDetach({ signal });
+      log.info({ step: 'pps', interface: name }, name ? `the host detached ${name}` : 'no NIC left: the host detached it before the wait began');
+      return name;
+    }),
+    waitForNicAttach: fromPromise<AttachedNic, NicWaitInput>(async ({ input, signal }) => {
+      const nic = await waitForNicAttach({ signal, tried: input.tried });
+      log.info({ step: 'pps', interface: nic.name, mac: nic.mac }, `network interface ${nic.name} (${nic.mac}) is attached`);
+      return nic;
+    }),
+    probePrimaryNic: fromPromise<void, ProbeInput>(({ input, signal }) => probePrimary(deps, input, signal)),
+    waitForCarrierSwitch: fromPromise<string, { config: Config }>(async ({ signal }) => {
+      const name = await waitForCarrierSwitch({ signal });
+      log.info({ step: 'pps', interface: name }, `${name}'s carrier went down and up: the host moved it, its lease is renewed`);
+      return name;
+    }),
+    renewLease: fromPromise<void, LeaseInput>(async ({ input, signal }) => {
+      const stack = await stackOf(deps, input.config);
+      const done = await renewLease(stack, input.nic, applyDeps(log, signal));
+      log.info({ step: 'pps', interface: input.nic, stack }, `lease on ${input.nic}: ${done}`);
+    }),
+  };
+}
+
+/** Not the primary NIC (or not one that can be used): retryable, so the chart tries the next one. */
+const notPrimary = (nic: string, why: string) =>
+  new BootstateError('PPS_NIC_FAILED', `${nic} is not the primary network interface: ${why}`, { data: [['interface', nic], ['error', why]], retryable: true });
+
+/**
+ * Link up, a lease through the OS's stack (within PROBE_LEASE_SECS), IMDS routed through this NIC and answering
+ * there: then it is the primary NIC. Any HTTP answer counts; a transport error means the fabric is not behind it.
+ */
+async function probePrimary(deps: PoolNicDeps, { config, nic: { name } }: ProbeInput, signal: AbortSignal): Promise<void> {
+  const { log } = deps;
+  const apply = applyDeps(log, signal);
+  const up = await attempt(apply, ['ip', 'link', 'set', 'dev', name, 'up']);
+  if (up) throw notPrimary(name, up);
+  const stack = await stackOf(deps, config);
+  try {
+    log.info({ step: 'pps', interface: name, stack }, `lease on ${name}: ${await renewLease(stack, name, apply)}`);
+  } catch (error) {
+    throw notPrimary(name, toFailure(error).data.find(([k]) => k === 'error')?.[1] ?? toFailure(error).reason);
+  }
+  const leased = AbortSignal.any([signal, AbortSignal.timeout(PROBE_LEASE_SECS * 1000)]);
+  const address = await waitForAddress({ signal: leased, nic: name }).catch(() => {
+    throw notPrimary(name, `no IPv4 address within ${PROBE_LEASE_SECS} s`);
+  });
+  const imds = new URL(config.imds.endpoint);
+  const dev = await routeDevice(apply, imds.hostname);
+  if (dev !== name) throw notPrimary(name, `IMDS is routed through ${dev ?? 'no interface'}`);
+  try {
+    const res = await request(imds.toString(), {
+      method: 'GET',
+      headers: { Metadata: 'true' },
+      connectTimeoutMs: config.imds.connection_timeout_secs * 1000,
+      requestTimeoutMs: config.imds.request_timeout_secs * 1000,
+      readBody: false,
+      signal,
+    });
+    log.info({ step: 'pps', interface: name, address, status: res.status }, `${name} (${address}) is the primary network interface: IMDS answers through it`);
+  } catch (error) {
+    if (signal.aborted) throw error;
+    throw notPrimary(name, `IMDS does not answer through it (${(error as Error).message})`);
+  }
+}
