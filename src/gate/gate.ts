@@ -78,6 +78,9 @@ export async function gate(options: GateOptions): Promise<number> {
     case 'report-pending':
       say(`shut: VM ${vmId} is provisioned but the wireserver has not accepted Ready yet (the next boot reports it)`);
       return GATE_EXIT.readyPending;
+    case 'waiting-for-shutdown':
+      say(`shut: VM ${vmId} is an OS-disk pool VM that reported Ready to the pool and waits for the host to shut it down`);
+      return GATE_EXIT.notProvisioned;
     default:
       say(`shut: VM ${vmId} is not provisioned: provisioning failed, or bootstate has not run for this VM id (its log: bootstate trace)`);
       return GATE_EXIT.notProvisioned;

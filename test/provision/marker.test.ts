@@ -56,6 +56,20 @@ describe('FileMarkerStore', () => {
     expect(await store.clean({ logs: false, logPath: '' })).toHaveLength(2);
   });
 
+  it("records an OS-disk pool VM's wait for its shutdown, which the reuse marker outranks, and drops it once provisioned", async () => {
+    const dir = await temp();
+    const store = new FileMarkerStore(dir);
+    await store.markWaitingForShutdown(VM);
+    expect(await store.state(VM)).toBe('waiting-for-shutdown');
+    expect((await stat(path.join(dir, `${VM}.waiting-for-shutdown`))).mode & 0o777).toBe(0o600);
+    await store.markWaitingForReuse(VM);
+    expect(await store.state(VM)).toBe('waiting-for-reuse');
+    await store.markProvisioned(VM);
+    expect(await readdir(dir)).toEqual([`${VM}.provisioned`]);
+    await store.markWaitingForShutdown('11111111-2222-3333-4444-555555555555');
+    expect(await store.clean({ logs: false, logPath: '' })).toHaveLength(2);
+  });
+
   it('tidies pending and waiting markers a crash left next to provisioned, for this VM id only', async () => {
     const dir = await temp();
     const other = '11111111-2222-3333-4444-555555555555';
