@@ -69,7 +69,12 @@ export async function networkPass(config: Config, env: NetworkEnv): Promise<Netw
   actor.subscribe((snapshot) => env.log.debug({ ...STEP, state: JSON.stringify(snapshot.value) }, 'network step state'));
   actor.start();
   const output = await toPromise(actor);
-  if (output.result === 'kept' && output.why) warn(`the image's network configuration is kept: ${output.why}`);
+  if (output.result === 'kept' && output.why) {
+    const message = `the image's network configuration is kept: ${output.why}`;
+    // No stack to render for, and nothing asked beyond the primary NIC's DHCPv4, which the image does itself.
+    if (state.bound && !state.backend && !asksMoreThanDhcp(state.bound)) env.log.info(STEP, message);
+    else warn(message);
+  }
   const outcome = { ...output, stack: state.backend?.stack ?? null, plan: state.bound, conflicts: state.conflicts, change: state.change, warnings: state.warnings };
   return { ...outcome, summary: summarize(outcome) };
 }
@@ -139,3 +144,7 @@ async function inspect(config: Config, env: NetworkEnv, state: PassState, warn: 
   return { stack: detected.stack, why: null };
 }
 
+/** Whether the plan asks for anything an image's DHCP on its primary NIC does not give: another NIC, address or IPv6. */
+function asksMoreThanDhcp(plan: BoundPlan): boolean {
+  return plan.unbound.length > 0 || plan.nics.some((nic) => !nic.primary || nic.static4.length > 0 || nic.static6.length > 0 || nic.dhcp6);
+}

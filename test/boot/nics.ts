@@ -47,6 +47,20 @@ export async function unplugNic(vmNetns: string, name: string): Promise<void> {
   await run(['ip', '-n', vmNetns, 'link', 'del', name]);
 }
 
+/**
+ * What a reboot does to the VM's NICs: every interface but `lo` (whose addresses are the fabric's) is set down and
+ * loses its addresses, so the next boot starts from links without configuration as a VM's does, not from what the
+ * previous boot's stack left in the namespace that outlives it. `keepUp` (the VF stand-in) stays up, without addresses.
+ */
+export async function resetNics(vmNetns: string, keepUp: string[] = []): Promise<void> {
+  const links = (await run(['ip', '-n', vmNetns, '-o', 'link', 'show'])).stdout;
+  for (const [, name] of links.matchAll(/^\d+:\s+([^:@\s]+)/gm)) {
+    if (name === 'lo') continue;
+    if (!keepUp.includes(name!)) await run(['ip', '-n', vmNetns, 'link', 'set', name!, 'down']);
+    await run(['ip', '-n', vmNetns, 'addr', 'flush', 'dev', name!]);
+  }
+}
+
 /** IMDS's `network` section for `nics`, in their order (the first is the primary). */
 export function networkSection(nics: NicSpec[]): { interface: unknown[] } {
   return {

@@ -155,6 +155,26 @@ describe.runIf(canSandbox)('bootstate network in a namespace, against the fake f
     expect(log.some((e) => e.level === 40 && String(e.msg).includes('kept'))).toBe(true);
   });
 
+  it('with no network stack in the image: kept, a warning when IMDS asks for more than DHCP on eth0, info when not', async () => {
+    const toml = sandbox.hostPath('/etc/bootstate/bootstate.toml');
+    await writeFile(toml, CONFIG.replace('stack = "networkd"', 'stack = "auto"'));
+    try {
+      const before = networkFiles();
+      await serve(TWO_NICS);
+      const asked = await runNetwork();
+      expect(asked.exitCode, asked.stderr).toBe(0);
+      expect(asked.log.some((e) => e.level === 40 && String(e.msg).includes('no network stack to render for'))).toBe(true);
+      await serve({ interface: [nic(MAC0, ['10.61.0.4'], '24')] });
+      const plain = await runNetwork();
+      expect(plain.exitCode, plain.stderr).toBe(0);
+      expect(plain.log.filter((e) => e.level === 40)).toEqual([]);
+      expect(plain.log.some((e) => e.level === 30 && String(e.msg).includes('no network stack to render for'))).toBe(true);
+      expect(networkFiles()).toEqual(before);
+    } finally {
+      await writeFile(toml, CONFIG);
+    }
+  });
+
   it('IMDS that keeps failing ends the step within IMDS\'s total deadline, keeping everything', async () => {
     const before = networkFiles();
     await serve(undefined, 'imds-unavailable');

@@ -305,6 +305,7 @@ describe('the network unit', () => {
     expect(unit()['Unit.After']).toEqual(expect.arrayContaining(['bootstate.service', 'network-online.target']));
     expect(unit()['Unit.Wants']).toContain('network-online.target');
     expect(unit()['Unit.Before']).toBeUndefined();
+    expect(unit()['Unit.ConditionCapability']).toEqual(['CAP_NET_ADMIN']);
     expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
     expect(readFileSync(join(extracted, 'usr/lib/systemd/system-preset/90-bootstate.preset'), 'utf8')).toContain('enable bootstate-network.service\n');
   });

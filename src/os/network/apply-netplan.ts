@@ -8,19 +8,21 @@
  * generated files that differ and do not match the primary NIC (by its name or MAC) are copied into
  * /run/systemd/network; netplan's generated files there that it no longer generates go, again never the primary's.
  * Then networkd's own reload does the rest. At the next boot netplan's generator writes the same files anyway.
+ * netplan 0.106 turns `match: macaddress` into `PermanentMACAddress=`, which a veth (the booted harness's NICs) never
+ * matches, having no permanent address: the booted test has no netplan VM; hv_netvsc's NICs have one.
  */
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { writeFileAtomic } from '../../system/atomic.js';
 import { reloadNetworkd } from './apply-networkd.js';
-import { attempt, Outcome } from './live.js';
-import type { ApplyDeps, BoundPlan, FileChange } from './types.js';
+import { attempt, Outcome } from './apply-common.js';
+import type { ApplyDeps, BoundPlan } from './types.js';
 
 export const GENERATED = '/run/systemd/network';
 
 /** netplan generate into a scratch root, the secondaries' files copied live, then networkd's reload. */
-export async function applyNetplan(plan: BoundPlan, change: FileChange, deps: ApplyDeps, outcome: Outcome, live = GENERATED): Promise<void> {
+export async function applyNetplan(plan: BoundPlan, deps: ApplyDeps, outcome: Outcome, live = GENERATED): Promise<void> {
   const secondaries = plan.nics.filter((nic) => !nic.primary);
   const scratch = await mkdtemp(path.join(tmpdir(), 'bootstate-netplan-'));
   try {
@@ -40,14 +42,15 @@ export async function applyNetplan(plan: BoundPlan, change: FileChange, deps: Ap
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }
-  await reloadNetworkd(plan, change, deps, outcome);
+  await reloadNetworkd(plan, null, deps, outcome);
 }
 
 /** Copies netplan's generated files that changed, removes those it no longer makes; the primary's are never touched. */
 export async function copySecondaries(generated: string, live: string, plan: BoundPlan): Promise<void> {
   const primary = plan.nics.find((nic) => nic.primary);
   const isPrimary = (text: string) =>
-    primary !== undefined && (new RegExp(`^Name=${primary.name}$`, 'm').test(text) || new RegExp(`^MACAddress=${primary.mac}$`, 'im').test(text));
+    primary !== undefined &&
+    (new RegExp(`^Name=${primary.name}$`, 'm').test(text) || new RegExp(`^(?:Permanent)?MACAddress=${primary.mac}$`, 'im').test(text));
   const ours = (name: string) => /^10-netplan-.+\.(network|netdev|link)$/.test(name);
   const made = (await readdir(generated).catch(() => [] as string[])).filter(ours);
   for (const name of made) {

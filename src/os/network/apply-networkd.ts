@@ -11,7 +11,11 @@
  *   40 ms later (an SSH session survived on retransmits; a DHCP server slower than that would leave eth0 without an
  *   address). With KeepConfiguration=dhcp in the running .network, a later change kept the DHCPv4 address (not the
  *   DHCPv6 one). So the primary's file is written only after the reload (apply.ts writeAndApply) and its
- *   addresses are added live by `ip` (live.ts).
+ *   addresses are added live by `ip` (apply-common.ts).
+ * - Until then eth0 runs the image's .network with bootstate's file on disk beside it: anyone's later `networkctl
+ *   reload` moves it to bootstate's file, with one drop and re-lease as above; a restart of networkd (or the next
+ *   boot) starts it on bootstate's file directly and keeps the lease, provided the live addresses carry the
+ *   broadcast networkd sets (apply-common.ts: without it that start failed eth0 with ERANGE).
  * - `networkctl reconfigure` is needed only when reload did not pick up a written file (an older networkd, or a
  *   file networkd does not match): the link's `Network File:` in `networkctl status` tells.
  *
@@ -19,23 +23,24 @@
  * count as changed and reload would drop its lease: generate renders into a scratch root and only the secondary
  * interfaces' generated files are copied over (see apply-netplan.ts).
  */
-import { attempt, Outcome, query } from './live.js';
+import { attempt, Outcome, query } from './apply-common.js';
 import type { ApplyDeps, BoundNic, BoundPlan, FileChange } from './types.js';
 
 /** How long secondaries get to reach `configured` after the reload before each that has not is a warning. */
 export const SETTLE_MS = 20_000;
 
 /** `networkctl reload`, `reconfigure` where the reload did not take, then waits for the secondaries to settle. */
-export async function reloadNetworkd(plan: BoundPlan, change: FileChange, deps: ApplyDeps, outcome: Outcome, settleMs = SETTLE_MS): Promise<void> {
+export async function reloadNetworkd(plan: BoundPlan, change: FileChange | null, deps: ApplyDeps, outcome: Outcome, settleMs = SETTLE_MS): Promise<void> {
   const secondaries = plan.nics.filter((nic) => !nic.primary);
-  const touched = secondaries.filter((nic) => change.written.some((file) => file.interfaces.includes(nic.name)));
+  // netplan (change null): networkd's files are netplan's generated ones, not what was written; reload alone then.
+  const touched = secondaries.filter((nic) => change?.written.some((file) => file.interfaces.includes(nic.name)));
   const failed = await attempt(deps, ['networkctl', 'reload']);
   if (failed) {
     for (const nic of secondaries) outcome.warn(nic.name, failed);
     return;
   }
   for (const nic of touched) {
-    const file = change.written.find((f) => f.interfaces.includes(nic.name))!.path;
+    const file = change!.written.find((f) => f.interfaces.includes(nic.name))!.path;
     const status = await query(deps, ['networkctl', 'status', '--no-pager', nic.name]);
     if (status?.match(/Network File: (\S+)/)?.[1] === file) continue;
     const again = await attempt(deps, ['networkctl', 'reconfigure', nic.name]);

@@ -4,10 +4,12 @@
  * `nmcli connection up` (a device already running another profile is switched to bootstate's). A removed keyfile's
  * profile disappears with the reload; a device that ran it is disconnected by NetworkManager. The primary is never
  * reapplied or re-activated: whether `device reapply` keeps a DHCP lease across an address change was not proven in
- * a boot here, so its secondary addresses are added with `ip addr add` (live.ts) and its keyfile takes over at the
- * next boot. Not yet run in a booted VM: the booted proof covers systemd-networkd and ifupdown.
+ * a boot here, so its secondary addresses are added with `ip addr add` (apply-common.ts) and its keyfile takes over at the
+ * next boot. On booted Debian 12 (NetworkManager 1.42, test/boot/network.test.ts) the secondaries came up by their
+ * profiles, a removed profile's NIC lost its address, NetworkManager left the addresses added to eth0 alone, and
+ * eth0's lease was never deleted.
  */
-import { applyPrimaryLive, attempt, Outcome } from './live.js';
+import { applyPrimaryLive, attempt, Outcome } from './apply-common.js';
 import type { Address, ApplyDeps, BoundPlan, FileChange } from './types.js';
 
 /** The keyfile's `[connection] id=` (what nmcli names the profile by), or null when it has none. */

@@ -6,8 +6,10 @@
  *
  * `writeAndApply` is the entry point: the order of writing and applying matters per stack, which `apply` alone
  * (the backend contract's, for files already written) cannot arrange:
- * - networkd, netplan: the secondaries' files are written and reloaded first, the primary's after the reload, so
- *   the reload never sees the primary's file change (a changed file makes networkd drop and re-lease the link).
+ * - networkd: the secondaries' files are written and reloaded first, the primary's after the reload, so the
+ *   reload never sees the primary's file change (a changed file makes networkd drop and re-lease the link).
+ * - netplan: one YAML holds every NIC; it is written, and only the secondaries' generated networkd files are made
+ *   live (apply-netplan.ts), so the primary's generated file changes at the next boot only.
  * - ifupdown: a secondary whose stanza changes or goes is taken down (ifdown) before the writer touches its file,
  *   because ifdown needs the old stanza; it comes up again (ifup) after.
  * - NetworkManager: written, then reloaded; the profiles apply by name.
@@ -19,7 +21,7 @@ import { reloadNetworkd } from './apply-networkd.js';
 import { applyIfupdown, ifdownBefore } from './apply-ifupdown.js';
 import { applyNetplan } from './apply-netplan.js';
 import { applyNetworkManager } from './apply-networkmanager.js';
-import { addressesIn, applyPrimaryLive, Outcome } from './live.js';
+import { addressesIn, applyPrimaryLive, Outcome } from './apply-common.js';
 import type { Address, ApplyDeps, ApplyOutcome, BoundPlan, FileChange, RenderedFile, StackName } from './types.js';
 import { writeNetworkFiles } from './write.js';
 
@@ -34,7 +36,7 @@ const STACKS: Record<StackName, Apply> = {
     if (primary) await applyPrimaryLive(primary, deps, outcome, stale);
   },
   async netplan(plan, change, deps, outcome, stale) {
-    await applyNetplan(plan, change, deps, outcome);
+    await applyNetplan(plan, deps, outcome);
     const primary = primaryOf(plan);
     if (primary) await applyPrimaryLive(primary, deps, outcome, stale);
   },
@@ -67,14 +69,14 @@ export async function writeAndApply(root: string, stack: StackName, plan: BoundP
   const primary = primaryOf(plan);
   const stale: Address[] = [];
   const collectStale = staleCollector(primary?.name, primary?.mac, rendered, stale);
-  if (stack === 'networkd' || stack === 'netplan') {
+  if (stack === 'networkd') {
     const isPrimary = (file: RenderedFile) => primary !== undefined && file.interfaces.includes(primary.name);
     const held = rendered.filter(isPrimary);
     const heldPaths = new Set(held.map((file) => path.posix.normalize(file.path)));
     const first = await writeNetworkFiles(root, rendered.filter((f) => !isPrimary(f)), owned.filter((p) => !heldPaths.has(path.posix.normalize(p))), {
       beforeChange: collectStale,
     });
-    await (stack === 'networkd' ? reloadNetworkd(plan, first, deps, outcome) : applyNetplan(plan, first, deps, outcome));
+    await reloadNetworkd(plan, first, deps, outcome);
     const last = await writeNetworkFiles(root, held, [], { beforeChange: collectStale });
     if (primary) await applyPrimaryLive(primary, deps, outcome, stale);
     const change = { written: [...first.written, ...last.written], removed: first.removed, unchanged: [...first.unchanged, ...last.unchanged] };

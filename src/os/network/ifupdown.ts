@@ -17,33 +17,46 @@
  * Coexistence with the image's own declarations (in /etc/network/interfaces and what it sources): ifupdown runs
  * every stanza of an interface, so declaring `iface eth0 inet dhcp` a second time would start a second DHCP
  * client. An interface the image already declares with `inet dhcp` is therefore left to the image's stanza and
- * bootstate adds only an `iface X inet manual` stanza carrying the extra addresses (the hook still gives it the
- * plan's metric and DNS rule); it does not add DHCPv6 the image did not declare. An interface the image declares
+ * bootstate adds its other IPv4 addresses from a dhclient exit hook once the lease is bound
+ * (/etc/dhcp/dhclient-exit-hooks.d/zz-bootstate: added before the lease, one would become the subnet's primary
+ * address and the source of the VM's traffic), `iface X inet6 dhcp` when the plan asks for DHCPv6 and the image
+ * declares no IPv6 for X (a family of its own: no second DHCPv4 client), and the other IPv6 addresses on it (the
+ * enter hook still gives X the plan's metric and DNS rule). An interface the image declares
  * any other way (`inet static`, `manual`, `inet6 static`…) is a conflict: reported, left alone.
  */
 import { dirname, isAbsolute, join } from 'node:path';
 import type { BoundNic, BoundPlan, ImageConflict, RenderedFile } from './types.js';
-import { HEADER, globMatch, listDir, readText, rendered, staticCidrs } from './common.js';
+import { HEADER, globMatch, listDir, readText, rendered } from './common.js';
 
 export const IFUPDOWN_DIR = '/etc/network/interfaces.d';
 export const DHCLIENT_HOOK = '/etc/dhcp/dhclient-enter-hooks.d/zz-bootstate';
+/** Adds a declared interface's other IPv4 addresses once its lease is bound, so the lease stays its first address. */
+export const DHCLIENT_EXIT_HOOK = '/etc/dhcp/dhclient-exit-hooks.d/zz-bootstate';
 const PREFIX = 'bootstate-';
 
+// `brd +` for IPv4: an address added without its broadcast makes a later networkd or dhclient run refuse the link
+// (seen booted: ERANGE on a restart); IPv6 has no broadcast.
 function addressLines(nic: BoundNic, cidrs: string[]): string[] {
-  return cidrs.flatMap((c) => [
-    `    up ip addr add ${c} dev ${nic.name} || true`,
-    `    down ip addr del ${c} dev ${nic.name} || true`,
-  ]);
+  return cidrs.flatMap((c) => {
+    const brd = c.includes(':') ? '' : ' brd +';
+    return [`    up ip addr add ${c}${brd} dev ${nic.name} || true`, `    down ip addr del ${c} dev ${nic.name} || true`];
+  });
 }
 
-function ifupdownText(nic: BoundNic, declared: boolean): string | null {
+/** `declared` holds `eth0` for an image's `iface eth0 inet dhcp`, `eth0 inet6` for any `iface eth0 inet6` of it. */
+function ifupdownText(nic: BoundNic, declared: ReadonlySet<string>): string | null {
   const four = nic.static4.map((a) => `${a.address}/${a.prefix}`);
   const six = nic.static6.map((a) => `${a.address}/${a.prefix}`);
   const lines = [...HEADER];
-  if (declared) {
-    if (four.length + six.length === 0) return null;
-    lines.push(`# The image declares ${nic.name} (inet dhcp): bootstate adds only its other addresses.`);
-    lines.push(`iface ${nic.name} inet manual`, ...addressLines(nic, staticCidrs(nic)));
+  if (declared.has(nic.name)) {
+    // IPv6 is a family of its own: its DHCPv6 client never duplicates the image's DHCPv4 one.
+    const ownSix = nic.dhcp6 && !declared.has(`${nic.name} inet6`);
+    // Its other IPv4 addresses come from the exit hook, after the lease: a stanza of bootstate's is read before the
+    // image's (interfaces.d is sourced first), and an address added before the lease would be the subnet's primary
+    // one, the source of the VM's traffic.
+    if (!ownSix && six.length === 0) return null;
+    lines.push(`# The image declares ${nic.name} (inet dhcp): bootstate adds only what it does not.`);
+    lines.push(ownSix ? `iface ${nic.name} inet6 dhcp` : `iface ${nic.name} inet6 manual`, ...addressLines(nic, six));
   } else {
     lines.push(`allow-hotplug ${nic.name}`, `iface ${nic.name} inet dhcp`, `    metric ${nic.metric}`);
     lines.push(...addressLines(nic, four));
@@ -63,7 +76,17 @@ function hookText(nics: BoundNic[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** Pure: a file per NIC not in `skip` (only the extras for those in `declared`), and the dhclient hook. */
+/** The exit hook: each declared interface's other IPv4 addresses, added once dhclient has bound (or renewed) its lease. */
+function exitHookText(nics: BoundNic[]): string {
+  const lines = [...HEADER, '# Sourced by dhclient-script: the other IPv4 addresses of interfaces the image declares, after the lease.', 'case "$reason" in', '  BOUND|RENEW|REBIND|REBOOT)', '    case "$interface" in'];
+  for (const nic of nics) {
+    lines.push(`      ${nic.name})`, ...nic.static4.map((a) => `        ip addr add ${a.address}/${a.prefix} brd + dev ${nic.name} 2>/dev/null || true`), '        ;;');
+  }
+  lines.push('    esac', '    ;;', 'esac');
+  return `${lines.join('\n')}\n`;
+}
+
+/** Pure: a file per NIC not in `skip` (only the extras for those in `declared`), and the dhclient hooks. */
 export function renderIfupdown(
   plan: BoundPlan,
   skip: ReadonlySet<string>,
@@ -72,18 +95,22 @@ export function renderIfupdown(
   const nics = rendered(plan, skip);
   const files: RenderedFile[] = [];
   for (const nic of nics) {
-    const text = ifupdownText(nic, declared.has(nic.name));
+    const text = ifupdownText(nic, declared);
     if (text !== null) files.push({ path: `${IFUPDOWN_DIR}/${PREFIX}${nic.name}`, text, mode: 0o644, interfaces: [nic.name] });
   }
   if (nics.length > 0) {
     files.push({ path: DHCLIENT_HOOK, text: hookText(nics), mode: 0o644, interfaces: nics.map((n) => n.name) });
   }
+  const late = nics.filter((nic) => declared.has(nic.name) && nic.static4.length > 0);
+  if (late.length > 0) files.push({ path: DHCLIENT_EXIT_HOOK, text: exitHookText(late), mode: 0o644, interfaces: late.map((n) => n.name) });
   return files;
 }
 
 export async function ifupdownOwnedFiles(root: string): Promise<string[]> {
   const own = (await listDir(root, IFUPDOWN_DIR)).filter((n) => n.startsWith(PREFIX)).map((n) => `${IFUPDOWN_DIR}/${n}`);
-  return (await readText(root, DHCLIENT_HOOK)) === null ? own : [...own, DHCLIENT_HOOK];
+  const hooks: string[] = [];
+  for (const hook of [DHCLIENT_HOOK, DHCLIENT_EXIT_HOOK]) if ((await readText(root, hook)) !== null) hooks.push(hook);
+  return [...own, ...hooks];
 }
 
 /** One `iface NAME FAMILY METHOD` line of the image's configuration and the file it is in. */
@@ -141,5 +168,7 @@ export async function ifupdownConflicts(root: string, plan: BoundPlan): Promise<
 export async function ifupdownDeclared(root: string, plan: BoundPlan): Promise<Set<string>> {
   const stanzas = await imageStanzas(root);
   const names = new Set(plan.nics.map((n) => n.name));
-  return new Set(stanzas.filter((s) => names.has(s.name) && s.family === 'inet' && s.method === 'dhcp').map((s) => s.name));
+  const dhcp4 = stanzas.filter((s) => names.has(s.name) && s.family === 'inet' && s.method === 'dhcp').map((s) => s.name);
+  const six = stanzas.filter((s) => names.has(s.name) && s.family === 'inet6').map((s) => `${s.name} inet6`);
+  return new Set([...dhcp4, ...six]);
 }

@@ -69,7 +69,7 @@ describe('writeAndApply on systemd-networkd', () => {
       `ip route ${after}`,
       `ip -4 ${after}`,
     ]);
-    expect(calls.find((c) => c.startsWith('ip addr add'))).toMatch(/^ip addr add 10\.0\.0\.5\/24 dev eth0 /);
+    expect(calls.find((c) => c.startsWith('ip addr add'))).toMatch(/^ip addr add 10\.0\.0\.5\/24 brd \+ dev eth0 /);
     expect(calls.join('\n')).not.toMatch(/reconfigure eth0|ifdown|reapply/);
     expect(change.written.map((f) => f.path)).toEqual([eth1File, eth0File]);
     expect(outcome).toEqual({ applied: ['eth1', 'eth0'], warnings: [] });
@@ -105,12 +105,13 @@ describe('writeAndApply on ifupdown', () => {
   it('takes a changed or removed secondary down while its old stanza is on disk, brings it up after the new one', async () => {
     const first = recorder([], [[/^ifquery eth/, { exitCode: 1 }]]);
     await writeAndApply(root, 'ifupdown', planOf(nic(0), nic(1), nic(2)), [file(eth1File, 'eth1', 'iface eth1 inet dhcp'), file(eth2File, 'eth2', 'iface eth2 inet dhcp')], [], first.deps);
-    expect(first.calls.filter((c) => /^if(up|down) /.test(c)).map((c) => c.split('  ')[0])).toEqual(['ifup eth1', 'ifup eth2']);
+    const ifupdown = (calls: string[]) => calls.filter((c) => /^ifdown |^systemd-run .* ifup /.test(c)).map((c) => c.replace(/^systemd-run .* (ifup \S+)/, '$1'));
+    expect(ifupdown(first.calls).map((c) => c.split('  ')[0])).toEqual(['ifup eth1', 'ifup eth2']);
 
     const { calls, deps } = recorder([eth1File, eth2File], [[/^ifquery --state/, { stdout: 'eth0=eth0\neth1=eth1\neth2=eth2\nlo=lo\n' }]]);
     const next = file(eth1File, 'eth1', 'iface eth1 inet dhcp\n    metric 200');
     const { change, outcome } = await writeAndApply(root, 'ifupdown', planOf(nic(0), nic(1)), [next], [eth1File, eth2File], deps);
-    expect(calls.filter((c) => /^if(up|down) /.test(c))).toEqual([
+    expect(ifupdown(calls)).toEqual([
       'ifdown eth1  [50-bootstate-eth1=iface eth1 inet dhcp 50-bootstate-eth2=iface eth2 inet dhcp]',
       'ifdown eth2  [50-bootstate-eth1=iface eth1 inet dhcp\n    metric 200 50-bootstate-eth2=iface eth2 inet dhcp]',
       'ifup eth1  [50-bootstate-eth1=iface eth1 inet dhcp\n    metric 200 50-bootstate-eth2=-]',
@@ -128,8 +129,30 @@ describe('writeAndApply on ifupdown', () => {
   });
 
   it('a secondary whose ifup fails is a warning, not an exception', async () => {
-    const { deps } = recorder([], [[/^ifup eth1/, { exitCode: 1, stderr: 'dhclient: no lease\n' }], [/^ifquery eth/, { exitCode: 1 }]]);
+    const { deps } = recorder([], [[/ ifup eth1$/, { exitCode: 1, stderr: 'Job for bootstate-ifup-eth1.service failed.\n' }], [/^ifquery eth/, { exitCode: 1 }]]);
     const { outcome } = await writeAndApply(root, 'ifupdown', planOf(nic(0), nic(1)), [file(eth1File, 'eth1', 'iface eth1 inet dhcp')], [], deps);
-    expect(outcome.warnings).toEqual([{ interface: 'eth1', message: 'ifup eth1 exited with 1: dhclient: no lease' }]);
+    expect(outcome.warnings).toEqual([{ interface: 'eth1', message: expect.stringMatching(/^systemd-run .* ifup eth1 exited with 1: Job for bootstate-ifup-eth1.service failed\.$/) }]);
+  });
+});
+
+describe("netplan: the secondaries' generated networkd files copied live", () => {
+  it('copies a changed or new secondary file, removes one netplan no longer makes, and never touches the primary\'s', async () => {
+    const { copySecondaries } = await import('../../../src/os/network/apply-netplan.js');
+    const { mkdir, writeFile, readFile, readdir } = await import('node:fs/promises');
+    const generated = path.join(root, 'generated');
+    const live = path.join(root, 'live');
+    await mkdir(generated);
+    await mkdir(live);
+    // netplan 0.106 writes `match: macaddress` as PermanentMACAddress=.
+    const primary = '[Match]\nDriver=veth\nPermanentMACAddress=00:0d:3a:00:00:10\n\n[Network]\nDHCP=yes\nAddress=10.0.0.5/24\n';
+    await writeFile(path.join(generated, '10-netplan-0-bootstate-eth0.network'), primary);
+    await writeFile(path.join(live, '10-netplan-0-bootstate-eth0.network'), '[Match]\nPermanentMACAddress=00:0d:3a:00:00:10\n\n[Network]\nDHCP=yes\n');
+    await writeFile(path.join(generated, '10-netplan-0-bootstate-eth1.network'), '[Match]\nMACAddress=00:0d:3a:00:00:11\n');
+    await writeFile(path.join(live, '10-netplan-0-bootstate-eth2.network'), '[Match]\nMACAddress=00:0d:3a:00:00:12\n');
+    await writeFile(path.join(live, '50-image.network'), 'image\n');
+    await copySecondaries(generated, live, planOf(nic(0), nic(1)));
+    expect((await readdir(live)).sort()).toEqual(['10-netplan-0-bootstate-eth0.network', '10-netplan-0-bootstate-eth1.network', '50-image.network']);
+    expect(await readFile(path.join(live, '10-netplan-0-bootstate-eth0.network'), 'utf8')).not.toContain('Address=10.0.0.5');
+    expect(await readFile(path.join(live, '10-netplan-0-bootstate-eth1.network'), 'utf8')).toContain('00:0d:3a:00:00:11');
   });
 });

@@ -140,7 +140,8 @@ describe('ifupdown', () => {
     expect(await conflicts(r, TWO_NICS)).toEqual([
       { interface: 'eth1', file: '/run/network/interfaces.d/eth1', why: 'it declares iface eth1 inet static' },
     ]);
-    expect(await declared!(r, TWO_NICS)).toEqual(new Set(['eth0']));
+    // DHCPv4 declared, and IPv6 declared (auto): bootstate adds neither a second DHCPv4 nor a second IPv6 client.
+    expect(await declared!(r, TWO_NICS)).toEqual(new Set(['eth0', 'eth0 inet6']));
     expect(await ownedFiles(r)).toEqual(['/etc/network/interfaces.d/bootstate-eth0', '/etc/dhcp/dhclient-enter-hooks.d/zz-bootstate']);
   });
 

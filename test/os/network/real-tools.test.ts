@@ -177,7 +177,7 @@ describe('ifupdown', { timeout: 180_000 }, () => {
     const eth1 = runTool(ifquery, ['--state-dir', join(root, 'state'), '-i', file, 'eth1']);
     expect(eth1.status).toBe(0);
     expect(eth1.stdout).toContain('metric: 200\n');
-    expect(eth1.stdout).toContain('up: ip addr add 10.0.2.7/26 dev eth1 || true\n');
+    expect(eth1.stdout).toContain('up: ip addr add 10.0.2.7/26 brd + dev eth1 || true\n');
     expect(eth1.stdout).toContain('down: ip addr del fd00:0:0:1::6/64 dev eth1 || true\n');
   });
 
@@ -190,7 +190,7 @@ describe('ifupdown', { timeout: 180_000 }, () => {
     const commands = r.stderr.split('\n').filter((l) => l.trim() !== '');
     const dhclient = commands.findIndex((l) => /dhclient -4 .* eth0\s+-e IF_METRIC=100$/.test(l));
     expect(dhclient).toBeGreaterThanOrEqual(0);
-    expect(commands.indexOf('ip addr add 10.0.0.5/24 dev eth0 || true')).toBeGreaterThan(dhclient);
+    expect(commands.indexOf('ip addr add 10.0.0.5/24 brd + dev eth0 || true')).toBeGreaterThan(dhclient);
     expect(commands.some((l) => /dhclient -6 .* eth0/.test(l))).toBe(true);
   });
 
@@ -249,6 +249,26 @@ describe("Debian's dhclient-script with the hook", { timeout: 180_000 }, () => {
 
   it('gives the primary NIC its metric and its DNS servers', () => {
     expect(bound('eth0')).toEqual({ routes: 'default via 10.0.1.1 dev eth0 metric 100 \n', resolv: 'nameserver 168.63.129.16\n' });
+  });
+
+  it('on an interface the image declares, adds its other IPv4 address after the lease, which stays the first (the source)', () => {
+    const etc = join(mkdtempSync(join(scratch, 'dhclient-')), 'etc');
+    const files = renderers.ifupdown.render(TWO_NICS, new Set(), new Set(['eth0']));
+    for (const f of files.filter((f) => f.path.startsWith('/etc/dhcp/'))) {
+      mkdirSync(dirname(join(etc, f.path.slice('/etc/'.length))), { recursive: true });
+      writeFileSync(join(etc, f.path.slice('/etc/'.length)), f.text);
+    }
+    writeFileSync(join(etc, 'fstab'), '');
+    writeFileSync(join(etc, 'resolv.conf'), '');
+    const copy = join(etc, 'dhclient-script');
+    writeFileSync(copy, readFileSync(script, 'utf8').replaceAll('/etc/', `${etc}/`), { mode: 0o755 });
+    const lease = 'reason=BOUND interface=eth0 new_ip_address=10.0.0.4 new_subnet_mask=255.255.255.0 new_routers=10.0.0.1';
+    const r = spawnSync('unshare', ['--net', '--uts', 'sh', '-ec', `ip link add eth0 type veth peer name peer0; ip link set peer0 up; ip link set eth0 up; env ${lease} ${copy}; ip -4 -o addr show dev eth0`], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const addresses = [...r.stdout.matchAll(/inet (\S+) .*?(secondary )?eth0/g)].map((m) => `${m[1]}${m[2] ? ' secondary' : ''}`);
+    expect(addresses, r.stdout).toEqual(['10.0.0.4/24', '10.0.0.5/24 secondary']);
+    expect(r.stdout).toMatch(/inet 10\.0\.0\.5\/24 brd 10\.0\.0\.255 /);
   });
 });
 

@@ -71,14 +71,25 @@ describe('modes', () => {
 });
 
 describe('ifupdown with the image declaring the interface', () => {
-  it('adds only the extra addresses under inet manual, and no file when there are none', () => {
+  it('for interfaces the image declares (inet dhcp): DHCPv6 and the IPv6 extras in a stanza, the IPv4 extras after the lease', () => {
     const files = renderers.ifupdown.render(TWO_NICS, new Set(), new Set(['eth0', 'eth1']));
     expect(files.map((f) => f.path)).toEqual([
       '/etc/network/interfaces.d/bootstate-eth0',
       '/etc/dhcp/dhclient-enter-hooks.d/zz-bootstate',
+      '/etc/dhcp/dhclient-exit-hooks.d/zz-bootstate',
     ]);
-    expect(files[0]!.text).not.toMatch(/^iface eth0 inet dhcp|^allow-hotplug/m);
-    expect(files[0]!.text).toMatch(/^iface eth0 inet manual\n {4}up ip addr add 10.0.0.5\/24 dev eth0 \|\| true$/m);
-    expect(files[1]!.interfaces).toEqual(['eth0', 'eth1']);
+    const [eth0, enter, exit] = files;
+    expect(eth0!.text).not.toMatch(/^iface eth0 inet (dhcp|manual)|^allow-hotplug|10\.0\.0\.5/m);
+    // The plan asks for DHCPv6 and the image declares no IPv6 for eth0: a DHCPv6 stanza of bootstate's.
+    expect(eth0!.text).toMatch(/^iface eth0 inet6 dhcp$/m);
+    expect(enter!.interfaces).toEqual(['eth0', 'eth1']);
+    expect(exit!.interfaces).toEqual(['eth0']);
+    expect(exit!.text).toMatch(/BOUND\|RENEW\|REBIND\|REBOOT\)[\s\S]*eth0\)\n {8}ip addr add 10\.0\.0\.5\/24 brd \+ dev eth0 2>\/dev\/null \|\| true/);
   });
+
+  it('adds no IPv6 stanza and no file for an interface whose IPv6 the image declares and that has no other address', () => {
+    const files = renderers.ifupdown.render(TWO_NICS, new Set(), new Set(['eth0', 'eth0 inet6', 'eth1']));
+    expect(files.map((f) => f.path)).toEqual(['/etc/dhcp/dhclient-enter-hooks.d/zz-bootstate', '/etc/dhcp/dhclient-exit-hooks.d/zz-bootstate']);
+  });
+
 });

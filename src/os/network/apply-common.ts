@@ -90,7 +90,11 @@ export async function applyPrimaryLive(primary: BoundNic, deps: ApplyDeps, outco
   const have = new Set(live.map((a) => a.cidr));
   for (const address of [...primary.static4, ...primary.static6]) {
     if (have.has(cidr(address))) continue;
-    const failed = await attempt(deps, ['ip', 'addr', 'add', cidr(address), 'dev', name]);
+    // `brd +` for IPv4: the broadcast address networkd would set. An address of ours without it (broadcast 0) that
+    // the primary's .network also lists makes networkd's next start fail on the link with ERANGE and leave it
+    // without a DHCP client (seen with systemd 252 on `systemctl restart systemd-networkd` after this step).
+    const broadcast = address.address.includes(':') ? [] : ['brd', '+'];
+    const failed = await attempt(deps, ['ip', 'addr', 'add', cidr(address), ...broadcast, 'dev', name]);
     if (failed) outcome.warn(name, failed);
   }
   const wanted = new Set([...primary.static4, ...primary.static6].map(cidr));
