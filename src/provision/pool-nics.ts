@@ -12,7 +12,7 @@ import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure } from '../core/errors.js';
 import { detectStack } from '../os/network/detect.js';
 import { renewLease, routeDevice } from '../os/network/lease.js';
-import { attempt } from '../os/network/live.js';
+import { attempt } from '../os/network/apply-common.js';
 import { waitForAddress, waitForCarrierSwitch, waitForNicAttach, waitForNicDetach } from '../os/network/nic-events.js';
 import type { ApplyDeps } from '../os/network/types.js';
 import { run } from '../system/exec.js';

@@ -7,7 +7,7 @@
  * only once it has moved: its old address is of no use on the new network.
  */
 import type { StackName } from './types.js';
-import { attempt, query } from './live.js';
+import { attempt, query } from './apply-common.js';
 import type { ApplyDeps } from './types.js';
 import { BootstateError } from '../../core/errors.js';
 
