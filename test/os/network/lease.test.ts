@@ -26,7 +26,12 @@ describe('renewing a pool VM lease', () => {
     expect(renewalCommands('networkmanager', 'eth1')).toEqual([['nmcli', 'device', 'connect', 'eth1']]);
     const { deps, calls } = fakeDeps();
     await expect(renewLease('ifupdown', 'eth0', deps)).resolves.toBe('ifupdown: ifdown --force eth0, then ifup eth0');
-    expect(calls).toEqual([['ifdown', '--force', 'eth0'], ['ifup', 'eth0']]);
+    // ifup runs in a transient unit of its own, so the dhclient it starts outlives bootstate's unit.
+    expect(calls).toEqual([
+      ['ifdown', '--force', 'eth0'],
+      ['systemctl', 'stop', 'bootstate-ifup-eth0.service'],
+      ['systemd-run', '--unit=bootstate-ifup-eth0.service', '--collect', '--service-type=oneshot', '--property=RemainAfterExit=yes', '--quiet', 'ifup', 'eth0'],
+    ]);
   });
 
   it('asks networkd (and netplan, which renders for it) for nothing: it restarts DHCP on the carrier itself', async () => {
