@@ -6,25 +6,12 @@
  */
 import { existsSync } from 'node:fs';
 import type { ParsedArgs } from '../cli/argv.js';
-import { configFrom } from '../cli/options.js';
+import { unitRun } from '../cli/unit-run.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
-import { createLogger } from '../logging/log.js';
-import type { LogFormat } from '../logging/log-text.js';
 import { run } from '../system/exec.js';
-import { readVmId } from '../azure/vmid.js';
 
-export async function resourceDisk(values: ParsedArgs['values']): Promise<number> {
-  const config = await configFrom(values.config as string | undefined);
-  const { KvpTelemetry } = await import('../kvp/telemetry.js');
-  const { pinoDestination } = await import('../kvp/log-sink.js');
-  const kvp = config.telemetry.kvp ? new KvpTelemetry({ config: config.telemetry }) : null;
-  const { log, close } = createLogger({
-    logPath: config.log_path.path,
-    format: values['log-format'] as LogFormat | undefined,
-    extra: kvp ? [{ level: 'warn', stream: pinoDestination(kvp), sink: 'kvp telemetry' }] : [],
-  });
-  try {
-    kvp?.setVmId((await readVmId()).vmId);
+export function resourceDisk(values: ParsedArgs['values']): Promise<number> {
+  return unitRun(values, async ({ config, log, event }) => {
     if (!config.resource_disk.enable || config.steps.skip.includes('resource-disk')) {
       log.info({ step: 'resource-disk', skipped: true }, `step resource-disk skipped (${config.resource_disk.enable ? '[steps] skip' : '[resource_disk] enable = false'} in the configuration)`);
       return EXIT_OK;
@@ -44,10 +31,7 @@ export async function resourceDisk(values: ParsedArgs['values']): Promise<number
     });
     const summary = `${outcome.result}${outcome.device ? ` ${outcome.device}` : ''}: ${outcome.why}${outcome.swap ? `; swap ${outcome.swap}` : ''}`;
     // The warnings reached KVP through the log already; this is the one-line outcome.
-    kvp?.event('INFO', 'resource-disk', summary);
+    event('INFO', 'resource-disk', summary);
     return outcome.result === 'failed' ? EXIT_FAILURE : EXIT_OK;
-  } finally {
-    kvp?.flush();
-    close();
-  }
+  });
 }

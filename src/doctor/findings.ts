@@ -12,7 +12,7 @@ import { findAdminUsers } from '../os/user/admin-users.js';
 import { HOST_KEY_FILE } from '../os/ssh/host-keys.js';
 import { MAIN_CONFIG_BACKUP_SUFFIX } from '../os/ssh/sshd-main-config.js';
 import type { Check, Finding } from './finding.js';
-import { exists, listDir, read, unitEnabled } from './image-files.js';
+import { exists, listDir, read, unitEnabled } from '../system/image-files.js';
 import { waagentGated, waagentProvisioning, waagentSetting } from './waagent.js';
 
 export type { Finding } from './finding.js';

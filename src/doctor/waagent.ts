@@ -5,7 +5,7 @@
  * it, the unit as systemd merges it with its drop-ins.
  */
 import type { Check, Finding } from './finding.js';
-import { exists, listDir, masked, read, unitEnabled } from './image-files.js';
+import { exists, listDir, masked, read, unitEnabled } from '../system/image-files.js';
 
 /** WALinuxAgent's unit: walinuxagent.service on Debian and Ubuntu, waagent.service on RHEL, SUSE and upstream. */
 export const WAAGENT_UNITS = ['walinuxagent.service', 'waagent.service'];

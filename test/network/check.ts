@@ -9,6 +9,7 @@ import { createActor, fromPromise, SimulatedClock, type AnyStateMachine, type An
 import type { NetworkRunInput, NetworkRunOutput } from '../../machines/network.js';
 import { BootstateError, toFailure } from '../../src/core/errors.js';
 import { ACTORS, NetworkOracle, type ActorName, type SeenNetworkOutput } from './oracle.js';
+import { oracleChecks } from '../support/oracle-paths.js';
 
 // No two timers fall due at the same moment on any path, and the retries and one slow answer put configuring's start
 // at eight different times, so a deadline counted from the wrong moment (the run's start, the plan's) shows.
@@ -215,26 +216,5 @@ function describeStep(step: Step): string {
 
 export const describePath = (steps: Step[]) => steps.map(describeStep).join(' → ');
 
-export interface CheckPath {
-  /** Stable across runs while the path exists. */
-  id: string;
-  name: string;
-  play(machine: AnyStateMachine): Promise<void>;
-}
-
-/** Every path of the oracle, in the shape the mutation check takes. */
-export async function fixedPaths(): Promise<CheckPath[]> {
-  return networkPaths().map((steps) => ({ id: `oracle ${describePath(steps)}`, name: describePath(steps), play: (machine) => play(machine, steps) }));
-}
-
-/** The first path on which `machine` and the oracle disagree, or null. */
-export async function firstDisagreement(machine: AnyStateMachine): Promise<{ path: string; message: string } | null> {
-  for (const steps of networkPaths()) {
-    try {
-      await play(machine, steps);
-    } catch (error) {
-      return { path: describePath(steps), message: (error as Error).message };
-    }
-  }
-  return null;
-}
+/** Every path of the oracle, as the mutation check takes them, and the first a chart disagrees on. */
+export const { fixedPaths, firstDisagreement } = oracleChecks(networkPaths, describePath, play);

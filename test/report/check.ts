@@ -6,6 +6,7 @@
 import { createActor, fromPromise, SimulatedClock, type AnyStateMachine } from 'xstate';
 import { BootstateError, toFailure } from '../../src/core/errors.js';
 import { ReportOracle } from './oracle.js';
+import { oracleChecks } from '../support/oracle-paths.js';
 
 const INPUT = { retryIntervalMs: 1_000, totalTimeoutMs: 3_500 };
 const RETRYABLE = new BootstateError('HTTP_STATUS', 'wireserver answered 503', { retryable: true });
@@ -105,26 +106,5 @@ async function play(machine: AnyStateMachine, steps: Step[]): Promise<void> {
 const describe = (steps: Step[]) =>
   steps.map((s) => (s.type === 'time' ? `clock at ${s.to} ms` : s.type === 'failed' ? `POST failed${toFailure(s.error).retryable ? ' (retryable)' : ''}` : 'POST accepted')).join(' → ');
 
-export interface CheckPath {
-  /** Stable across runs while the path exists: what the kill-set records. */
-  id: string;
-  name: string;
-  play(machine: AnyStateMachine): Promise<void>;
-}
-
-/** Every path of the oracle: the report chart has no traversal of its own, the oracle's paths cover its states. */
-export async function fixedPaths(): Promise<CheckPath[]> {
-  return reportPaths().map((steps) => ({ id: `oracle ${describe(steps)}`, name: describe(steps), play: (machine) => play(machine, steps) }));
-}
-
-/** The first path on which `machine` and the oracle disagree, or null. */
-export async function firstDisagreement(machine: AnyStateMachine): Promise<{ path: string; message: string } | null> {
-  for (const steps of reportPaths()) {
-    try {
-      await play(machine, steps);
-    } catch (error) {
-      return { path: describe(steps), message: (error as Error).message };
-    }
-  }
-  return null;
-}
+/** Every path of the oracle, as the mutation check takes them, and the first a chart disagrees on. */
+export const { fixedPaths, firstDisagreement } = oracleChecks(reportPaths, describe, play);

@@ -1,10 +1,10 @@
 /**
  * What the four network stacks' renderers and image readers share: the header every bootstate file begins with,
- * reading an image's files under a root prefix, systemd-style INI and keyfile parsing, and shell-style globs
+ * reading an image's files under a root (resolved inside it, regular files only), systemd-style INI and keyfile parsing, and shell-style globs
  * (networkd's `Name=`/`Driver=` and ifupdown's `source` lines).
  */
-import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { listDir as listImageDir } from '../../system/image-files.js';
+import { readRegularInRoot } from '../../system/paths.js';
 import type { BoundNic, BoundPlan, NicPlan } from './types.js';
 
 /** The comment every rendered file begins with (`#` is a comment in all four formats). */
@@ -23,28 +23,13 @@ export function staticCidrs(nic: NicPlan): string[] {
   return [...nic.static4, ...nic.static6].map((a) => `${a.address}/${a.prefix}`);
 }
 
-/** `root` + an absolute path. */
-export function under(root: string, path: string): string {
-  return join(root, path);
-}
-
-/** The names in a directory under root, sorted; none when it is absent or unreadable. */
+/** The names in a directory of the image under root, sorted; none when it is absent or unreadable. */
 export async function listDir(root: string, dir: string): Promise<string[]> {
-  try {
-    return (await readdir(under(root, dir))).sort();
-  } catch {
-    return [];
-  }
+  return (await listImageDir(root, dir)).sort();
 }
 
-/** A file's text under root, or null when absent or unreadable. */
-export async function readText(root: string, path: string): Promise<string | null> {
-  try {
-    return await readFile(under(root, path), 'utf8');
-  } catch {
-    return null;
-  }
-}
+/** A regular file's text in the image under root, or null (absent, unreadable, not a regular file: never a FIFO). */
+export const readText = readRegularInRoot;
 
 /** Sections of an INI/keyfile document: section name → key → values (a repeated key keeps every value). */
 export type Ini = Map<string, Map<string, string[]>>;

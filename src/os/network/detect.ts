@@ -16,9 +16,11 @@
  *    Debian images often keep ifupdown installed with only `lo` while another stack does the work.
  * None of these: no stack, and why.
  */
-import { lstat, readlink } from 'node:fs/promises';
 import type { StackName } from './types.js';
-import { listDir, readText, under } from './common.js';
+import { lstat } from 'node:fs/promises';
+import { masked } from '../../system/image-files.js';
+import { resolveInRoot } from '../../system/paths.js';
+import { listDir, readText } from './common.js';
 import { netplanRenderer } from './netplan.js';
 
 export interface Detection {
@@ -26,29 +28,24 @@ export interface Detection {
   why: string;
 }
 
+/** Whether `path` is there in the image, a link counting as itself (a `*.wants/` link enables whatever it names). */
 async function exists(root: string, path: string): Promise<boolean> {
   try {
-    await lstat(under(root, path));
+    await lstat(resolveInRoot(root, path, { followLast: false }));
     return true;
   } catch {
     return false;
   }
 }
 
-async function masked(root: string, unit: string): Promise<boolean> {
-  for (const dir of ['/etc/systemd/system', '/run/systemd/system']) {
-    try {
-      if ((await readlink(under(root, `${dir}/${unit}`))) === '/dev/null') return true;
-    } catch {
-      // not a link: not masked here
-    }
-  }
+async function isMasked(root: string, unit: string): Promise<boolean> {
+  for (const dir of ['/etc/systemd/system', '/run/systemd/system']) if (await masked(root, `${dir}/${unit}`)) return true;
   return false;
 }
 
 /** The `*.wants/<unit>` link enabling `unit`, or null. */
 export async function enabledBy(root: string, unit: string): Promise<string | null> {
-  if (await masked(root, unit)) return null;
+  if (await isMasked(root, unit)) return null;
   for (const dir of ['/etc/systemd/system', '/usr/lib/systemd/system', '/lib/systemd/system']) {
     for (const wants of (await listDir(root, dir)).filter((n) => n.endsWith('.wants'))) {
       if (await exists(root, `${dir}/${wants}/${unit}`)) return `${dir}/${wants}/${unit}`;

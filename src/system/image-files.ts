@@ -1,9 +1,10 @@
 /**
- * Reading an image for `doctor`: every path resolved inside the root as chroot would (resolveInRoot), so a link in the
- * image never leads a check to the host's files, and only regular files read, so a FIFO cannot block a check.
+ * Reading an image under a root (`doctor`; the network step's stack detection and its readers of the image's own
+ * configuration): every path resolved inside the root as chroot would (resolveInRoot), so a link in the image never
+ * leads a reader to the host's files, and only regular files read, so a FIFO cannot block one.
  */
 import { lstat, readdir, readlink, stat } from 'node:fs/promises';
-import { readRegularInRoot, resolveInRoot } from '../system/paths.js';
+import { readRegularInRoot, resolveInRoot } from './paths.js';
 
 /** The text of regular file `p` in the image; null when it is absent, unreadable or not a regular file. */
 export const read = readRegularInRoot;
