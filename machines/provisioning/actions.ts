@@ -124,7 +124,10 @@ const planActions = {
     hostKeysLater: [],
     imdsRetries: 0,
   }),
-  recordResumedWait: set({ ppsType: 'Running' }),
+  /** The pool type a resumed wait reports: the reuse marker's name tells Savable from Running. */
+  recordResumedWait: set<{ ppsType: string }>({ ppsType: (_, params) => params.ppsType }),
+  /** The NIC a Savable VM polled through is gone: the wait for an attached one starts afresh. */
+  recordNicGone: set({ nic: null, nicsTried: [] as string[] }),
 };
 
 /** The KVP writer's report and READY=1. */

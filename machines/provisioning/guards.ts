@@ -30,6 +30,7 @@ const startupGuards = {
   markerProvisioned: ({ context }: Args) => context.startup.marker === 'provisioned',
   markerReportPending: ({ context }: Args) => context.startup.marker === 'report-pending',
   markerWaitingForReuse: ({ context }: Args) => context.startup.marker === 'waiting-for-reuse',
+  markerWaitingForSavable: ({ context }: Args) => context.startup.marker === 'waiting-for-reuse-savable',
 };
 
 /** What the gathered metadata makes of the run. */

@@ -6,6 +6,8 @@
  * which the fabric answers). PreprovisionedOSDisk writes its own marker and waits, with no deadline, for the host to
  * shut the VM down: a boot that finds that marker was started again instead (gathering.ts). While Running and Savable
  * VMs poll, the NIC's carrier is watched: the claim moves it to the customer's network, and the lease is renewed.
+ * A Savable VM's reuse marker has a name of its own: a resumed run reports its type and waits for an attached NIC
+ * (one present counts), and while it polls, a NIC that goes sends it back to that wait.
  */
 import { assign } from 'xstate';
 import { HEALTH_READY } from '../../src/azure/health.js';
@@ -141,11 +143,33 @@ const lease = chart.createStateConfig({
   },
 });
 
+/**
+ * A Savable VM polls through the NIC it found; should that NIC go (a resumed run may have found the pool's, which the
+ * host then detaches), it waits for an attached one again. A watch that cannot run is a warning.
+ */
+const nicKept = chart.createStateConfig({
+  initial: 'deciding',
+  states: {
+    deciding: { always: [{ guard: 'poolSavable', target: 'watching' }, { target: 'off' }] },
+    watching: {
+      invoke: {
+        id: 'nicGone',
+        src: 'waitForNicDetach',
+        input: ({ context }) => ({ config: context.config }),
+        onDone: { target: `${POOL}.attachingNic`, actions: 'recordNicGone' },
+        onError: { target: 'off', actions: { type: 'warn', params: ({ event }) => ({ text: `NIC watch stopped: ${toFailure(event.error).reason}` }) } },
+      },
+    },
+    off: { type: 'final' },
+  },
+});
+
 // Polling and the lease's watch side by side; with no deadline, until the claim. A reboot comes back here.
 const waiting = chart.createStateConfig({
   type: 'parallel',
   on: STOP_WAITING,
   states: {
+    nicKept,
     polling: retried({
       invoke: {
         id: 'reprovision',
@@ -170,7 +194,7 @@ export const preprovisioned = chart.createStateConfig({
       invoke: {
         id: 'waitingMarker',
         src: 'markWaitingForReuse',
-        input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+        input: ({ context }) => ({ config: context.config, vmId: context.vmId, ppsType: context.ppsType }),
         onDone: [{ guard: 'poolSavable', target: 'detachingNic' }, { target: 'waiting' }],
         onError: failRun,
       },

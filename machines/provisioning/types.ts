@@ -173,6 +173,8 @@ export interface HostKeysInput extends ConfigInput {
 }
 export interface MarkerInput extends ConfigInput {
   vmId: string;
+  /** The pool type, for the reuse marker: a Savable VM's has a name of its own. */
+  ppsType?: string;
 }
 /** The media is read once more after a pool VM is claimed, for the customer's document only. */
 export interface MediaInput extends ConfigInput {

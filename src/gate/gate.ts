@@ -63,7 +63,7 @@ export async function gate(options: GateOptions): Promise<number> {
     say(`shut: cannot read the markers of VM ${vmId}: ${(error as Error).message}`);
     return GATE_EXIT.notProvisioned;
   }
-  if (state === 'waiting-for-reuse') {
+  if (state === 'waiting-for-reuse' || state === 'waiting-for-reuse-savable') {
     say(`shut: VM ${vmId} is a pre-provisioned pool VM waiting to be claimed${holder ? ` (still waiting after ${timeoutSecs} s)` : ''}`);
     return GATE_EXIT.waitingForClaim;
   }

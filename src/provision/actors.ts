@@ -341,9 +341,9 @@ function poolActors(deps: ProvisioningDeps) {
 /** The markers: waiting for reuse, report pending, provisioned. */
 function markerActors({ log, markers }: ProvisioningDeps) {
   return {
-    markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
-      await markers(input.config).markWaitingForReuse(input.vmId);
-      log.info({ step: 'pps', vmId: input.vmId }, 'pool VM reported Ready; waiting to be claimed');
+    markWaitingForReuse: fromPromise<void, { config: Config; vmId: string; ppsType?: string }>(async ({ input }) => {
+      await markers(input.config).markWaitingForReuse(input.vmId, input.ppsType);
+      log.info({ step: 'pps', vmId: input.vmId, pps_type: input.ppsType }, 'pool VM reported Ready; waiting to be claimed');
     }),
     markWaitingForShutdown: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
       await markers(input.config).markWaitingForShutdown(input.vmId);

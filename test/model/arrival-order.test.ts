@@ -91,8 +91,8 @@ function run(first: ModelEvent, second: ModelEvent) {
   for (const event of events) apply(oracle, event);
   while (!oracle.done) {
     if (events.length > 200) throw new Error(`no end after ${events.length} events`);
-    // The carrier watch beside the polls never ends by itself: a straight run leaves it to the claim.
-    const id = oracle.live().find((live) => live !== 'carrier' && live !== 'lease');
+    // The carrier and NIC watches beside the polls never end by themselves: a straight run leaves them to the claim.
+    const id = oracle.live().find((live) => live !== 'carrier' && live !== 'lease' && live !== 'nicGone');
     // Nothing in flight and no timer due: an OS-disk pool VM waiting for the host's shutdown, which then comes.
     const due = oracle.nextDue;
     const event: ModelEvent = id ? straight(oracle, id) : due !== null ? { type: 'time', to: due } : { type: 'TERMINATE' };

@@ -73,6 +73,7 @@ function seenOutput(run: Run): SeenOutput | null {
 function seenMarker(run: Run, input: ProvisioningInput): string {
   const written = run.gates.filter((g) => MARKER_IDS.has(g.id) && g.outcome === 'done').at(-1);
   const names: Record<string, string> = { pendingMarker: 'report-pending', provisionedMarker: 'provisioned', waitingMarker: 'waiting-for-reuse', shutdownMarker: 'waiting-for-shutdown' };
+  if (written?.id === 'waitingMarker' && (written.input as { ppsType?: string }).ppsType === 'Savable') return 'waiting-for-reuse-savable';
   return written ? names[written.id]! : (input.startup?.marker ?? 'none');
 }
 

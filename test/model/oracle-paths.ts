@@ -47,6 +47,7 @@ function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
     case 'media':
       return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_CUSTOM_DATA, MEDIA_PROXY_AGENT, MEDIA_POOL_RUNNING, MEDIA_POOL_SAVABLE, MEDIA_POOL_OS_DISK];
     case 'nicDetach':
+    case 'nicGone':
     case 'carrier':
       return ['eth0'];
     case 'nicAttach':

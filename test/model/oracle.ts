@@ -83,8 +83,11 @@
  * - the claim replaces what the pool VM had (metadata, media, their failures): provisioning starts again (InProgress,
  *   IMDS afresh, the media reader told the VM is claimed) with the customer's document; IMDS still naming a pool
  *   type then fails (`key=extended.compute.ppsType`).
- * - marker `waiting-for-reuse` → straight back to polling; SIGTERM while waiting (a Savable VM's NIC waits
- *   included) → exit 0, `waiting-for-reuse`, no failure report.
+ * - marker `waiting-for-reuse` → straight back to polling as Running; `waiting-for-reuse-savable` (a Savable VM's own)
+ *   → as Savable, the wait for an attached NIC (one present counts) and the probe, within `nic_attach_timeout_secs`,
+ *   then polling. While a Savable VM polls, the NIC's going away (a resumed run may have found the pool's) sends it
+ *   back to that wait, its deadline afresh; a watch that fails is a warning "NIC watch stopped: …". SIGTERM while
+ *   waiting (a Savable VM's NIC waits included) → exit 0, `waiting-for-reuse`, no failure report.
  */
 // How long the media read and the host keys wait at most for the IMDS request to be written: one bound, the chart's.
 import { IMDS_HEAD_START_MS } from '../../machines/provisioning/head-start.js';
@@ -107,7 +110,7 @@ export interface OracleStart {
     lockRefused?: Failure | null;
     vmId?: string | null;
     vmIdFailure?: Failure | null;
-    marker?: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | 'waiting-for-shutdown' | null;
+    marker?: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | 'waiting-for-reuse-savable' | 'waiting-for-shutdown' | null;
     markerFailure?: Failure | null;
   };
 }
@@ -151,7 +154,7 @@ export class ProvisioningOracle {
    */
   reportPending: 'none' | 'writing' | 'down' = 'none';
   /** The marker this VM id has on disk: the one the run found, then the last one written. */
-  marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | 'waiting-for-shutdown' = 'none';
+  marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | 'waiting-for-reuse-savable' | 'waiting-for-shutdown' = 'none';
   /** The marker the run found before the chart. */
   private found: string | null = 'none';
   private config: Config = DEFAULT_CONFIG;
@@ -211,6 +214,8 @@ export class ProvisioningOracle {
   private nicsTried: string[] = [];
   /** While polling: the watch of the NIC's carrier, the renewal of its lease, or neither once the watch failed. */
   private lease: 'watching' | 'renewing' | 'off' = 'off';
+  /** While a Savable VM polls: the watch for its NIC going away. */
+  private nicWatch: 'watching' | 'off' = 'off';
   private poolRetryAt = 0;
   private polls = 0;
   private pollError: string | null = null;
@@ -269,6 +274,12 @@ export class ProvisioningOracle {
       case 'waiting-for-reuse':
         this.ppsType = 'Running';
         return this.poll();
+      case 'waiting-for-reuse-savable':
+        // The NIC may be the pool's, gone or the customer's: one present, or the next attached, is tried again.
+        this.ppsType = 'Savable';
+        this.phase = 'pool';
+        this.attachDeadline = this.now + this.config.preprovisioning.nic_attach_timeout_secs * 1000;
+        return this.listenForNic();
       default:
         return this.provision();
     }
@@ -303,6 +314,7 @@ export class ProvisioningOracle {
         if (this.pool === 'marker') ids.push('waitingMarker');
         if (this.pool === 'polling') ids.push('reprovision');
         if ((this.pool === 'polling' || this.pool === 'pausing') && this.lease !== 'off') ids.push(this.lease === 'watching' ? 'carrier' : 'lease');
+        if ((this.pool === 'polling' || this.pool === 'pausing') && this.nicWatch === 'watching') ids.push('nicGone');
         if (this.pool === 'detaching') ids.push('nicDetach');
         if (this.pool === 'listening') ids.push('nicAttach');
         if (this.pool === 'probing') ids.push('primaryNic');
@@ -409,6 +421,7 @@ export class ProvisioningOracle {
         polled: this.pollError !== null,
         triedNics: this.nicsTried.length > 0,
         lease: this.lease,
+        nicWatch: this.nicWatch,
         had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code],
       });
     }
@@ -489,7 +502,7 @@ export class ProvisioningOracle {
         this.pool = 'marker';
         return this.start('waitingMarker');
       case 'waitingMarker':
-        this.marker = 'waiting-for-reuse';
+        this.marker = this.ppsType === 'Savable' ? 'waiting-for-reuse-savable' : 'waiting-for-reuse';
         if (this.ppsType !== 'Savable') return this.poll();
         this.pool = 'detaching';
         this.detachDeadline = this.now + this.config.preprovisioning.nic_detach_timeout_secs * 1000;
@@ -508,6 +521,13 @@ export class ProvisioningOracle {
         return this.start('lease', `nic=${output as string}`);
       case 'lease':
         return this.watchCarrier();
+      case 'nicGone':
+        // The NIC polled through went away: the wait for an attached one starts afresh, its deadline too.
+        this.nicWatch = 'off';
+        this.lease = 'off';
+        this.nicsTried = [];
+        this.attachDeadline = this.now + this.config.preprovisioning.nic_attach_timeout_secs * 1000;
+        return this.listenForNic();
       case 'shutdownMarker':
         this.marker = 'waiting-for-shutdown';
         this.pool = 'awaitingShutdown';
@@ -633,6 +653,10 @@ export class ProvisioningOracle {
         // The watch is an aid: polling goes on without it.
         this.warnings.push(`network watch stopped: ${reasonOf(error)}`);
         this.lease = 'off';
+        return;
+      case 'nicGone':
+        this.warnings.push(`NIC watch stopped: ${reasonOf(error)}`);
+        this.nicWatch = 'off';
         return;
       case 'lease':
         this.warnings.push(`lease not renewed: ${reasonOf(error)}`);
@@ -922,10 +946,13 @@ export class ProvisioningOracle {
   }
 
   private poll() {
+    // Polls are counted over the whole wait: a Savable VM back from its NIC wait goes on counting.
     this.phase = 'pool';
-    this.polls = 0;
-    this.pollError = null;
     this.startPoll();
+    if (this.ppsType === 'Savable') {
+      this.nicWatch = 'watching';
+      this.start('nicGone');
+    }
     this.watchCarrier();
   }
 

@@ -326,6 +326,64 @@ describe('a pre-provisioned VM of type Savable', () => {
     expect(report.failure.data.find(([k]: [string]) => k === 'error')[1]).toMatch(/no attached network interface reached the fabric within 120 s/);
   });
 
+  it('writes a reuse marker of its own (its type in the name), so that a resumed run knows it is Savable', async () => {
+    const run = startRun(startup());
+    await toDetaching(run);
+    expect(startsOf(run, 'waitingMarker').map((g) => g.input)).toEqual([expect.objectContaining({ vmId: VM_ID, ppsType: 'Savable' })]);
+  });
+
+  it('resumed after a reboot: no second pool Ready; waits for an attached NIC (one present counts), probes it, polls, and reports pps_type=Savable', async () => {
+    const run = startRun(startup({ marker: 'waiting-for-reuse-savable' }));
+    expect(run.kvp).toEqual([]);
+    expect(running(run, 'nicAttach').input.tried).toEqual([]);
+    expect(hasStarted(run, 'poolReadyReport', 'waitingMarker', 'nicDetach', 'reprovision')).toBe(false);
+    await complete(run, 'nicAttach', ATTACHED_NIC);
+    await complete(run, 'primaryNic');
+    expect(running(run, 'reprovision')).toBeDefined();
+    expect(running(run, 'nicGone')).toBeDefined();
+    await complete(run, 'reprovision', MEDIA_CUSTOMER);
+    await gather(run, { imds: { ...METADATA, adminUsername: 'customer' } });
+    await throughOs(run);
+    await complete(run, 'pendingMarker');
+    expect(running(run, 'readyReport').input).toMatchObject({ health: HEALTH_READY, ppsType: 'Savable' });
+    expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_READY, vmId: VM_ID, failure: null, ppsType: 'Savable' }]);
+    expect(hasStarted(run, 'poolReadyReport', 'waitingMarker')).toBe(false);
+  });
+
+  it('resumed: the NIC it found was the pool\'s, which the host then detaches: back to the wait for an attached one, its deadline afresh', async () => {
+    const run = startRun(startup({ marker: 'waiting-for-reuse-savable' }));
+    await complete(run, 'nicAttach', { name: 'eth0', mac: '00:0d:3a:00:00:01' });
+    await complete(run, 'primaryNic');
+    const poll = running(run, 'reprovision');
+    await run.advance(ATTACH_MS);
+    await complete(run, 'nicGone', 'eth0');
+    expect(poll.signal.aborted).toBe(true);
+    expect(running(run, 'nicAttach').input.tried).toEqual([]);
+    await run.advance(ATTACH_MS - 1);
+    expect(hasStarted(run, 'failureReport')).toBe(false);
+    await complete(run, 'nicAttach', ATTACHED_NIC);
+    await complete(run, 'primaryNic');
+    expect(running(run, 'reprovision')).toBeDefined();
+    expect(hasStarted(run, 'failureReport', 'poolReadyReport')).toBe(false);
+  });
+
+  it('resumed: the watch of the NIC failing is a warning; the polls go on', async () => {
+    const run = startRun(startup({ marker: 'waiting-for-reuse-savable' }));
+    await complete(run, 'nicAttach', ATTACHED_NIC);
+    await complete(run, 'primaryNic');
+    await fail(run, 'nicGone', new BootstateError('PPS_NIC_FAILED', 'ip monitor link ended'));
+    expect(running(run, 'reprovision')).toBeDefined();
+    expect(run.actor.getSnapshot().context.warnings).toContainEqual(expect.stringMatching(/^NIC watch stopped: /));
+  });
+
+  it('resumed with no NIC attached within the deadline: ProvisioningFailed TIMEOUT (phase preprovisioning), pps_type=Savable', async () => {
+    const run = startRun(startup({ marker: 'waiting-for-reuse-savable' }));
+    await run.advance(ATTACH_MS);
+    const report = running(run, 'failureReport').input;
+    expect(report).toMatchObject({ health: HEALTH_FAILED, ppsType: 'Savable', failure: { code: 'TIMEOUT' } });
+    expect(report.failure.data).toContainEqual(['phase', 'preprovisioning']);
+  });
+
   for (const step of ['nicDetach', 'nicAttach', 'primaryNic'] as const) {
     it(`SIGTERM in ${step} stops quietly (waiting-for-reuse, exit 0): Ready reached the pool, the marker is down`, async () => {
       const run = startRun(startup());

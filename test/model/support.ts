@@ -96,6 +96,7 @@ export const MODEL_STARTS: Start[] = [
   start('report pending', { marker: 'report-pending' }),
   start('report pending, every step left out', { config: TEST_CONFIG_SKIP_ALL, marker: 'report-pending' }),
   start('waiting for reuse', { marker: 'waiting-for-reuse' }),
+  start('waiting for reuse, Savable', { marker: 'waiting-for-reuse-savable' }),
   start('waiting for shutdown', { marker: 'waiting-for-shutdown' }),
   start('first boot'),
   start('first boot, every step left out', { config: TEST_CONFIG_SKIP_ALL }),
@@ -127,6 +128,7 @@ export const ORACLE_STARTS: Start[] = [
   // An OS-disk pool VM's marker changes only the decision once gathered: one config, walked after the others so the
   // states it shares with a first boot are explored from there.
   start('config 0, marker waiting-for-shutdown', { marker: 'waiting-for-shutdown' }),
+  start('config 0, marker waiting-for-reuse-savable', { marker: 'waiting-for-reuse-savable' }),
 ];
 
 export const METADATA: InstanceMetadata = {
@@ -199,6 +201,7 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'imds':
       return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, METADATA_POOL_OS_DISK, METADATA_POOL_UNKNOWN];
     case 'nicDetach':
+    case 'nicGone':
     case 'carrier':
       return ['eth0'];
     case 'nicAttach':
@@ -277,6 +280,7 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   reprovision: 'OVF_INVALID',
   shutdownMarker: 'MARKER_FAILED',
   nicDetach: 'PPS_NIC_FAILED',
+  nicGone: 'PPS_NIC_FAILED',
   nicAttach: 'PPS_NIC_FAILED',
   primaryNic: 'PPS_NIC_FAILED',
   carrier: 'PPS_NIC_FAILED',

@@ -124,6 +124,7 @@ export const STEP = {
   primaryNic: 'primaryNic',
   carrier: 'carrier',
   lease: 'lease',
+  nicGone: 'nicGone',
 } as const;
 
 export type Step = keyof typeof STEP;
