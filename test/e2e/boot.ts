@@ -162,7 +162,7 @@ export async function startFabric(
   record: string,
   imdsDoc?: string,
   imdsDelayMs?: number,
-  options: { healthUnavailableWhile?: string; certificates?: string } = {},
+  options: { healthUnavailableWhile?: string; certificates?: string; claimWhen?: string } = {},
 ): Promise<ChildProcess> {
   const argv = [
     'ip', 'netns', 'exec', netns, process.execPath, '--import', 'tsx', SERVE,
@@ -171,6 +171,7 @@ export async function startFabric(
     ...(imdsDelayMs ? ['--imds-delay-ms', String(imdsDelayMs)] : []),
     ...(options.healthUnavailableWhile ? ['--health-unavailable-while', options.healthUnavailableWhile] : []),
     ...(options.certificates ? ['--certificates', options.certificates] : []),
+    ...(options.claimWhen ? ['--claim-when', options.claimWhen] : []),
   ];
   const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
