@@ -89,13 +89,13 @@ const POOL_VM: Elsewhere = {
 /** A Savable pool VM's NIC waits: the reuse marker is down, so a boot after a kill there resumes the wait to be claimed. */
 const SAVABLE_WAIT: Elsewhere = {
   elsewhere:
-    "Savable pool VM's NIC waits (detach, attach, the primary NIC's probe): Ready reached the pool and the reuse marker is down, so a boot after a kill or SIGTERM here goes back to polling, as for Running. test/model/preprovisioning.test.ts stops the run in each of these waits (waiting-for-reuse, exit 0, no failure report) and resumes a boot with the marker (no second pool Ready); the waits themselves run against a real kernel in test/os/network/nic-events.netns.test.ts",
+    "Savable pool VM's NIC waits (detach, attach, the primary NIC's probe, the watch of the NIC it polls through): Ready reached the pool and the Savable reuse marker is down, which an ordinary fabric never answers. test/e2e/pool-interrupt.test.ts kills (SIGKILL) and stops (SIGTERM) the real agent in detachingNic, attachingNic.listening and attachingNic.probing, boots the same disk again and checks that it waits for an attached NIC with no second pool Ready, finds the customer's and provisions once claimed (after a kill in detachingNic it first finds the pool's NIC, polls through it, and goes back to the wait when the host detaches it); test/model/preprovisioning.test.ts stops the run in each wait (waiting-for-reuse, exit 0) and resumes from the marker",
 };
 
 /** An OS-disk pool VM's wait for its shutdown: a kill there is what the host does; a boot that wakes reports it. */
 const OS_DISK_WAIT: Elsewhere = {
   elsewhere:
-    "OS-disk pool VM's wait for the host's shutdown: SIGTERM there is the shutdown it waits for (exit 0, pool-shutdown), and a boot after a kill finds the waiting-for-shutdown marker and, still an OS-disk pool VM, reports PPS_NOT_SHUT_DOWN without a second pool Ready (test/model/preprovisioning.test.ts, the oracle's paths from that marker); an ordinary fabric never makes this VM a pool VM, so this matrix cannot judge it",
+    "OS-disk pool VM's wait for the host's shutdown, which an ordinary fabric never makes this VM wait for: test/e2e/pool-interrupt.test.ts sends SIGTERM there (exit 0, nothing reported: the shutdown it waited for) and SIGKILL, then boots the same disk, which finds the waiting-for-shutdown marker and, still an OS-disk pool VM, reports PPS_NOT_SHUT_DOWN without a second Ready; test/boot/pool.test.ts powers a booted Debian VM off there and boots it again; the oracle's paths from that marker in test/model/",
 };
 
 const wire = (ctx: Ctx, per: Partial<Record<Kind, Behaviour>>) =>
@@ -292,6 +292,10 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'preprovisioned.waiting.lease.watching': POOL_VM,
   'preprovisioned.waiting.lease.renewing': POOL_VM,
   'preprovisioned.waiting.lease.off': POOL_VM,
+  'preprovisioned.waiting.nicKept': SAVABLE_WAIT,
+  'preprovisioned.waiting.nicKept.deciding': SAVABLE_WAIT,
+  'preprovisioned.waiting.nicKept.watching': SAVABLE_WAIT,
+  'preprovisioned.waiting.nicKept.off': SAVABLE_WAIT,
   'preprovisioned.detachingNic': SAVABLE_WAIT,
   'preprovisioned.attachingNic': SAVABLE_WAIT,
   'preprovisioned.attachingNic.listening': SAVABLE_WAIT,

@@ -326,6 +326,20 @@ describe('a pre-provisioned VM of type Savable', () => {
     expect(report.failure.data.find(([k]: [string]) => k === 'error')[1]).toMatch(/no attached network interface reached the fabric within 120 s/);
   });
 
+  it('a NIC that fails its probe does not restart the attach deadline: it still falls due counted from the detach', async () => {
+    const run = startRun(startup());
+    await toDetaching(run);
+    await complete(run, 'nicDetach', 'eth0');
+    await run.advance(ATTACH_MS - 10);
+    await complete(run, 'nicAttach', ATTACHED_NIC);
+    await fail(run, 'primaryNic', notPrimary());
+    expect(running(run, 'nicAttach').input.tried).toEqual(['eth1']);
+    await run.advance(10);
+    const report = running(run, 'failureReport').input;
+    expect(report.failure).toMatchObject({ code: 'TIMEOUT' });
+    expect(report.failure.data).toContainEqual(['phase', 'preprovisioning']);
+  });
+
   it('writes a reuse marker of its own (its type in the name), so that a resumed run knows it is Savable', async () => {
     const run = startRun(startup());
     await toDetaching(run);

@@ -26,13 +26,6 @@ export function equivalence(chart: string, mutant: Mutant): string | null {
 
 /** Arguments for single mutants no structural rule above explains. */
 const RULES: Record<string, Array<{ match: RegExp; argument: string }>> = {
-  provisioning: [
-    {
-      match: /^provisioning\.preprovisioned\.attachingNic\.probing error primaryNic\[0\] retarget → provisioning\.preprovisioned\.attachingNic$/,
-      argument:
-        "the transition targets attachingNic, an ancestor of its source, without reenter: XState 5 then exits only attachingNic's descendants (probing) and enters its initial child, listening, the original target; attachingNic itself is not exited, so its attach deadline keeps running from the detach (the oracle's paths fail a probe and then reach that deadline) and its SIGTERM handler stays; the action (the NIC remembered as tried) runs either way.",
-    },
-  ],
   monitor: [
     {
       match: /^monitor\.running\.versions\.measuring done checkVersions\[1\] retarget → monitor\.running\.versions\.starting$/,
