@@ -61,6 +61,26 @@ export function poolNicActors(deps: PoolNicDeps) {
   };
 }
 
+/**
+ * A signal that aborts with `signal` or once `ms` have passed, on a controller and a timer of its own: on Node 20 a
+ * signal made by AbortSignal.any over AbortSignal.timeout can be garbage-collected while a wait listens to it, and
+ * then never aborts. `clear` drops the timer and the listener.
+ */
+export function withDeadline(signal: AbortSignal, ms: number): { signal: AbortSignal; clear: () => void } {
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  const timer = setTimeout(abort, ms);
+  signal.addEventListener('abort', abort, { once: true });
+  if (signal.aborted) abort();
+  return {
+    signal: controller.signal,
+    clear: () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', abort);
+    },
+  };
+}
+
 /** Not the primary NIC (or not one that can be used): retryable, so the chart tries the next one. */
 const notPrimary = (nic: string, why: string) =>
   new BootstateError('PPS_NIC_FAILED', `${nic} is not the primary network interface: ${why}`, { data: [['interface', nic], ['error', why]], retryable: true });
@@ -80,10 +100,12 @@ async function probePrimary(deps: PoolNicDeps, { config, nic: { name } }: ProbeI
   } catch (error) {
     throw notPrimary(name, toFailure(error).data.find(([k]) => k === 'error')?.[1] ?? toFailure(error).reason);
   }
-  const leased = AbortSignal.any([signal, AbortSignal.timeout(PROBE_LEASE_SECS * 1000)]);
-  const address = await waitForAddress({ signal: leased, nic: name }).catch(() => {
-    throw notPrimary(name, `no IPv4 address within ${PROBE_LEASE_SECS} s`);
-  });
+  const leased = withDeadline(signal, PROBE_LEASE_SECS * 1000);
+  const address = await waitForAddress({ signal: leased.signal, nic: name })
+    .catch(() => {
+      throw notPrimary(name, `no IPv4 address within ${PROBE_LEASE_SECS} s`);
+    })
+    .finally(leased.clear);
   const imds = new URL(config.imds.endpoint);
   const dev = await routeDevice(apply, imds.hostname);
   if (dev !== name) throw notPrimary(name, `IMDS is routed through ${dev ?? 'no interface'}`);

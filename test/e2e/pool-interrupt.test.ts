@@ -43,6 +43,8 @@ interface Interrupted {
   routes: string[];
   users: string[];
   kvpPps: string[];
+  /** The run journals' last lines, for a failure's story. */
+  journal: string;
 }
 
 const markers = async (vm: Vm) =>
@@ -96,7 +98,9 @@ async function seenAfter(vm: Vm, first: BootResult, second: BootResult, afterFir
   const routes = requests
     .filter((r) => r.route === 'reprovision' || r.route === 'health')
     .map((r) => (r.route === 'reprovision' ? 'poll' : (JSON.parse(r.body) as { state: string; details?: { subStatus?: string } }).state));
-  return { first, second, afterFirst, kinds: await vm.reportKinds(), routes, users: await users(vm), kvpPps: await kvpPps(vm) };
+  const names = (await readdir(runsDir(vm)).catch(() => [] as string[])).sort();
+  const journal = (await Promise.all(names.map((n) => readFile(path.join(runsDir(vm), n), 'utf8').catch(() => '')))).join('\n').slice(-6000);
+  return { first, second, afterFirst, kinds: await vm.reportKinds(), routes, users: await users(vm), kvpPps: await kvpPps(vm), journal };
 }
 
 /** A Savable pool VM interrupted at `point` by `signal`, then booted again and claimed. */
@@ -174,7 +178,7 @@ describe.skipIf(!canSandbox)('pool VMs interrupted in their waits, then booted a
   for (const [point, signal] of CASES) {
     it(`Savable, SIG${signal} in ${point === 'detachingNic' ? point : `attachingNic.${point}`}: the next boot waits again with no second pool Ready, finds the customer's NIC, is claimed and provisions`, async () => {
       const r = await savables.get(`${point} ${signal}`)!;
-      const story = `first:\n${r.first.stderr.slice(-4000)}\nsecond:\n${r.second.stderr.slice(-6000)}`;
+      const story = `first:\n${r.first.stderr.slice(-4000)}\nsecond:\n${r.second.stderr.slice(-6000)}\nrun journals:\n${r.journal}`;
       expect(r.first.exitCode, story).toBe(signal === 'TERM' ? 0 : 137);
       expect(r.afterFirst.kinds, story).toEqual(['NotReady/Provisioning', 'Ready']);
       expect(r.afterFirst.markers.map((m) => m.split('.').at(-1))).toEqual(['waiting-for-reuse-savable']);
