@@ -103,7 +103,13 @@ async function probePrimary(deps: PoolNicDeps, { config, nic: { name } }: ProbeI
   const leased = withDeadline(signal, PROBE_LEASE_SECS * 1000);
   const address = await waitForAddress({ signal: leased.signal, nic: name })
     .catch(() => {
-      throw notPrimary(name, `no IPv4 address within ${PROBE_LEASE_SECS} s`);
+      // The usual cause: the image configures its network for the pool NIC only (its MAC, or a name it no longer has).
+      const why = `no IPv4 address within ${PROBE_LEASE_SECS} s from ${stack ?? 'the OS'}`;
+      log.warn(
+        { step: 'pps', interface: name, stack },
+        `${name}: ${why}; an image whose network configuration matches only the pool NIC (by MAC or name) leaves a hot-attached NIC unconfigured (docs/preprovisioned.md)`,
+      );
+      throw notPrimary(name, why);
     })
     .finally(leased.clear);
   const imds = new URL(config.imds.endpoint);
