@@ -31,8 +31,8 @@ export const starting = chart.createStateConfig({
     { guard: 'markerUnreadable', target: 'reportingFailure', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.markerFailure) } },
     // Ready already reached the pool in an earlier boot: wait again, never report it twice. A Savable VM's NIC may be
     // the pool's, gone, or the customer's: it waits for one (one present counts) and tries it as the primary again.
-    { guard: 'markerWaitingForSavable', target: '#provisioning.preprovisioned.attachingNic', actions: { type: 'recordResumedWait', params: { ppsType: 'Savable' } } },
     { guard: 'markerWaitingForReuse', target: '#provisioning.preprovisioned.waiting', actions: { type: 'recordResumedWait', params: { ppsType: 'Running' } } },
+    { guard: 'markerWaitingForSavable', target: '#provisioning.preprovisioned.attachingNic', actions: { type: 'recordResumedWait', params: { ppsType: 'Savable' } } },
     { target: 'provisioning' },
   ],
 });
