@@ -81,6 +81,23 @@ export function withDeadline(signal: AbortSignal, ms: number): { signal: AbortSi
   };
 }
 
+/** How long a NIC that has its address may take to get the route to IMDS too (a DHCP client adds it just after). */
+export const ROUTE_SETTLE_MS = 5000;
+
+/**
+ * The interface the kernel routes `address` through, once it is `nic` or ROUTE_SETTLE_MS have passed: a DHCP client
+ * adds the address first and the default route a moment later, and a probe that asked in between would rule the
+ * primary NIC out for good. A few quick questions within a bound, not a watch that runs on.
+ */
+async function routedThrough(apply: ApplyDeps, address: string, nic: string, signal: AbortSignal): Promise<string | null> {
+  const until = Date.now() + ROUTE_SETTLE_MS;
+  for (;;) {
+    const dev = await routeDevice(apply, address);
+    if (dev === nic || Date.now() >= until || signal.aborted) return dev;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 /** Not the primary NIC (or not one that can be used): retryable, so the chart tries the next one. */
 const notPrimary = (nic: string, why: string) =>
   new BootstateError('PPS_NIC_FAILED', `${nic} is not the primary network interface: ${why}`, { data: [['interface', nic], ['error', why]], retryable: true });
@@ -113,7 +130,7 @@ async function probePrimary(deps: PoolNicDeps, { config, nic: { name } }: ProbeI
     })
     .finally(leased.clear);
   const imds = new URL(config.imds.endpoint);
-  const dev = await routeDevice(apply, imds.hostname);
+  const dev = await routedThrough(apply, imds.hostname, name, signal);
   if (dev !== name) throw notPrimary(name, `IMDS is routed through ${dev ?? 'no interface'}`);
   try {
     const res = await request(imds.toString(), {
