@@ -47,7 +47,15 @@ export function poolNicActors(deps: PoolNicDeps) {
       log.info({ step: 'pps', interface: nic.name, mac: nic.mac }, `network interface ${nic.name} (${nic.mac}) is attached`);
       return nic;
     }),
-    probePrimaryNic: fromPromise<void, ProbeInput>(({ input, signal }) => probePrimary(deps, input, signal)),
+    probePrimaryNic: fromPromise<void, ProbeInput>(async ({ input, signal }) => {
+      try {
+        await probePrimary(deps, input, signal);
+      } catch (error) {
+        // The chart goes on to the next NIC without a word: the reason is told here.
+        if (!signal.aborted) log.info({ step: 'pps', interface: input.nic.name, error: toFailure(error).reason }, toFailure(error).reason);
+        throw error;
+      }
+    }),
     waitForCarrierSwitch: fromPromise<string, { config: Config }>(async ({ signal }) => {
       const name = await waitForCarrierSwitch({ signal });
       log.info({ step: 'pps', interface: name }, `${name}'s carrier went down and up: the host moved it, its lease is renewed`);
