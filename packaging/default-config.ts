@@ -82,6 +82,8 @@ export const KEY_EXPLANATIONS: Record<string, string> = {
   'journal.enable': 'Keep a JSONL journal of each run\'s states (no secrets) for `bootstate trace`.',
   'journal.keep': 'How many run journals to keep.',
   'preprovisioning.poll_interval_secs': 'A pre-provisioned pool VM polls IMDS reprovisiondata this often while it waits to be claimed.',
+  'preprovisioning.nic_detach_timeout_secs': 'A Savable pool VM fails (operation timed out) when the host has not detached its NIC this long after its Ready to the pool.',
+  'preprovisioning.nic_attach_timeout_secs': 'A Savable pool VM fails (operation timed out) when no NIC attached after the detach reaches the fabric within this many seconds.',
   'custom_data.custom_data_path': 'Where OVF CustomData is saved, decoded, 0600 root; empty means <data_dir>/CustomData.',
   'custom_data.user_data_path': 'Where IMDS userData is saved, decoded, 0600 root; empty means <data_dir>/UserData.',
   'custom_data.waagent_compat': 'Also write CustomData to /var/lib/waagent/CustomData, where WALinuxAgent keeps it.',

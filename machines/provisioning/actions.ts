@@ -89,6 +89,15 @@ const planActions = {
   recordNoMetadata: set({ failure: ({ context }) => noMetadataFailure(context) }),
   recordPlan: set({ plan: ({ context }) => planFrom(context) }),
   recordPoolType: set({ ppsType: ({ context }) => unclaimedPool(context)?.type ?? context.ppsType }),
+  recordPoolShutdownMissed: set(({ context }) => ({
+    ppsType: 'PreprovisionedOSDisk',
+    failure: failure('PPS_NOT_SHUT_DOWN', [
+      ['error', 'an earlier boot reported Ready to the pool for an OS-disk pool VM, which the host then shuts down; this VM was started again instead'],
+      ['pps_type', unclaimedPool(context)!.raw],
+    ]),
+  })),
+  /** An attached NIC that was not the primary one: the next wait skips it. */
+  recordNicTried: set(({ context }) => ({ nicsTried: context.nic ? [...context.nicsTried, context.nic.name] : context.nicsTried, nic: null })),
   recordPoolUnsupported: set(({ context }) => {
     const pool = unclaimedPool(context)!;
     return {
@@ -115,7 +124,10 @@ const planActions = {
     hostKeysLater: [],
     imdsRetries: 0,
   }),
-  recordResumedWait: set({ ppsType: 'Running' }),
+  /** The pool type a resumed wait reports: the reuse marker's name tells Savable from Running. */
+  recordResumedWait: set<{ ppsType: string }>({ ppsType: (_, params) => params.ppsType }),
+  /** The NIC a Savable VM polled through is gone: the wait for an attached one starts afresh. */
+  recordNicGone: set({ nic: null, nicsTried: [] as string[] }),
 };
 
 /** The KVP writer's report and READY=1. */

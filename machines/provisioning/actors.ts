@@ -29,6 +29,17 @@ export const PLACEHOLDER_ACTORS = {
   saveCustomData: placeholder<void, T.PlanInput>('saveCustomData'),
   markWaitingForReuse: placeholder<void, T.MarkerInput>('markWaitingForReuse'),
   pollReprovisionData: placeholder<MediaMetadata, T.PollInput>('pollReprovisionData'),
+  markWaitingForShutdown: placeholder<void, T.MarkerInput>('markWaitingForShutdown'),
+  /** A Savable pool VM: resolves once the host has detached a NIC (its name). */
+  waitForNicDetach: placeholder<string, T.ConfigInput>('waitForNicDetach'),
+  /** Resolves with a NIC present and not yet tried: one already there, or the next one the host hot-attaches. */
+  waitForNicAttach: placeholder<T.AttachedNic, T.NicWaitInput>('waitForNicAttach'),
+  /** Link up and DHCP on the NIC, then whether the fabric answers through it; a retryable error: not the primary. */
+  probePrimaryNic: placeholder<void, T.ProbeInput>('probePrimaryNic'),
+  /** Resolves with the name of a NIC whose carrier went down and came up again (the claim moved it). */
+  waitForCarrierSwitch: placeholder<string, T.ConfigInput>('waitForCarrierSwitch'),
+  /** Makes the NIC's stack renew its lease (networkd does on its own; ifupdown and NetworkManager are asked). */
+  renewLease: placeholder<void, T.LeaseInput>('renewLease'),
 };
 
 export type ProvisioningActors = typeof PLACEHOLDER_ACTORS;

@@ -5,6 +5,9 @@ import type { ProvisioningContext } from './types.js';
 
 type Args = { context: ProvisioningContext };
 
+/** The period of an OS-disk pool VM's wait (delays.shutdownTick): systemd's start timeout is extended by it each time. */
+export const SHUTDOWN_TICK_MS = 60_000;
+
 /** Seconds the Guest Proxy Agent's check may take: the agent's own --wait, and a little more for the command itself. */
 export const proxyAgentSecs = (context: ProvisioningContext) => context.config.azure_proxy_agent.wait_secs + 10;
 
@@ -26,5 +29,9 @@ export const delays = {
     context.terminating ? Math.min(200, timerMs(context.config.wireserver.retry_interval_secs)) : timerMs(context.config.wireserver.retry_interval_secs),
   wireserverTotalTimeout: ({ context }: Args) => timerMs(context.config.wireserver.total_retry_timeout_secs),
   reprovisionPollInterval: ({ context }: Args) => timerMs(context.config.preprovisioning.poll_interval_secs),
+  nicDetachTimeout: ({ context }: Args) => timerMs(context.config.preprovisioning.nic_detach_timeout_secs),
+  nicAttachTimeout: ({ context }: Args) => timerMs(context.config.preprovisioning.nic_attach_timeout_secs),
+  /** How often an OS-disk pool VM's wait for its shutdown tells the service manager it goes on. */
+  shutdownTick: SHUTDOWN_TICK_MS,
   failureReportTimeout: ({ context }: Args) => timerMs(failureReportSecs(context)),
 };

@@ -1,7 +1,7 @@
 /**
  * Gathering what the plan is made from: IMDS and the provisioning media, side by side, then the Guest Proxy Agent
- * when this VM asks for it, then the decision what kind of run this is (a pool VM, a refused pool type, a plan, or
- * no metadata at all).
+ * when this VM asks for it, then the decision what kind of run this is (a pool VM, an OS-disk pool VM started again,
+ * a refused pool type, a plan, or no metadata at all).
  */
 import { assign } from 'xstate';
 import { toFailure } from '../../src/core/errors.js';
@@ -17,7 +17,9 @@ const IMDS_DONE = '#provisioning.provisioning.work.gathering.imds.done';
 
 /** Once everything that can change the plan has arrived: a pool VM waits, a refused one fails, the rest is validated. */
 const DECISIONS = [
-  { guard: 'poolRunning', target: '#provisioning.preprovisioned', actions: 'recordPoolType' },
+  // An OS-disk pool VM whose Ready reached the pool in an earlier boot should have been shut down, not started again.
+  { guard: 'poolShutdownMissed', target: FAIL, actions: 'recordPoolShutdownMissed' },
+  { guard: 'poolServed', target: '#provisioning.preprovisioned', actions: 'recordPoolType' },
   { guard: 'poolUnsupported', target: FAIL, actions: 'recordPoolUnsupported' },
   {
     guard: 'poolAfterClaim',

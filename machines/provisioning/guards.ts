@@ -1,6 +1,6 @@
 /** The provisioning chart's guards, by name: what each decision of the chart reads. */
 import { not, or, stateIn } from 'xstate';
-import { normalizePpsType } from '../../src/azure/pps.js';
+import { normalizePpsType, type PpsType } from '../../src/azure/pps.js';
 import type { StepName } from '../../src/config/defaults.js';
 import type { HostKeyType } from '../../src/os/ssh/host-keys.js';
 import { retryable } from '../retry.js';
@@ -9,6 +9,8 @@ import { certificatesEssential, certificatesWanted, planFrom, unclaimedPool } fr
 import type { ProvisioningContext } from './types.js';
 
 const WORK = '#provisioning.provisioning.work';
+/** The pool types with a flow of their own (pool.ts). */
+const SERVED: readonly PpsType[] = ['Running', 'Savable', 'PreprovisionedOSDisk'];
 const HOST_KEYS = '#provisioning.provisioning.hostKeys';
 
 type Args = { context: ProvisioningContext };
@@ -28,17 +30,20 @@ const startupGuards = {
   markerProvisioned: ({ context }: Args) => context.startup.marker === 'provisioned',
   markerReportPending: ({ context }: Args) => context.startup.marker === 'report-pending',
   markerWaitingForReuse: ({ context }: Args) => context.startup.marker === 'waiting-for-reuse',
+  markerWaitingForSavable: ({ context }: Args) => context.startup.marker === 'waiting-for-reuse-savable',
 };
 
 /** What the gathered metadata makes of the run. */
 const planGuards = {
-  /** A pool VM of the type this agent serves: report Ready to the pool and wait to be claimed. */
-  poolRunning: ({ context }: Args) => unclaimedPool(context)?.type === 'Running',
-  /** A pool type this agent cannot serve: never provision the placeholder identity. */
-  poolUnsupported: ({ context }: Args) => {
-    const type = unclaimedPool(context)?.type;
-    return type !== undefined && type !== 'None' && type !== 'Running';
-  },
+  /** A pool VM of a type this agent serves: report Ready to the pool and wait as the type says. */
+  poolServed: ({ context }: Args) => SERVED.includes(unclaimedPool(context)?.type ?? 'None'),
+  /** A pool type this agent does not know: never provision the placeholder identity. */
+  poolUnsupported: ({ context }: Args) => unclaimedPool(context)?.type === 'Unknown',
+  /** Still an OS-disk pool VM, yet an earlier boot's Ready reached the pool: the host should have shut it down. */
+  poolShutdownMissed: ({ context }: Args) => context.startup.marker === 'waiting-for-shutdown' && unclaimedPool(context)?.type === 'PreprovisionedOSDisk',
+  /** The pool VM's type (recorded once it went to the pool). */
+  poolSavable: ({ context }: Args) => context.ppsType === 'Savable',
+  poolOsDisk: ({ context }: Args) => context.ppsType === 'PreprovisionedOSDisk',
   /** Claimed, yet IMDS still calls the VM pre-provisioned: its data cannot be trusted to be the customer's. */
   poolAfterClaim: ({ context }: Args) => context.reprovision !== null && normalizePpsType(context.metadata?.ppsType) !== 'None',
   stepSkipped: ({ context }: Args, params: { step: StepName }) => context.config.steps.skip.includes(params.step),

@@ -57,6 +57,9 @@ export const createProvisioningMachine = (actors: Partial<ProvisioningActors> = 
       reprovision: null,
       pollAttempts: 0,
       pollError: null,
+      nic: null,
+      nicsTried: [],
+      leaseNic: null,
     }),
     invoke: { id: 'kvp', src: 'kvpWriter', onError: { actions: { type: 'recordKvpFailure', params: withError } } },
     // The final state the run ended in says how; a run that has not ended has failed unreported.

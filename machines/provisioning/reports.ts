@@ -98,6 +98,8 @@ export const finals = {
   // Another agent holds the instance lock and reports; this one only lets systemd go on.
   alreadyRunning: chart.createStateConfig({ type: 'final', entry: 'tellSystemdReady', output: end('failed', false) }),
   waitingInterrupted: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('waiting-for-reuse', true) }),
+  // An OS-disk pool VM's stop while it waits for one: the host's shutdown, the end it waited for.
+  shutDownInPool: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('pool-shutdown', true) }),
   readyNotAccepted: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('failed', false) }),
   markerNotWritten: chart.createStateConfig({ type: 'final', tags: [HEALTH_READY], output: end('failed', true) }),
   failed: chart.createStateConfig({ type: 'final', tags: [HEALTH_FAILED], output: end('failed', true) }),

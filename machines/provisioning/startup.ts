@@ -29,8 +29,10 @@ export const starting = chart.createStateConfig({
     // The config failure, reported now that the VM id is known, by a boot that would provision or wait again.
     { guard: 'configFailed', target: 'reportingFailure', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.configFailure) } },
     { guard: 'markerUnreadable', target: 'reportingFailure', actions: { type: 'recordFailure', params: failureOf((c) => c.startup.markerFailure) } },
-    // Ready already reached the pool in an earlier boot: wait again, never report it twice.
-    { guard: 'markerWaitingForReuse', target: '#provisioning.preprovisioned.waiting', actions: 'recordResumedWait' },
+    // Ready already reached the pool in an earlier boot: wait again, never report it twice. A Savable VM's NIC may be
+    // the pool's, gone, or the customer's: it waits for one (one present counts) and tries it as the primary again.
+    { guard: 'markerWaitingForReuse', target: '#provisioning.preprovisioned.waiting', actions: { type: 'recordResumedWait', params: { ppsType: 'Running' } } },
+    { guard: 'markerWaitingForSavable', target: '#provisioning.preprovisioned.attachingNic', actions: { type: 'recordResumedWait', params: { ppsType: 'Savable' } } },
     { target: 'provisioning' },
   ],
 });

@@ -27,8 +27,11 @@ export interface ProvisioningPlan {
   keyPairs?: CertificateReference[];
 }
 
-/** How a run ended: `waiting-for-reuse` is a pool VM stopped while it waited (its next boot waits again). */
-export type ProvisioningResult = 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'not-on-azure' | 'failed';
+/**
+ * How a run ended: `waiting-for-reuse` is a pool VM stopped while it waited (its next boot waits again);
+ * `pool-shutdown` an OS-disk pool VM shut down by the host, as it waited for.
+ */
+export type ProvisioningResult = 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'pool-shutdown' | 'not-on-azure' | 'failed';
 
 export interface ProvisioningOutput {
   result: ProvisioningResult;
@@ -102,6 +105,17 @@ export interface ProvisioningContext {
   /** Failed polls of `reprovisiondata` so far (a run waits once), and the kind of the last one: the logging policy reads them. */
   pollAttempts: number;
   pollError: string | null;
+  /** A Savable pool VM: the attached NIC being tried as the primary one, and the names of those that were not. */
+  nic: AttachedNic | null;
+  nicsTried: string[];
+  /** The NIC whose carrier switch the lease region saw last, for its renewal. */
+  leaseNic: string | null;
+}
+
+/** A network interface the host hot-attached. */
+export interface AttachedNic {
+  name: string;
+  mac: string;
 }
 
 export interface ProvisioningInput {
@@ -128,6 +142,18 @@ export interface ReportInput extends ConfigInput {
   health: Health;
   failure: Failure | null;
   ppsType: string;
+  /** A Savable pool VM's Ready: a transport failure once the request was sent is the expected end, not a failure. */
+  answerMayBeLost?: boolean;
+}
+/** The NICs already tried as the primary one, by name. */
+export interface NicWaitInput extends ConfigInput {
+  tried: string[];
+}
+export interface ProbeInput extends ConfigInput {
+  nic: AttachedNic;
+}
+export interface LeaseInput extends ConfigInput {
+  nic: string;
 }
 /** Input of one IMDS attempt: its number in this pass, and whether it is the request the run sent before the chart. */
 export interface ImdsInput extends ConfigInput {
@@ -147,6 +173,8 @@ export interface HostKeysInput extends ConfigInput {
 }
 export interface MarkerInput extends ConfigInput {
   vmId: string;
+  /** The pool type, for the reuse marker: a Savable VM's has a name of its own. */
+  ppsType?: string;
 }
 /** The media is read once more after a pool VM is claimed, for the customer's document only. */
 export interface MediaInput extends ConfigInput {

@@ -35,7 +35,7 @@ export async function runDemo(values: { dir?: unknown; monitor?: unknown; pps?: 
     wireserver: { ...config.wireserver, health_endpoint: fabric.healthUrl, retry_interval_secs: 0.2, total_retry_timeout_secs: 10 },
     ssh: { ...config.ssh, query_sshd_config: false },
     provisioning_media: { ...config.provisioning_media, enable: false },
-    preprovisioning: { poll_interval_secs: 0.2 },
+    preprovisioning: { ...config.preprovisioning, poll_interval_secs: 0.2 },
     telemetry: { ...config.telemetry, kvp_dir: join(root, 'var/lib/hyperv') },
     data_dir: { path: join(root, 'var/lib/bootstate') },
     log_path: { path: join(root, 'var/log/bootstate.log') },

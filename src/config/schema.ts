@@ -187,7 +187,11 @@ const sections = {
   }),
   journal: v.strictObject({ enable: v.boolean(), keep: count(0, 10_000) }),
   /** `poll_interval_secs`: pause between two polls of `reprovisiondata` while a pool VM waits to be claimed (cloud-init: 1 s). */
-  preprovisioning: v.strictObject({ poll_interval_secs: positiveSecs }),
+  /**
+   * `nic_detach_timeout_secs`, `nic_attach_timeout_secs`: a Savable pool VM's deadlines for the host to detach its
+   * NIC after the pool's Ready, and then to hot-attach the customer's (counted while the VM runs, docs/preprovisioned.md).
+   */
+  preprovisioning: v.strictObject({ poll_interval_secs: positiveSecs, nic_detach_timeout_secs: positiveSecs, nic_attach_timeout_secs: positiveSecs }),
   custom_data: v.strictObject({
     /** Where OVF CustomData is saved, decoded; empty means `<data_dir>/CustomData`. */
     custom_data_path: absoluteOrEmpty,

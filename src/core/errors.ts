@@ -49,6 +49,8 @@ export const KINDS = {
   TERMINATED: { reason: 'terminated', exitCode: EXIT_FAILURE },
   ALREADY_RUNNING: { reason: 'another instance is running', exitCode: EXIT_FAILURE },
   PPS_UNSUPPORTED: { reason: 'unsupported preprovisioning type', exitCode: EXIT_FAILURE },
+  PPS_NOT_SHUT_DOWN: { reason: 'preprovisioned VM started again instead of being shut down', exitCode: EXIT_FAILURE },
+  PPS_NIC_FAILED: { reason: 'preprovisioned VM network interface error', exitCode: EXIT_FAILURE },
   MISSING_CUSTOM_DATA: { reason: 'failure to read customData while hasCustomData=true', exitCode: EXIT_FAILURE },
   CUSTOM_DATA_FAILED: { reason: 'failed to save custom data', exitCode: EXIT_FAILURE },
   CERTIFICATES_FAILED: { reason: 'failed to provision certificates', exitCode: EXIT_FAILURE },

@@ -76,8 +76,10 @@ export const SCENARIOS = {
   'pps-media-only': (fabric: FakeFabric) => claimedPool(fabric, 2, 'None'),
   /** A pool VM that is never claimed (the agent waits until stopped). */
   'pps-unclaimed': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Running' }),
-  /** A pool VM of a type this agent cannot serve. */
+  /** A Savable pool VM, never claimed by itself (a test claims it, e.g. with serve.ts's --claim-when). */
   'pps-savable': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'Savable' }),
+  /** An OS-disk pool VM, never claimed: the host shuts it down once its Ready has reached the pool. */
+  'pps-os-disk': (fabric: FakeFabric) => fabric.setPreprovisioned({ type: 'PreprovisionedOSDisk' }),
   /** IMDS answers every request with its document cut short (valid framing): garbled, asked again until the budget is spent. */
   'imds-truncated': (fabric: FakeFabric) => fabric.setImds('truncated-body'),
   /** IMDS answers 503 to every request, which is retryable: the agent retries until its IMDS budget is spent. */

@@ -63,7 +63,7 @@ export async function gate(options: GateOptions): Promise<number> {
     say(`shut: cannot read the markers of VM ${vmId}: ${(error as Error).message}`);
     return GATE_EXIT.notProvisioned;
   }
-  if (state === 'waiting-for-reuse') {
+  if (state === 'waiting-for-reuse' || state === 'waiting-for-reuse-savable') {
     say(`shut: VM ${vmId} is a pre-provisioned pool VM waiting to be claimed${holder ? ` (still waiting after ${timeoutSecs} s)` : ''}`);
     return GATE_EXIT.waitingForClaim;
   }
@@ -78,6 +78,9 @@ export async function gate(options: GateOptions): Promise<number> {
     case 'report-pending':
       say(`shut: VM ${vmId} is provisioned but the wireserver has not accepted Ready yet (the next boot reports it)`);
       return GATE_EXIT.readyPending;
+    case 'waiting-for-shutdown':
+      say(`shut: VM ${vmId} is an OS-disk pool VM that reported Ready to the pool and waits for the host to shut it down`);
+      return GATE_EXIT.notProvisioned;
     default:
       say(`shut: VM ${vmId} is not provisioned: provisioning failed, or bootstate has not run for this VM id (its log: bootstate trace)`);
       return GATE_EXIT.notProvisioned;

@@ -22,6 +22,7 @@ export const GUARD_WORDS: Record<string, string> = {
   markerProvisioned: 'provisioned',
   markerReportPending: 'report pending',
   markerWaitingForReuse: 'waiting for reuse',
+  markerWaitingForSavable: 'Savable, waiting for reuse',
   poolRunning: 'pool VM',
   poolAfterClaim: 'still a pool VM',
   poolUnsupported: 'pool type refused',

@@ -11,6 +11,7 @@ import type { InspectionEvent } from 'xstate';
 import type { ProvisioningContext } from '../../machines/provisioning.js';
 import type { Config } from '../config/defaults.js';
 import type { PhaseMeta } from '../../machines/retry.js';
+import { SHUTDOWN_TICK_MS } from '../../machines/provisioning/delays.js';
 
 /** What a phase gives its STATUS line and its extension. */
 export interface Phase {
@@ -48,6 +49,7 @@ const ENDS: Array<[string, (facts: Facts) => string]> = [
   ['notOnAzure', () => 'not an Azure VM: nothing to do'],
   ['alreadyRunning', () => 'another bootstate is provisioning this machine: nothing to do'],
   ['waitingInterrupted', () => 'pool VM: stopped while waiting to be claimed; the next boot waits again'],
+  ['shutDownInPool', () => 'OS-disk pool VM: shut down by the host, as it waited to be'],
   ['readyNotAccepted', () => 'provisioned, but the wireserver did not accept Ready; the next boot reports it'],
   ['markerNotWritten', () => 'provisioned and Ready reported, but the provisioned marker was not written'],
   ['failed', ({ code }) => `provisioning failed (${code}); the failure was reported`],
@@ -71,7 +73,12 @@ const PHASES: Array<{ path: string; key: string | ((facts: Facts) => string); te
   { path: 'preprovisioned.reportingPoolReady', key: 'pool ready', text: (p) => `pool VM: reporting Ready to the pool: attempt ${p.attempt}${left(p.left)}` },
   { path: 'preprovisioned.markingWaiting', key: 'pool marker', text: () => 'pool VM: waiting to be claimed' },
   // No deadline: each poll is covered by its own extension (the pause, then one request's timeouts).
-  { path: 'preprovisioned.waiting', key: 'pool wait', text: (p) => `pool VM: waiting to be claimed, poll ${p.attempt}` },
+  { path: 'preprovisioned.waiting.polling', key: 'pool wait', text: (p) => `pool VM: waiting to be claimed, poll ${p.attempt}` },
+  { path: 'preprovisioned.detachingNic', key: 'pool nic detach', text: (p) => `Savable pool VM: waiting for the host to detach the network interface${left(p.left)}` },
+  { path: 'preprovisioned.attachingNic', key: 'pool nic attach', text: (p) => `Savable pool VM: waiting for the customer's network interface${left(p.left)}` },
+  { path: 'preprovisioned.markingShutdown', key: 'pool shutdown marker', text: () => 'OS-disk pool VM: waiting for the host to shut it down' },
+  // No deadline: the chart re-enters the state every tick, and each line covers one tick.
+  { path: 'preprovisioned.awaitingShutdown', key: 'pool shutdown', text: () => 'OS-disk pool VM: waiting for the host to shut it down' },
   { path: 'provisioning.work.checkingProxyAgent', key: 'proxy agent', text: (p) => `waiting for the Azure Guest Proxy Agent${left(p.left)}` },
   { path: 'provisioning.work.validating', key: 'validating', text: () => 'configuring the OS' },
   {
@@ -170,7 +177,7 @@ export class SystemdStatus {
     const elapsed = (this.now() - this.phaseStarted) / 1000;
     const left = phase.budgetSecs === null ? null : Math.max(0, Math.round(phase.budgetSecs - elapsed));
     const attempt = Math.max(1, phase.attempts ? (this.started.get(phase.attempts) ?? 0) : 1);
-    const covered = phase.key === 'pool wait' ? pollSecs(snapshot.context.config) : (left ?? 0);
+    const covered = phase.key === 'pool wait' ? pollSecs(snapshot.context.config) : phase.key === 'pool shutdown' ? SHUTDOWN_TICK_MS / 1000 : (left ?? 0);
     this.sink.status(phase.text({ attempt, left }), snapshot.status === 'active' ? (covered + EXTEND_SLACK_SECS) * 1e6 : undefined);
   }
 }

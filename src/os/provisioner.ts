@@ -76,16 +76,20 @@ export interface Provisioner {
 
 /**
  * What the markers say about a VM id. `provisioned`: Ready was accepted; `report-pending`: provisioning done, Ready
- * not yet accepted; `waiting-for-reuse`: a pool VM reported Ready to the pool and waits to be claimed.
+ * not yet accepted; `waiting-for-reuse`: a pool VM reported Ready to the pool and waits to be claimed
+ * (`waiting-for-reuse-savable`: a Savable one, which may have to wait for its NIC again);
+ * `waiting-for-shutdown`: an OS-disk pool VM reported Ready to the pool and waited for the host to shut it down.
  */
-export type MarkerState = 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse';
+export type MarkerState = 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | 'waiting-for-reuse-savable' | 'waiting-for-shutdown';
 
 /** Provisioned-marker store keyed by VM id (docs/protocol.md#provisioned-marker, and the "report pending" state). */
 export interface MarkerStore {
   state(vmId: string): Promise<MarkerState>;
   markReportPending(vmId: string): Promise<void>;
   /** Records that Ready reached the pool, so a reboot resumes waiting instead of reporting again. */
-  markWaitingForReuse(vmId: string): Promise<void>;
+  markWaitingForReuse(vmId: string, ppsType?: string): Promise<void>;
+  /** Records that an OS-disk pool VM's Ready reached the pool: a boot that finds it was not shut down as it should. */
+  markWaitingForShutdown(vmId: string): Promise<void>;
   markProvisioned(vmId: string): Promise<void>;
   clean(options: { logs: boolean; logPath: string }): Promise<string[]>;
 }

@@ -29,6 +29,7 @@ import { machineHostname, validateHostname, validateUsername } from '../os/valid
 import type { SecretStore } from '../core/secrets.js';
 import type { EncodedReports } from './encoded-reports.js';
 import { fetchCertificates } from './certificates.js';
+import { poolNicActors } from './pool-nics.js';
 
 export interface ProvisioningDeps {
   log: Logger;
@@ -74,6 +75,7 @@ export function provisioningActors(deps: ProvisioningDeps) {
     ...osActors(deps, kit),
     ...hostKeyActors(deps, kit),
     ...poolActors(deps),
+    ...poolNicActors(deps),
     ...markerActors(deps),
   };
 }
@@ -137,9 +139,18 @@ function reportActors(deps: ProvisioningDeps, { nextAttempt, retryWarning }: Kit
         input.health === HEALTH_FAILED && input.failure ? deps.reports.failure(input.failure, input.vmId, input.ppsType) : undefined;
       const attempt = nextAttempt(`report ${input.health}`);
       let sent = true;
+      let written = false;
+      const onSent = () => {
+        written = true;
+      };
       try {
-        sent = (await deps.reporter.post({ config: input.config.wireserver, health: input.health, vmId: input.vmId, description, signal, log })).sent;
+        sent = (await deps.reporter.post({ config: input.config.wireserver, health: input.health, vmId: input.vmId, description, signal, log, onSent })).sent;
       } catch (error) {
+        // A Savable pool VM's NIC is unplugged (or the VM saved) once the host has the report: the answer is lost.
+        if (input.answerMayBeLost && written && !signal.aborted && error instanceof BootstateError && error.code === 'HTTP_TRANSPORT') {
+          log.info({ state: input.health, pps_type: input.ppsType, error: error.message }, 'pool Ready sent; its answer was lost, as expected once the host detaches the NIC');
+          return;
+        }
         const { wireserver } = input.config;
         if (error instanceof BootstateError && error.retryable && !signal.aborted) {
           retryWarning(`${input.health} report`, attempt, wireserver.total_retry_timeout_secs, wireserver.retry_interval_secs, error);
@@ -330,9 +341,13 @@ function poolActors(deps: ProvisioningDeps) {
 /** The markers: waiting for reuse, report pending, provisioned. */
 function markerActors({ log, markers }: ProvisioningDeps) {
   return {
-    markWaitingForReuse: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
-      await markers(input.config).markWaitingForReuse(input.vmId);
-      log.info({ step: 'pps', vmId: input.vmId }, 'pool VM reported Ready; waiting to be claimed (polling reprovisiondata)');
+    markWaitingForReuse: fromPromise<void, { config: Config; vmId: string; ppsType?: string }>(async ({ input }) => {
+      await markers(input.config).markWaitingForReuse(input.vmId, input.ppsType);
+      log.info({ step: 'pps', vmId: input.vmId, pps_type: input.ppsType }, 'pool VM reported Ready; waiting to be claimed');
+    }),
+    markWaitingForShutdown: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
+      await markers(input.config).markWaitingForShutdown(input.vmId);
+      log.info({ step: 'pps', vmId: input.vmId }, 'OS-disk pool VM reported Ready; waiting for the host to shut it down');
     }),
     markReportPending: fromPromise<void, { config: Config; vmId: string }>(async ({ input }) => {
       await markers(input.config).markReportPending(input.vmId);

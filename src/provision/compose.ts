@@ -179,5 +179,6 @@ function logLockAndStartup(log: Logger, { lock, facts, vmIdRead }: BeforeChart):
   if (facts.marker === 'provisioned') log.info({ vmId }, 'already provisioned; nothing to do');
   if (facts.marker === 'report-pending') log.info({ vmId }, 'provisioned earlier but Ready not accepted; reporting Ready');
   if (facts.configFailure) return;
+  if (facts.marker === 'waiting-for-reuse-savable') log.info({ vmId }, 'Savable pool VM: Ready reached the pool in an earlier boot; waiting again for its NIC, then to be claimed');
   if (facts.marker === 'waiting-for-reuse') log.info({ vmId }, 'pool VM: Ready reached the pool in an earlier boot; waiting again to be claimed');
 }

@@ -1,7 +1,8 @@
 /**
  * The provisioned marker (docs/protocol.md#provisioned-marker) and the durable "report pending" state:
  * `<data_dir>/<vm_id>.provisioned` `<data_dir>/<vm_id>.report-pending` and, for a pool VM,
- * `<data_dir>/<vm_id>.waiting-for-reuse`: empty files. A new VM id finds none of them. An empty file has no content to
+ * `<data_dir>/<vm_id>.waiting-for-reuse` (`.waiting-for-reuse-savable` for a Savable pool VM, whose name is how a resumed
+ * run knows its type; `.waiting-for-shutdown` for an OS-disk pool VM): empty files. A new VM id finds none of them. An empty file has no content to
  * tear, so it is created in place rather than through a temp file and a rename; what each one must survive decides its
  * fsyncs (docs/durability.md): report-pending is durable before Ready is sent (file and directory fsync); provisioned
  * needs only its directory entry durable before report-pending is removed, and that removal needs none, because
@@ -19,9 +20,11 @@ import type { Config } from '../config/defaults.js';
 const PROVISIONED = '.provisioned';
 const PENDING = '.report-pending';
 const WAITING = '.waiting-for-reuse';
+const WAITING_SAVABLE = '.waiting-for-reuse-savable';
+const SHUTDOWN = '.waiting-for-shutdown';
 
 /** Whether a data-directory entry is one of the markers (what `clean` and `deprovision` remove). */
-export const isMarkerName = (name: string): boolean => name.endsWith(PROVISIONED) || name.endsWith(PENDING) || name.endsWith(WAITING);
+export const isMarkerName = (name: string): boolean => name.endsWith(PROVISIONED) || name.endsWith(PENDING) || name.endsWith(WAITING) || name.endsWith(WAITING_SAVABLE) || name.endsWith(SHUTDOWN);
 
 /**
  * Where azure-init keeps its `<vm_id>.provisioned` marker by default (its `[azure_init_data_dir] path`). An image
@@ -49,12 +52,14 @@ export class FileMarkerStore implements MarkerStore {
     const provisioned = found(PROVISIONED);
     const pending = found(PENDING);
     const waiting = found(WAITING);
-    for (const name of [...provisioned, ...pending, ...waiting]) this.#checkRegular(name);
+    const savable = found(WAITING_SAVABLE);
+    const shutdown = found(SHUTDOWN);
+    for (const name of [...provisioned, ...pending, ...waiting, ...savable, ...shutdown]) this.#checkRegular(name);
     if (provisioned.length > 0) {
       if (options.tidy === false) return 'provisioned';
       // A crash between writing `provisioned` and removing the others leaves them behind: provisioned wins, so they
       // are stale, and are tidied here (best effort: a read-only data dir still reads as provisioned).
-      for (const name of [...pending, ...waiting]) {
+      for (const name of [...pending, ...waiting, ...savable, ...shutdown]) {
         try {
           rmSync(path.join(this.dataDir, name), { force: true });
         } catch {
@@ -67,7 +72,10 @@ export class FileMarkerStore implements MarkerStore {
       if (namesIn(dir).some((n) => n.toLowerCase() === want + PROVISIONED)) return 'provisioned';
     }
     if (pending.length > 0) return 'report-pending';
+    // Only a Savable VM writes its own name: with both (no run writes both), Savable's waits are the safer resumption.
+    if (savable.length > 0) return 'waiting-for-reuse-savable';
     if (waiting.length > 0) return 'waiting-for-reuse';
+    if (shutdown.length > 0) return 'waiting-for-shutdown';
     return 'none';
   }
 
@@ -92,9 +100,17 @@ export class FileMarkerStore implements MarkerStore {
     await this.#create(vmId.toLowerCase() + PENDING, { syncFile: true });
   }
 
-  /** Durable before the wait starts: a reboot that lost it would report Ready to the pool a second time. */
-  async markWaitingForReuse(vmId: string): Promise<void> {
-    await this.#create(vmId.toLowerCase() + WAITING, { syncFile: true });
+  /**
+   * Durable before the wait starts: a reboot that lost it would report Ready to the pool a second time. A Savable
+   * VM's marker has a name of its own, so that a resumed run waits for its NIC and reports its type.
+   */
+  async markWaitingForReuse(vmId: string, ppsType?: string): Promise<void> {
+    await this.#create(vmId.toLowerCase() + (ppsType === 'Savable' ? WAITING_SAVABLE : WAITING), { syncFile: true });
+  }
+
+  /** Durable before the wait for the host's shutdown: a boot that finds it knows the VM was started again. */
+  async markWaitingForShutdown(vmId: string): Promise<void> {
+    await this.#create(vmId.toLowerCase() + SHUTDOWN, { syncFile: true });
   }
 
   /** Records that Ready was accepted, then drops the pending and waiting states. */
@@ -102,7 +118,7 @@ export class FileMarkerStore implements MarkerStore {
     // Ready was accepted: losing this marker in a crash only means Ready is sent once more on the next boot.
     await this.#create(vmId.toLowerCase() + PROVISIONED, { syncFile: false });
     const names = this.#namesNow('write') ?? [];
-    const done = [vmId.toLowerCase() + PENDING, vmId.toLowerCase() + WAITING];
+    const done = [PENDING, WAITING, WAITING_SAVABLE, SHUTDOWN].map((suffix) => vmId.toLowerCase() + suffix);
     const pending = names.filter((n) => done.includes(n.toLowerCase()));
     try {
       for (const name of pending) await rm(path.join(this.dataDir, name), { force: true });

@@ -56,6 +56,13 @@ export interface VmOptions extends SandboxOptions {
   imdsDocument?: unknown;
   /** PEM of the goal state's certificates (each certificate, then its private key if the VM gets it). */
   certificates?: string;
+  /**
+   * The fabric runs in this namespace (one with Azure's addresses, ns.ts's createNetns) instead of the VM's, whose
+   * loopback then loses them: the VM reaches the fabric only through a NIC the test cables between the two.
+   */
+  fabricNetns?: string;
+  /** A pool VM is claimed once this host file exists (serve.ts --claim-when). */
+  claimWhen?: string;
 }
 
 export interface Vm {
@@ -65,9 +72,10 @@ export interface Vm {
   /**
    * Runs the agent once, as a boot of this VM would (with `args`, e.g. a dry run). With `terminateWhen` (a shell
    * condition evaluated inside the VM), the agent gets SIGTERM once the condition holds, as a shutdown would send it.
-   * `env` adds to the agent's environment (e.g. NOTIFY_SOCKET, as systemd gives a Type=notify unit).
+   * `env` adds to the agent's environment (e.g. NOTIFY_SOCKET, as systemd gives a Type=notify unit). `signal`: KILL
+   * instead of TERM, a crash rather than a shutdown.
    */
-  boot(args?: string[], options?: { terminateWhen?: string; env?: NodeJS.ProcessEnv }): Promise<BootResult>;
+  boot(args?: string[], options?: { terminateWhen?: string; env?: NodeJS.ProcessEnv; signal?: 'TERM' | 'KILL' }): Promise<BootResult>;
   /** Every request the fabric received so far, in arrival order. */
   requests(): Promise<RecordedRequest[]>;
   /** `state` or `state/subStatus` of each health report so far. */
@@ -98,7 +106,13 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
     if (imdsDoc) await writeFile(imdsDoc, JSON.stringify(options.imdsDocument));
     const certificates = options.certificates === undefined ? undefined : path.join(sandbox.root, 'fabric-certificates.pem');
     if (certificates) await writeFile(certificates, options.certificates!, { mode: 0o600 });
-    fabric = await startFabric(netns.name, options.scenario ?? 'happy', record, imdsDoc, options.imdsDelayMs, { certificates });
+    if (options.fabricNetns) {
+      for (const address of ['169.254.169.254/32', '168.63.129.16/32']) await run(['ip', '-n', netns.name, 'addr', 'del', address, 'dev', 'lo']);
+    }
+    fabric = await startFabric(options.fabricNetns ?? netns.name, options.scenario ?? 'happy', record, imdsDoc, options.imdsDelayMs, {
+      certificates,
+      claimWhen: options.claimWhen,
+    });
   } catch (error) {
     fabric?.kill('SIGKILL');
     await netns?.delete();
@@ -122,10 +136,10 @@ export async function createVm(name: string, options: VmOptions = {}): Promise<V
       const text = await readFile(path.join(sandbox.root, 'argv.log'), 'utf8').catch(() => '');
       return text.split('\n').filter(Boolean).map((line) => line.split('\0'));
     },
-    async boot(args: string[] = [], bootOptions: { terminateWhen?: string; env?: NodeJS.ProcessEnv } = {}) {
+    async boot(args: string[] = [], bootOptions: { terminateWhen?: string; env?: NodeJS.ProcessEnv; signal?: 'TERM' | 'KILL' } = {}) {
       const started = performance.now();
       const script = bootOptions.terminateWhen
-        ? `PATH="$E2E_SHIMS:$PATH" "$@" & pid=$!; until ${bootOptions.terminateWhen}; do sleep 0.05; done; kill -TERM $pid; wait $pid; rc=$?; hostname > /run/.e2e-uts-hostname; exit $rc`
+        ? `PATH="$E2E_SHIMS:$PATH" "$@" & pid=$!; until ${bootOptions.terminateWhen}; do sleep 0.05; done; kill -${bootOptions.signal ?? 'TERM'} $pid; wait $pid; rc=$?; hostname > /run/.e2e-uts-hostname; exit $rc`
         : 'PATH="$E2E_SHIMS:$PATH" "$@"; rc=$?; hostname > /run/.e2e-uts-hostname; exit $rc';
       const result = await runInSandbox(
         sandbox,
@@ -162,7 +176,7 @@ export async function startFabric(
   record: string,
   imdsDoc?: string,
   imdsDelayMs?: number,
-  options: { healthUnavailableWhile?: string; certificates?: string } = {},
+  options: { healthUnavailableWhile?: string; certificates?: string; claimWhen?: string } = {},
 ): Promise<ChildProcess> {
   const argv = [
     'ip', 'netns', 'exec', netns, process.execPath, '--import', 'tsx', SERVE,
@@ -171,6 +185,7 @@ export async function startFabric(
     ...(imdsDelayMs ? ['--imds-delay-ms', String(imdsDelayMs)] : []),
     ...(options.healthUnavailableWhile ? ['--health-unavailable-while', options.healthUnavailableWhile] : []),
     ...(options.certificates ? ['--certificates', options.certificates] : []),
+    ...(options.claimWhen ? ['--claim-when', options.claimWhen] : []),
   ];
   const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

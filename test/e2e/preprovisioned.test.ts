@@ -1,9 +1,10 @@
 /**
  * Pre-provisioned VMs booted for real: the agent with the default configuration in a network namespace where the
  * fake fabric serves a pool VM (placeholder identity, ppsType Running) that a customer claims through
- * `reprovisiondata`; real useradd, hostname and files. Also a reboot while waiting and a pool type that is not served.
+ * `reprovisiondata`; real useradd, hostname and files. Also a reboot while waiting, and a Savable pool VM's NIC waits
+ * ending at their deadline (no NIC is attached in a namespace; test/boot/ attaches one).
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeReport } from '../../src/azure/report.js';
@@ -63,7 +64,12 @@ describe.skipIf(!canSandbox)('a pre-provisioned VM in namespaces, with the defau
       const second = await vm.boot();
       return { vm, first, second, afterFirst };
     });
-    savable = withVm('savable', 'pps-savable', async (vm) => ({ vm, boot: await vm.boot() }));
+    // Short NIC deadlines: the namespace has no NIC to detach, and none is attached (the harness in test/boot/ does that).
+    savable = withVm('savable', 'pps-savable', async (vm) => {
+      await mkdir(vm.sandbox.hostPath('/etc/bootstate/bootstate.toml.d'), { recursive: true });
+      await writeFile(vm.sandbox.hostPath('/etc/bootstate/bootstate.toml.d/50-nic.toml'), '[preprovisioning]\nnic_detach_timeout_secs = 5\nnic_attach_timeout_secs = 3\n');
+      return { vm, boot: await vm.boot() };
+    });
   });
 
   afterAll(async () => {
@@ -136,14 +142,18 @@ describe.skipIf(!canSandbox)('a pre-provisioned VM in namespaces, with the defau
     expect((await markers(vm)).map((m) => m.split('.').at(-1))).toEqual(['provisioned']);
   });
 
-  it('a pool type it cannot serve (Savable) fails naming the type, and the placeholder is never provisioned', async () => {
+  it('Savable: Ready to the pool, then the NIC waits; no NIC attached within the deadline fails naming it, the placeholder never provisioned', async () => {
     const { vm, boot } = await savable;
     expect(boot.exitCode).toBe(1);
-    expect(await vm.reportKinds()).toEqual(['NotReady/Provisioning', 'NotReady/ProvisioningFailed']);
+    expect(await vm.reportKinds()).toEqual(['NotReady/Provisioning', 'Ready', 'NotReady/ProvisioningFailed']);
     const failed = (await vm.requests()).filter((r) => r.route === 'health').at(-1)!;
     const report = new Map(decodeReport((JSON.parse(failed.body) as { details: { description: string } }).details.description));
-    expect(report.get('reason')).toBe('unsupported preprovisioning type');
+    expect(report.get('reason')).toBe('operation timed out');
+    expect(report.get('phase')).toBe('preprovisioning');
+    expect(report.get('error')).toBe('no attached network interface reached the fabric within 3 s');
     expect(report.get('pps_type')).toBe('Savable');
+    // No NIC in the namespace: the detach had happened already, as far as the wait can tell.
+    expect(`${boot.stdout}\n${boot.stderr}`).toContain('no NIC left: the host detached it before the wait began');
     expect((await vm.commands()).filter((c) => ['useradd', 'hostname', 'hostnamectl', 'passwd'].includes(c[0]!))).toEqual([]);
     expect(await users(vm)).not.toContain('pooladmin');
     expect(await reprovisionPolls(vm)).toEqual([]);

@@ -3,7 +3,7 @@
  *
  *   npx tsx test/fabric/serve.ts --imds 169.254.169.254:80 --wireserver 168.63.129.16:80 \
  *     --host-plugin 168.63.129.16:32526 --record /tmp/requests.jsonl [--scenario happy] [--imds-doc FILE] \
- *     [--imds-delay-ms N] [--health-unavailable-while FILE] [--certificates PEM]
+ *     [--imds-delay-ms N] [--health-unavailable-while FILE] [--certificates PEM] [--claim-when FILE]
  *
  * Prints one JSON line `{"ready":true,...}` once every service listens, appends each request to the record file
  * as a JSON line, and exits on SIGTERM/SIGINT. `FAKE_FABRIC_SCENARIO` and `FAKE_FABRIC_IMDS_DOC` stand in for
@@ -36,6 +36,8 @@ const { values } = parseArgs({
     certificates: { type: 'string' },
     /** Every health POST gets 503 while FILE exists (a test removes it to let the reports through). */
     'health-unavailable-while': { type: 'string' },
+    /** A pool VM is claimed once FILE exists (a test creates it when the network the claim needs is in place). */
+    'claim-when': { type: 'string' },
   },
 });
 
@@ -64,6 +66,16 @@ if (values.certificates) {
 if (values['imds-delay-ms']) fabric.delayImds(Number(values['imds-delay-ms']));
 const unavailableWhile = values['health-unavailable-while'];
 if (unavailableWhile) fabric.setWireserver(() => (existsSync(unavailableWhile) ? { status: 503, body: 'Service Unavailable' } : 'ok'));
+
+const claimWhen = values['claim-when'];
+if (claimWhen) {
+  const timer = setInterval(() => {
+    if (!existsSync(claimWhen)) return;
+    clearInterval(timer);
+    fabric.claim();
+  }, 100);
+  timer.unref();
+}
 
 process.stdout.write(
   `${JSON.stringify({

@@ -86,6 +86,18 @@ const POOL_VM: Elsewhere = {
     "pool VM (PPS) state: a boot after a kill here resumes the pool's wait, which an ordinary fabric never ends, and a claim provisions the customer, not the reference user. Covered by test/e2e/preprovisioned.test.ts (reboot while waiting, resumed without a second pool Ready) and test/model/preprovisioning.test.ts (Ready before the marker, no OS step before the claim)",
 };
 
+/** A Savable pool VM's NIC waits: the reuse marker is down, so a boot after a kill there resumes the wait to be claimed. */
+const SAVABLE_WAIT: Elsewhere = {
+  elsewhere:
+    "Savable pool VM's NIC waits (detach, attach, the primary NIC's probe, the watch of the NIC it polls through): Ready reached the pool and the Savable reuse marker is down, which an ordinary fabric never answers. test/e2e/pool-interrupt.test.ts kills (SIGKILL) and stops (SIGTERM) the real agent in detachingNic, attachingNic.listening and attachingNic.probing, boots the same disk again and checks that it waits for an attached NIC with no second pool Ready, finds the customer's and provisions once claimed (after a kill in detachingNic it first finds the pool's NIC, polls through it, and goes back to the wait when the host detaches it); test/model/preprovisioning.test.ts stops the run in each wait (waiting-for-reuse, exit 0) and resumes from the marker",
+};
+
+/** An OS-disk pool VM's wait for its shutdown: a kill there is what the host does; a boot that wakes reports it. */
+const OS_DISK_WAIT: Elsewhere = {
+  elsewhere:
+    "OS-disk pool VM's wait for the host's shutdown, which an ordinary fabric never makes this VM wait for: test/e2e/pool-interrupt.test.ts sends SIGTERM there (exit 0, nothing reported: the shutdown it waited for) and SIGKILL, then boots the same disk, which finds the waiting-for-shutdown marker and, still an OS-disk pool VM, reports PPS_NOT_SHUT_DOWN without a second Ready; test/boot/pool.test.ts powers a booted Debian VM off there and boots it again; the oracle's paths from that marker in test/model/",
+};
+
 const wire = (ctx: Ctx, per: Partial<Record<Kind, Behaviour>>) =>
   ctx.fabric.setWireserver((request) => per[kindOf(request.body)] ?? 'ok');
 const arrived = (ctx: Ctx, kind: Kind | 'imds') =>
@@ -280,9 +292,25 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   'preprovisioned.reportingPoolReady.backoff': POOL_VM,
   'preprovisioned.markingWaiting': POOL_VM,
   'preprovisioned.waiting': POOL_VM,
-  'preprovisioned.waiting.requesting': POOL_VM,
-  'preprovisioned.waiting.backoff': POOL_VM,
+  'preprovisioned.waiting.polling': POOL_VM,
+  'preprovisioned.waiting.polling.requesting': POOL_VM,
+  'preprovisioned.waiting.polling.backoff': POOL_VM,
+  'preprovisioned.waiting.lease': POOL_VM,
+  'preprovisioned.waiting.lease.watching': POOL_VM,
+  'preprovisioned.waiting.lease.renewing': POOL_VM,
+  'preprovisioned.waiting.lease.off': POOL_VM,
+  'preprovisioned.waiting.nicKept': SAVABLE_WAIT,
+  'preprovisioned.waiting.nicKept.deciding': SAVABLE_WAIT,
+  'preprovisioned.waiting.nicKept.watching': SAVABLE_WAIT,
+  'preprovisioned.waiting.nicKept.off': SAVABLE_WAIT,
+  'preprovisioned.detachingNic': SAVABLE_WAIT,
+  'preprovisioned.attachingNic': SAVABLE_WAIT,
+  'preprovisioned.attachingNic.listening': SAVABLE_WAIT,
+  'preprovisioned.attachingNic.probing': SAVABLE_WAIT,
+  'preprovisioned.markingShutdown': OS_DISK_WAIT,
+  'preprovisioned.awaitingShutdown': OS_DISK_WAIT,
   waitingInterrupted: POOL_VM,
+  shutDownInPool: OS_DISK_WAIT,
   completingHostKeys: {
     elsewhere:
       'entered only by a boot that finds the report-pending marker, and there the scratch backend has no host keys to complete: the state is over within the turn that enters it. A kill there is a kill before Ready with the marker down, which the reportingReady holds cover; a stop in it is in test/model/termination.test.ts, and making the keys a halted boot left missing in test/boot/stop-after-ready.test.ts',

@@ -17,7 +17,7 @@ import type { BootstateError } from '../../src/core/errors.js';
 
 const REPORT_IDS = new Set(['inProgressReport', 'readyReport', 'failureReport', 'poolReadyReport']);
 const PLAN_IDS = new Set(['validate', 'hostname', 'user', 'password', 'certificates', 'ssh-keys', 'sshd']);
-const MARKER_IDS = new Set(['pendingMarker', 'provisionedMarker', 'waitingMarker']);
+const MARKER_IDS = new Set(['pendingMarker', 'provisionedMarker', 'waitingMarker', 'shutdownMarker']);
 
 const seenFailure = (f: Failure | null | undefined): SeenFailure | null => {
   if (!f) return null;
@@ -33,7 +33,7 @@ export function describeGate(gate: Gate): string {
   const input = gate.input as Record<string, any> | undefined;
   if (REPORT_IDS.has(gate.id)) {
     const failure = input?.failure ? ` ${describeFailure(seenFailure(toFailure(input.failure)))}` : '';
-    return `${gate.id} ${input?.health} vm=${input?.vmId} pps=${input?.ppsType}${failure}`;
+    return `${gate.id} ${input?.health} vm=${input?.vmId} pps=${input?.ppsType}${input?.answerMayBeLost ? ' answer-may-be-lost' : ''}${failure}`;
   }
   if (PLAN_IDS.has(gate.id)) {
     const plan = input?.plan;
@@ -45,6 +45,9 @@ export function describeGate(gate: Gate): string {
   if (gate.id === 'media') return input?.claimed ? 'media claimed' : 'media';
   if (gate.id === 'laterHostKeys') return `laterHostKeys ${input?.types?.join(',')}`;
   if (gate.id === 'reprovision') return `reprovision attempt=${input?.attempt} previous=${input?.previousError}`;
+  if (gate.id === 'nicAttach') return `nicAttach tried=${input?.tried?.join(',')}`;
+  if (gate.id === 'primaryNic') return `primaryNic nic=${input?.nic?.name}`;
+  if (gate.id === 'lease') return `lease nic=${input?.nic}`;
   return gate.id;
 }
 
@@ -69,7 +72,8 @@ function seenOutput(run: Run): SeenOutput | null {
 /** The marker this VM id has on disk: the last one a marker step finished writing, else the one the run found. */
 function seenMarker(run: Run, input: ProvisioningInput): string {
   const written = run.gates.filter((g) => MARKER_IDS.has(g.id) && g.outcome === 'done').at(-1);
-  const names: Record<string, string> = { pendingMarker: 'report-pending', provisionedMarker: 'provisioned', waitingMarker: 'waiting-for-reuse' };
+  const names: Record<string, string> = { pendingMarker: 'report-pending', provisionedMarker: 'provisioned', waitingMarker: 'waiting-for-reuse', shutdownMarker: 'waiting-for-shutdown' };
+  if (written?.id === 'waitingMarker' && (written.input as { ppsType?: string }).ppsType === 'Savable') return 'waiting-for-reuse-savable';
   return written ? names[written.id]! : (input.startup?.marker ?? 'none');
 }
 

@@ -51,6 +51,12 @@ const GATED = [
   'saveCustomData',
   'markWaitingForReuse',
   'pollReprovisionData',
+  'markWaitingForShutdown',
+  'waitForNicDetach',
+  'waitForNicAttach',
+  'probePrimaryNic',
+  'waitForCarrierSwitch',
+  'renewLease',
 ] as const;
 
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));

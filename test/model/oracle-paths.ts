@@ -14,6 +14,7 @@
  */
 import type { ModelEvent, Start } from './support.js';
 import {
+  ATTACHED_NIC,
   CERTIFICATE_KEY,
   errorFor,
   KEY_FINGERPRINT,
@@ -21,12 +22,14 @@ import {
   MEDIA_CUSTOMER,
   MEDIA_POOL_OS_DISK,
   MEDIA_POOL_RUNNING,
+  MEDIA_POOL_SAVABLE,
   MEDIA_PROXY_AGENT,
   MEDIA_WITH_USERNAME,
   MEDIA_WITHOUT_USERNAME,
   METADATA,
   METADATA_CUSTOM_DATA,
   METADATA_PASSWORD_LOGINS,
+  METADATA_POOL_OS_DISK,
   METADATA_POOL_RUNNING,
   METADATA_POOL_SAVABLE,
   METADATA_POOL_UNKNOWN,
@@ -35,14 +38,20 @@ import {
 import { ProvisioningOracle } from './oracle.js';
 
 /** Actors whose failures the protocol retries: each fails both ways on the paths. */
-const RETRIED = new Set(['inProgressReport', 'imds', 'readyReport', 'failureReport', 'poolReadyReport', 'reprovision', 'certificates']);
+const RETRIED = new Set(['inProgressReport', 'imds', 'readyReport', 'failureReport', 'poolReadyReport', 'reprovision', 'certificates', 'primaryNic']);
 
 function payloads(id: string, oracle: ProvisioningOracle): unknown[] {
   switch (id) {
     case 'imds':
-      return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_CUSTOM_DATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, METADATA_POOL_UNKNOWN];
+      return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_CUSTOM_DATA, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, METADATA_POOL_OS_DISK, METADATA_POOL_UNKNOWN];
     case 'media':
-      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_CUSTOM_DATA, MEDIA_PROXY_AGENT, MEDIA_POOL_RUNNING, MEDIA_POOL_OS_DISK];
+      return [null, MEDIA_WITH_USERNAME, MEDIA_WITHOUT_USERNAME, MEDIA_CUSTOM_DATA, MEDIA_PROXY_AGENT, MEDIA_POOL_RUNNING, MEDIA_POOL_SAVABLE, MEDIA_POOL_OS_DISK];
+    case 'nicDetach':
+    case 'nicGone':
+    case 'carrier':
+      return ['eth0'];
+    case 'nicAttach':
+      return [ATTACHED_NIC];
     case 'reprovision':
       return [MEDIA_CUSTOMER];
     case 'validate': {
@@ -99,7 +108,7 @@ export function apply(oracle: ProvisioningOracle, event: ModelEvent): void {
 const label = (e: ModelEvent) => `${e.type}${e.error ? `:${(e.error as { retryable?: boolean }).retryable}` : ''}${e.output !== undefined ? `:${JSON.stringify(e.output)}` : ''}`;
 
 /** Shortest event sequences from each start reaching every (oracle state, event) pair; none is a prefix of another. */
-export function oraclePaths(limit = 30000): Array<{ start: Start; events: ModelEvent[] }> {
+export function oraclePaths(limit = 60000): Array<{ start: Start; events: ModelEvent[] }> {
   type Path = { start: Start; events: ModelEvent[]; extended: boolean; oracle: ProvisioningOracle };
   // Each start is a path of no events: one that ends at once (a refused lock) is played as it is.
   const paths: Path[] = ORACLE_STARTS.map((start) => ({ start, events: [], extended: false, oracle: new ProvisioningOracle(start.input) }));

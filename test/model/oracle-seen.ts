@@ -17,8 +17,8 @@ export interface SeenFailure {
 
 export interface SeenOutput {
   /** The last state the journal records. */
-  state: 'provisioned' | 'alreadyProvisioned' | 'alreadyRunning' | 'notOnAzure' | 'waitingInterrupted' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
-  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'not-on-azure' | 'failed';
+  state: 'provisioned' | 'alreadyProvisioned' | 'alreadyRunning' | 'notOnAzure' | 'waitingInterrupted' | 'shutDownInPool' | 'readyNotAccepted' | 'markerNotWritten' | 'failed' | 'failedUnreported';
+  result: 'provisioned' | 'already-provisioned' | 'waiting-for-reuse' | 'pool-shutdown' | 'not-on-azure' | 'failed';
   exitCode: number;
   code?: ErrorCode;
   reported: boolean;

@@ -64,15 +64,33 @@
  * - steps left out (`--only`/`--skip`) never start; the others run as usual (keys and password once the user exists
  *   or its step is left out); validation and every report still happen.
  * Pool VMs (docs/preprovisioned.md, docs/protocol.md#pre-provisioning-type):
- * - a pool type from IMDS or the media: Savable, PreprovisionedOSDisk or unknown wins over Running, and fails the run
- *   naming the type (`pps_type`); Running → Ready to the pool (KVP first) → waiting marker → poll reprovisiondata
- *   (a "not yet" waits the poll interval, counting attempts and remembering the error kind; anything else fails);
- *   every report and KVP record of such a VM carries its type.
+ * - a pool type from IMDS or the media: Savable, PreprovisionedOSDisk or unknown wins over Running (the first of IMDS,
+ *   media that is neither None nor Running); an unknown type fails the run naming it (`pps_type`). Every report and
+ *   KVP record of a pool VM carries its type.
+ * - Running → Ready to the pool (KVP first) → waiting marker → poll reprovisiondata (a "not yet" waits the poll
+ *   interval, counting attempts and remembering the error kind; anything else fails).
+ * - Savable → the same Ready, told that its answer may be lost (the NIC is unplugged or the VM saved once the host has
+ *   it) → waiting marker → wait for the host to detach the NIC (deadline `nic_detach_timeout_secs`: TIMEOUT, phase
+ *   preprovisioning) → wait for a NIC not tried yet to be attached, then try it as the primary one (link, DHCP, the
+ *   fabric answers through it); one that is not goes back to the wait, remembered as tried; the whole of this, from
+ *   the detach, within `nic_attach_timeout_secs` (TIMEOUT, phase preprovisioning); any other failure of these waits
+ *   fails the run → poll as Running.
+ * - while a Running or Savable VM polls (a resumed one too), beside the polls: wait for a NIC's carrier to go down and
+ *   up (the claim moving it), then renew its lease through the OS's stack, then wait again; a renewal that fails is a
+ *   warning "lease not renewed: …", a watch that fails a warning "network watch stopped: …" and the polls go on
+ *   alone. Both are given up with the wait (the claim, SIGTERM, a poll failing for good).
+ * - PreprovisionedOSDisk → the same Ready → its own marker (waiting-for-shutdown), never the reuse marker → wait with
+ *   no deadline; SIGTERM there is the host's shutdown: exit 0, `pool-shutdown`, nothing reported. A boot that finds
+ *   that marker and is still such a pool VM was started again instead of shut down: ProvisioningFailed
+ *   PPS_NOT_SHUT_DOWN naming the type; with any other type it goes on as that type says.
  * - the claim replaces what the pool VM had (metadata, media, their failures): provisioning starts again (InProgress,
  *   IMDS afresh, the media reader told the VM is claimed) with the customer's document; IMDS still naming a pool
  *   type then fails (`key=extended.compute.ppsType`).
- * - marker `waiting-for-reuse` → straight back to polling; SIGTERM while waiting → exit 0, `waiting-for-reuse`,
- *   no failure report.
+ * - marker `waiting-for-reuse` → straight back to polling as Running; `waiting-for-reuse-savable` (a Savable VM's own)
+ *   → as Savable, the wait for an attached NIC (one present counts) and the probe, within `nic_attach_timeout_secs`,
+ *   then polling. While a Savable VM polls, the NIC's going away (a resumed run may have found the pool's) sends it
+ *   back to that wait, its deadline afresh; a watch that fails is a warning "NIC watch stopped: …". SIGTERM while
+ *   waiting (a Savable VM's NIC waits included) → exit 0, `waiting-for-reuse`, no failure report.
  */
 // How long the media read and the host keys wait at most for the IMDS request to be written: one bound, the chart's.
 import { IMDS_HEAD_START_MS } from '../../machines/provisioning/head-start.js';
@@ -95,7 +113,7 @@ export interface OracleStart {
     lockRefused?: Failure | null;
     vmId?: string | null;
     vmIdFailure?: Failure | null;
-    marker?: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | null;
+    marker?: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | 'waiting-for-reuse-savable' | 'waiting-for-shutdown' | null;
     markerFailure?: Failure | null;
   };
 }
@@ -139,7 +157,9 @@ export class ProvisioningOracle {
    */
   reportPending: 'none' | 'writing' | 'down' = 'none';
   /** The marker this VM id has on disk: the one the run found, then the last one written. */
-  marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' = 'none';
+  marker: 'none' | 'provisioned' | 'report-pending' | 'waiting-for-reuse' | 'waiting-for-reuse-savable' | 'waiting-for-shutdown' = 'none';
+  /** The marker the run found before the chart. */
+  private found: string | null = 'none';
   private config: Config = DEFAULT_CONFIG;
   private vmId = '00000000-0000-0000-0000-000000000000';
   private failure: SeenFailure | null = null;
@@ -190,8 +210,17 @@ export class ProvisioningOracle {
   // a pool VM
   /** The pool type every report and KVP record carries. */
   private ppsType = 'None';
-  private pool: 'ready' | 'readyBackoff' | 'marker' | 'polling' | 'pausing' = 'ready';
+  private pool: 'ready' | 'readyBackoff' | 'marker' | 'detaching' | 'listening' | 'probing' | 'polling' | 'pausing' | 'shutdownMarker' | 'awaitingShutdown' = 'ready';
   private poolDeadline = 0;
+  /** A Savable VM's NIC waits: their deadlines, the NIC being tried, those tried that were not the primary. */
+  private detachDeadline = 0;
+  private attachDeadline = 0;
+  private nic: string | null = null;
+  private nicsTried: string[] = [];
+  /** While polling: the watch of the NIC's carrier, the renewal of its lease, or neither once the watch failed. */
+  private lease: 'watching' | 'renewing' | 'off' = 'off';
+  /** While a Savable VM polls: the watch for its NIC going away. */
+  private nicWatch: 'watching' | 'off' = 'off';
   private poolRetryAt = 0;
   private polls = 0;
   private pollError: string | null = null;
@@ -207,6 +236,7 @@ export class ProvisioningOracle {
   /** Where what was read before the chart leads. */
   private begin(startup: NonNullable<OracleStart['startup']>): void {
     this.marker = startup.marker ?? 'none';
+    this.found = startup.markerFailure ? null : this.marker;
     const platform = startup.platform;
     if (platform && 'failure' in platform) this.warnings.push(`platform check failed: ${reasonOf(platform.failure)}; provisioning goes on`);
     if (startup.lockRefused) {
@@ -249,6 +279,12 @@ export class ProvisioningOracle {
       case 'waiting-for-reuse':
         this.ppsType = 'Running';
         return this.poll();
+      case 'waiting-for-reuse-savable':
+        // The NIC may be the pool's, gone or the customer's: one present, or the next attached, is tried again.
+        this.ppsType = 'Savable';
+        this.phase = 'pool';
+        this.attachDeadline = this.now + this.config.preprovisioning.nic_attach_timeout_secs * 1000;
+        return this.listenForNic();
       default:
         return this.provision();
     }
@@ -283,6 +319,12 @@ export class ProvisioningOracle {
         if (this.pool === 'ready') ids.push('poolReadyReport');
         if (this.pool === 'marker') ids.push('waitingMarker');
         if (this.pool === 'polling') ids.push('reprovision');
+        if ((this.pool === 'polling' || this.pool === 'pausing') && this.lease !== 'off') ids.push(this.lease === 'watching' ? 'carrier' : 'lease');
+        if ((this.pool === 'polling' || this.pool === 'pausing') && this.nicWatch === 'watching') ids.push('nicGone');
+        if (this.pool === 'detaching') ids.push('nicDetach');
+        if (this.pool === 'listening') ids.push('nicAttach');
+        if (this.pool === 'probing') ids.push('primaryNic');
+        if (this.pool === 'shutdownMarker') ids.push('shutdownMarker');
         break;
       case 'report':
         if (this.report!.attempt === 'requesting') ids.push(this.report!.kind === 'ready' ? 'readyReport' : 'failureReport');
@@ -372,12 +414,22 @@ export class ProvisioningOracle {
       platformUnknown: this.warnings.some((w) => w.startsWith('platform check failed')),
       // Until validation, whether the placeholder's media was unusable: nothing of it may reach the customer's run.
       claimed: this.claim && (this.phase !== 'work' || this.stage === 'gathering') ? `placeholder media failed: ${this.placeholderMediaFailure}` : this.claim !== null,
+      // Until the decision, whether an earlier boot waited for the host's shutdown.
+      shutdownAwaited: this.found === 'waiting-for-shutdown' && this.phase === 'work' && this.stage === 'gathering' && !this.claim,
     };
     // Once reporting, the failure's code is fixed and already checked where the report started.
     if (this.phase === 'report') return JSON.stringify({ ...common, failure: this.failure !== null, report });
     // What the pool VM had is kept apart, so paths show that the claim replaces it.
     if (this.phase === 'pool') {
-      return JSON.stringify({ ...common, pool: this.pool, polled: this.pollError !== null, had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code] });
+      return JSON.stringify({
+        ...common,
+        pool: this.pool,
+        polled: this.pollError !== null,
+        triedNics: this.nicsTried.length > 0,
+        lease: this.lease,
+        nicWatch: this.nicWatch,
+        had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code],
+      });
     }
     if (this.phase !== 'work') return JSON.stringify({ ...common, output: this.output });
     if (coarse) return JSON.stringify({ ...common, stage: this.stage, hostKeys: this.hostKeys, headStart: this.headStart, reportPending: this.reportPending });
@@ -449,11 +501,43 @@ export class ProvisioningOracle {
         return this.osDone();
       }
       case 'poolReadyReport':
+        if (this.ppsType === 'PreprovisionedOSDisk') {
+          this.pool = 'shutdownMarker';
+          return this.start('shutdownMarker');
+        }
         this.pool = 'marker';
         return this.start('waitingMarker');
       case 'waitingMarker':
-        this.marker = 'waiting-for-reuse';
+        this.marker = this.ppsType === 'Savable' ? 'waiting-for-reuse-savable' : 'waiting-for-reuse';
+        if (this.ppsType !== 'Savable') return this.poll();
+        this.pool = 'detaching';
+        this.detachDeadline = this.now + this.config.preprovisioning.nic_detach_timeout_secs * 1000;
+        return this.start('nicDetach');
+      case 'nicDetach':
+        this.attachDeadline = this.now + this.config.preprovisioning.nic_attach_timeout_secs * 1000;
+        return this.listenForNic();
+      case 'nicAttach':
+        this.pool = 'probing';
+        this.nic = (output as { name: string }).name;
+        return this.start('primaryNic', `nic=${this.nic}`);
+      case 'primaryNic':
         return this.poll();
+      case 'carrier':
+        this.lease = 'renewing';
+        return this.start('lease', `nic=${output as string}`);
+      case 'lease':
+        return this.watchCarrier();
+      case 'nicGone':
+        // The NIC polled through went away: the wait for an attached one starts afresh, its deadline too.
+        this.nicWatch = 'off';
+        this.lease = 'off';
+        this.nicsTried = [];
+        this.attachDeadline = this.now + this.config.preprovisioning.nic_attach_timeout_secs * 1000;
+        return this.listenForNic();
+      case 'shutdownMarker':
+        this.marker = 'waiting-for-shutdown';
+        this.pool = 'awaitingShutdown';
+        return;
       case 'reprovision':
         // The customer's document replaces everything the pool VM had; IMDS is asked afresh.
         this.claim = output as MediaMetadata;
@@ -573,6 +657,26 @@ export class ProvisioningOracle {
         }
         this.failure = seen(error);
         return this.reportFailure();
+      case 'carrier':
+        // The watch is an aid: polling goes on without it.
+        this.warnings.push(`network watch stopped: ${reasonOf(error)}`);
+        this.lease = 'off';
+        return;
+      case 'nicGone':
+        this.warnings.push(`NIC watch stopped: ${reasonOf(error)}`);
+        this.nicWatch = 'off';
+        return;
+      case 'lease':
+        this.warnings.push(`lease not renewed: ${reasonOf(error)}`);
+        return this.watchCarrier();
+      case 'primaryNic':
+        // Not the primary NIC: the wait goes on for another one.
+        if (retryable) {
+          this.nicsTried.push(this.nic!);
+          return this.listenForNic();
+        }
+        this.failure = seen(error);
+        return this.reportFailure();
       case 'reprovision':
         if (retryable) {
           this.polls++;
@@ -612,8 +716,12 @@ export class ProvisioningOracle {
       return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
     }
     // Ready reached the pool and the marker is down: the next boot waits again.
-    if (this.phase === 'pool' && (this.pool === 'polling' || this.pool === 'pausing')) {
+    if (this.phase === 'pool' && ['polling', 'pausing', 'detaching', 'listening', 'probing'].includes(this.pool)) {
       return this.end({ state: 'waitingInterrupted', result: 'waiting-for-reuse', exitCode: 0, reported: true });
+    }
+    // An OS-disk pool VM waited for exactly this: the host shuts it down.
+    if (this.phase === 'pool' && this.pool === 'awaitingShutdown') {
+      return this.end({ state: 'shutDownInPool', result: 'pool-shutdown', exitCode: 0, reported: true });
     }
     if (this.phase === 'report' && this.report!.kind === 'ready') {
       return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
@@ -700,6 +808,9 @@ export class ProvisioningOracle {
       }
       if (this.pool === 'readyBackoff') timers.push({ at: this.poolRetryAt, fire: () => this.sendPoolReady() });
       if (this.pool === 'pausing') timers.push({ at: this.poolRetryAt, fire: () => this.startPoll() });
+      const nicTimeout = () => ((this.failure = { code: 'TIMEOUT', phase: 'preprovisioning' }), this.reportFailure());
+      if (this.pool === 'detaching') timers.push({ at: this.detachDeadline, fire: nicTimeout });
+      if (this.pool === 'listening' || this.pool === 'probing') timers.push({ at: this.attachDeadline, fire: nicTimeout });
     }
     if (this.phase === 'report') {
       const report = this.report!;
@@ -840,14 +951,31 @@ export class ProvisioningOracle {
 
   private sendPoolReady() {
     this.pool = 'ready';
-    this.start('poolReadyReport', `Ready vm=${this.vmId} pps=${this.ppsType}`);
+    this.start('poolReadyReport', `Ready vm=${this.vmId} pps=${this.ppsType}${this.ppsType === 'Savable' ? ' answer-may-be-lost' : ''}`);
+  }
+
+  /** A Savable VM waits for a NIC it has not tried yet. */
+  private listenForNic() {
+    this.pool = 'listening';
+    this.nic = null;
+    this.start('nicAttach', `tried=${this.nicsTried.join(',')}`);
   }
 
   private poll() {
+    // Polls are counted over the whole wait: a Savable VM back from its NIC wait goes on counting.
     this.phase = 'pool';
-    this.polls = 0;
-    this.pollError = null;
     this.startPoll();
+    if (this.ppsType === 'Savable') {
+      this.nicWatch = 'watching';
+      this.start('nicGone');
+    }
+    this.watchCarrier();
+  }
+
+  /** The claim moves the NIC to the customer's network: its carrier is watched, and its lease renewed. */
+  private watchCarrier() {
+    this.lease = 'watching';
+    this.start('carrier');
   }
 
   private startPoll() {
@@ -876,7 +1004,11 @@ export class ProvisioningOracle {
     if (!this.claim) {
       const pool = poolOf(this.metadata?.ppsType, this.media?.ppsType);
       if (pool.type !== 'None') this.ppsType = pool.type;
-      if (pool.type === 'Running') return this.reportPoolReady();
+      if (pool.type === 'PreprovisionedOSDisk' && this.found === 'waiting-for-shutdown') {
+        this.failure = { code: 'PPS_NOT_SHUT_DOWN', ppsType: pool.raw };
+        return this.reportFailure();
+      }
+      if (['Running', 'Savable', 'PreprovisionedOSDisk'].includes(pool.type)) return this.reportPoolReady();
       if (pool.type !== 'None') {
         this.failure = { code: 'PPS_UNSUPPORTED', ppsType: pool.raw };
         return this.reportFailure();
@@ -945,7 +1077,7 @@ export class ProvisioningOracle {
       detail ??
       (['validate', 'hostname', 'user', 'password', 'certificates', 'ssh-keys', 'sshd'].includes(id)
         ? describePlan(this.plan)
-        : ['pendingMarker', 'provisionedMarker', 'waitingMarker'].includes(id)
+        : ['pendingMarker', 'provisionedMarker', 'waitingMarker', 'shutdownMarker'].includes(id)
           ? `vm=${this.vmId}`
           : '');
     this.starts.push(`${id}${describedDetail ? ` ${describedDetail}` : ''}`);

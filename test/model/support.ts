@@ -23,7 +23,7 @@ export type ModelEvent = EventObject & { output?: unknown; error?: unknown; to?:
 
 /**
  * A config whose delays are all distinct (imds retry 2 s, imds total 30 s, media 25.5 s, wireserver retry 1 s,
- * wireserver total 60 s, certificates total 17.5 s, failure report on SIGTERM 1.5 s), so no two timers of one path are ever due at the same instant.
+ * wireserver total 60 s, certificates total 17.5 s, failure report on SIGTERM 1.5 s, a Savable VM's NIC detach 45 s and attach 120 s), so no two timers of one path are ever due at the same instant.
  */
 export const TEST_CONFIG: Config = {
   ...DEFAULT_CONFIG,
@@ -31,6 +31,7 @@ export const TEST_CONFIG: Config = {
   imds: { ...DEFAULT_CONFIG.imds, retry_interval_secs: 2, total_retry_timeout_secs: 30 },
   wireserver: { ...DEFAULT_CONFIG.wireserver, retry_interval_secs: 1, total_retry_timeout_secs: 60 },
   certificates: { ...DEFAULT_CONFIG.certificates, total_retry_timeout_secs: 17.5 },
+  preprovisioning: { ...DEFAULT_CONFIG.preprovisioning, nic_detach_timeout_secs: 45, nic_attach_timeout_secs: 120 },
 };
 
 /** The same config with every OS step left out (`--only` with nothing, or `--skip` of them all). */
@@ -95,6 +96,8 @@ export const MODEL_STARTS: Start[] = [
   start('report pending', { marker: 'report-pending' }),
   start('report pending, every step left out', { config: TEST_CONFIG_SKIP_ALL, marker: 'report-pending' }),
   start('waiting for reuse', { marker: 'waiting-for-reuse' }),
+  start('waiting for reuse, Savable', { marker: 'waiting-for-reuse-savable' }),
+  start('waiting for shutdown', { marker: 'waiting-for-shutdown' }),
   start('first boot'),
   start('first boot, every step left out', { config: TEST_CONFIG_SKIP_ALL }),
 ];
@@ -122,6 +125,10 @@ export const ORACLE_STARTS: Start[] = [
   ...[TEST_CONFIG, TEST_CONFIG_SKIP_ALL, TEST_CONFIG_SKIP_SOME, TEST_CONFIG_SKIP_ACCOUNT].flatMap((config, i) =>
     (['none', 'provisioned', 'report-pending', 'waiting-for-reuse'] as const).map((marker) => start(`config ${i}, marker ${marker}`, { config, marker })),
   ),
+  // An OS-disk pool VM's marker changes only the decision once gathered: one config, walked after the others so the
+  // states it shares with a first boot are explored from there.
+  start('config 0, marker waiting-for-shutdown', { marker: 'waiting-for-shutdown' }),
+  start('config 0, marker waiting-for-reuse-savable', { marker: 'waiting-for-reuse-savable' }),
 ];
 
 export const METADATA: InstanceMetadata = {
@@ -159,10 +166,15 @@ export const METADATA_POOL_UNKNOWN: InstanceMetadata = { ...METADATA, ppsType: '
 /** IMDS of a pool VM of the type this agent serves, and of one it cannot serve. */
 export const METADATA_POOL_RUNNING: InstanceMetadata = { ...METADATA, adminUsername: 'placeholder', computerName: 'pool-vm', ppsType: 'Running' };
 export const METADATA_POOL_SAVABLE: InstanceMetadata = { ...METADATA_POOL_RUNNING, ppsType: 'Savable' };
+export const METADATA_POOL_OS_DISK: InstanceMetadata = { ...METADATA_POOL_RUNNING, ppsType: 'PreprovisionedOSDisk' };
 
 /** Media naming a pool type: Running (as `PreprovisionedVm=true` does), and one this agent cannot serve. */
 export const MEDIA_POOL_RUNNING: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, ppsType: 'Running' };
 export const MEDIA_POOL_OS_DISK: MediaMetadata = { ...MEDIA_WITH_USERNAME, ppsType: 'PreprovisionedOSDisk' };
+export const MEDIA_POOL_SAVABLE: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, ppsType: 'Savable' };
+
+/** The NIC the host hot-attaches to a Savable pool VM restored for a customer. */
+export const ATTACHED_NIC = { name: 'eth1', mac: '00:0d:3a:00:00:02' };
 
 /** Media whose ProvisionGuestProxyAgent asks for Azure's Guest Proxy Agent before provisioning goes on. */
 export const MEDIA_PROXY_AGENT: MediaMetadata = { ...MEDIA_WITHOUT_USERNAME, passwordProvided: false, provisionGuestProxyAgent: true };
@@ -187,7 +199,13 @@ export const CERTIFICATE_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICertificate
 export function donePayloads(invokeId: string, context: ProvisioningContext): unknown[] {
   switch (invokeId) {
     case 'imds':
-      return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE];
+      return [METADATA, METADATA_PASSWORD_LOGINS, METADATA_POOL_RUNNING, METADATA_POOL_SAVABLE, METADATA_POOL_OS_DISK, METADATA_POOL_UNKNOWN];
+    case 'nicDetach':
+    case 'nicGone':
+    case 'carrier':
+      return ['eth0'];
+    case 'nicAttach':
+      return [ATTACHED_NIC];
     case 'reprovision':
       return [MEDIA_CUSTOMER, { ...MEDIA_CUSTOMER, provisionGuestProxyAgent: true }];
     case 'host-keys':
@@ -225,6 +243,9 @@ export function donePayloads(invokeId: string, context: ProvisioningContext): un
     case 'custom-data':
     case 'poolReadyReport':
     case 'waitingMarker':
+    case 'shutdownMarker':
+    case 'primaryNic':
+    case 'lease':
       return [undefined];
     default:
       throw new Error(`no done payload for invoke '${invokeId}': add one to test/model/support.ts`);
@@ -257,6 +278,13 @@ const FATAL_CODE: Record<string, ErrorCode> = {
   poolReadyReport: 'HTTP_STATUS',
   waitingMarker: 'MARKER_FAILED',
   reprovision: 'OVF_INVALID',
+  shutdownMarker: 'MARKER_FAILED',
+  nicDetach: 'PPS_NIC_FAILED',
+  nicGone: 'PPS_NIC_FAILED',
+  nicAttach: 'PPS_NIC_FAILED',
+  primaryNic: 'PPS_NIC_FAILED',
+  carrier: 'PPS_NIC_FAILED',
+  lease: 'SUBPROCESS_FAILED',
 };
 
 const errorCache = new Map<string, BootstateError>();
@@ -490,6 +518,7 @@ export function expectedHealth(snapshot: AnyMachineSnapshot): Health | null {
     case 'reportingReady':
     case 'preprovisioned':
     case 'waitingInterrupted':
+    case 'shutDownInPool':
     case 'markingProvisioned':
     case 'provisioned':
     case 'readyNotAccepted':
@@ -511,6 +540,7 @@ export const FINAL_OUTPUT: Record<string, Pick<ProvisioningOutput, 'result' | 'r
   notOnAzure: { result: 'not-on-azure', reported: false },
   alreadyRunning: { result: 'failed', reported: false },
   waitingInterrupted: { result: 'waiting-for-reuse', reported: true },
+  shutDownInPool: { result: 'pool-shutdown', reported: true },
   readyNotAccepted: { result: 'failed', reported: false },
   markerNotWritten: { result: 'failed', reported: true },
   failed: { result: 'failed', reported: true },

@@ -8,6 +8,7 @@ import { createProvisioningMachine, HEALTH_FAILED, type ProvisioningContext } fr
 import { EXTEND_SLACK_SECS, phaseOf, SystemdStatus, type StatusSnapshot } from '../../src/observe/systemd-status.js';
 import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
 import { BootstateError } from '../../src/core/errors.js';
+import { SHUTDOWN_TICK_MS } from '../../machines/provisioning/delays.js';
 
 const machine = createProvisioningMachine();
 const at = (value: unknown, context: Partial<ProvisioningContext> = {}): StatusSnapshot =>
@@ -29,6 +30,11 @@ describe('phaseOf', () => {
     ['reportingReady', 'reporting Ready: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'reportingPoolReady' }, 'pool VM: reporting Ready to the pool: attempt 1, 1200 s left', 1200],
     [{ preprovisioned: 'waiting' }, 'pool VM: waiting to be claimed, poll 1', null],
+    [{ preprovisioned: { waiting: { polling: 'backoff', lease: 'renewing' } } }, 'pool VM: waiting to be claimed, poll 1', null],
+    [{ preprovisioned: 'detachingNic' }, 'Savable pool VM: waiting for the host to detach the network interface, 1200 s left', 1200],
+    [{ preprovisioned: { attachingNic: 'probing' } }, "Savable pool VM: waiting for the customer's network interface, 86400 s left", 86400],
+    [{ preprovisioned: 'awaitingShutdown' }, 'OS-disk pool VM: waiting for the host to shut it down', null],
+    ['shutDownInPool', 'OS-disk pool VM: shut down by the host, as it waited to be', null],
     ['provisioned', 'provisioned', null],
     ['alreadyProvisioned', 'already provisioned: nothing to do', null],
     ['notOnAzure', 'not an Azure VM: nothing to do', null],
@@ -48,6 +54,12 @@ describe('phaseOf', () => {
     expect(stopping.key).not.toBe(reporting.key);
     expect(stopping.text({ attempt: 1, left: 1 })).toMatch(/^stopping: reporting ProvisioningFailed \(IMDS_FAILED\)/);
     expect(phaseOf(at('failed', { failure }))!.text({ attempt: 1, left: null })).toBe('provisioning failed (IMDS_FAILED); the failure was reported');
+  });
+
+  it("extends an OS-disk pool VM's unbounded wait one tick of the chart at a time", () => {
+    const sent: Array<[string, number | undefined]> = [];
+    new SystemdStatus({ status: (text, usec) => sent.push([text, usec]) }).update(at({ preprovisioned: 'awaitingShutdown' }));
+    expect(sent).toEqual([['OS-disk pool VM: waiting for the host to shut it down', (SHUTDOWN_TICK_MS / 1000 + EXTEND_SLACK_SECS) * 1e6]]);
   });
 
   it('says nothing in the first state, which routes on what was read before the chart', () => {

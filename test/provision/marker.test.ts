@@ -56,6 +56,38 @@ describe('FileMarkerStore', () => {
     expect(await store.clean({ logs: false, logPath: '' })).toHaveLength(2);
   });
 
+  it("records a Savable pool VM's wait under a name of its own (how a resumed run knows its type), outranked and dropped as the others", async () => {
+    const dir = await temp();
+    const store = new FileMarkerStore(dir);
+    await store.markWaitingForReuse(VM, 'Savable');
+    expect(await readdir(dir)).toEqual([`${VM}.waiting-for-reuse-savable`]);
+    expect(await store.state(VM)).toBe('waiting-for-reuse-savable');
+    expect((await stat(path.join(dir, `${VM}.waiting-for-reuse-savable`))).mode & 0o777).toBe(0o600);
+    // Running's marker keeps its name.
+    await store.markWaitingForReuse('11111111-2222-3333-4444-555555555555', 'Running');
+    expect(await store.state('11111111-2222-3333-4444-555555555555')).toBe('waiting-for-reuse');
+    await store.markReportPending(VM);
+    expect(await store.state(VM)).toBe('report-pending');
+    await store.markProvisioned(VM);
+    expect((await readdir(dir)).sort()).toEqual([`${VM}.provisioned`, '11111111-2222-3333-4444-555555555555.waiting-for-reuse']);
+    await store.markWaitingForReuse('22222222-2222-3333-4444-555555555555', 'Savable');
+    expect(await store.clean({ logs: false, logPath: '' })).toHaveLength(3);
+  });
+
+  it("records an OS-disk pool VM's wait for its shutdown, which the reuse marker outranks, and drops it once provisioned", async () => {
+    const dir = await temp();
+    const store = new FileMarkerStore(dir);
+    await store.markWaitingForShutdown(VM);
+    expect(await store.state(VM)).toBe('waiting-for-shutdown');
+    expect((await stat(path.join(dir, `${VM}.waiting-for-shutdown`))).mode & 0o777).toBe(0o600);
+    await store.markWaitingForReuse(VM);
+    expect(await store.state(VM)).toBe('waiting-for-reuse');
+    await store.markProvisioned(VM);
+    expect(await readdir(dir)).toEqual([`${VM}.provisioned`]);
+    await store.markWaitingForShutdown('11111111-2222-3333-4444-555555555555');
+    expect(await store.clean({ logs: false, logPath: '' })).toHaveLength(2);
+  });
+
   it('tidies pending and waiting markers a crash left next to provisioned, for this VM id only', async () => {
     const dir = await temp();
     const other = '11111111-2222-3333-4444-555555555555';

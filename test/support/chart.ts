@@ -118,6 +118,13 @@ export const STEP = {
   poolReadyReport: 'poolReadyReport',
   waitingMarker: 'waitingMarker',
   reprovision: 'reprovision',
+  shutdownMarker: 'shutdownMarker',
+  nicDetach: 'nicDetach',
+  nicAttach: 'nicAttach',
+  primaryNic: 'primaryNic',
+  carrier: 'carrier',
+  lease: 'lease',
+  nicGone: 'nicGone',
 } as const;
 
 export type Step = keyof typeof STEP;

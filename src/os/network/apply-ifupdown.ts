@@ -76,7 +76,7 @@ export const ifupUnit = (name: string) => `bootstate-ifup-${name}.service`;
  * Not Debian's ifup@.service: it binds to the interface's udev device unit (absent where no udev runs, as in a
  * container) and brings up `allow-hotplug` stanzas only. Without systemd-run (no systemd), plain `ifup`.
  */
-async function ifupOutside(deps: ApplyDeps, name: string): Promise<string | null> {
+export async function ifupOutside(deps: ApplyDeps, name: string): Promise<string | null> {
   const unit = ifupUnit(name);
   await attempt(deps, ['systemctl', 'stop', unit]);
   const argv = ['systemd-run', `--unit=${unit}`, '--collect', '--service-type=oneshot', '--property=RemainAfterExit=yes', '--quiet', 'ifup', name];
