@@ -11,6 +11,7 @@ import Agent from 'undici/lib/dispatcher/agent.js';
 import dispatchRequest from 'undici/lib/api/api-request.js';
 import type { Dispatcher } from 'undici';
 import { BootstateError } from '../core/errors.js';
+import { withDeadline } from '../core/signals.js';
 
 export interface HttpRequestOptions {
   method?: 'GET' | 'POST' | 'PUT';
@@ -163,11 +164,8 @@ interface AttemptBound {
 }
 
 function boundAttempt(requestTimeoutMs: number, callerSignal: AbortSignal | undefined): AttemptBound {
-  const timeout = new AbortController();
-  const signals = callerSignal ? [callerSignal, timeout.signal] : [timeout.signal];
-  const signal = AbortSignal.any(signals);
-  const timer = setTimeout(() => timeout.abort(), requestTimeoutMs);
-  timer.unref();
+  const deadline = withDeadline(callerSignal, requestTimeoutMs, { unref: true });
+  const signal = deadline.signal;
 
   // undici honours the signal, but a promise that settles on abort makes the bound independent of
   // whatever state the socket is in.
@@ -181,9 +179,9 @@ function boundAttempt(requestTimeoutMs: number, callerSignal: AbortSignal | unde
   return {
     signal,
     aborted,
-    timedOut: () => timeout.signal.aborted,
+    timedOut: deadline.timedOut,
     release: () => {
-      clearTimeout(timer);
+      deadline.clear();
       signal.removeEventListener('abort', onAbort);
     },
   };

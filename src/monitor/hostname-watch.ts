@@ -10,6 +10,7 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { hostname as kernelHostname } from 'node:os';
 import path from 'node:path';
 import type { HostnamePublishingConfig } from '../config/defaults.js';
+import { withDeadline } from '../core/signals.js';
 import { run } from '../system/exec.js';
 import { publishHostname } from '../os/hostname/hostname-publish.js';
 import { PUBLISHED_FILE } from './published-hostname.js';
@@ -44,8 +45,8 @@ export async function watchHostname(options: HostnameWatchOptions): Promise<Host
     return 'recorded';
   }
   const deadline = Date.now() + config.timeout_secs * 1000;
-  const timeout = AbortSignal.timeout(config.timeout_secs * 1000);
-  const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+  const bound = withDeadline(options.signal, config.timeout_secs * 1000);
+  const signal = bound.signal;
   let outcome: HostnameWatchOutcome = 'not published';
   try {
     const result = await publishHostname(name, config.backends, { root: '/', run, rootOwner: { uid: 0, gid: 0 } }, { probeRoot: '/', deadline, observe: true, dhclientUnder: 'service' }, signal);
@@ -54,6 +55,8 @@ export async function watchHostname(options: HostnameWatchOptions): Promise<Host
     log.info({ step: 'hostnamePublish', backend: result.backend, previous: last }, result.detail ?? `hostname ${name} published`);
   } catch (error) {
     log.warn({ step: 'hostnamePublish', hostname: name }, `hostname not published: ${(error as Error).message}`);
+  } finally {
+    bound.clear();
   }
   await record(file, name);
   return outcome;

@@ -10,6 +10,7 @@ import type { AttachedNic, LeaseInput, NicWaitInput, ProbeInput } from '../../ma
 import { request } from '../azure/http.js';
 import type { Config } from '../config/defaults.js';
 import { BootstateError, toFailure } from '../core/errors.js';
+import { withDeadline } from '../core/signals.js';
 import { detectStack } from '../os/network/detect.js';
 import { renewLease, routeDevice } from '../os/network/lease.js';
 import { attempt } from '../os/network/apply-common.js';
@@ -66,26 +67,6 @@ export function poolNicActors(deps: PoolNicDeps) {
       const done = await renewLease(stack, input.nic, applyDeps(log, signal));
       log.info({ step: 'pps', interface: input.nic, stack }, `lease on ${input.nic}: ${done}`);
     }),
-  };
-}
-
-/**
- * A signal that aborts with `signal` or once `ms` have passed, on a controller and a timer of its own: on Node 20 a
- * signal made by AbortSignal.any over AbortSignal.timeout can be garbage-collected while a wait listens to it, and
- * then never aborts. `clear` drops the timer and the listener.
- */
-export function withDeadline(signal: AbortSignal, ms: number): { signal: AbortSignal; clear: () => void } {
-  const controller = new AbortController();
-  const abort = () => controller.abort();
-  const timer = setTimeout(abort, ms);
-  signal.addEventListener('abort', abort, { once: true });
-  if (signal.aborted) abort();
-  return {
-    signal: controller.signal,
-    clear: () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', abort);
-    },
   };
 }
 

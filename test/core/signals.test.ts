@@ -1,14 +1,15 @@
 /**
- * The deadline of the primary NIC's probe (src/provision/pool-nics.ts withDeadline): it must abort even when nothing
- * but the wait listening to it holds it and the garbage collector runs, which a signal made by AbortSignal.any over
- * AbortSignal.timeout does not on Node 20 (the probe then waited past its deadline for a NIC renamed under it).
+ * Deadlines on abort signals (src/core/signals.ts withDeadline), used by every HTTP attempt, the primary NIC's probe
+ * and the monitor's hostname publication: a deadline must abort even when nothing but the wait listening to it holds
+ * it and the garbage collector runs, which a signal made by AbortSignal.any over AbortSignal.timeout does not on
+ * Node 20 (a pool VM's probe waited past its deadline for a NIC renamed under it, and an IMDS request past its own).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { withDeadline } from '../../src/provision/pool-nics.js';
+import { withDeadline } from '../../src/core/signals.js';
 import { REPO } from '../e2e/ns.js';
 
 /** Runs `body` (an ES module; `make()` gives the signal under test) with --expose-gc; its stdout. */
@@ -28,9 +29,9 @@ function collected(make: string): string {
   }
 }
 
-describe('the probe deadline', () => {
+describe('a deadline on a signal', () => {
   it('aborts once its time is up, though the collector ran and nothing else holds it', () => {
-    const module = path.join(REPO, 'src/provision/pool-nics.ts');
+    const module = path.join(REPO, 'src/core/signals.ts');
     expect(collected(`const make = async () => (await import(${JSON.stringify(module)})).withDeadline(new AbortController().signal, 500).signal;`)).toBe('aborted');
   }, 90_000);
 
@@ -45,5 +46,19 @@ describe('the probe deadline', () => {
     quiet.clear();
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(quiet.signal.aborted).toBe(false);
+  });
+
+  it('says whether the time ran out or the caller aborted, and needs no caller signal', async () => {
+    const parent = new AbortController();
+    const byCaller = withDeadline(parent.signal, 60_000, { unref: true });
+    parent.abort();
+    expect([byCaller.signal.aborted, byCaller.timedOut()]).toEqual([true, false]);
+    byCaller.clear();
+    const alone = withDeadline(undefined, 20);
+    await new Promise((resolve) => alone.signal.addEventListener('abort', resolve, { once: true }));
+    expect(alone.timedOut()).toBe(true);
+    const already = new AbortController();
+    already.abort();
+    expect(withDeadline(already.signal, 60_000, { unref: true }).signal.aborted).toBe(true);
   });
 });
