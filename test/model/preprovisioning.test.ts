@@ -294,6 +294,7 @@ describe('a pre-provisioned VM of type Savable', () => {
     expect(running(run, 'validate').input.plan.username).toBe('customer');
     await throughOs(run);
     await complete(run, 'pendingMarker');
+    await complete(run, 'hostnamePublish');
     expect(running(run, 'readyReport').input).toMatchObject({ health: HEALTH_READY, ppsType: 'Savable' });
     // Only the pool's Ready may lose its answer.
     expect(running(run, 'readyReport').input.answerMayBeLost).toBeUndefined();
@@ -360,6 +361,7 @@ describe('a pre-provisioned VM of type Savable', () => {
     await gather(run, { imds: { ...METADATA, adminUsername: 'customer' } });
     await throughOs(run);
     await complete(run, 'pendingMarker');
+    await complete(run, 'hostnamePublish');
     expect(running(run, 'readyReport').input).toMatchObject({ health: HEALTH_READY, ppsType: 'Savable' });
     expect(run.kvp.map((r) => r.event)).toEqual([{ type: 'kvp.report', health: HEALTH_READY, vmId: VM_ID, failure: null, ppsType: 'Savable' }]);
     expect(hasStarted(run, 'poolReadyReport', 'waitingMarker')).toBe(false);
