@@ -4,7 +4,7 @@
  * the observers (src/observe/), the chart's real actors, and the chart's actor over the facts read before it.
  * Nothing here runs the chart.
  */
-import { createActor, type Actor } from 'xstate';
+import { createActor, type Actor, type InspectionEvent } from 'xstate';
 import { createProvisioningMachine, type ProvisioningMachine } from '../../machines/provisioning.js';
 import { provisioningActors } from './actors.js';
 import { EncodedReports } from './encoded-reports.js';
@@ -18,6 +18,7 @@ import { KvpTelemetry } from '../kvp/telemetry.js';
 import { createLogger, type Logger } from '../logging/log.js';
 import { Sinks } from '../logging/sinks.js';
 import { RunObservers } from '../observe/observers.js';
+import { BootDiagnostics } from '../observe/boot-diagnostics.js';
 import { markerStore } from './marker.js';
 import { readProvisioningMedia } from '../azure/media.js';
 import type { Provisioner } from '../os/provisioner.js';
@@ -42,6 +43,8 @@ export interface ComposedRun {
   mediaReads: Promise<unknown>[];
   /** The KVP copy of the report: `written`, `off` (disabled or never attempted), or `failed: <reason>`. */
   kvpReport: string;
+  /** The boot timeline and failure diagnostics for KVP, when KVP and `[boot_diagnostics]` are on. */
+  diagnostics: BootDiagnostics | null;
   /** The chart's actor, not started. */
   actor: Actor<ProvisioningMachine>;
 }
@@ -65,8 +68,9 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
     caller: options.inspect,
     status: systemd.active ? new SystemdStatus(systemd) : null,
   });
+  const diagnostics = kvp && config.boot_diagnostics.enable ? new BootDiagnostics(config.boot_diagnostics, { underSystemd: systemd.active }) : null;
   const parts: Omit<ComposedRun, 'actor'> = {
-    sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers,
+    sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers, diagnostics,
     secrets: new SecretStore(),
     reports: new EncodedReports(),
     mediaReads: [],
@@ -79,9 +83,14 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
     kvp?.setVmId(facts.vmId);
     observers.journal.open(facts.vmId);
   }
-  const actor = createActor(createProvisioningMachine(actors, { systemdReady: () => systemd.ready() }), {
+  const noteDiagnostics = diagnostics ? sinks.observer('boot diagnostics', (event: InspectionEvent) => diagnostics.inspect(event)) : null;
+  const systemdReady = () => {
+    systemd.ready();
+    if (systemd.active) diagnostics?.noteReady();
+  };
+  const actor = createActor(createProvisioningMachine(actors, { systemdReady }), {
     input: { config, groups: options.groups, startup: facts },
-    inspect: observers.inspect,
+    inspect: noteDiagnostics ? (event) => (observers.inspect(event), noteDiagnostics(event)) : observers.inspect,
   });
   return Object.assign(parts, { actor });
 }

@@ -19,7 +19,7 @@ export async function runProvisioningChart(options: ProvisionOptions, before: Be
   const run = await composeRun(options, before);
   const output = await runToEnd(run, before);
   logOutcome(run, output);
-  const journalPath = await tearDown(run, before);
+  const journalPath = await tearDown(run, before, output);
   return {
     ...output,
     journalPath,
@@ -88,9 +88,10 @@ function logOutcome(run: ComposedRun, output: ProvisioningOutput): void {
  * Flushes KVP, waits for media reads still unmounting, clears the secrets, closes the journal and the live feed,
  * releases the instance lock, tells systemd READY=1 and closes the log; returns where the journal is.
  */
-async function tearDown(run: ComposedRun, { first, lock }: BeforeChart): Promise<string | null> {
+async function tearDown(run: ComposedRun, { first, lock, facts }: BeforeChart, output: ProvisioningOutput): Promise<string | null> {
   run.observers.flushTelemetry();
   run.sinks.observer('kvp telemetry', () => run.kvp?.flush())();
+  await writeDiagnostics(run, output, facts.vmId);
   // A media read the chart stopped waiting for may still be unmounting; exiting under it would leave a mount.
   await Promise.all(run.mediaReads);
   run.secrets.clear();
@@ -101,6 +102,28 @@ async function tearDown(run: ComposedRun, { first, lock }: BeforeChart): Promise
   await readyBeforeExit(run.systemd);
   run.closeLog();
   return journalPath;
+}
+
+/**
+ * The boot timeline and, on a failure, the kernel log's tail and the failing step's diagnostics into KVP, once, after
+ * READY=1 and the report (the chart sent both), with the secrets still known so they can be scrubbed out.
+ */
+async function writeDiagnostics(run: ComposedRun, output: ProvisioningOutput, vmIdRead: string | null | undefined): Promise<void> {
+  const { diagnostics, kvp, log, sinks } = run;
+  if (!diagnostics || !kvp || !sinks.isOn('boot diagnostics')) return;
+  const context = finalContext(run);
+  const failure = output.result === 'failed' ? (context?.failure ?? context?.reportFailure ?? undefined) : undefined;
+  const scrubber = run.secrets.scrubber();
+  try {
+    const ending = { vmId: context?.vmId ?? vmIdRead ?? ZERO_VM_ID, result: output.result, ...(failure ? { failure } : {}) };
+    const written = await diagnostics.write(kvp.store, ending, scrubber);
+    const note = written.note ? `; ${written.note}` : '';
+    log.info({ step: 'diagnostics', records: written.records, ms: Math.round(written.ms * 10) / 10 }, `boot diagnostics: ${written.records} KVP records in ${written.ms.toFixed(1)} ms${note}`);
+  } catch (error) {
+    log.warn({ step: 'diagnostics' }, `boot diagnostics not written to KVP: ${(error as Error).message}`);
+  } finally {
+    scrubber.wipe();
+  }
 }
 
 /**
