@@ -57,6 +57,19 @@ export class SecretStore {
   }
 }
 
+/**
+ * `data` (a failure's supporting data) with the secrets the store holds now scrubbed out of every value: a failed
+ * command's stderr is the command's to write, and a failure report or a log line must not carry what it printed.
+ */
+export function scrubData(store: SecretStore, data: ReadonlyArray<readonly [string, string]>): Array<[string, string]> {
+  const scrubber = store.scrubber();
+  try {
+    return data.map(([key, value]) => [key, scrubber.scrub(Buffer.from(value)).toString('utf8')]);
+  } finally {
+    scrubber.wipe();
+  }
+}
+
 /** What a scrubbed secret is replaced with. */
 export const REDACTED = '[redacted]';
 /** Shortest whole form scrubbed, and shortest piece of one scrubbed where a text was cut through it. */

@@ -12,7 +12,7 @@ import { SystemdStatus } from '../observe/systemd-status.js';
 import { DryRunReporter } from '../azure/dry-run-reporter.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import { toFailure } from '../core/errors.js';
-import { SecretStore } from '../core/secrets.js';
+import { scrubData, SecretStore } from '../core/secrets.js';
 import { pinoDestination } from '../kvp/log-sink.js';
 import { KvpTelemetry } from '../kvp/telemetry.js';
 import { createLogger, type Logger } from '../logging/log.js';
@@ -68,11 +68,12 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
     caller: options.inspect,
     status: systemd.active ? new SystemdStatus(systemd) : null,
   });
+  const secrets = new SecretStore();
   const diagnostics = kvp && config.boot_diagnostics.enable ? new BootDiagnostics(config.boot_diagnostics, { underSystemd: systemd.active }) : null;
   const parts: Omit<ComposedRun, 'actor'> = {
     sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers, diagnostics,
-    secrets: new SecretStore(),
-    reports: new EncodedReports(),
+    secrets,
+    reports: new EncodedReports((data) => scrubData(secrets, data)),
     mediaReads: [],
     kvpReport: 'off',
   };

@@ -9,6 +9,7 @@ import { HEALTH_FAILED, ZERO_VM_ID, type ProvisioningContext, type ProvisioningO
 import { closeAll } from '../azure/http.js';
 import type { Config } from '../config/defaults.js';
 import { EXIT_FAILURE, toFailure, type Failure } from '../core/errors.js';
+import { scrubData } from '../core/secrets.js';
 import { ScratchProvisioner } from '../os/scratch.js';
 import type { SdNotifier } from '../system/sd-notify.js';
 import { composeRun, type ComposedRun } from './compose.js';
@@ -67,7 +68,8 @@ function logOutcome(run: ComposedRun, output: ProvisioningOutput): void {
     kvpReport: run.kvpReport, sinksOff: sinks.off.map((s) => s.sink), sinkWritesLost: sinks.lost,
   };
   if (output.result === 'failed') {
-    const cause = context?.failure ?? context?.reportFailure;
+    const recorded = context?.failure ?? context?.reportFailure;
+    const cause = recorded ? { ...recorded, data: scrubData(run.secrets, recorded.data) } : undefined;
     const detail = cause ? Object.fromEntries(factsOf(cause)) : undefined;
     // The journal's one line about a failed boot: what failed, while doing what, and the facts behind it.
     const during = !context?.failure && context?.reportFailure ? ' while reporting Ready' : '';

@@ -69,7 +69,7 @@ async function kvpDiag(pool: string, json: boolean): Promise<{ code: number; std
 async function failedBoot(): Promise<Seen> {
   const doc = imdsDocument(rig.publicKey);
   doc.compute.userData = Buffer.from(SECRET).toString('base64');
-  const m = await createMachine({ name: TAG, workDir: rig.workDir, layers: [await failingUseraddLayer(), rig.debLayer, rig.debian], imdsDocument: doc });
+  const m = await createMachine({ name: TAG, workDir: rig.workDir, layers: [await failingUseraddLayer(), rig.debLayer, rig.debian], imdsDocument: doc, kernelLog: true });
   machine = m;
   const boot = await m.boot();
   let story = '';
@@ -120,14 +120,23 @@ describe.skipIf(!canSandbox)('a failed first boot on a booted Debian 12, seen fr
   it("holds the failing step's diagnostics (useradd's stderr, the secret scrubbed) and the kernel log's tail", async () => {
     const s = await seen;
     const step = s.diagJson.texts.find((t) => t.name === 'step');
-    expect(step?.text, s.diagText).toContain('code: SUBPROCESS_FAILED');
+    expect(step?.text, s.diagText).toContain('code: USER_FAILED');
+    expect(step?.text).toMatch(/^command: useradd .* azureuser$/m);
     expect(step?.text).toContain('useradd: cannot lock /etc/passwd; try again later ([redacted])');
     const kernel = s.diagJson.texts.find((t) => t.name === 'kernel-log');
     expect(kernel?.problem, s.diagText).toBeUndefined();
     expect(kernel?.text, `${s.diagText}\ntimeline: ${JSON.stringify(s.diagJson.timelines)}`).toMatch(/^\[ *\d+\.\d{6}\] /m);
   }, 900_000);
 
-  it('keeps every record within the pool\'s limits, and no secret in any record, raw or decoded', async () => {
+  it("says in the unit's journal what writing them cost, and the journal carries no secret either", async () => {
+    const s = await seen;
+    const cost = /boot diagnostics: (\d+) KVP records in (\d+\.\d) ms/.exec(s.story);
+    expect(cost, s.story).not.toBeNull();
+    console.info(`boot diagnostics on the booted failed boot: ${cost![1]} records in ${cost![2]} ms`);
+    for (const needle of NEEDLES) expect(s.story.includes(needle), needle).toBe(false);
+  }, 900_000);
+
+  it("keeps every record within the pool's limits, and no secret in any record, raw or decoded", async () => {
     const s = await seen;
     const records = decodeRecords(s.pool);
     expect(records.length).toBeLessThanOrEqual(MAX_RECORDS);

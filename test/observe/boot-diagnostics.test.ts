@@ -10,7 +10,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { BootstateError } from '../../src/core/errors.js';
-import { REDACTED, SecretScrubber, SecretStore } from '../../src/core/secrets.js';
+import { REDACTED, scrubData, SecretScrubber, SecretStore } from '../../src/core/secrets.js';
+import { EncodedReports } from '../../src/provision/encoded-reports.js';
 import { MAX_RECORDS, SAFE_KEY_BYTES, SAFE_VALUE_BYTES } from '../../src/kvp/codec.js';
 import { unpackDiagnostics } from '../../src/kvp/diagnostics.js';
 import { KvpStore } from '../../src/kvp/store.js';
@@ -176,5 +177,16 @@ describe('SecretScrubber', () => {
       }),
     );
     expect(stepText(failed).toString()).toContain(PASSWORD);
+  });
+});
+
+describe('scrubData', () => {
+  it("takes the run's secrets out of a failure's data, so the failure report (KVP and wireserver) carries none", () => {
+    const store = secrets();
+    const reports = new EncodedReports((data) => scrubData(store, data));
+    const report = reports.failure(failed, VM);
+    expect(report).toContain('useradd: bad password [redacted]');
+    noSecretIn([report]);
+    expect(new EncodedReports().failure(failed, VM)).toContain(PASSWORD);
   });
 });
