@@ -98,8 +98,7 @@ export class SecretScrubber {
   scrub(text: Buffer): Buffer {
     let out = text;
     for (const form of this.#forms) out = replaceAll(out, form);
-    for (const form of this.#forms) out = cutEdges(out, form);
-    return out;
+    return this.#forms.length > 0 ? cutEdges(out, this.#forms) : out;
   }
 
   /** Zeroes the copies. */
@@ -123,15 +122,17 @@ function replaceAll(text: Buffer, form: Buffer): Buffer {
   return Buffer.concat(parts);
 }
 
-/** Scrubs, on every line, a piece of `form` the line starts with (a suffix of it) or ends with (a prefix of it). */
-function cutEdges(text: Buffer, form: Buffer): Buffer {
+/** Scrubs, on every line, a piece of any form the line starts with (a suffix of it) or ends with (a prefix of it). */
+function cutEdges(text: Buffer, forms: readonly Buffer[]): Buffer {
   const lines: Buffer[] = [];
+  const newline = Buffer.from('\n');
   let from = 0;
+  const cut = (line: Buffer) => forms.reduce((l, form) => cutLine(l, form), line);
   for (let nl = text.indexOf(0x0a); nl >= 0; nl = text.indexOf(0x0a, from)) {
-    lines.push(cutLine(text.subarray(from, nl), form), Buffer.from('\n'));
+    lines.push(cut(text.subarray(from, nl)), newline);
     from = nl + 1;
   }
-  lines.push(cutLine(text.subarray(from), form));
+  lines.push(cut(text.subarray(from)));
   return Buffer.concat(lines);
 }
 
