@@ -115,6 +115,7 @@ describe.skipIf(!canSandbox)('a failed first boot on a booted Debian 12, seen fr
     for (const value of order) expect(value, JSON.stringify(f)).toBeGreaterThan(0);
     expect([...order].sort((a, b) => a - b), JSON.stringify(f)).toEqual(order);
     expect(s.diagText).toMatch(/READY=1 sent +\d+\.\d ms/);
+    console.info(`bootstate kvp diag, from outside the VM (first lines):\n${s.diagText.split('\n').slice(0, 40).join('\n')}`);
   }, 900_000);
 
   it("holds the failing step's diagnostics (useradd's stderr, the secret scrubbed) and the kernel log's tail", async () => {
