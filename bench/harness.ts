@@ -217,7 +217,7 @@ export async function timeFloor(fabric: Fabric): Promise<{ firstImds: number; re
 }
 
 /** Points the agent at the fabric and keeps every file it writes in the run's temp tree. */
-function benchConfig(fabric: Fabric, dir: string): string {
+export function benchConfig(fabric: Fabric, dir: string): string {
   const q = JSON.stringify;
   return `[imds]
 endpoint = ${q(fabric.imdsUrl)}

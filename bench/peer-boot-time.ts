@@ -12,7 +12,9 @@
  *       cloud-init writes eth0's stanza itself.
  *   (d) no agent, the user and key baked in; ifupdown brings eth0 up.
  * The variants alternate; a variant whose login never comes is tried once and reported with what its agent said it
- * lacked.
+ * lacked. For bootstate and the baked image, the boot's critical path comes from PID 1's journal of each boot (the
+ * milestones below, from its first entry): the firewall unit, ifupdown's DHCP, network-online.target, bootstate.service
+ * from its start to READY=1, and sshd's start; bootstate's own step lines give each OS step's duration.
  *
  *   node --import tsx bench/peer-boot-time.ts      BENCH_BOOT_RUNS=N sets the repetitions (default 5)
  */
@@ -101,8 +103,48 @@ async function whyNot(variant: Variant, boot: Boot): Promise<string> {
   return tail(['journalctl', '--no-pager', '-q', '-b', '-u', 'bootstate.service', '-o', 'cat']);
 }
 
+/** systemd's catalogue ids: a unit's start job begins, and ends (Started/Finished/Reached target). */
+const STARTING = '7d4958e842da4a758f6c1cdc7b36dcc5';
+const DONE = '39f53479d3a045ac8e11786248231fbf';
+/** The milestones read from each boot's journal: [name, unit, which message]. */
+const MILESTONES: Array<[string, string, string]> = [
+  ['firewall unit starts', 'bootstate-firewall.service', STARTING],
+  ['firewall unit done', 'bootstate-firewall.service', DONE],
+  ['ifupdown (DHCP) starts', 'networking.service', STARTING],
+  ['ifupdown (DHCP) done: lease', 'networking.service', DONE],
+  ['network-online.target', 'network-online.target', DONE],
+  ['bootstate.service starts', 'bootstate.service', STARTING],
+  ['bootstate.service READY=1', 'bootstate.service', DONE],
+  ['sshd started', 'ssh.service', DONE],
+];
+
+/** Milliseconds from PID 1's first journal entry to each milestone (absent ones left out), and bootstate's step times. */
+async function milestones(boot: Boot): Promise<Record<string, number>> {
+  const read = async (args: string[]) =>
+    (await boot.exec(['journalctl', '-b', '-o', 'json', ...args])).stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, string>);
+  const pid1 = await read(['_PID=1']);
+  const first = Number(pid1[0]?.__MONOTONIC_TIMESTAMP);
+  const out: Record<string, number> = {};
+  for (const [name, unit, id] of MILESTONES) {
+    const entry = pid1.find((e) => e.UNIT === unit && e.MESSAGE_ID === id);
+    if (entry) out[name] = (Number(entry.__MONOTONIC_TIMESTAMP) - first) / 1000;
+  }
+  // bootstate's own lines name each step and its duration (`step` … `ms`), whatever their layout.
+  for (const entry of await read(['-u', 'bootstate.service'])) {
+    const match = /"?step"?[=:]\s*"?([A-Za-z-]+)"?.*?"?ms"?[=:]\s*(\d+)/.exec(String(entry.MESSAGE));
+    if (match) out[`step ${match[1]}`] = Number(match[2]);
+  }
+  return out;
+}
+
+/** One boot: the login (ms from nspawn's start) and its journal's milestones. */
+interface Sample {
+  login: number;
+  marks: Record<string, number>;
+}
+
 /** Boots a fresh VM, polls SSH until a login runs `true`; null (and `lacked`) when it never does. */
-async function bootToLogin(variant: Variant): Promise<number | null> {
+async function bootToLogin(variant: Variant): Promise<Sample | null> {
   const options: MachineOptions = {
     name: `bspb${process.pid}x${serial++}`,
     workDir: rig.workDir,
@@ -132,12 +174,47 @@ async function bootToLogin(variant: Variant): Promise<number | null> {
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
+    const marks = loginMs !== null && (variant === 'bootstate' || variant === 'baked') ? await milestones(boot) : {};
     await boot.shutdown();
-    return loginMs;
+    return loginMs === null ? null : { login: loginMs, marks };
   } finally {
     await dhcp?.stop();
     await machine.destroy();
   }
+}
+
+/**
+ * The critical path of bootstate's boots and the baked image's, from their journals: each milestone's median (ms from
+ * PID 1's first entry), each step's median duration, and the differences that say where the time goes.
+ */
+function criticalPath(samples: Record<Variant, Array<Sample | null>>) {
+  const marks = (v: Variant) => samples[v].filter((s): s is Sample => s !== null).map((s) => s.marks);
+  const at = (v: Variant, name: string) => {
+    const values = marks(v).map((m) => m[name]).filter((x): x is number => x !== undefined);
+    return values.length ? median(values) : Number.NaN;
+  };
+  const span = (v: Variant, from: string, to: string) => {
+    const values = marks(v).flatMap((m) => (m[from] !== undefined && m[to] !== undefined ? [m[to]! - m[from]!] : []));
+    return values.length ? median(values) : Number.NaN;
+  };
+  const rows: Array<{ metric: string; median: number; unit: string }> = [];
+  for (const [name] of MILESTONES) {
+    rows.push({ metric: `journal: ${name}, bootstate (ms from the journal's first entry)`, median: at('bootstate', name), unit: 'ms' });
+    if (!name.startsWith('firewall') && !name.startsWith('bootstate')) {
+      rows.push({ metric: `journal: ${name}, no agent, key baked in`, median: at('baked', name), unit: 'ms' });
+    }
+  }
+  rows.push(
+    { metric: 'critical path, bootstate: firewall unit (start → done)', median: span('bootstate', 'firewall unit starts', 'firewall unit done'), unit: 'ms' },
+    { metric: 'critical path, bootstate: DHCP (ifupdown start → lease)', median: span('bootstate', 'ifupdown (DHCP) starts', 'ifupdown (DHCP) done: lease'), unit: 'ms' },
+    { metric: 'critical path, bootstate: lease → bootstate.service starts', median: span('bootstate', 'ifupdown (DHCP) done: lease', 'bootstate.service starts'), unit: 'ms' },
+    { metric: 'critical path, bootstate: bootstate.service start → READY=1', median: span('bootstate', 'bootstate.service starts', 'bootstate.service READY=1'), unit: 'ms' },
+    { metric: 'critical path, bootstate: READY=1 → sshd started', median: span('bootstate', 'bootstate.service READY=1', 'sshd started'), unit: 'ms' },
+    { metric: 'critical path, no agent: DHCP (ifupdown start → lease)', median: span('baked', 'ifupdown (DHCP) starts', 'ifupdown (DHCP) done: lease'), unit: 'ms' },
+  );
+  const steps = [...new Set(marks('bootstate').flatMap((m) => Object.keys(m).filter((k) => k.startsWith('step '))))].sort();
+  for (const step of steps) rows.push({ metric: `bootstate's ${step} (its own log line, ms)`, median: at('bootstate', step), unit: 'ms' });
+  return rows;
 }
 
 const loadBefore = loadavg()[0]!;
@@ -154,7 +231,7 @@ try {
   );
   const loadAfter = loadavg()[0]!;
   const load = `1-min load ${fmt(loadBefore)} before, ${fmt(loadAfter)} after, on ${(await run(['nproc'])).stdout.trim()} cores`;
-  const ok = (v: Variant) => samples[v]!.filter((s): s is number => s !== null);
+  const ok = (v: Variant) => samples[v]!.filter((s): s is Sample => s !== null).map((s) => s.login);
   const floor = median(ok('baked'));
   const row = (variant: Variant, what: string, readme: string) => {
     const values = ok(variant);
@@ -169,6 +246,7 @@ try {
     row('waagent', 'nspawn start → first SSH login, WALinuxAgent 2.7.3 provisioning (ovf-env.xml on the media)', 'WALinuxAgent 2.7.3'),
     row('cloud-init', 'nspawn start → first SSH login, cloud-init 22.4.2 Azure datasource (ovf-env.xml seeded)', 'cloud-init 22.4.2'),
     { metric: 'nspawn start → first SSH login, no agent, key baked in', median: floor, unit: 'ms', note: load, readme: 'no agent, key baked into the image' },
+    ...criticalPath(samples as Record<Variant, Array<Sample | null>>),
   ], RUNS);
 } finally {
   await rig.cleanup();

@@ -8,8 +8,14 @@
  *   // [imds]
  *   // # Where the instance metadata (IMDS) document is fetched from.
  *   // #endpoint = "http://169.254.169.254/metadata/instance?api-version=2023-11-15&extended=true"
+ *
+ * It also renders `/usr/share/bootstate/firewall.nft`, the wireserver firewall's rules for that file as it ships
+ * (`renderPackagedFirewall`): what bootstate-firewall.service loads with `nft -f` while the configuration is the
+ * packaged one (packaging/libexec/firewall-load).
  */
+import { createHash } from 'node:crypto';
 import { DEFAULT_CONFIG, SYSTEM_CONFIG_DROPIN_DIR, SYSTEM_CONFIG_FILE } from '../src/config/defaults.js';
+import { NFT_TABLE, nftRuleset } from '../src/firewall/firewall.js';
 
 /** One line per key, `section.key` → what it does. */
 export const KEY_EXPLANATIONS: Record<string, string> = {
@@ -130,4 +136,21 @@ function tomlValue(value: unknown, name: string): string {
   if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
   if (Array.isArray(value)) return `[${value.map((item) => tomlValue(item, name)).join(', ')}]`;
   throw new Error(`${name}: no TOML spelling for default ${JSON.stringify(value)}`);
+}
+
+/**
+ * The nft ruleset `bootstate firewall apply` loads for the packaged configuration (its defaults: on, for the default
+ * wireserver address; off, a ruleset that only removes the table), headed by the SHA-256 of the configuration file
+ * it was made for: packaging/libexec/firewall-load loads it only while /etc/bootstate/bootstate.toml has that hash.
+ */
+export function renderPackagedFirewall(): string {
+  const sha256 = createHash('sha256').update(renderDefaultConfig()).digest('hex');
+  const rules = DEFAULT_CONFIG.firewall.enable ? nftRuleset(DEFAULT_CONFIG.wireserver.address) : `table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\n`;
+  return [
+    `# bootstate's wireserver firewall for ${SYSTEM_CONFIG_FILE} as the package installs it (made by the build with the`,
+    '# code of `bootstate firewall apply`); bootstate-firewall.service loads it with nft -f while that file is unchanged',
+    `# and ${SYSTEM_CONFIG_DROPIN_DIR} is empty. Do not edit: change the configuration instead.`,
+    `# default-config-sha256 ${sha256}`,
+    rules,
+  ].join('\n');
 }

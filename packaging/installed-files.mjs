@@ -1,7 +1,8 @@
 // What the packages install, one entry a file: the .deb (scripts/build/deb.mjs) and the .rpm (scripts/build/rpm.mjs)
 // both place exactly these, so the two cannot drift. An entry is a path in the installed system, its mode, and where
 // its bytes come from: `from` a file of this repository, `text` as written here, or `made` by the build
-// (`executable`: dist/bootstate; `default-config`: packaging/default-config.ts rendered; `changelog-gz`: the Debian
+// (`executable`: dist/bootstate; `default-config`: packaging/default-config.ts rendered; `packaged-firewall`: the
+// firewall's nft rules for that configuration, rendered by the same file; `changelog-gz`: the Debian
 // changelog, gzipped). `config`: the administrator's file, kept over upgrades (dpkg conffile, rpm %config(noreplace)).
 // `only`: one package format's own convention (Debian's changelog and lintian overrides; RPM's license directory).
 // Adding a file: one line here; the package tests compare both packages against this list.
@@ -11,6 +12,8 @@ export const INSTALLED_FILES = [
   { path: 'usr/lib/systemd/system/bootstate-monitor.service', mode: 0o644, from: 'packaging/systemd/bootstate-monitor.service' },
   { path: 'usr/lib/systemd/system/bootstate-monitor.timer', mode: 0o644, from: 'packaging/systemd/bootstate-monitor.timer' },
   { path: 'usr/libexec/bootstate/firewall-recheck', mode: 0o755, from: 'packaging/libexec/firewall-recheck' },
+  { path: 'usr/libexec/bootstate/firewall-load', mode: 0o755, from: 'packaging/libexec/firewall-load' },
+  { path: 'usr/share/bootstate/firewall.nft', mode: 0o644, made: 'packaged-firewall' },
   { path: 'usr/lib/systemd/system/bootstate-firewall.service', mode: 0o644, from: 'packaging/systemd/bootstate-firewall.service' },
   { path: 'usr/lib/systemd/system/bootstate-firewall-recheck.service', mode: 0o644, from: 'packaging/systemd/bootstate-firewall-recheck.service' },
   { path: 'usr/lib/systemd/system/bootstate-firewall-recheck.timer', mode: 0o644, from: 'packaging/systemd/bootstate-firewall-recheck.timer' },

@@ -1,8 +1,8 @@
 /**
- * The plan is validated, then applied: hostname (then published to DHCP) ‖ user → (password ‖ the goal state's
- * certificates when needed → SSH keys) ‖ sshd (once
- * this VM's host keys are in) ‖ custom data, the whole phase bounded by the OS timeout. `configured` is where
- * systemd hears READY=1 and logins start.
+ * The plan is validated, then applied: hostname ‖ user → (password ‖ the goal state's certificates when needed → SSH
+ * keys) ‖ sshd (once this VM's host keys are in) ‖ custom data, the whole phase bounded by the OS timeout.
+ * `configured` is where systemd hears READY=1 and logins start; the hostname is published to DHCP from there, beside
+ * the report-pending marker and the background host keys, and the Ready report waits for all three.
  */
 import { assign } from 'xstate';
 import type { StepName } from '../../src/config/defaults.js';
@@ -61,33 +61,7 @@ export const configuringOs = chart.createStateConfig({
   onDone: 'configured',
   after: osTimeout('OS configuration'),
   states: {
-    hostname: {
-      initial: 'setting',
-      states: {
-        // A skipped hostname step is not published either.
-        setting: osStep('setHostname', 'publishing', 'hostname', 'done'),
-        // Azure DNS learns the name from the next DHCP request: make the client send one now. Best effort.
-        publishing: {
-          after: {
-            hostnamePublishTimeout: {
-              target: 'done',
-              actions: {
-                type: 'warn',
-                params: ({ context }) => ({ text: `hostname not published: no answer within ${context.config.hostname_publishing.timeout_secs} s` }),
-              },
-            },
-          },
-          invoke: {
-            id: 'hostnamePublish',
-            src: 'publishHostname',
-            input: ({ context }) => ({ config: context.config, plan: context.plan! }),
-            onDone: 'done',
-            onError: { target: 'done', actions: { type: 'warn', params: ({ event }) => ({ text: `hostname not published: ${toFailure(event.error).reason}` }) } },
-          },
-        },
-        done: { type: 'final' },
-      },
-    },
+    hostname: region('setHostname', 'hostname', 'setting'),
     account: {
       initial: 'creatingUser',
       states: {
@@ -114,27 +88,65 @@ export const configuringOs = chart.createStateConfig({
   },
 });
 
-// Everything a login needs is in place: systemd hears READY=1 and starts sshd. The report-pending marker goes down
-// at once, beside the host keys left for the background (sshd reads them per connection): from the moment it is
-// durable a stop leaves Ready for the next boot, which makes whatever host key is still missing. The Ready report
-// waits for the marker and the keys; logins wait for neither.
-export const configured = chart.createStateConfig({
-  // What is left is the last host keys, bounded by the OS timeout (hostKeys.adding).
-  meta: { budget: 'osTimeout' } satisfies PhaseMeta,
-  entry: 'tellSystemdReady',
-  initial: 'markingReportPending',
+// Azure DNS learns the name from the next DHCP request: make the client send one. Best effort, and nothing a login
+// needs: it runs once READY=1 is sent, and the Ready report waits for it, so Ready still follows the publication (or
+// its warning) as it did when it came before READY=1. A skipped hostname step is not published either.
+const publishingHostname = chart.createStateConfig({
+  initial: 'publishing',
   states: {
-    markingReportPending: {
+    publishing: {
+      always: { guard: { type: 'stepSkipped', params: { step: 'hostname' } }, target: 'done' },
+      after: {
+        hostnamePublishTimeout: {
+          target: 'done',
+          actions: {
+            type: 'warn',
+            params: ({ context }) => ({ text: `hostname not published: no answer within ${context.config.hostname_publishing.timeout_secs} s` }),
+          },
+        },
+      },
       invoke: {
-        id: 'pendingMarker',
-        src: 'markReportPending',
-        input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
-        // A stop while it was written waited for it: Ready is left for the next boot.
-        onDone: [{ guard: 'terminating', target: READY_LEFT }, { target: 'awaitingHostKeys' }],
-        // Ready promises a VM that stays provisioned after a reboot: without the marker that promise cannot be kept.
-        onError: failRun,
+        id: 'hostnamePublish',
+        src: 'publishHostname',
+        input: ({ context }) => ({ config: context.config, plan: context.plan! }),
+        onDone: 'done',
+        onError: { target: 'done', actions: { type: 'warn', params: ({ event }) => ({ text: `hostname not published: ${toFailure(event.error).reason}` }) } },
       },
     },
-    awaitingHostKeys: { always: { guard: 'hostKeysComplete', target: '#provisioning.reportingReady' } },
+    done: { type: 'final' },
+  },
+});
+
+// Everything a login needs is in place: systemd hears READY=1 and starts sshd. The report-pending marker goes down
+// at once, beside the host keys left for the background (sshd reads them per connection) and the hostname's
+// publication: from the moment the marker is durable a stop leaves Ready for the next boot, which makes whatever host
+// key is still missing (and publishes nothing: the name is set, and the DHCP client sends it at its next request).
+// The Ready report waits for the marker, the keys and the publication; logins wait for none of them.
+export const configured = chart.createStateConfig({
+  // What is left is the last host keys, bounded by the OS timeout (hostKeys.adding), and the publication's own.
+  meta: { budget: 'osTimeout' } satisfies PhaseMeta,
+  entry: 'tellSystemdReady',
+  type: 'parallel',
+  onDone: '#provisioning.reportingReady',
+  states: {
+    reportPending: {
+      initial: 'markingReportPending',
+      states: {
+        markingReportPending: {
+          invoke: {
+            id: 'pendingMarker',
+            src: 'markReportPending',
+            input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
+            // A stop while it was written waited for it: Ready is left for the next boot.
+            onDone: [{ guard: 'terminating', target: READY_LEFT }, { target: 'awaitingHostKeys' }],
+            // Ready promises a VM that stays provisioned after a reboot: without the marker that promise cannot be kept.
+            onError: failRun,
+          },
+        },
+        awaitingHostKeys: { always: { guard: 'hostKeysComplete', target: 'done' } },
+        done: { type: 'final' },
+      },
+    },
+    hostname: publishingHostname,
   },
 });

@@ -62,9 +62,9 @@ const regionGuards = {
   /** READY=1 was sent: what is left may now take the CPU. */
   osConfigured: stateIn(`${WORK}.configured`),
   /** The report-pending marker is being written. */
-  reportPendingInFlight: stateIn(`${WORK}.configured.markingReportPending`),
+  reportPendingInFlight: stateIn(`${WORK}.configured.reportPending.markingReportPending`),
   /** The report-pending marker is durable: the next boot reports Ready. */
-  reportPendingDown: stateIn(`${WORK}.configured.awaitingHostKeys`),
+  reportPendingDown: or([stateIn(`${WORK}.configured.reportPending.awaitingHostKeys`), stateIn(`${WORK}.configured.reportPending.done`)]),
   /** Every host key is in place, those made after READY included. */
   hostKeysComplete: stateIn(`${HOST_KEYS}.done`),
 };

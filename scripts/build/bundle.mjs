@@ -62,7 +62,7 @@ export function nodeBundle(outfile) {
 }
 
 /*
- * The program is four scripts, each V8 deserializes whole from its code cache, so each run reads only the code
+ * The program is six scripts, each V8 deserializes whole from its code cache, so each run reads only the code
  * of what it does, and only when it needs it:
  *   cli        src/cli.ts with the subcommand table (src/commands/index.ts) and src/cli/argv.ts: `--version`, `--help`, usage errors;
  *   provision  `bootstate provision` up to its first IMDS request: the config, the instance lock, the markers and
@@ -70,7 +70,9 @@ export function nodeBundle(outfile) {
  *   run        the rest of `provision`, read once that request is on its way: the chart, its actors, logging, KVP,
  *              the OS steps (src/provision/run-chart.ts). It holds none of the provision script's modules: its imports
  *              of them are that script's modules, so both share one HTTP client, one marker store, one of each;
- *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for.
+ *   commands   every other subcommand, and the live inspector client a `provision --inspect` asks for;
+ *   otel       the OpenTelemetry SDK and OTLP exporters, read only by a run (or a monitor cycle) with an OTLP endpoint,
+ *              after READY=1 (src/observe/trace-export.ts): 300 KB no other run reads.
  * Each `import()` of a module another script holds becomes require('bootstate-import:<script>/<path>'), a static
  * import of one (the run script's, of the provision script's modules) require('bootstate-script:<script>/<path>'),
  * and imports of src/cli/argv.ts from the other scripts become require('bootstate-cli'), so all share one
@@ -84,6 +86,8 @@ const CLI_MODULE = 'bootstate-cli';
 const subcommandTable = join(root, 'src/commands/index.ts');
 const argvModule = join(root, 'src/cli/argv.ts');
 const PROVISION = 'src/commands/provision.ts';
+/** The OpenTelemetry SDK and exporter: only a run with an OTLP endpoint loads them (src/observe/trace-export.ts). */
+const OTLP_EXPORT = 'src/observe/otlp-export.ts';
 const MONITOR = 'src/commands/monitor.ts';
 
 /** `import('./x.js')` in `dir` → the TypeScript file's path from the repository root. */
@@ -98,11 +102,12 @@ function scriptModules() {
     run: [PROVISION_RUN],
     monitor: [MONITOR],
     commands: [...subcommands.filter((path) => path !== PROVISION && path !== MONITOR), 'src/inspect/live.ts'],
+    otel: [OTLP_EXPORT],
   };
 }
 
 /** The program's scripts, by name. */
-export const SCRIPTS = ['cli', 'provision', 'run', 'monitor', 'commands'];
+export const SCRIPTS = ['cli', 'provision', 'run', 'monitor', 'commands', 'otel'];
 
 /** Scripts that are the second part of another one: only that one loads them; any other holds their modules itself. */
 const PART_OF = { run: 'provision' };

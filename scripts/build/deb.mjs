@@ -52,6 +52,7 @@ rmSync(stage, { recursive: true, force: true });
 const made = {
   executable: () => readFileSync(binary),
   'default-config': renderDefaultConfig,
+  'packaged-firewall': renderPackagedFirewall,
   'changelog-gz': () => gzipSync(readFileSync(join(debian, 'changelog')), { level: 9 }).fill(0, 4, 8),
 };
 for (const file of nodePackage ? nodePackageFiles() : filesFor('deb')) write(file.path, await contentOf(file, root, made), file.mode);
@@ -147,18 +148,27 @@ function checkUnitsMatchPostinst() {
   }
 }
 
-/** Renders packaging/default-config.ts (TypeScript, importing src/) through esbuild and runs it in-process. */
-async function renderDefaultConfig() {
-  const result = await build({
+/** packaging/default-config.ts (TypeScript, importing src/), bundled through esbuild and loaded in-process once. */
+function defaultConfigRenderer() {
+  defaultConfigRenderer.module ??= build({
     entryPoints: [join(root, 'packaging/default-config.ts')],
     bundle: true,
     platform: 'node',
     format: 'esm',
     write: false,
     logLevel: 'warning',
-  });
-  const module = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString('base64')}`);
-  return module.renderDefaultConfig();
+  }).then((result) => import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString('base64')}`));
+  return defaultConfigRenderer.module;
+}
+
+/** The commented /etc/bootstate/bootstate.toml. */
+async function renderDefaultConfig() {
+  return (await defaultConfigRenderer()).renderDefaultConfig();
+}
+
+/** The wireserver firewall's rules for that file, loaded by nft at boot (packaging/libexec/firewall-load). */
+async function renderPackagedFirewall() {
+  return (await defaultConfigRenderer()).renderPackagedFirewall();
 }
 
 /** The Maintainer field: the signer of the latest changelog entry, as Debian tools read it. */

@@ -5,6 +5,7 @@
 //   bootstate-provision.bundle.js  `bootstate provision` up to its first IMDS request, read only when it runs
 //   bootstate-run.bundle.js        the rest of `bootstate provision`, read once that request is on its way
 //   bootstate-commands.bundle.js   every other subcommand, read only when one of them runs
+//   bootstate-otel.bundle.js       the OpenTelemetry SDK, read only by a run that exports its trace
 //   *.bundle.js.cache              V8's code cache for each script, written by runs of the built program
 //                                  (scripts/build/warm-code-cache.ts): one provisioning, one `report`
 //   llhttp*.wasm, native-*.node    files the scripts read as bytes: undici's HTTP parser, the native addons (flock, sd_notify)

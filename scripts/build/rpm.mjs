@@ -31,7 +31,7 @@ const top = mkdtempSync(join(tmpdir(), 'bootstate-rpmbuild-'));
 try {
   const stage = join(top, 'stage');
   const files = filesFor('rpm');
-  const made = { executable: () => readFileSync(binary), 'default-config': renderDefaultConfig };
+  const made = { executable: () => readFileSync(binary), 'default-config': renderDefaultConfig, 'packaged-firewall': renderPackagedFirewall };
   for (const file of files) {
     const target = join(stage, file.path);
     mkdirSync(dirname(target), { recursive: true, mode: 0o755 });
@@ -139,10 +139,18 @@ function sourceDateEpoch() {
   }
 }
 
-/** Renders packaging/default-config.ts through esbuild and runs it in-process, as deb.mjs does. */
+/** packaging/default-config.ts bundled through esbuild and loaded in-process once, as deb.mjs does. */
+function defaultConfigRenderer() {
+  defaultConfigRenderer.module ??= build({ entryPoints: [join(root, 'packaging/default-config.ts')], bundle: true, platform: 'node', format: 'esm', write: false, logLevel: 'warning' })
+    .then((result) => import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString('base64')}`));
+  return defaultConfigRenderer.module;
+}
+
 async function renderDefaultConfig() {
-  const result = await build({ entryPoints: [join(root, 'packaging/default-config.ts')], bundle: true, platform: 'node', format: 'esm', write: false, logLevel: 'warning' });
-  const module = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString('base64')}`);
-  return module.renderDefaultConfig();
+  return (await defaultConfigRenderer()).renderDefaultConfig();
+}
+
+async function renderPackagedFirewall() {
+  return (await defaultConfigRenderer()).renderPackagedFirewall();
 }
 

@@ -1,14 +1,18 @@
 /**
  * Writes the plain program's code caches (scripts/build/program.mjs): runs `provision --scratch` of the built program
  * once against the fake fabric on loopback with BOOTSTATE_CODE_CACHE=write, so the caches hold every function a first
- * boot compiles, then one `report` for the other subcommands' script and one `monitor --once` for the monitor's, and
- * fails the build unless the first reached Ready and exited 0, the second sent its report and the third posted.
+ * boot compiles, then one `report` for the other subcommands' script, one `monitor --once` for the monitor's and one
+ * provisioning that exports its trace to a loopback OTLP receiver for the OpenTelemetry script's, and fails the
+ * build unless the first reached Ready and exited 0, the second sent its report, the third posted and the fourth's
+ * trace arrived.
  * After the entry, the command that runs node, when not this one: another architecture's node under qemu-user
  * writes that architecture's caches (scripts/build/binary.mjs, for the arm64 executable).
  *
  *   node --import tsx scripts/build/warm-code-cache.ts dist/bootstate.mjs [qemu-aarch64-static -L … node]
  */
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,7 +52,33 @@ try {
   const posts = fabric.requestsTo('healthService').length;
   await program(['monitor', '--once', '--config', monitorConfig], { BOOTSTATE_LOG: 'error' });
   if (fabric.requestsTo('healthService').length === posts) throw new Error('the code cache run of `monitor --once` posted nothing');
+  await warmOtel(config);
 } finally {
   await fabric.close();
   rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * The OpenTelemetry script's cache: one more provisioning (a second boot of the same tree is already provisioned, so a
+ * fresh one) exporting to a receiver that takes anything. Without BOOTSTATE_CODE_CACHE=write: only the absent cache,
+ * the OpenTelemetry script's, is written; a default run's caches stay as the first run left them.
+ */
+async function warmOtel(config: string): Promise<void> {
+  let traces = 0;
+  const receiver = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      if (request.url === '/v1/traces') traces += 1;
+      response.writeHead(200, { 'content-type': String(request.headers['content-type'] ?? 'application/x-protobuf') }).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  try {
+    const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+    await program(['provision', '--scratch', join(dir, 'otel-root'), '--config', config], { BOOTSTATE_LOG: 'error', OTEL_EXPORTER_OTLP_ENDPOINT: endpoint });
+    if (traces === 0) throw new Error('the code cache run exporting its trace sent none');
+  } finally {
+    receiver.closeAllConnections();
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  }
 }

@@ -13,7 +13,7 @@ import { randomUUID } from '../core/random.js';
 import * as v from 'valibot';
 import type { ImdsConfig } from '../config/defaults.js';
 import { BootstateError } from '../core/errors.js';
-import type { InstanceMetadata } from '../core/metadata.js';
+import type { InstanceMetadata, Placement } from '../core/metadata.js';
 import { request, type HttpResponse } from './http.js';
 import { decodeBase64Data } from '../os/custom-data.js';
 import type { SecretStore } from '../core/secrets.js';
@@ -58,6 +58,29 @@ const InstanceDocument = record({
   ),
 });
 
+/** A short printable string, or undefined. */
+function word(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' && value.length <= 256 && /^[\x21-\x7e]+$/.test(value) ? value : undefined;
+}
+
+/** Region, size and image from the document, read without failing: provisioning never needs them. */
+export function placementOf(json: unknown): Placement | undefined {
+  const compute = (json as { compute?: Record<string, unknown> } | null)?.compute;
+  if (!compute || typeof compute !== 'object') return undefined;
+  const storage = compute.storageProfile as { imageReference?: Record<string, unknown> } | undefined;
+  const image = storage?.imageReference && typeof storage.imageReference === 'object' ? storage.imageReference : {};
+  const [publisher, offer, sku] = [word(image.publisher ?? compute.publisher), word(image.offer ?? compute.offer), word(image.sku ?? compute.sku)];
+  const placement: Placement = {
+    location: word(compute.location),
+    vmSize: word(compute.vmSize),
+    imageName: publisher && offer && sku ? `${publisher}:${offer}:${sku}` : undefined,
+    imageVersion: word(compute.version) ?? word(image.exactVersion) ?? word(image.version),
+    imageId: word(image.id),
+  };
+  const present = Object.entries(placement).filter(([, value]) => value !== undefined);
+  return present.length > 0 ? (Object.fromEntries(present) as Placement) : undefined;
+}
+
 /** The body as JSON; IMDS_PARSE (retryable: garbled in transit) when it is not. */
 function parseImdsJson(text: string): unknown {
   try {
@@ -101,8 +124,10 @@ export function parseInstanceMetadata(text: string, secrets?: SecretStore): Inst
     userData = bytes ? 'present' : 'invalid';
     if (bytes) secrets?.set('userData', bytes);
   }
+  const placement = placementOf(json);
   return {
     ...(userData ? { userData } : {}),
+    ...(placement ? { placement } : {}),
     vmId: compute.vmId ?? null,
     adminUsername: compute.osProfile.adminUsername,
     computerName: compute.osProfile.computerName,

@@ -4,7 +4,8 @@
  * cycle `bootstate-monitor.timer` starts every minute: it goes on from the roll-up state the previous cycle left
  * (src/monitor/state-file.ts), saves its own, and publishes a hostname changed since the last cycle
  * (src/monitor/hostname-watch.ts). A cycle writes no run journal (one a minute would rotate the first boot's out)
- * and keeps debug lines out of the log file.
+ * and keeps debug lines out of the log file. With an OTLP endpoint (and `[telemetry] otlp_monitor`), each `--once`
+ * cycle is sent as one trace once it is done (src/observe/trace-export.ts).
  */
 import type { InspectionEvent } from 'xstate';
 import { closeAll } from '../azure/http.js';
@@ -17,6 +18,9 @@ import type { LogFormat } from '../logging/log-text.js';
 import { readVmId } from '../azure/vmid.js';
 import type { MonitorState } from '../../machines/monitor-types.js';
 import type { MonitorLog } from '../azure/healthservice.js';
+import { otlpSettings } from '../observe/otlp-settings.js';
+import { RunTrace } from '../observe/run-trace.js';
+import type { MonitorSummary } from '../monitor/summary.js';
 
 export async function monitor(values: ParsedArgs['values']): Promise<number> {
   const config = await configFrom(values.config as string | undefined);
@@ -45,6 +49,8 @@ export async function monitor(values: ParsedArgs['values']): Promise<number> {
   const { MonitorSummary } = await import('../monitor/summary.js');
   const summary = new MonitorSummary();
   const cycle = once ? await startCycle(config, log) : null;
+  const trace = once ? cycleTrace(config) : null;
+  const observeTrace = sinks.observer('trace', (event: InspectionEvent) => trace?.recorder.inspect(event));
   try {
     const result = await runMonitor({
       config,
@@ -53,19 +59,20 @@ export async function monitor(values: ParsedArgs['values']): Promise<number> {
       log,
       onMeasured: (name, measurement) => summary.measured(name, measurement),
       onPosted: (batch, outcome) => summary.posted(batch, outcome),
-      onUnhealthy: (observation) =>
-        kvp?.event('WARN', 'monitor.observation', `${observation.ObservationName} unhealthy: ${observation.Value}`),
+      onUnhealthy: (observation) => kvp?.event('WARN', 'monitor.observation', `${observation.ObservationName} unhealthy: ${observation.Value}`),
       inspect:
-        journal || live
+        journal || live || trace
           ? (event) => {
               observeJournal(event);
               observeLive(event);
+              observeTrace(event);
             }
           : undefined,
     });
     if (!cycle) return result.exitCode;
     await cycle.end(result.state);
     for (const line of summary.lines(defaultEndpoints(config).healthService)) process.stdout.write(`${line}\n`);
+    await trace?.send(summary, result.exitCode, vmId, log);
     return result.exitCode !== EXIT_OK ? result.exitCode : summary.failed ? EXIT_FAILURE : EXIT_OK;
   } finally {
     kvp?.flush();
@@ -74,6 +81,23 @@ export async function monitor(values: ParsedArgs['values']): Promise<number> {
     await closeAll();
     close();
   }
+}
+
+/** A `--once` cycle's trace, when an OTLP endpoint is configured and `otlp_monitor` allows it: recorded, then sent. */
+function cycleTrace(config: Config) {
+  const otlp = config.telemetry.otlp_monitor ? otlpSettings(config.telemetry) : null;
+  if (!otlp) return null;
+  const recorder = new RunTrace('monitor cycle');
+  return {
+    recorder,
+    async send(summary: MonitorSummary, exitCode: number, vmId: string, log: MonitorLog): Promise<void> {
+      const spans = recorder.finish({ result: summary.failed ? 'unhealthy' : 'healthy', exitCode });
+      Object.assign(recorder.root.attributes, summary.traceAttributes());
+      const { exportTrace, runResource } = await import('../observe/trace-export.js');
+      const outcome = await exportTrace(spans, runResource(vmId, undefined), otlp);
+      if ('failed' in outcome) log.warn({ step: 'trace' }, `trace not exported: ${outcome.failed}`);
+    },
+  };
 }
 
 /** A `--once` cycle's state from the previous one, and what it does after posting: save its own, watch the hostname. */

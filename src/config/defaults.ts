@@ -59,7 +59,7 @@ export const DEFAULT_CONFIG: Config = {
   password_provisioners: { backends: ['passwd'] },
   os: { timeout_secs: 300 },
   provisioning_media: { enable: true, timeout_secs: 30 },
-  telemetry: { kvp: true, kvp_dir: '/var/lib/hyperv', kvp_pool: 1, kvp_level: 'info' },
+  telemetry: { kvp: true, kvp_dir: '/var/lib/hyperv', kvp_pool: 1, kvp_level: 'info', otlp_endpoint: '', otlp_protocol: 'http/protobuf', otlp_timeout_secs: 2, otlp_monitor: true },
   monitor: {
     health_service_port: 80,
     host_plugin_port: 32526,

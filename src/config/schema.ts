@@ -60,6 +60,11 @@ const httpUrl = v.pipe(
 );
 const nonEmpty = v.pipe(v.string(), v.check((s) => s.length > 0, 'must not be empty'));
 const absolutePath = v.pipe(v.string(), v.check((s) => s.startsWith('/'), 'must be an absolute path'));
+/** An OTLP/HTTP collector's base URL, or empty for none. */
+const otlpEndpoint = v.pipe(
+  v.string(),
+  v.check((s) => s === '' || (URL.canParse(s) && ['http:', 'https:'].includes(new URL(s).protocol)), 'must be an http:// or https:// URL, or empty'),
+);
 /** Empty means "the default place", derived from another key. */
 const absoluteOrEmpty = v.pipe(v.string(), v.check((s) => s === '' || s.startsWith('/'), 'must be an absolute path or empty'));
 /**
@@ -158,6 +163,14 @@ const sections = {
     kvp_pool: count(0, 4),
     /** Lowest log level written to KVP as telemetry: trace, debug, info, warn, error. */
     kvp_level: v.picklist(['trace', 'debug', 'info', 'warn', 'error']),
+    /** The OTLP/HTTP collector each run's trace is sent to (`/v1/traces` appended); empty: none (docs/telemetry.md). */
+    otlp_endpoint: otlpEndpoint,
+    /** OTLP/HTTP's encoding: `http/protobuf` or `http/json`. */
+    otlp_protocol: v.picklist(['http/protobuf', 'http/json']),
+    /** The export's own deadline: past it the trace is dropped with a warning. */
+    otlp_timeout_secs: positiveSecs,
+    /** Whether `bootstate monitor` sends its cycles too, when an endpoint is set. */
+    otlp_monitor: v.boolean(),
   }),
   monitor: v.strictObject({
     /** Port of the wireserver's HealthService (`http://<wireserver.address>:<port>/HealthService`). */

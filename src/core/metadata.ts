@@ -20,8 +20,21 @@ export interface InstanceMetadata {
   publicKeys: string[];
   hasCustomData: boolean;
   ppsType: string;
+  /** Where the VM runs and what it was made from, for the run's trace (read leniently: never fails the parse). */
+  placement?: Placement;
   /** `compute.userData` was present: decoded into the SecretStore (`present`) or not base64 (`invalid`). */
   userData?: 'present' | 'invalid';
+}
+
+/** The VM's region, size and image as IMDS tells them; each absent when IMDS did not say, or said it oddly. */
+export interface Placement {
+  location?: string;
+  vmSize?: string;
+  /** `publisher:offer:sku` of a marketplace image. */
+  imageName?: string;
+  imageVersion?: string;
+  /** A gallery or managed image's resource id. */
+  imageId?: string;
 }
 
 /** What the provisioning media (ovf-env.xml) told us. The password never appears here: see SecretStore. */

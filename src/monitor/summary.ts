@@ -4,6 +4,8 @@
  */
 import type { Observation, PostOutcome } from '../azure/healthservice.js';
 import type { Measurement } from '../../machines/monitor.js';
+import { escapeValue } from '../core/errors.js';
+import type { Attributes } from '../observe/run-trace.js';
 
 export class MonitorSummary {
   readonly #checks = new Map<string, Measurement>();
@@ -44,6 +46,23 @@ export class MonitorSummary {
       out.push(`  ${name.padEnd(width)}  ${m.ok ? 'ok    ' : 'FAILED'}  ${m.value || '-'}  ${posted}`);
     }
     out.push(`${this.failedChecks} check(s) failed, ${this.failedPosts} post(s) failed`);
+    return out;
+  }
+
+  /**
+   * The cycle's observations as its trace's attributes: per check whether it was ok, what it measured, and whether it
+   * was posted healthy; the counts of failed checks and posts.
+   */
+  traceAttributes(): Attributes {
+    const out: Attributes = { 'bootstate.monitor.checks_failed': this.failedChecks, 'bootstate.monitor.posts_failed': this.failedPosts };
+    for (const [name, m] of this.#checks) {
+      const key = `bootstate.monitor.${name.replace(/[^A-Za-z0-9_]/g, '_')}`;
+      out[`${key}.ok`] = m.ok;
+      if (m.value) out[`${key}.value`] = escapeValue(m.value, 128);
+      const post = this.#posts.find((p) => p.names.includes(name));
+      if (post?.outcome.ok) out[`${key}.healthy`] = post.healthy[post.names.indexOf(name)]!;
+      if (post?.outcome.status !== undefined) out[`${key}.http_status`] = post.outcome.status;
+    }
     return out;
   }
 }

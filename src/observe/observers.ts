@@ -1,6 +1,7 @@
 /**
  * The observers of one provisioning run, as one XState `inspect` callback: the journal, KVP transition telemetry, the
- * live feed (`--inspect ws://…`), the caller's own observer and systemd's STATUS= lines. Each is behind its sink
+ * live feed (`--inspect ws://…`), the caller's own observer, systemd's STATUS= lines and, when an OTLP endpoint is
+ * configured, the run's trace (run-trace.ts). Each is behind its sink
  * (src/logging/sinks.ts): whatever one throws turns that one off, and the chart runs on.
  */
 import type { InspectionEvent } from 'xstate';
@@ -8,6 +9,7 @@ import type { LiveInspector } from '../inspect/live.js';
 import type { KvpTelemetry } from '../kvp/telemetry.js';
 import type { Sinks } from '../logging/sinks.js';
 import { JournalObserver, type JournalSettings } from './journal.js';
+import type { RunTrace } from './run-trace.js';
 import { TransitionTelemetry } from './transition-telemetry.js';
 
 export interface ObserverOptions {
@@ -21,6 +23,8 @@ export interface ObserverOptions {
   caller?: (event: InspectionEvent) => void;
   /** systemd's STATUS= lines, under Type=notify. */
   status: { inspect(event: InspectionEvent): void } | null;
+  /** The run's trace, recorded only when it is to be exported. */
+  trace?: RunTrace | null;
 }
 
 export class RunObservers {
@@ -38,6 +42,8 @@ export class RunObservers {
     const observeTransitions = transitions ? sinks.observer('kvp telemetry', (event: InspectionEvent) => transitions.inspect(event)) : null;
     const observeLive = live ? sinks.observer('live inspector', (event: InspectionEvent) => live.inspect(event)) : null;
     const observeCaller = options.caller ? sinks.observer('inspect', options.caller) : null;
+    const { trace } = options;
+    const observeTrace = trace ? sinks.observer('trace', (event: InspectionEvent) => trace.inspect(event)) : null;
     const { journal } = this;
     const { status } = options;
     this.inspect = (event) => {
@@ -46,6 +52,7 @@ export class RunObservers {
       observeLive?.(event);
       observeCaller?.(event);
       status?.inspect(event);
+      observeTrace?.(event);
     };
   }
 

@@ -19,6 +19,8 @@ import { createLogger, type Logger } from '../logging/log.js';
 import { Sinks } from '../logging/sinks.js';
 import { RunObservers } from '../observe/observers.js';
 import { BootDiagnostics } from '../observe/boot-diagnostics.js';
+import { otlpSettings, type OtlpSettings } from '../observe/otlp-settings.js';
+import { RunTrace } from '../observe/run-trace.js';
 import { markerStore } from './marker.js';
 import { readProvisioningMedia } from '../azure/media.js';
 import type { Provisioner } from '../os/provisioner.js';
@@ -39,6 +41,8 @@ export interface ComposedRun {
   reporter: HealthReporter;
   reports: EncodedReports;
   observers: RunObservers;
+  /** The run's trace and where it goes, when an OTLP endpoint is configured (docs/telemetry.md). */
+  trace: { recorder: RunTrace; settings: OtlpSettings } | null;
   /** Media reads the chart stopped waiting for, which may still be unmounting: awaited before exit. */
   mediaReads: Promise<unknown>[];
   /** The KVP copy of the report: `written`, `off` (disabled or never attempted), or `failed: <reason>`. */
@@ -60,6 +64,8 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
   logLockAndStartup(log, before);
   const provisioner: Provisioner = options.scratchDir ? new ScratchProvisioner(options.scratchDir, config) : new RealProvisioner({ config });
   const reporter = options.dryRun ? new DryRunReporter(options.onNote ?? ((line) => log.info({ step: 'report' }, line))) : new HealthReporter();
+  const otlp = facts.lockRefused ? null : otlpSettings(config.telemetry);
+  const trace = otlp ? { recorder: new RunTrace('provision'), settings: otlp } : null;
   const observers = await RunObservers.start(sinks, {
     journal: { enable: config.journal.enable, dir: config.data_dir.path, keep: config.journal.keep },
     kvp,
@@ -67,11 +73,12 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
     onLiveProblem: (message) => log.warn({ step: 'inspect' }, message),
     caller: options.inspect,
     status: systemd.active ? new SystemdStatus(systemd) : null,
+    trace: trace?.recorder ?? null,
   });
   const secrets = new SecretStore();
   const diagnostics = kvp && config.boot_diagnostics.enable ? new BootDiagnostics(config.boot_diagnostics, { underSystemd: systemd.active }) : null;
   const parts: Omit<ComposedRun, 'actor'> = {
-    sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers, diagnostics,
+    sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers, trace, diagnostics,
     secrets,
     reports: new EncodedReports((data) => scrubData(secrets, data)),
     mediaReads: [],

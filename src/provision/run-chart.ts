@@ -11,6 +11,7 @@ import type { Config } from '../config/defaults.js';
 import { EXIT_FAILURE, toFailure, type Failure } from '../core/errors.js';
 import { scrubData } from '../core/secrets.js';
 import { ScratchProvisioner } from '../os/scratch.js';
+import { exportTrace, runResource } from '../observe/trace-export.js';
 import type { SdNotifier } from '../system/sd-notify.js';
 import { composeRun, type ComposedRun } from './compose.js';
 import type { BeforeChart, ProvisionOptions, ProvisionResult } from './types.js';
@@ -88,7 +89,8 @@ function logOutcome(run: ComposedRun, output: ProvisioningOutput): void {
 
 /**
  * Flushes KVP, waits for media reads still unmounting, clears the secrets, closes the journal and the live feed,
- * releases the instance lock, tells systemd READY=1 and closes the log; returns where the journal is.
+ * releases the instance lock, tells systemd READY=1, exports the trace (when configured) and closes the log; returns
+ * where the journal is.
  */
 async function tearDown(run: ComposedRun, { first, lock, facts }: BeforeChart, output: ProvisioningOutput): Promise<string | null> {
   run.observers.flushTelemetry();
@@ -102,6 +104,7 @@ async function tearDown(run: ComposedRun, { first, lock, facts }: BeforeChart, o
   await closeAll();
   lock.instance?.release();
   await readyBeforeExit(run.systemd);
+  await sendTrace(run, output);
   run.closeLog();
   return journalPath;
 }
@@ -126,6 +129,19 @@ async function writeDiagnostics(run: ComposedRun, output: ProvisioningOutput, vm
   } finally {
     scrubber.wipe();
   }
+}
+
+/**
+ * The run's trace to the configured collector, once READY=1 and the Ready report are behind it: bounded by its own
+ * deadline, and a collector that fails costs one warning.
+ */
+async function sendTrace(run: ComposedRun, output: ProvisioningOutput): Promise<void> {
+  if (!run.trace || !run.sinks.isOn('trace')) return;
+  const context = finalContext(run);
+  const spans = run.trace.recorder.finish(output, context?.failure ?? context?.reportFailure ?? undefined);
+  const outcome = await exportTrace(spans, runResource(context?.vmId, context?.metadata?.placement), run.trace.settings);
+  if ('failed' in outcome) run.log.warn({ step: 'trace' }, `trace not exported: ${outcome.failed}`);
+  else run.log.debug({ step: 'trace', spans: outcome.sent }, `trace exported: ${outcome.sent} spans`);
 }
 
 /**

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll } from '../../src/azure/http.js';
-import { fetchInstanceMetadataOnce, parseInstanceMetadata } from '../../src/azure/imds.js';
+import { fetchInstanceMetadataOnce, parseInstanceMetadata, placementOf } from '../../src/azure/imds.js';
 import { DEFAULT_CONFIG, type ImdsConfig } from '../../src/config/defaults.js';
 import { BootstateError } from '../../src/core/errors.js';
 import { AGENT } from '../../src/core/version.js';
@@ -57,6 +57,12 @@ describe('fetchInstanceMetadataOnce', () => {
       ],
       hasCustomData: false,
       ppsType: 'None',
+      placement: {
+        location: 'westeurope',
+        vmSize: 'Standard_D2ds_v5',
+        imageName: 'canonical:ubuntu-24_04-lts:server',
+        imageVersion: '24.04.202510010',
+      },
     });
   });
 
@@ -344,6 +350,23 @@ describe('parseInstanceMetadata', () => {
           );
         },
       ),
+    );
+  });
+});
+
+describe('placementOf (the run trace\'s region, size and image)', () => {
+  it('reads a gallery image\'s id and leaves out what is absent, empty, oddly typed or not printable', () => {
+    const doc = { compute: { location: 'eastus', vmSize: 7, storageProfile: { imageReference: { id: '/subscriptions/x/images/img', publisher: '' } }, version: 'a\u0000b' } };
+    expect(placementOf(doc)).toEqual({ location: 'eastus', imageId: '/subscriptions/x/images/img' });
+    expect(placementOf({ compute: {} })).toBeUndefined();
+  });
+
+  it('never throws and yields only short printable strings, whatever the document', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.jsonValue(), (compute, storage) => {
+        const placement = placementOf({ compute: typeof compute === 'object' && compute !== null && !Array.isArray(compute) ? { ...compute, storageProfile: storage } : compute });
+        for (const value of Object.values(placement ?? {})) expect(value).toMatch(/^[\x21-\x7e]{1,256}$|^[\x21-\x7e]+:[\x21-\x7e]+:[\x21-\x7e]+$/);
+      }),
     );
   });
 });

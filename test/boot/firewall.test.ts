@@ -1,6 +1,7 @@
 /**
  * The wireserver firewall on real Debian 12 boots with the .deb installed: bootstate-firewall.service puts the rules
- * in place before network-pre.target on the first boot and again after a reboot, bootstate.service still reaches the
+ * in place before network-pre.target on the first boot and again after a reboot (nft loading the packaged ruleset,
+ * verified by bootstate at the first re-check; bootstate itself where a drop-in changes the configuration), bootstate.service still reaches the
  * fake wireserver as root, a user (uid 65534) inside the VM cannot open a connection to it but still gets through to
  * TCP port 53, `nft flush ruleset` is undone by bootstate-firewall-recheck.timer within its 30 s period with the
  * monitor's timer off (the default install), `bootstate deprovision` takes the rules away, and
@@ -35,6 +36,8 @@ interface Seen {
   reportsAfter: string[];
   deprovision?: { exitCode: number | null; stdout: string; tableAfter: string };
   recheck?: Recheck;
+  /** After a load by nft: the first re-check's verification (the marker gone), and what the re-check unit logged. */
+  verified?: { markerGone: boolean; recheckLog: string };
 }
 
 /** What a `nft flush ruleset` in the booted VM came to. */
@@ -87,6 +90,13 @@ async function observe(machine: Machine, boot: Boot, deprovision: boolean): Prom
     nobody53: await connect(boot, 65534, 53, 60),
     reportsAfter: [],
   };
+  if (seen.firewallLog.includes('applied the packaged rules')) {
+    // The first re-check (30 s after the timer started) has bootstate verify what nft loaded against the configuration.
+    const gone = async () => ((await boot.exec(['test', '-e', '/run/bootstate/firewall.unverified'])).exitCode === 0 ? null : true);
+    const recheckLog = async () => (await boot.exec(['journalctl', '--no-pager', '-b', '-u', 'bootstate-firewall-recheck.service', '-o', 'cat'])).stdout;
+    const markerGone = await until('the loaded rules verified', gone, 300_000, recheckLog, 1000);
+    seen.verified = { markerGone, recheckLog: await recheckLog() };
+  }
   if (deprovision) {
     seen.recheck = await flushAndWait(boot);
     const result = await boot.exec(['bootstate', 'deprovision', '--force'], 120_000);
@@ -165,6 +175,20 @@ describe.skipIf(!canSandbox)('the wireserver firewall on a booted Debian 12 with
       expect(boot.table).toContain(`ip daddr ${WIRESERVER} meta skuid 0 accept`);
       expect(boot.check, boot.check.stdout).toEqual({ exitCode: 0, stdout: `firewall: in place (nft): only root reaches ${WIRESERVER}, TCP port 53 excepted\n` });
     }
+  }, 900_000);
+
+  it('is loaded by nft from the packaged ruleset, without Node, with the packaged configuration; the first re-check verifies it quietly', async () => {
+    for (const boot of await enabled) {
+      expect(boot.firewallLog).toContain('firewall: applied the packaged rules (nft -f /usr/share/bootstate/firewall.nft)');
+      expect(boot.verified, boot.firewallLog).toBeDefined();
+      expect(boot.verified!.markerGone).toBe(true);
+      expect(boot.verified!.recheckLog).not.toContain('were not the configured ones');
+      expect(boot.verified!.recheckLog).not.toContain('could not be verified');
+    }
+    // A drop-in: bootstate reads the configuration itself (here: off).
+    const [off] = await disabled;
+    expect(off!.firewallLog).not.toContain('applied the packaged rules');
+    expect(off!.firewallLog).toContain('firewall: off ([firewall] enable = false)');
   }, 900_000);
 
   it('lets root (and bootstate.service) reach the wireserver, keeps uid 65534 out, and lets it through to TCP 53', async () => {

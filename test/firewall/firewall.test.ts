@@ -20,6 +20,7 @@ import {
   nftRuleset,
   removeFirewall,
 } from '../../src/firewall/firewall.js';
+import { renderDefaultConfig, renderPackagedFirewall } from '../../packaging/default-config.js';
 import { stopProcess } from '../e2e/boot.js';
 import { canSandbox, createNetns, type Netns } from '../e2e/ns.js';
 import { AGENT } from '../integration/agent.js';
@@ -27,6 +28,7 @@ import { AGENT } from '../integration/agent.js';
 const WIRESERVER = '168.63.129.16';
 const NOBODY = 65534;
 const RECHECK = path.resolve('packaging/libexec/firewall-recheck');
+const LOAD = path.resolve('packaging/libexec/firewall-load');
 /** What bootstate-firewall-recheck.service runs every 30 s, with the script where this repository has it. */
 const recheckUnitCommand = async (): Promise<string[]> => {
   const unit = await readFile(path.resolve('packaging/systemd/bootstate-firewall-recheck.service'), 'utf8');
@@ -285,6 +287,120 @@ describe.skipIf(!canSandbox)('the firewall in a network namespace, with the real
     expect(await reach(80, 0, 30_000)).toBe('wireserver:80');
     await inNs(['nft', 'delete', 'table', 'inet', 'bootstate']);
   }, 240_000);
+
+  /**
+   * bootstate-firewall.service's loader (packaging/libexec/firewall-load) with its three paths in this test's
+   * directory: the snapshot, the packaged ruleset and the configuration directory. `bootstate` on its PATH is the
+   * built program reading that directory's bootstate.toml, and records each start, so a test sees whether Node ran.
+   */
+  describe('the boot loader: nft -f of the packaged rules while the configuration is the packaged one', () => {
+    let etc: string;
+    let share: string;
+    let bin: string;
+    let snapshot: string;
+    const started = () => readFile(path.join(dir, 'loader-started'), 'utf8').then((t) => t.split('\n').filter(Boolean).length, () => 0);
+    const env = (extra: string[] = []) => ['env', `PATH=${bin}:${process.env.PATH}`, ...extra];
+    const load = (extra: string[] = []) =>
+      inNs([...env(extra), LOAD, snapshot, path.join(share, 'firewall.nft'), etc], { allowFailure: true, timeoutMs: 60_000 });
+    const recheck = () => inNs([...env(), RECHECK, snapshot], { allowFailure: true, timeoutMs: 60_000 });
+    const unverified = () => existsSync(path.join(dir, 'loader-run/firewall.unverified'));
+
+    beforeAll(async () => {
+      etc = path.join(dir, 'loader-etc');
+      share = path.join(dir, 'loader-share');
+      bin = path.join(dir, 'loader-bin');
+      snapshot = path.join(dir, 'loader-run/firewall.nft');
+      for (const d of [etc, share, bin]) await mkdir(d, { recursive: true });
+      await writeFile(
+        path.join(bin, 'bootstate'),
+        `#!/bin/sh\necho "$*" >> ${path.join(dir, 'loader-started')}\nexec ${process.execPath} ${AGENT} "$@" --config ${path.join(etc, 'bootstate.toml')}\n`,
+        { mode: 0o755 },
+      );
+    });
+
+    /** The packaged configuration and ruleset, no drop-in, no rules, no snapshot, nothing started yet. */
+    async function packaged(ruleset = renderPackagedFirewall()) {
+      await writeFile(path.join(etc, 'bootstate.toml'), renderDefaultConfig());
+      await rm(path.join(etc, 'bootstate.toml.d'), { recursive: true, force: true });
+      await writeFile(path.join(share, 'firewall.nft'), ruleset);
+      await rm(path.join(dir, 'loader-run'), { recursive: true, force: true });
+      await rm(path.join(dir, 'loader-started'), { force: true });
+      await inNs(['nft', 'delete', 'table', 'inet', 'bootstate'], { allowFailure: true });
+    }
+
+    it('loads the packaged rules with nft alone, saves the snapshot, and the first re-check has bootstate verify them, quietly when they are the configured ones', async () => {
+      await packaged();
+      const loaded = await load();
+      expect([loaded.exitCode, loaded.stderr]).toEqual([0, '']);
+      expect(loaded.stdout).toMatch(/^firewall: applied the packaged rules \(nft -f /);
+      expect(await started()).toBe(0);
+      expect(await readFile(snapshot, 'utf8')).toBe((await inNs(['nft', 'list', 'table', 'inet', 'bootstate'])).stdout);
+      expect((await stat(snapshot)).mode & 0o777).toBe(0o600);
+      expect(unverified()).toBe(true);
+      expect((await bootstate(['check'], path.join(etc, 'bootstate.toml'))).exitCode).toBe(0);
+      expect(await reach(80, NOBODY)).toBe('timeout');
+      expect(await reach(80, 0, 30_000)).toBe('wireserver:80');
+
+      const verified = await recheck();
+      expect([verified.exitCode, verified.stdout, verified.stderr]).toEqual([0, '', '']);
+      expect(await started()).toBe(1);
+      expect(unverified()).toBe(false);
+      const quiet = await recheck();
+      expect([quiet.exitCode, quiet.stdout, quiet.stderr]).toEqual([0, '', '']);
+      expect(await started()).toBe(1);
+    }, 240_000);
+
+    it('fails closed on a packaged ruleset that is not what the configuration makes: the first re-check says so as an error and puts the configured rules in place', async () => {
+      // A ruleset that lets everyone in, under the right hash: what a damaged or edited file would load.
+      await packaged(renderPackagedFirewall().replace('meta skuid 0 accept', 'meta skuid 65534 accept'));
+      expect((await load()).exitCode).toBe(0);
+      expect(await started()).toBe(0);
+      expect(await reach(80, NOBODY, 30_000)).toBe('wireserver:80');
+      const verified = await recheck();
+      expect(verified.exitCode, verified.stderr).toBe(0);
+      expect(verified.stderr).toContain("<3>bootstate: the wireserver firewall's rules loaded at boot were not the configured ones; bootstate put the configured ones in place: firewall: applied (nft)");
+      expect(unverified()).toBe(false);
+      expect((await bootstate(['check'], path.join(etc, 'bootstate.toml'))).exitCode).toBe(0);
+      expect(await reach(80, NOBODY)).toBe('timeout');
+      expect(await readFile(snapshot, 'utf8')).toBe((await inNs(['nft', 'list', 'table', 'inet', 'bootstate'])).stdout);
+    }, 240_000);
+
+    it('a flush before the first re-check is the usual warning and re-apply, which verifies too', async () => {
+      await packaged();
+      expect((await load()).exitCode).toBe(0);
+      await inNs(['nft', 'flush', 'ruleset']);
+      const again = await recheck();
+      expect(again.exitCode, again.stderr).toBe(0);
+      expect(again.stderr).toContain("the wireserver firewall's rules changed since they were applied; applying them again");
+      expect(unverified()).toBe(false);
+      expect(await reach(80, NOBODY)).toBe('timeout');
+    }, 240_000);
+
+    const otherwise: Array<[string, () => Promise<string[]>, RegExp]> = [
+      ['a drop-in in bootstate.toml.d', async () => (await mkdir(path.join(etc, 'bootstate.toml.d')), await writeFile(path.join(etc, 'bootstate.toml.d/50-x.toml'), '# nothing\n'), []), /^$/],
+      ['a bootstate.toml.d that is not a directory', async () => (await writeFile(path.join(etc, 'bootstate.toml.d'), ''), []), /^$/],
+      ['bootstate.toml changed by one byte', async () => (await writeFile(path.join(etc, 'bootstate.toml'), `${renderDefaultConfig()}\n`), []), /^$/],
+      ['no bootstate.toml', async () => (await rm(path.join(etc, 'bootstate.toml')), []), /^$/],
+      ['BOOTSTATE_CONFIG set', async () => ['BOOTSTATE_CONFIG=/nonexistent.toml'], /^$/],
+      ['a ruleset nft rejects', async () => (await writeFile(path.join(share, 'firewall.nft'), renderPackagedFirewall().replace('chain output', 'chain output output')), []), /nft -f .* failed; bootstate applies the rules instead/],
+    ];
+    it.each(otherwise)('leaves the rules to bootstate, which reads the configuration, with %s', async (_what, arrange, stderr) => {
+      await packaged();
+      const extra = await arrange();
+      const loaded = await load(extra);
+      expect(loaded.exitCode, loaded.stderr).toBe(0);
+      expect(loaded.stdout).toBe('firewall: applied (nft): only root reaches 168.63.129.16, TCP port 53 excepted\n');
+      expect(loaded.stderr.split('\n').filter((l) => !l.includes('warning')).join('\n').trim()).toMatch(stderr);
+      expect(await started()).toBe(1);
+      expect(unverified()).toBe(false);
+      expect(await readFile(snapshot, 'utf8')).toBe((await inNs(['nft', 'list', 'table', 'inet', 'bootstate'])).stdout);
+      expect(await reach(80, NOBODY)).toBe('timeout');
+    }, 240_000);
+
+    afterAll(async () => {
+      await inNs(['nft', 'delete', 'table', 'inet', 'bootstate'], { allowFailure: true });
+    });
+  });
 
   // Where nft is absent: the iptables of Debian's package, through both of its backends.
   describe.each(['nft', 'legacy'])('iptables-%s', (variant) => {

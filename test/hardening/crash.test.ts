@@ -216,8 +216,6 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   [CONFIGURING_OS]: poller,
   [HOSTNAME]: poller,
   [`${HOSTNAME}.setting`]: poller,
-  [`${HOSTNAME}.publishing`]: poller,
-  // Publishing the hostname probes the system's DHCP clients, so the hostname region may finish last.
   [`${HOSTNAME}.done`]: sshdBlocked('hostname'),
   [ACCOUNT]: poller,
   [`${ACCOUNT}.creatingUser`]: poller,
@@ -262,11 +260,20 @@ const HOLDS: Record<string, Hold | Transient | Elsewhere> = {
   // The report-pending marker is written on entering configured: an empty marker created in place
   // (docs/durability.md), no temp file to catch, so the poller kills it mid-step.
   [`${WORK}.configured`]: poller,
-  [`${WORK}.configured.markingReportPending`]: poller,
-  [`${WORK}.configured.awaitingHostKeys`]: {
+  [`${WORK}.configured.reportPending`]: poller,
+  [`${WORK}.configured.reportPending.markingReportPending`]: poller,
+  [`${WORK}.configured.reportPending.awaitingHostKeys`]: {
     transient:
       'eventless once every host key is in: the scratch backend makes all of them while IMDS is gated, so the state is left in the macrostep that enters it (test/model covers a wait for background keys, and a stop in it)',
   },
+  [`${WORK}.configured.reportPending.done`]: {
+    elsewhere:
+      'the marker is down and the hostname\'s publication still runs: publishing probes the system\'s DHCP clients, so a poller lands here only when that outlasts the marker\'s write. Nothing is written in it that the marker\'s hold does not cover (a kill there leaves the report-pending marker, and the next boot reports Ready), and test/model covers a stop in it',
+  },
+  // Publishing the hostname starts with READY=1, beside the report-pending marker; the Ready report waits for it.
+  [`${WORK}.configured.hostname`]: poller,
+  [`${WORK}.configured.hostname.publishing`]: poller,
+  [`${WORK}.configured.hostname.done`]: poller,
   preprovisioned: POOL_VM,
   'preprovisioned.reportingPoolReady': POOL_VM,
   'preprovisioned.reportingPoolReady.requesting': POOL_VM,

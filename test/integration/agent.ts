@@ -36,6 +36,8 @@ export interface AgentOptions {
   /** Extra TOML appended to the generated config (sections must not repeat the generated ones). */
   imds?: Record<string, number | string | boolean>;
   wireserver?: Record<string, number | string | boolean>;
+  /** Keys added to the generated `[telemetry]` table. */
+  telemetry?: Record<string, number | string | boolean>;
   extraToml?: string;
   /** Reuse a root from an earlier run (second boot). */
   root?: string;
@@ -64,7 +66,7 @@ export function writeConfig(fabric: FakeFabric, root: string, options: AgentOpti
       toml('wireserver', { health_endpoint: fabric.healthUrl, retry_interval_secs: 0.1, total_retry_timeout_secs: 5, ...options.wireserver }),
       toml('ssh', { query_sshd_config: false }),
       toml('provisioning_media', { enable: false }),
-      toml('telemetry', { kvp_dir: join(root, 'var/lib/hyperv') }),
+      toml('telemetry', { kvp_dir: join(root, 'var/lib/hyperv'), ...options.telemetry }),
       toml('data_dir', { path: join(root, 'var/lib/bootstate') }),
       toml('log_path', { path: join(root, 'var/log/bootstate.log') }),
       options.extraToml ?? '',

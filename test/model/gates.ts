@@ -53,14 +53,25 @@ export const acceptPlan = (run: Run) => complete(run, 'validate', running(run, '
 /** Completes validation and every OS step with the plan each was given. */
 export async function throughOs(run: Run) {
   await acceptPlan(run);
-  for (const step of ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'hostKeys', 'sshd', 'customData'] as const) {
+  for (const step of ['hostname', 'user', 'password', 'sshKeys', 'hostKeys', 'sshd', 'customData'] as const) {
     // The host keys are made from the start of the work: a path may have finished them already.
     if (step === 'hostKeys' && lastStart(run, step)?.settled) continue;
     await complete(run, step);
   }
 }
 
-/** The end of a first boot once the OS is configured: the report-pending marker, Ready accepted, the provisioned marker. */
+/**
+ * The end of a first boot once the OS is configured: the report-pending marker, the hostname's publication (started
+ * with READY unless the hostname step was left out), Ready accepted, the provisioned marker.
+ */
 export async function reportReady(run: Run) {
-  await completeEach(run, ['pendingMarker', 'readyReport', 'provisionedMarker']);
+  await complete(run, 'pendingMarker');
+  await publishIfRunning(run);
+  await completeEach(run, ['readyReport', 'provisionedMarker']);
+}
+
+/** Completes the hostname's publication when it runs (it starts with READY=1; Ready waits for it). */
+export async function publishIfRunning(run: Run) {
+  const publish = lastStart(run, 'hostnamePublish');
+  if (publish && !publish.settled) await complete(run, 'hostnamePublish');
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_IN_PROGRESS } from '../../machines/provisioning.js';
-import { complete, gather, hasStarted, running, startsOf, throughOs } from './gates.js';
+import { completeEach, gather, hasStarted, running, startsOf, throughOs } from './gates.js';
 import { startRun, startup } from './harness.js';
 
 describe('the InProgress report', () => {
@@ -16,7 +16,7 @@ describe('the InProgress report', () => {
     expect(running(run, 'pendingMarker')).toBeDefined();
     expect(hasStarted(run, 'readyReport')).toBe(false);
 
-    await complete(run, 'pendingMarker');
+    await completeEach(run, ['pendingMarker', 'hostnamePublish']);
     expect(inProgress.signal.aborted).toBe(true);
     expect(run.actor.getSnapshot().value).toEqual({ reportingReady: 'requesting' });
     inProgress.resolve(undefined);

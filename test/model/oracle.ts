@@ -41,14 +41,17 @@
  *   logins off): then the run fails with it.
  * - with a plan (IMDS, else media with a username) → validate → hostname ‖ (user → (password ‖ SSH keys)) ‖ (host
  *   keys done → sshd), each phase bounded by the OS timeout; then (configured, READY) the report-pending marker beside
- *   the background host keys; once both are over, Ready; then the provisioned marker. The report-pending marker that
+ *   the background host keys and the hostname's publication; once all three are over, Ready; then the provisioned
+ *   marker. The report-pending marker that
  *   cannot be written fails the run (Ready would promise a VM that stays provisioned after a reboot).
  * - systemd is told READY (once) when the OS is configured, when the Ready report (a resumed one) or the failure
  *   report starts, or when the run ends without provisioning (already provisioned, not on Azure): logins never wait
  *   for a report, nor for the background host keys. A pool VM waiting to be claimed
  *   has not told it; stopped while waiting, it never does.
- * - once the hostname is set, the DHCP client is asked to send it (Azure DNS); best effort: its failure or its own
- *   deadline (`[hostname_publishing] timeout_secs`) is a warning "hostname not published: …" and the run goes on.
+ * - once the OS is configured (READY: logins do not wait for it) and the hostname step was not left out, the DHCP
+ *   client is asked to send the name (Azure DNS); best effort: its failure or its own deadline
+ *   (`[hostname_publishing] timeout_secs`) is a warning "hostname not published: …" and the run goes on; the Ready
+ *   report waits for it. A stop once the marker is down abandons it, as it does the background host keys.
  * - any failing step → ProvisioningFailed naming that step (its code), no marker, its exit code.
  * - a final report: KVP record first, then HTTP attempts (retry while retryable) until its total deadline.
  * - Ready not accepted → failed, exit 1, nothing more; the provisioned marker failing after Ready → failed, reported.
@@ -98,7 +101,7 @@ export interface OracleStart {
 }
 
 type Report = { kind: 'ready' | 'failure'; attempt: 'requesting' | 'backoff'; retryAt: number; deadline: number; lastError?: string };
-const OS_LANES: Lane[] = [['hostname', 'hostnamePublish'], ['user', 'password'], ['sshd'], ['custom-data']];
+const OS_LANES: Lane[] = [['hostname'], ['user', 'password'], ['sshd'], ['custom-data']];
 /** The lane sshd is in: it waits for the host keys, made since the work began. */
 const SSHD_LANE = 2;
 /** Started beside the password once the user exists, as a lane of its own right after the account's. */
@@ -179,6 +182,8 @@ export class ProvisioningOracle {
   private certificatesSettled = false;
   private osDeadline = 0;
   private publishDeadline = 0;
+  /** The hostname's publication, started once the OS is configured (READY) unless the hostname step was left out. */
+  private publishing: 'none' | 'running' | 'over' = 'none';
   private warningsBeforeOs: number | null = null;
   private lanes: Lane[] = [];
   private report: Report | null = null;
@@ -265,6 +270,7 @@ export class ProvisioningOracle {
         if (this.hostKeys === 'running' && this.stage !== 'os') ids.push('host-keys');
         if (this.hostKeys === 'adding') ids.push('laterHostKeys');
         if (this.reportPending === 'writing') ids.push('pendingMarker');
+        if (this.publishing === 'running') ids.push('hostnamePublish');
         if (this.stage === 'gathering') {
           if (this.imds === 'requesting') ids.push('imds');
           if (this.mediaReading) ids.push('media');
@@ -475,7 +481,9 @@ export class ProvisioningOracle {
         this.marker = 'report-pending';
         // A stop while it was written waited for it: Ready is left for the next boot.
         if (this.terminating) return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
-        return this.hostKeys === 'adding' ? undefined : this.reportReady();
+        return this.hostKeys === 'adding' || this.publishing === 'running' ? undefined : this.reportReady();
+      case 'hostnamePublish':
+        return this.publishOver();
       case 'missingHostKeys':
         return this.reportReady();
       case 'readyReport':
@@ -542,7 +550,7 @@ export class ProvisioningOracle {
         return this.end(this.failedOutput('markerNotWritten', seen(error), true));
       case 'hostnamePublish':
         this.warnings.push(`hostname not published: ${reasonOf(error)}`);
-        return this.laneStepDone(id);
+        return this.publishOver();
       case 'laterHostKeys':
         this.warnings.push(`ssh host keys ${this.hostKeysLater.join(', ')} not made: ${reasonOf(error)}`);
         return this.laterHostKeysOver();
@@ -656,12 +664,12 @@ export class ProvisioningOracle {
           },
         });
       }
-      if (this.stage === 'os' && this.lanes.some((l) => l[0] === 'hostnamePublish')) {
+      if (this.stage === 'configured' && this.publishing === 'running') {
         timers.push({
           at: this.publishDeadline,
           fire: () => {
             this.warnings.push(`hostname not published: no answer within ${this.config.hostname_publishing.timeout_secs} s`);
-            this.laneStepDone('hostnamePublish');
+            this.publishOver();
           },
         });
       }
@@ -788,7 +796,7 @@ export class ProvisioningOracle {
 
   /**
    * Every OS lane is through: logins may start (READY), the report-pending marker goes down beside the background
-   * host keys; the Ready report waits for both.
+   * host keys and the hostname's publication; the Ready report waits for all three.
    */
   private osDone() {
     if (!this.lanes.every((l) => l.length === 0)) return;
@@ -797,6 +805,8 @@ export class ProvisioningOracle {
     this.osDeadline = this.now + this.config.os.timeout_secs * 1000;
     this.reportPending = 'writing';
     this.start('pendingMarker');
+    this.publishing = this.skipped('hostname') ? 'over' : 'running';
+    if (this.publishing === 'running') this.start('hostnamePublish');
     if (this.hostKeys !== 'waiting') return;
     this.hostKeys = 'adding';
     this.start('laterHostKeys', this.hostKeysLater.join(','));
@@ -804,7 +814,13 @@ export class ProvisioningOracle {
 
   private laterHostKeysOver() {
     this.hostKeys = 'over';
-    if (this.stage === 'configured' && this.reportPending === 'down') this.reportReady();
+    if (this.stage === 'configured' && this.reportPending === 'down' && this.publishing !== 'running') this.reportReady();
+  }
+
+  /** The hostname's publication is over (published, failed or past its deadline: a warning): Ready may follow. */
+  private publishOver() {
+    this.publishing = 'over';
+    if (this.stage === 'configured' && this.reportPending === 'down' && this.hostKeys !== 'adding') this.reportReady();
   }
 
   /** A boot that finds the report-pending marker makes the host keys a stopped earlier boot left missing, then Ready. */

@@ -82,6 +82,7 @@ describe('a pre-provisioned VM of type Running', () => {
     }
     expect(startsOf(run, 'hostKeys').map((g) => [g.signal.aborted, g.settled])).toEqual([[true, false], [false, true]]);
     await complete(run, 'pendingMarker');
+    await complete(run, 'hostnamePublish');
     expect(running(run, 'readyReport').input).toMatchObject({ health: HEALTH_READY, ppsType: 'Running' });
     await complete(run, 'readyReport');
     await complete(run, 'provisionedMarker');
@@ -201,13 +202,13 @@ describe('steps left out with --only / --skip', () => {
     await acceptPlan(run);
     expect(startsOf(run, ...OS_STEPS.slice(1), 'hostKeys').map((g) => g.id).sort()).toEqual([STEP.hostKeys, STEP.hostname].sort());
     await complete(run, 'hostname');
-    await complete(run, 'hostnamePublish');
     // sshd waits for the host keys, made since the work began.
     expect(startsOf(run, 'sshd')).toEqual([]);
     await complete(run, 'hostKeys');
     await complete(run, 'sshd');
     expect(startsOf(run, ...OS_STEPS.slice(1), 'hostKeys').map((g) => g.id).sort()).toEqual([STEP.hostKeys, STEP.hostname, STEP.sshd].sort());
     await complete(run, 'pendingMarker');
+    await complete(run, 'hostnamePublish');
     expect(running(run, 'readyReport').input.health).toBe(HEALTH_READY);
     expect(startsOf(run, 'inProgressReport')[0]!.input.health).toBe(HEALTH_IN_PROGRESS);
   });

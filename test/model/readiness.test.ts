@@ -21,7 +21,7 @@ describe('READY=1', () => {
     const run = startRun(startup());
     await gather(run);
     await acceptPlan(run);
-    await completeEach(run, ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'hostKeys']);
+    await completeEach(run, ['hostname', 'user', 'password', 'sshKeys', 'hostKeys']);
     // Everything but the drop-in is in place: not yet.
     expect(run.systemd).toEqual([]);
     await complete(run, 'sshd');
@@ -31,6 +31,7 @@ describe('READY=1', () => {
     expect(inState(run.actor.getSnapshot(), STATE.configured)).toBe(true);
     expect(hasStarted(run, 'readyReport')).toBe(false);
     await complete(run, 'pendingMarker');
+    await complete(run, 'hostnamePublish');
     expect(running(run, 'readyReport').input.health).toBe(HEALTH_READY);
     // The wireserver refuses for a while: still one READY, and the report goes on being retried.
     for (let attempt = 1; attempt <= 3; attempt++) {
@@ -50,14 +51,14 @@ describe('READY=1', () => {
     // The fast keys are in; rsa is left for the background, made only once READY=1 was sent.
     await complete(run, 'hostKeys', ['rsa']);
     await acceptPlan(run);
-    await completeEach(run, ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd']);
+    await completeEach(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd']);
     expect(lastStart(run, 'laterHostKeys')).toBeUndefined();
     await complete(run, 'customData');
     expect(run.systemd).toEqual(['READY']);
     expect(running(run, 'laterHostKeys').input.types).toEqual(['rsa']);
     expect(inState(run.actor.getSnapshot(), STATE.configured)).toBe(true);
     expect(running(run, 'pendingMarker')).toBeDefined();
-    await complete(run, 'pendingMarker');
+    await completeEach(run, ['pendingMarker', 'hostnamePublish']);
     expect(hasStarted(run, 'readyReport')).toBe(false);
     await complete(run, 'laterHostKeys');
     await completeEach(run, ['readyReport', 'provisionedMarker']);
@@ -70,7 +71,7 @@ describe('READY=1', () => {
       await gather(run);
       await complete(run, 'hostKeys', ['rsa']);
       await acceptPlan(run);
-      await completeEach(run, ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'customData']);
+      await completeEach(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData', 'hostnamePublish']);
       if (end === 'fail') await fail(run, 'laterHostKeys', new BootstateError('SUBPROCESS_FAILED', 'ssh-keygen was killed'));
       else await run.advance(TEST_CONFIG.os.timeout_secs * 1000);
       expect(lastStart(run, 'laterHostKeys')!.signal.aborted).toBe(end === 'timeout');
@@ -146,7 +147,7 @@ describe('the host keys', () => {
     expect(running(run, 'imds')).toBeDefined();
     await gather(run);
     await acceptPlan(run);
-    await completeEach(run, ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys']);
+    await completeEach(run, ['hostname', 'user', 'password', 'sshKeys']);
     expect(hasStarted(run, 'sshd')).toBe(false);
     await complete(run, 'hostKeys');
     expect(running(run, 'sshd').input.plan.username).toBe(METADATA.adminUsername);
@@ -158,7 +159,7 @@ describe('the host keys', () => {
     await gather(run);
     await acceptPlan(run);
     expect(running(run, 'sshd')).toBeDefined();
-    await completeEach(run, ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'customData']);
+    await completeEach(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData']);
     await complete(run, 'pendingMarker');
     expect(run.systemd).toEqual(['READY']);
   });

@@ -13,7 +13,7 @@ async function configuredWithRsaOnItsWay(): Promise<Run> {
   await gather(run);
   await complete(run, 'hostKeys', ['rsa']);
   await acceptPlan(run);
-  await completeEach(run, ['hostname', 'hostnamePublish', 'user', 'password', 'sshKeys', 'sshd', 'customData']);
+  await completeEach(run, ['hostname', 'user', 'password', 'sshKeys', 'sshd', 'customData']);
   expect(run.systemd).toEqual(['READY']);
   return run;
 }

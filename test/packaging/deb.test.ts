@@ -3,6 +3,7 @@
  * sees it (`dpkg-deb -c`), extracted (`dpkg-deb -x`) and installed into a scratch root (`dpkg --root`).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -11,7 +12,8 @@ import { parse as parseToml } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { loadConfig } from '../../src/config/load.js';
-import { renderDefaultConfig } from '../../packaging/default-config.js';
+import { renderDefaultConfig, renderPackagedFirewall } from '../../packaging/default-config.js';
+import { nftRuleset } from '../../src/firewall/firewall.js';
 import { filesFor } from '../../packaging/installed-files.mjs';
 
 const root = resolve(fileURLToPath(import.meta.url), '../../..');
@@ -125,7 +127,9 @@ describe('the .deb', () => {
       '/usr/lib/systemd/system/walinuxagent.service.d/50-bootstate.conf': '-rw-r--r--',
       '/usr/lib/systemd/system-preset/90-bootstate.preset': '-rw-r--r--',
       '/usr/lib/udev/rules.d/66-bootstate-resource-disk.rules': '-rw-r--r--',
+      '/usr/libexec/bootstate/firewall-load': '-rwxr-xr-x',
       '/usr/libexec/bootstate/firewall-recheck': '-rwxr-xr-x',
+      '/usr/share/bootstate/firewall.nft': '-rw-r--r--',
       '/usr/share/doc/bootstate/changelog.gz': '-rw-r--r--',
       '/usr/share/doc/bootstate/copyright': '-rw-r--r--',
       '/usr/share/lintian/overrides/bootstate': '-rw-r--r--',
@@ -197,13 +201,22 @@ describe('the firewall unit', () => {
   it('applies the rules once per boot, before network-pre.target, early (no default dependencies), after nftables.service\'s flush', () => {
     expect(unit()['Service.Type']).toEqual(['oneshot']);
     expect(unit()['Service.RemainAfterExit']).toEqual(['yes']);
-    expect(unit()['Service.ExecStart']).toEqual(['/usr/bin/bootstate', 'firewall', 'apply', '--snapshot', '/run/bootstate/firewall.nft']);
+    expect(unit()['Service.ExecStart']).toEqual(['/usr/libexec/bootstate/firewall-load', '/run/bootstate/firewall.nft']);
+    expect(lstatSync(join(extracted, 'usr/libexec/bootstate/firewall-load')).mode & 0o777).toBe(0o755);
     expect(unit()['Unit.DefaultDependencies']).toEqual(['no']);
     expect(unit()['Unit.Before']).toContain('network-pre.target');
     expect(unit()['Unit.Wants']).toContain('network-pre.target');
     expect(unit()['Unit.After']).toContain('nftables.service');
     expect(unit()['Unit.ConditionCapability']).toEqual(['CAP_NET_ADMIN']);
     expect(unit()['Install.WantedBy']).toEqual(['multi-user.target']);
+  });
+
+  it('ships the rules for the packaged configuration, which nft loads without Node: what packaging/default-config.ts renders', () => {
+    const shipped = readFileSync(join(extracted, 'usr/share/bootstate/firewall.nft'), 'utf8');
+    expect(shipped).toBe(renderPackagedFirewall());
+    const sha256 = createHash('sha256').update(readFileSync(join(extracted, 'etc/bootstate/bootstate.toml'))).digest('hex');
+    expect(shipped).toContain(`\n# default-config-sha256 ${sha256}\n`);
+    expect(shipped.endsWith(nftRuleset('168.63.129.16'))).toBe(true);
   });
 
   it('is re-checked every 30 s by its own timer, enabled by the package, with the cheap nft and cmp re-check and the same sandbox', () => {
