@@ -139,7 +139,9 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
   write KEY VALUE     set KEY (replacing earlier records)
   delete KEY          remove every record of KEY
   clear               empty the pool
-  is-stale            exit 0 if the pool predates this boot, else 1`,
+  is-stale            exit 0 if the pool predates this boot, else 1
+  diag                the boot diagnostics: each run's timeline, failing step and kernel log, reassembled
+                      and decompressed (exit 1 if there are none, or a part is missing or corrupt)`,
     run: async ({ argv }) =>
       (await import('./kvp.js')).runKvpCommand(argv, {
         stdout: (s) => process.stdout.write(s),

@@ -9,6 +9,7 @@ import { describeParseError, suggestion } from '../cli/argv.js';
 import { BootstateError } from '../core/errors.js';
 import type { KvpRecord } from '../kvp/codec.js';
 import { KvpStore, poolPath } from '../kvp/store.js';
+import { printDiagnostics } from './kvp-diagnostics.js';
 
 export interface KvpCliIo {
   stdout: (text: string) => void;
@@ -25,7 +26,7 @@ export const KVP_OPTIONS = {
 const SEE_HELP = " (see 'bootstate kvp --help')\n";
 
 const ARITY: Record<string, number> = {
-  info: 0, dump: 0, entries: 0, read: 1, write: 2, delete: 1, clear: 0, 'is-stale': 0,
+  info: 0, dump: 0, entries: 0, read: 1, write: 2, delete: 1, clear: 0, 'is-stale': 0, diag: 0,
 };
 
 /** Escapes backslashes and control characters so one record prints as one line, e.g. `a\nb` → `a\\nb`. */
@@ -126,6 +127,8 @@ function runOnStore(store: KvpStore, command: string, args: string[], values: Kv
     }
     case 'read':
       return read(store, args[0], out);
+    case 'diag':
+      return printDiagnostics(store.dump(), out);
     case 'write':
       return write(store, { key: args[0], value: args[1] }, values.append === true, json, io, print);
     case 'delete': {

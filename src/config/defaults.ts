@@ -72,6 +72,7 @@ export const DEFAULT_CONFIG: Config = {
     state_file: '/run/bootstate/monitor-state.json',
   },
   journal: { enable: true, keep: 20 },
+  boot_diagnostics: { enable: true, on_ready: true, kernel_log: '/dev/kmsg', max_records: 64, leave_free: 64 },
   preprovisioning: { poll_interval_secs: 1, nic_detach_timeout_secs: 1200, nic_attach_timeout_secs: 86400 },
   custom_data: { custom_data_path: '', user_data_path: '', waagent_compat: false, require: false },
   resource_disk: { enable: true, mount_point: '/mnt', label: 'azure-resource', mount_options: 'defaults', swap_size_mb: 0, local_nvme: 'leave' },

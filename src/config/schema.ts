@@ -186,6 +186,17 @@ const sections = {
     state_file: absolutePath,
   }),
   journal: v.strictObject({ enable: v.boolean(), keep: count(0, 10_000) }),
+  /**
+   * The boot timeline and, on a failure (and on Ready with `on_ready`), the kernel log's tail and the failing step's
+   * diagnostics in the KVP pool: at most `max_records` records, never leaving the pool fewer than `leave_free` free.
+   */
+  boot_diagnostics: v.strictObject({
+    enable: v.boolean(),
+    on_ready: v.boolean(),
+    kernel_log: absolutePath,
+    max_records: count(1, 1024),
+    leave_free: count(0, 1024),
+  }),
   /** `poll_interval_secs`: pause between two polls of `reprovisiondata` while a pool VM waits to be claimed (cloud-init: 1 s). */
   /**
    * `nic_detach_timeout_secs`, `nic_attach_timeout_secs`: a Savable pool VM's deadlines for the host to detach its

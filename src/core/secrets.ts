@@ -46,8 +46,115 @@ export class SecretStore {
     for (const name of [...this.#values.keys()]) this.delete(name);
   }
 
+  /** A scrubber holding copies of every secret stored now (wipe it when done). */
+  scrubber(): SecretScrubber {
+    return new SecretScrubber([...this.#values.values()]);
+  }
+
   /** Never serialise a secret, whatever asks. */
   toJSON(): string {
     return '[SecretStore]';
   }
+}
+
+/**
+ * `data` (a failure's supporting data) with the secrets the store holds now scrubbed out of every value: a failed
+ * command's stderr is the command's to write, and a failure report or a log line must not carry what it printed.
+ */
+export function scrubData(store: SecretStore, data: ReadonlyArray<readonly [string, string]>): Array<[string, string]> {
+  const scrubber = store.scrubber();
+  try {
+    return data.map(([key, value]) => [key, scrubber.scrub(Buffer.from(value)).toString('utf8')]);
+  } finally {
+    scrubber.wipe();
+  }
+}
+
+/** What a scrubbed secret is replaced with. */
+export const REDACTED = '[redacted]';
+/** Shortest whole form scrubbed, and shortest piece of one scrubbed where a text was cut through it. */
+const MIN_FORM_BYTES = 4;
+const MIN_EDGE_BYTES = 6;
+const MIN_LINE_BYTES = 8;
+
+/**
+ * Removes the run's secrets from free text a command or the kernel wrote (stderr, the kernel log) before it leaves
+ * the process: each secret's bytes, their base64, each line of 8 bytes or more, and a piece of 6 bytes or more where
+ * the text begins or ends inside one (a tail cut through it). It holds copies of the secrets: `wipe` zeroes them.
+ */
+export class SecretScrubber {
+  readonly #forms: Buffer[];
+
+  constructor(secrets: readonly Buffer[]) {
+    const forms: Buffer[] = [];
+    for (const secret of secrets) {
+      forms.push(Buffer.from(secret), Buffer.from(secret.toString('base64')));
+      for (const line of secret.toString('utf8').split(/\r?\n/)) if (Buffer.byteLength(line.trim()) >= MIN_LINE_BYTES) forms.push(Buffer.from(line.trim()));
+    }
+    this.#forms = forms.filter((f) => f.length >= MIN_FORM_BYTES).sort((a, b) => b.length - a.length);
+  }
+
+  /** `text` with every form of every secret replaced by `[redacted]`. */
+  scrub(text: Buffer): Buffer {
+    let out = text;
+    for (const form of this.#forms) out = replaceAll(out, form);
+    return this.#forms.length > 0 ? cutEdges(out, this.#forms) : out;
+  }
+
+  /** Zeroes the copies. */
+  wipe(): void {
+    for (const form of this.#forms) form.fill(0);
+    this.#forms.length = 0;
+  }
+}
+
+function replaceAll(text: Buffer, form: Buffer): Buffer {
+  let at = text.indexOf(form);
+  if (at < 0) return text;
+  const parts: Buffer[] = [];
+  let from = 0;
+  while (at >= 0) {
+    parts.push(text.subarray(from, at), Buffer.from(REDACTED));
+    from = at + form.length;
+    at = text.indexOf(form, from);
+  }
+  parts.push(text.subarray(from));
+  return Buffer.concat(parts);
+}
+
+/** Scrubs, on every line, a piece of any form the line starts with (a suffix of it) or ends with (a prefix of it). */
+function cutEdges(text: Buffer, forms: readonly Buffer[]): Buffer {
+  const lines: Buffer[] = [];
+  const newline = Buffer.from('\n');
+  let from = 0;
+  const cut = (line: Buffer) => forms.reduce((l, form) => cutLine(l, form), line);
+  for (let nl = text.indexOf(0x0a); nl >= 0; nl = text.indexOf(0x0a, from)) {
+    lines.push(cut(text.subarray(from, nl)), newline);
+    from = nl + 1;
+  }
+  lines.push(cut(text.subarray(from)));
+  return Buffer.concat(lines);
+}
+
+function cutLine(line: Buffer, form: Buffer): Buffer {
+  let out = line;
+  if (out.length < MIN_EDGE_BYTES) return out;
+  // The longest suffix of the form the line starts with: the earliest place the line's first bytes occur in it.
+  const head = out.subarray(0, MIN_EDGE_BYTES);
+  for (let p = form.indexOf(head, 1); p >= 0; p = form.indexOf(head, p + 1)) {
+    const n = form.length - p;
+    if (n <= out.length && out.subarray(0, n).equals(form.subarray(p))) {
+      out = Buffer.concat([Buffer.from(REDACTED), out.subarray(n)]);
+      break;
+    }
+  }
+  if (out.length < MIN_EDGE_BYTES) return out;
+  // The longest prefix of the form the line ends with.
+  const tail = Buffer.from(out.subarray(out.length - MIN_EDGE_BYTES));
+  let longest = 0;
+  for (let p = form.indexOf(tail); p >= 0 && p + MIN_EDGE_BYTES < form.length; p = form.indexOf(tail, p + 1)) {
+    const n = p + MIN_EDGE_BYTES;
+    if (n <= out.length && out.subarray(out.length - n).equals(form.subarray(0, n))) longest = n;
+  }
+  return longest > 0 ? Buffer.concat([out.subarray(0, out.length - longest), Buffer.from(REDACTED)]) : out;
 }

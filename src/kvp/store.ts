@@ -132,6 +132,21 @@ export class KvpStore {
     });
   }
 
+  /**
+   * Appends what `build` makes of the room left, under one exclusive lock: `build` is told how many records the pool
+   * can still take (1,024 minus those already there) and must return no more, so a set of records that only make
+   * sense together is written whole or cut by its maker, never cut by the cap.
+   */
+  appendFitting(build: (room: number) => readonly KvpRecord[]): AppendResult & { room: number } {
+    return this.#locked('exclusive', O_RDWR | O_APPEND | O_CREAT, 'append to', (fd) => {
+      const room = Math.max(0, MAX_RECORDS - this.#wholeRecords(fd, true) / RECORD_BYTES);
+      const records = build(room);
+      for (const record of records) validateRecord(record, this.#options);
+      if (records.length > room) throw new RangeError(`${records.length} records built for a room of ${room}`);
+      return { ...(records.length > 0 ? this.#appendIn(fd, records) : { written: 0, dropped: 0 }), room };
+    });
+  }
+
   #appendIn(fd: number, records: readonly KvpRecord[]): AppendResult {
     const count = this.#wholeRecords(fd, true) / RECORD_BYTES;
     const room = Math.max(0, MAX_RECORDS - count);

@@ -26,7 +26,7 @@ import type { HostKeyType } from '../os/ssh/host-keys.js';
 import type { MarkerStore, Provisioner, StepResult } from '../os/provisioner.js';
 import { selectSshKeys } from '../os/ssh/key-policy.js';
 import { machineHostname, validateHostname, validateUsername } from '../os/validate.js';
-import type { SecretStore } from '../core/secrets.js';
+import { scrubData, type SecretStore } from '../core/secrets.js';
 import type { EncodedReports } from './encoded-reports.js';
 import { fetchCertificates } from './certificates.js';
 import { poolNicActors } from './pool-nics.js';
@@ -85,7 +85,7 @@ function actorKit(deps: ProvisioningDeps): Kit {
   const logged = async <R extends StepResult>(name: string, signal: AbortSignal, run: () => Promise<R>): Promise<R> => {
     const started = Date.now();
     const result = await run().catch((error: unknown) => {
-      if (!signal.aborted) logFailure(log, name, error);
+      if (!signal.aborted) logFailure(deps.secrets, log, name, error);
       throw error;
     });
     for (const warning of result.warnings ?? []) log.warn({ step: name, backend: result.backend }, warning);
@@ -235,7 +235,7 @@ function osActors(deps: ProvisioningDeps, { logged }: Kit) {
         checkCustomData(input, log);
         return await validatePlan(input, deps);
       } catch (error) {
-        logFailure(log, 'validate', error);
+        logFailure(deps.secrets, log, 'validate', error);
         throw error;
       }
     }),
@@ -245,7 +245,7 @@ function osActors(deps: ProvisioningDeps, { logged }: Kit) {
         const result = await deps.provisioner.checkProxyAgent(signal);
         log.info({ step: 'proxyAgent', backend: result.backend, ms: Date.now() - started }, result.detail ?? 'Guest Proxy Agent ready');
       } catch (error) {
-        if (!signal.aborted) logFailure(log, 'proxyAgent', error);
+        if (!signal.aborted) logFailure(deps.secrets, log, 'proxyAgent', error);
         throw error;
       }
     }),
@@ -316,7 +316,7 @@ function poolActors(deps: ProvisioningDeps) {
         const kind = pollErrorKind(failure);
         if (signal.aborted) throw error;
         // A poll that ends the wait is always said; "not yet" only as often as shouldLogPoll allows.
-        if (!failure.retryable) logFailure(log, 'pps', error);
+        if (!failure.retryable) logFailure(deps.secrets, log, 'pps', error);
         else if (shouldLogPoll(input.attempt, kind, input.previousError)) {
           log.info({ step: 'pps', attempt: input.attempt, code: failure.code, kind }, `reprovisiondata poll ${input.attempt} failed: ${(error as Error).message}`);
         }
@@ -328,7 +328,7 @@ function poolActors(deps: ProvisioningDeps) {
       try {
         media = await parseReprovisionData(text, { secrets: deps.secrets });
       } catch (error) {
-        logFailure(log, 'pps', error);
+        logFailure(deps.secrets, log, 'pps', error);
         throw error;
       }
       warnVerbatimCustomData(media, log);
@@ -402,10 +402,11 @@ function checkCustomData({ config, plan }: PlanInput, log: Logger): void {
   });
 }
 
-/** Logs a failed step at error level with its kind and supporting data (which never carry secrets). */
-function logFailure(log: Logger, step: string, error: unknown): void {
+/** Logs a failed step at error level with its kind and supporting data, the run's secrets scrubbed out (a failed command's stderr is the command's to write). */
+function logFailure(secrets: SecretStore, log: Logger, step: string, error: unknown): void {
   const failure = toFailure(error);
-  log.error({ step, code: failure.code, reason: failure.reason, data: Object.fromEntries(failure.data.filter(([k]) => k !== 'stack_base64')) }, `${step} failed: ${(error as Error)?.message ?? failure.reason}`);
+  const data = scrubData(secrets, failure.data.filter(([k]) => k !== 'stack_base64'));
+  log.error({ step, code: failure.code, reason: failure.reason, data: Object.fromEntries(data) }, `${step} failed: ${(error as Error)?.message ?? failure.reason}`);
 }
 
 /** CustomData that was not base64 is saved as received; its owner should know why the bytes look as they do. */

@@ -4,7 +4,7 @@
  * the observers (src/observe/), the chart's real actors, and the chart's actor over the facts read before it.
  * Nothing here runs the chart.
  */
-import { createActor, type Actor } from 'xstate';
+import { createActor, type Actor, type InspectionEvent } from 'xstate';
 import { createProvisioningMachine, type ProvisioningMachine } from '../../machines/provisioning.js';
 import { provisioningActors } from './actors.js';
 import { EncodedReports } from './encoded-reports.js';
@@ -12,12 +12,13 @@ import { SystemdStatus } from '../observe/systemd-status.js';
 import { DryRunReporter } from '../azure/dry-run-reporter.js';
 import { HealthReporter } from '../azure/wireserver.js';
 import { toFailure } from '../core/errors.js';
-import { SecretStore } from '../core/secrets.js';
+import { scrubData, SecretStore } from '../core/secrets.js';
 import { pinoDestination } from '../kvp/log-sink.js';
 import { KvpTelemetry } from '../kvp/telemetry.js';
 import { createLogger, type Logger } from '../logging/log.js';
 import { Sinks } from '../logging/sinks.js';
 import { RunObservers } from '../observe/observers.js';
+import { BootDiagnostics } from '../observe/boot-diagnostics.js';
 import { otlpSettings, type OtlpSettings } from '../observe/otlp-settings.js';
 import { RunTrace } from '../observe/run-trace.js';
 import { markerStore } from './marker.js';
@@ -46,6 +47,8 @@ export interface ComposedRun {
   mediaReads: Promise<unknown>[];
   /** The KVP copy of the report: `written`, `off` (disabled or never attempted), or `failed: <reason>`. */
   kvpReport: string;
+  /** The boot timeline and failure diagnostics for KVP, when KVP and `[boot_diagnostics]` are on. */
+  diagnostics: BootDiagnostics | null;
   /** The chart's actor, not started. */
   actor: Actor<ProvisioningMachine>;
 }
@@ -72,10 +75,12 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
     status: systemd.active ? new SystemdStatus(systemd) : null,
     trace: trace?.recorder ?? null,
   });
+  const secrets = new SecretStore();
+  const diagnostics = kvp && config.boot_diagnostics.enable ? new BootDiagnostics(config.boot_diagnostics, { underSystemd: systemd.active }) : null;
   const parts: Omit<ComposedRun, 'actor'> = {
-    sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers, trace,
-    secrets: new SecretStore(),
-    reports: new EncodedReports(),
+    sinks, kvp, log, closeLog, systemd, provisioner, reporter, observers, trace, diagnostics,
+    secrets,
+    reports: new EncodedReports((data) => scrubData(secrets, data)),
     mediaReads: [],
     kvpReport: 'off',
   };
@@ -86,9 +91,14 @@ export async function composeRun(options: ProvisionOptions, before: BeforeChart)
     kvp?.setVmId(facts.vmId);
     observers.journal.open(facts.vmId);
   }
-  const actor = createActor(createProvisioningMachine(actors, { systemdReady: () => systemd.ready() }), {
+  const noteDiagnostics = diagnostics ? sinks.observer('boot diagnostics', (event: InspectionEvent) => diagnostics.inspect(event)) : null;
+  const systemdReady = () => {
+    systemd.ready();
+    if (systemd.active) diagnostics?.noteReady();
+  };
+  const actor = createActor(createProvisioningMachine(actors, { systemdReady }), {
     input: { config, groups: options.groups, startup: facts },
-    inspect: observers.inspect,
+    inspect: noteDiagnostics ? (event) => (observers.inspect(event), noteDiagnostics(event)) : observers.inspect,
   });
   return Object.assign(parts, { actor });
 }

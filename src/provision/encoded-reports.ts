@@ -10,6 +10,9 @@ export class EncodedReports {
   #success = new Map<string, string>();
   #failure = new Map<string, string>();
 
+  /** `scrub` cleans a failure's supporting data before it is encoded (the run's secrets out of a command's stderr). */
+  constructor(private readonly scrub: (data: Failure['data']) => Failure['data'] = (data) => data) {}
+
   /** The encoded success report for `vmId`, created on first use. */
   success(vmId: string, ppsType = 'None'): string {
     const key = `${vmId}\u0000${ppsType}`;
@@ -26,7 +29,7 @@ export class EncodedReports {
     const key = `${vmId}\u0000${ppsType}\u0000${failure.code}\u0000${JSON.stringify(failure.data)}`;
     let encoded = this.#failure.get(key);
     if (encoded === undefined) {
-      encoded = encodeFailureReport(failure, { vmId, ppsType });
+      encoded = encodeFailureReport({ ...failure, data: this.scrub(failure.data) }, { vmId, ppsType });
       this.#failure.set(key, encoded);
     }
     return encoded;

@@ -9,6 +9,7 @@ import { HEALTH_FAILED, ZERO_VM_ID, type ProvisioningContext, type ProvisioningO
 import { closeAll } from '../azure/http.js';
 import type { Config } from '../config/defaults.js';
 import { EXIT_FAILURE, toFailure, type Failure } from '../core/errors.js';
+import { scrubData } from '../core/secrets.js';
 import { ScratchProvisioner } from '../os/scratch.js';
 import { exportTrace, runResource } from '../observe/trace-export.js';
 import type { SdNotifier } from '../system/sd-notify.js';
@@ -68,7 +69,8 @@ function logOutcome(run: ComposedRun, output: ProvisioningOutput): void {
     kvpReport: run.kvpReport, sinksOff: sinks.off.map((s) => s.sink), sinkWritesLost: sinks.lost,
   };
   if (output.result === 'failed') {
-    const cause = context?.failure ?? context?.reportFailure;
+    const recorded = context?.failure ?? context?.reportFailure;
+    const cause = recorded ? { ...recorded, data: scrubData(run.secrets, recorded.data) } : undefined;
     const detail = cause ? Object.fromEntries(factsOf(cause)) : undefined;
     // The journal's one line about a failed boot: what failed, while doing what, and the facts behind it.
     const during = !context?.failure && context?.reportFailure ? ' while reporting Ready' : '';
@@ -90,9 +92,10 @@ function logOutcome(run: ComposedRun, output: ProvisioningOutput): void {
  * releases the instance lock, tells systemd READY=1, exports the trace (when configured) and closes the log; returns
  * where the journal is.
  */
-async function tearDown(run: ComposedRun, { first, lock }: BeforeChart, output: ProvisioningOutput): Promise<string | null> {
+async function tearDown(run: ComposedRun, { first, lock, facts }: BeforeChart, output: ProvisioningOutput): Promise<string | null> {
   run.observers.flushTelemetry();
   run.sinks.observer('kvp telemetry', () => run.kvp?.flush())();
+  await writeDiagnostics(run, output, facts.vmId);
   // A media read the chart stopped waiting for may still be unmounting; exiting under it would leave a mount.
   await Promise.all(run.mediaReads);
   run.secrets.clear();
@@ -104,6 +107,28 @@ async function tearDown(run: ComposedRun, { first, lock }: BeforeChart, output: 
   await sendTrace(run, output);
   run.closeLog();
   return journalPath;
+}
+
+/**
+ * The boot timeline and, on a failure, the kernel log's tail and the failing step's diagnostics into KVP, once, after
+ * READY=1 and the report (the chart sent both), with the secrets still known so they can be scrubbed out.
+ */
+async function writeDiagnostics(run: ComposedRun, output: ProvisioningOutput, vmIdRead: string | null | undefined): Promise<void> {
+  const { diagnostics, kvp, log, sinks } = run;
+  if (!diagnostics || !kvp || !sinks.isOn('boot diagnostics')) return;
+  const context = finalContext(run);
+  const failure = output.result === 'failed' ? (context?.failure ?? context?.reportFailure ?? undefined) : undefined;
+  const scrubber = run.secrets.scrubber();
+  try {
+    const ending = { vmId: context?.vmId ?? vmIdRead ?? ZERO_VM_ID, result: output.result, ...(failure ? { failure } : {}) };
+    const written = await diagnostics.write(kvp.store, ending, scrubber);
+    const note = written.note ? `; ${written.note}` : '';
+    log.info({ step: 'diagnostics', records: written.records, ms: Math.round(written.ms * 10) / 10 }, `boot diagnostics: ${written.records} KVP records in ${written.ms.toFixed(1)} ms${note}`);
+  } catch (error) {
+    log.warn({ step: 'diagnostics' }, `boot diagnostics not written to KVP: ${(error as Error).message}`);
+  } finally {
+    scrubber.wipe();
+  }
 }
 
 /**

@@ -39,6 +39,11 @@ export interface MachineOptions {
   media?: string;
   /** Capabilities the container keeps beyond nspawn's default set, e.g. CAP_NET_ADMIN for systemd-networkd. */
   capabilities?: string[];
+  /**
+   * The kernel's log, read-only, as the VM's /dev/kmsg (with CAP_SYSLOG to read it under kernel.dmesg_restrict): the
+   * container shares the host's kernel, so this is the log of the kernel it really runs on. nspawn gives it none.
+   */
+  kernelLog?: boolean;
   /** A host file: while it exists the fabric answers every health POST with 503 (remove it to let reports in). */
   healthUnavailableWhile?: string;
   /**
@@ -211,6 +216,7 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
       return reportKindsOf(await requests());
     },
     async boot() {
+      const capabilities = [...(options.capabilities ?? []), ...(options.kernelLog ? ['CAP_SYSLOG'] : [])];
       const nspawn = [
         '--boot', '--register=no', '--keep-unit', `--machine=${options.name}`, `--network-namespace-path=/run/netns/${ns.name}`,
         '--directory', mountPoint, '--console=pipe', `--bind-ro=${sysMerged}:/sys/class`,
@@ -218,7 +224,8 @@ export async function createMachine(options: MachineOptions): Promise<Machine> {
         `--bind-ro=${sysfs}/devices/virtual/net:/sys/devices/virtual/net`,
         ...(options.media ? [`--bind-ro=${options.media}:/dev/sr0`] : []),
         ...(options.temporaryDisk ? [`--bind=${options.temporaryDisk.device}:/dev/${options.temporaryDisk.name}`] : []),
-        ...(options.capabilities?.length ? [`--capability=${options.capabilities.join(',')}`] : []),
+        ...(options.kernelLog ? ['--bind-ro=/dev/kmsg'] : []),
+        ...(capabilities.length ? [`--capability=${capabilities.join(',')}`] : []),
       ];
       const cgroups = await ownCgroups(options.name);
       const startedAt = performance.now();

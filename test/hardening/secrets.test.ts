@@ -1,12 +1,16 @@
 /**
- * Secrets never leave the agent: a distinctive password and custom data are planted in the metadata and the
- * config file, and every byte the run produced is searched for them — stdout, stderr, every file it wrote
- * (log, KVP pool, journals, markers, OS files), the trace HTML, every request the fabric received, and the
- * argv of the agent and its children while it ran.
+ * Secrets never leave the agent: a distinctive password and custom data are planted in the metadata, the
+ * config file and the kernel log the boot diagnostics read, and every byte the run produced is searched for them —
+ * stdout, stderr, every file it wrote (log, KVP pool, journals, markers, OS files), the KVP pool's boot diagnostics
+ * decoded (reassembled and decompressed), the trace HTML, every request the fabric received, and the argv of the
+ * agent and its children while it ran.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes, X509Certificate } from 'node:crypto';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { decodeRecords } from '../../src/kvp/codec.js';
+import { unpackDiagnostics } from '../../src/kvp/diagnostics.js';
 import { makeCertificate } from '../../src/fabric/certificates.js';
 import { opensshPublicKey } from '../../src/os/certificates/openssh-key.js';
 import { ovfDocument } from '../../src/fabric/ovf-document.js';
@@ -59,10 +63,39 @@ afterEach(async () => {
   await fabric.close();
 });
 
+/**
+ * A kernel log for the boot diagnostics to read, with `secrets` (the ones the run is given) on lines of their own, at
+ * the start and end of lines, and cut through at the start of one.
+ */
+function plantedKernelLog(secrets: string[]): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'bootstate-kmsg-')), 'kmsg');
+  const lines = Array.from({ length: 400 }, (_, i) => `[${(i / 10).toFixed(6)}] hv_storvsc: probe ${i}`);
+  for (const secret of secrets) lines.push(`[   41.000000] login: ${secret}`, `[   41.000001] ${secret} rejected`, secret.slice(4), `${secret} base64 ${Buffer.from(secret).toString('base64')}`);
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+/** The boot diagnostics of every KVP pool among `produced`, decoded, as more produced text; how many texts there were. */
+function decodedDiagnostics(produced: Produced[]): { texts: Produced[]; names: string[] } {
+  const texts: Produced[] = [];
+  const names: string[] = [];
+  for (const { where } of produced.filter((p) => p.where.endsWith('.kvp_pool_1'))) {
+    const { timelines, texts: unpacked } = unpackDiagnostics(decodeRecords(readFileSync(where), { lossy: true }));
+    for (const t of timelines) texts.push({ where: `${where} timeline`, text: JSON.stringify(t.fields) });
+    for (const t of unpacked) {
+      expect(t.problem, `${t.name} in ${where}`).toBeUndefined();
+      names.push(t.name);
+      texts.push({ where: `${where} ${t.name} (decoded)`, text: t.bytes!.toString('latin1') });
+    }
+  }
+  return { texts, names };
+}
+
 /** Runs the agent with the secrets planted and gathers everything it produced, by origin. */
-async function runAndCollect(sections: Record<string, Record<string, number>> = {}): Promise<{ run: AgentRun; produced: Produced[] }> {
+async function runAndCollect(sections: Record<string, Record<string, number>> = {}, kernelSecrets: string[] = [CUSTOM_TEXT, CUSTOM]): Promise<{ run: AgentRun; produced: Produced[]; diagnostics: string[] }> {
   let watch: ReturnType<typeof watchProcessTree> | null = null;
   const extra = Object.entries(sections).map(([name, values]) => `[${name}]\n${Object.entries(values).map(([k, v]) => `${k} = ${v}`).join('\n')}\n`);
+  extra.push(`[boot_diagnostics]\nkernel_log = "${plantedKernelLog(kernelSecrets)}"\n`);
   const run = await runAgent(fabric, {
     extraToml: [CONFIG_WITH_SECRETS, ...extra].join('\n'),
     imds: { total_retry_timeout_secs: 3, retry_interval_secs: 0.1 },
@@ -85,7 +118,9 @@ async function runAndCollect(sections: Record<string, Record<string, number>> = 
     execFileSync(process.execPath, [AGENT, 'trace', join(runs, journal), '-o', html], { stdio: 'pipe' });
     produced.push({ where: html, text: readFileSync(html, 'utf8') });
   }
-  return { run, produced };
+  const decoded = decodedDiagnostics(produced);
+  produced.push(...decoded.texts);
+  return { run, produced, diagnostics: decoded.names };
 }
 
 /** The files meant to hold the owner's data, decoded (everything else must be clean). */
@@ -106,9 +141,10 @@ function expectSaved(root: string, file: string, bytes: Buffer): void {
 describe('secrets planted in metadata and config', () => {
   it('appear nowhere the agent wrote, sent or ran when provisioning succeeds', async () => {
     fabric.setImdsDocument(plantedDocument());
-    const { run, produced } = await runAndCollect();
+    const { run, produced, diagnostics } = await runAndCollect();
     expect(run.code).toBe(0);
     expect(produced.some((p) => p.where.endsWith('.kvp_pool_1'))).toBe(true);
+    expect(diagnostics).toEqual(['kernel-log']);
     expect(produced.some((p) => p.where.endsWith('.html'))).toBe(true);
     expect(produced.filter((p) => p.where.startsWith('argv')).length).toBeGreaterThan(0);
     expect(leaks(produced)).toEqual([]);
@@ -124,7 +160,7 @@ describe('secrets planted in metadata and config', () => {
       customerDocument: customer,
       customerOvf: ovfDocument({ username: 'azureuser', hostname: 'web-01', password: PASSWORD, customData: Buffer.from(CUSTOM_TEXT) }),
     });
-    const { run, produced } = await runAndCollect({ preprovisioning: { poll_interval_secs: 0.1 } });
+    const { run, produced } = await runAndCollect({ preprovisioning: { poll_interval_secs: 0.1 } }, [PASSWORD, CUSTOM_TEXT, CUSTOM]);
     expect(run.code, run.stderr).toBe(0);
     expect(fabric.requestsTo('reprovision')).toHaveLength(2);
     expect(leaks(produced)).toEqual([]);
@@ -136,8 +172,10 @@ describe('secrets planted in metadata and config', () => {
     const doc = plantedDocument();
     doc.compute.osProfile.adminUsername = 'root';
     fabric.setImdsDocument(doc);
-    const { run, produced } = await runAndCollect();
+    const { run, produced, diagnostics } = await runAndCollect();
     expect(run.code).toBe(78);
+    expect(diagnostics.sort()).toEqual(['kernel-log', 'step']);
+    expect(produced.find((p) => p.where.endsWith('kernel-log (decoded)'))?.text).toContain('login: [redacted]');
     expect(produced.some((p) => p.text.includes('ProvisioningFailed'))).toBe(true);
     expect(leaks(produced)).toEqual([]);
   });
@@ -146,7 +184,8 @@ describe('secrets planted in metadata and config', () => {
     const text = JSON.stringify(plantedDocument());
     // A garbled body is asked again (docs/protocol.md#imds-retries): every attempt's parse error is logged.
     fabric.setImds({ status: 200, body: text.replace(`"customData":"${CUSTOM}"`, `"customData":${CUSTOM}`) });
-    const { run, produced } = await runAndCollect();
+    // The custom data is never parsed, so the run does not hold it and cannot know it for a secret: none is planted in the kernel log.
+    const { run, produced } = await runAndCollect({}, []);
     expect(run.code).toBe(1);
     expect(fabric.requestsTo('imds').length).toBeGreaterThan(1);
     expect(produced.some((p) => p.text.includes('ProvisioningFailed') && p.text.includes('error parsing IMDS metadata'))).toBe(true);

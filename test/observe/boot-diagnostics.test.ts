@@ -1,0 +1,192 @@
+/**
+ * The boot diagnostics writer (src/observe/boot-diagnostics.ts), the kernel log reader and the secret scrubber:
+ * what lands in a pool on a failure and on Ready, that the pool is never overfilled and what a full one gets, and
+ * that secrets planted in a failed command's stderr and in the kernel log are in no record, decoded or not.
+ */
+import fc from 'fast-check';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+import { BootstateError } from '../../src/core/errors.js';
+import { REDACTED, scrubData, SecretScrubber, SecretStore } from '../../src/core/secrets.js';
+import { EncodedReports } from '../../src/provision/encoded-reports.js';
+import { MAX_RECORDS, SAFE_KEY_BYTES, SAFE_VALUE_BYTES } from '../../src/kvp/codec.js';
+import { unpackDiagnostics } from '../../src/kvp/diagnostics.js';
+import { KvpStore } from '../../src/kvp/store.js';
+import { BootDiagnostics, managerTimestamps, stepText } from '../../src/observe/boot-diagnostics.js';
+import { formatKmsgRecord, readKernelLogTail } from '../../src/observe/kernel-log.js';
+import { printDiagnostics } from '../../src/commands/kvp-diagnostics.js';
+import type { RunResult } from '../../src/system/exec.js';
+
+const VM = '2b9bd8d1-0c7e-4a2d-9bd3-05bd8d2b9f4a';
+const PASSWORD = 'Pa55-Canary-7e3f19a2';
+const CUSTOM = 'custom-data-canary-line-0451\n#!/bin/sh\necho second-canary-line-99';
+
+function dir(): string {
+  return mkdtempSync(path.join(tmpdir(), 'bootstate-diag-'));
+}
+
+function secrets(): SecretStore {
+  const store = new SecretStore();
+  store.setPassword(PASSWORD);
+  store.set('customData', Buffer.from(CUSTOM));
+  return store;
+}
+
+/** A kernel log file of `lines` lines, the password on one of them. */
+function kernelLog(root: string, lines = 2000): string {
+  const file = path.join(root, 'kmsg.txt');
+  const text = Array.from({ length: lines }, (_, i) => `[${(i / 100).toFixed(6)}] hv_vmbus: line ${i} ${i === lines - 5 ? `login with ${PASSWORD}` : ''}`);
+  writeFileSync(file, `${text.join('\n')}\n`);
+  return file;
+}
+
+const failed = new BootstateError('SUBPROCESS_FAILED', 'useradd: exited 1', {
+  data: [['command', 'useradd -m azureuser'], ['exit_status', '1'], ['stderr', `${PASSWORD.slice(5)} useradd: bad password ${PASSWORD}\nsecond-canary-line-99 and ${Buffer.from(CUSTOM).toString('base64')}`]],
+}).toFailure();
+
+function diagnostics(kernel: string, settings: Partial<typeof DEFAULT_CONFIG.boot_diagnostics> = {}): BootDiagnostics {
+  return new BootDiagnostics({ ...DEFAULT_CONFIG.boot_diagnostics, kernel_log: kernel, ...settings }, { underSystemd: false });
+}
+
+function noSecretIn(texts: string[]): void {
+  for (const text of texts) for (const needle of [PASSWORD, PASSWORD.slice(5), 'custom-data-canary', 'second-canary-line', Buffer.from(CUSTOM).toString('base64').slice(0, 12)]) expect(text).not.toContain(needle);
+}
+
+describe('BootDiagnostics.write', () => {
+  it('writes, on a failure, the timeline, the step and the kernel log tail within the limits, with no secret in any record', async () => {
+    const root = dir();
+    const store = new KvpStore({ path: path.join(root, 'pool') });
+    const d = diagnostics(kernelLog(root));
+    d.noteReady();
+    const scrubber = secrets().scrubber();
+    const written = await d.write(store, { vmId: VM, result: 'failed', failure: failed }, scrubber);
+    const records = store.dump();
+    expect(written.records).toBe(records.length);
+    for (const r of records) {
+      expect(Buffer.byteLength(r.key)).toBeLessThanOrEqual(SAFE_KEY_BYTES);
+      expect(Buffer.byteLength(r.value)).toBeLessThanOrEqual(SAFE_VALUE_BYTES);
+    }
+    const { timelines, texts } = unpackDiagnostics(records);
+    expect(timelines).toHaveLength(1);
+    const fields = Object.fromEntries(timelines[0]!.fields);
+    expect(fields).toMatchObject({ result: 'failed', systemd: 'not under systemd' });
+    expect(Number(fields.ready1_ms)).toBeGreaterThanOrEqual(Number(fields.unit_start_ms));
+    expect(texts.map((t) => t.name).sort()).toEqual(['kernel-log', 'step']);
+    const step = texts.find((t) => t.name === 'step')!.bytes!.toString();
+    expect(step).toContain('code: SUBPROCESS_FAILED');
+    expect(step).toContain('command: useradd -m azureuser');
+    expect(step).toContain(`${REDACTED} useradd: bad password ${REDACTED}`);
+    const kernel = texts.find((t) => t.name === 'kernel-log')!.bytes!.toString();
+    expect(kernel).toContain('hv_vmbus: line 1999');
+    expect(kernel).toContain(`login with ${REDACTED}`);
+    noSecretIn([...records.map((r) => `${r.key}=${r.value}`), step, kernel]);
+  });
+
+  it('writes only the timeline on Ready without on_ready, and the kernel log with it', async () => {
+    const root = dir();
+    const store = new KvpStore({ path: path.join(root, 'pool') });
+    await diagnostics(kernelLog(root), { on_ready: false }).write(store, { vmId: VM, result: 'provisioned' }, new SecretScrubber([]));
+    expect(store.dump()).toHaveLength(1);
+    expect(unpackDiagnostics(store.dump()).timelines[0]!.fields).toContainEqual(['kernel_log', 'off']);
+    await diagnostics(kernelLog(root)).write(store, { vmId: VM, result: 'provisioned' }, new SecretScrubber([]));
+    expect(unpackDiagnostics(store.dump()).texts.map((t) => t.name)).toEqual(['kernel-log']);
+  });
+
+  it('never takes the pool past 1,024 minus leave_free: a nearly full pool gets a cut kernel log that says so, a full one nothing', async () => {
+    const root = dir();
+    const store = new KvpStore({ path: path.join(root, 'pool') });
+    const noisy = path.join(root, 'noisy');
+    writeFileSync(noisy, Array.from({ length: 40_000 }, (_, i) => `[${i}] ${(i * 2654435761 % 4294967296).toString(36)} ${Math.random()}`).join('\n'));
+    store.append(Array.from({ length: MAX_RECORDS - 64 - 6 }, (_, i) => ({ key: `other-${i}`, value: 'x' })));
+    const written = await diagnostics(noisy).write(store, { vmId: VM, result: 'failed', failure: failed }, new SecretScrubber([]));
+    expect(store.dump()).toHaveLength(MAX_RECORDS - 64);
+    expect(written.note).toMatch(/cut to the pool's room \(6 records\)/);
+    const { texts, timelines } = unpackDiagnostics(store.dump());
+    expect(texts.every((t) => t.problem === undefined)).toBe(true);
+    expect(texts.find((t) => t.name === 'kernel-log')!.bytes!.toString()).toMatch(/^\[\d+ earlier bytes left out: the KVP pool had room for \d+ records\]\n/);
+    expect(timelines[0]!.fields.find(([k]) => k === 'kernel_log')![1]).toMatch(/^\d+ cut$/);
+    const full = await diagnostics(noisy).write(store, { vmId: VM, result: 'failed', failure: failed }, new SecretScrubber([]));
+    expect(full).toMatchObject({ records: 0, note: 'no room in the pool: nothing written' });
+    expect(store.dump()).toHaveLength(MAX_RECORDS - 64);
+  });
+
+  it('says the kernel log is unreadable rather than failing', async () => {
+    const root = dir();
+    const store = new KvpStore({ path: path.join(root, 'pool') });
+    await diagnostics(path.join(root, 'absent')).write(store, { vmId: VM, result: 'failed', failure: failed }, new SecretScrubber([]));
+    expect(unpackDiagnostics(store.dump()).timelines[0]!.fields).toContainEqual(['kernel_log', 'unreadable ENOENT']);
+  });
+
+  it('is printed by `bootstate kvp diag` as a timeline, the step and the kernel log; a missing part is said, exit 1', async () => {
+    const root = dir();
+    const store = new KvpStore({ path: path.join(root, 'pool') });
+    await diagnostics(kernelLog(root)).write(store, { vmId: VM, result: 'failed', failure: failed }, secrets().scrubber());
+    let out = '';
+    let err = '';
+    const io = { stdout: (t: string) => void (out += t), stderr: (t: string) => void (err += t) };
+    expect(printDiagnostics(store.dump(), { io, json: false, print: () => undefined })).toBe(0);
+    expect(out).toMatch(new RegExp(`^VM ${VM}, run [0-9a-f]{8}\n  timeline`));
+    expect(out).toMatch(/bootstate started +\d+\.\d ms/);
+    expect(out).toContain('    code: SUBPROCESS_FAILED');
+    expect(out).toContain('hv_vmbus: line 1999');
+    const records = store.dump();
+    const part = records.findIndex((r) => r.key.includes('|kernel-log|2/'));
+    out = '';
+    expect(printDiagnostics(records.filter((_, i) => i !== part), { io, json: false, print: () => undefined })).toBe(1);
+    expect(out).toMatch(/kernel-log: cannot be read: 1 of \d+ parts missing \(2\)/);
+    expect(printDiagnostics([], { io, json: false, print: () => undefined })).toBe(1);
+    expect(err).toContain('no boot diagnostics in the pool');
+  });
+});
+
+describe('managerTimestamps', () => {
+  it('turns systemctl show lines into milliseconds, and a failure into one field', async () => {
+    const result = (stdout: string, exitCode = 0): RunResult => ({ argv: [], exitCode, signal: null, stdout, stderr: '', endedBy: 'exit' });
+    const out = 'FirmwareTimestampMonotonic=0\nLoaderTimestampMonotonic=0\nInitRDTimestampMonotonic=812345\nUserspaceTimestampMonotonic=2100000\n';
+    expect(await managerTimestamps(async () => result(out))).toEqual([['firmware_ms', '0.0'], ['loader_ms', '0.0'], ['initrd_ms', '812.3'], ['userspace_ms', '2100.0']]);
+    expect(await managerTimestamps(async () => result('', 1))).toEqual([['systemd', 'systemctl exited 1']]);
+  });
+});
+
+describe('the kernel log reader', () => {
+  it('formats /dev/kmsg records as dmesg does and keeps the newest whole lines of a file', () => {
+    expect(formatKmsgRecord('6,339,5140900,-;NET: Registered protocol family 10\n SUBSYSTEM=net')).toBe('[    5.140900] NET: Registered protocol family 10');
+    const root = dir();
+    const tail = readKernelLogTail(kernelLog(root, 100), 500);
+    expect('text' in tail && tail.cut).toBe(true);
+    const text = 'text' in tail ? tail.text.toString() : '';
+    expect(text.length).toBeLessThanOrEqual(500);
+    expect(text).toMatch(/^\[/);
+    expect(text).toMatch(/line 99 \n$/);
+  });
+});
+
+describe('SecretScrubber', () => {
+  it('leaves no secret, no base64 of one, no line of one and no cut piece of one at either end of any text', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 8, maxLength: 40 }).filter((s) => s.trim() === s && !s.includes('\n') && !s.includes('[redacted]')), fc.string(), fc.string(), fc.integer({ min: 0, max: 40 }), (secret, before, after, cut) => {
+        const scrubber = new SecretScrubber([Buffer.from(secret)]);
+        const text = `${before}${secret}${after}${Buffer.from(secret).toString('base64')}`;
+        expect(scrubber.scrub(Buffer.from(text)).toString()).not.toContain(secret);
+        const tail = secret.slice(Math.min(cut, secret.length - 6));
+        const piece = Buffer.byteLength(tail) >= 6 && Buffer.byteLength(tail) < Buffer.byteLength(secret);
+        if (piece) expect(scrubber.scrub(Buffer.from(`${before}\n${tail} rest`)).toString()).not.toContain(`\n${tail}`);
+      }),
+    );
+    expect(stepText(failed).toString()).toContain(PASSWORD);
+  });
+});
+
+describe('scrubData', () => {
+  it("takes the run's secrets out of a failure's data, so the failure report (KVP and wireserver) carries none", () => {
+    const store = secrets();
+    const reports = new EncodedReports((data) => scrubData(store, data));
+    const report = reports.failure(failed, VM);
+    expect(report).toContain('useradd: bad password [redacted]');
+    noSecretIn([report]);
+    expect(new EncodedReports().failure(failed, VM)).toContain(PASSWORD);
+  });
+});
