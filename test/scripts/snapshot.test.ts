@@ -6,7 +6,7 @@
  * (missing, older than node, another Node's, truncated, corrupt), so a first boot never fails for it.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -25,7 +25,11 @@ let fabric: FakeFabric;
 
 beforeAll(async () => {
   // A missing build fails the file loudly rather than skipping it.
-  cpSync(dirname(AGENT), dist, { recursive: true, dereference: false });
+  // The plain program's files only: not the executables, packages or other architectures' builds beside them.
+  mkdirSync(dist);
+  for (const name of readdirSync(dirname(AGENT)).filter((file) => /^(bootstate\.mjs|.*\.(cjs|js|cache|wasm|node))$/.test(file))) {
+    cpSync(join(dirname(AGENT), name), join(dist, name), { dereference: false });
+  }
   execFileSync(process.execPath, [BUILDER, dist], { stdio: 'pipe' });
   fabric = await startFakeFabric();
 }, 180_000);
