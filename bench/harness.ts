@@ -88,6 +88,11 @@ export function builds(): Build[] {
   const binary = join(REPO, 'dist/bootstate');
   if (existsSync(bundle)) found.push({ name: 'node dist/bootstate.mjs', argv: [process.execPath, bundle] });
   if (existsSync(binary)) found.push({ name: 'SEA dist/bootstate', argv: [binary] });
+  // The startup snapshot's variants, measured when `npm run build:snapshot` built them (docs/performance.md).
+  const snapshot = join(REPO, 'dist/bootstate-snapshot');
+  const snapshotBinary = join(REPO, 'dist/bootstate-snapshot-sea');
+  if (existsSync(snapshot)) found.push({ name: 'snapshot dist/bootstate-snapshot', argv: [snapshot] });
+  if (existsSync(snapshotBinary)) found.push({ name: 'SEA+snapshot dist/bootstate-snapshot-sea', argv: [snapshotBinary] });
   if (found.length === 0) throw new Error('no build in dist/: run `npm run build` (and `npm run build:binary`) first');
   return found;
 }

@@ -53,8 +53,28 @@ interface SandboxTiming {
   rssMiB: number;
 }
 
-/** The Python interpreter itself: a shim (pyenv's is a bash script) would add its own start to every Python run. */
-const PYTHON = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).stdout.trim() || 'python3';
+/**
+ * The Python interpreter the sandbox can run, itself and not a shim (pyenv's is a bash script, which would add its
+ * own start to every Python run): the one `python3` on PATH runs if the sandbox sees it, else the system's. The
+ * sandbox mounts its own tree over /root, /home, /etc and more (test/e2e/ns.ts), so an interpreter installed under
+ * one of those (pyenv's, under /root) is not there: each candidate is tried inside a sandbox, and none is an error.
+ */
+async function sandboxPython(): Promise<string> {
+  const resolved = (command: string) => spawnSync(command, ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).stdout?.trim() || '';
+  const candidates = [...new Set(['python3', '/usr/bin/python3', '/usr/local/bin/python3'].map(resolved).filter(Boolean))];
+  const sandbox = await createSandbox({ hostname: 'bench' });
+  try {
+    for (const candidate of candidates) {
+      const probe = await runInSandbox(sandbox, [candidate, '-S', '-E', '-c', 'import ctypes, glob, json, os, pwd, resource, subprocess, sys, time, urllib.request'], { timeoutMs: 30_000 });
+      if (probe.exitCode === 0) return candidate;
+    }
+  } finally {
+    await sandbox.cleanup();
+  }
+  throw new Error(`no Python interpreter runs in the sandbox (tried: ${candidates.join(', ') || 'none found on this host'})`);
+}
+
+const PYTHON = await sandboxPython();
 /** CLOCK_MONOTONIC ms at performance.now() = 0: the clock bench/process_tree.py's times are on. */
 const monotonicOrigin = () => Number(process.hrtime.bigint()) / 1e6 - performance.now();
 

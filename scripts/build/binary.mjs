@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { inject } from 'postject';
 import { assets as bundledAssets, root, SCRIPTS, scriptFile, VIZ_FILE } from './bundle.mjs';
 import { dropFromPageCache } from './page-cache.mjs';
+import { writeEntry } from './snapshot.mjs';
 import { distFor, isCross, nodeBinaryFor, qemuFor, runnerFor, stripFor, targetArch } from './target.mjs';
 
 const arch = targetArch();
@@ -20,13 +21,19 @@ const dist = distFor(root, arch);
 const node = nodeBinaryFor(root, arch);
 const blob = join(dist, 'bootstate.blob');
 const seaConfig = join(dist, 'sea-config.json');
-const binary = join(dist, 'bootstate');
+const binary = join(dist, process.argv.includes('--snapshot') ? 'bootstate-snapshot-sea' : 'bootstate');
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 const runner = runnerFor(arch);
 const withCaches = !process.argv.includes('--no-code-cache') && runner !== null;
+// `--snapshot`: the executable starts from a V8 startup snapshot of the program (scripts/build/snapshot.mjs), built
+// by the SEA configuration's useSnapshot, as dist/bootstate-snapshot-sea beside dist/bootstate; measured, it does
+// not pay (docs/performance.md#startup-snapshot), so it is not what the .deb ships.
+const withSnapshot = process.argv.includes('--snapshot');
 
 mkdirSync(dist, { recursive: true });
 execFileSync(process.execPath, [join(root, 'scripts/build/program.mjs')], { env: { ...process.env, BOOTSTATE_DIST: dist }, stdio: 'inherit' });
+if (withSnapshot && isCross(arch)) throw new Error(`--snapshot: a snapshot is built by the target's own node; not for ${arch} here`);
+const snapshotEntry = withSnapshot ? await writeEntry(dist) : null;
 // The caches program.mjs wrote are this machine's V8's, of no use to (and crashing) another architecture's: that
 // one's node writes its own, running the plain program under qemu-user as the build's runs do natively.
 if (isCross(arch) && withCaches) {
@@ -86,9 +93,10 @@ async function buildExecutable() {
   // The main script is the loader, a few hundred lines run once: V8's code cache for it would save next to nothing.
   writeFileSync(
     seaConfig,
-    `${JSON.stringify({ main: join(root, 'scripts/build/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, assets }, null, 2)}\n`,
+    `${JSON.stringify({ main: snapshotEntry ?? join(root, 'scripts/build/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: snapshotEntry !== null, assets }, null, 2)}\n`,
   );
-  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'pipe' });
+  // With useSnapshot this node runs the main script as the snapshot's builder: V8's seed fixed as in snapshot.mjs.
+  execFileSync(process.execPath, [...(snapshotEntry ? ['--random-seed=1'] : []), '--experimental-sea-config', seaConfig], { stdio: 'pipe' });
   rmSync(binary, { force: true });
   copyFileSync(node, binary);
   chmodSync(binary, 0o755);

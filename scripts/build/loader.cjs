@@ -15,13 +15,15 @@
 // missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
 // writable. The executable's caches are the ones the build's runs wrote for the plain program (same node, same
 // flags), their key lines padded for where the blob puts them (scripts/build/binary.mjs): V8's own checks decide.
+// The same text, with the scripts appended, is the builder of the opt-in V8 startup snapshot
+// (scripts/build/snapshot.mjs): there it evaluates them into the heap, and a process started from that snapshot
+// runs `start` with what it reads of its own process.
 // CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (a measurable part of a start) and
 // resolves the symlink before it looks at the extension.
 'use strict';
 const { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync } = require('node:fs');
 const sea = require('node:sea');
 const { setFlagsFromString } = require('node:v8');
-const { Script } = require('node:vm');
 
 // V8 flags, set here and nowhere else. A run of the agent is short and must stay small; its flags are set before
 // compiling, so the flag hash in the code caches always matches: undici's WebAssembly HTTP parser stays on its
@@ -34,27 +36,45 @@ const SHORT_RUN = '--liftoff-only --no-opt --no-sparkplug';
 // `bootstate trace`, an offline pass over a journal of any length, asks for the JITs back once its scripts are
 // loaded (require('bootstate-v8:long-run')): on a long journal they nearly halve its time.
 const LONG_RUN = '--opt --sparkplug';
-setFlagsFromString(SHORT_RUN);
 
-const inExecutable = sea.isSea();
-const dir = __dirname;
+let inExecutable = false;
+let dir = __dirname;
 /** A file's bytes: beside the loader, or the executable's asset (a view of its own mapped bytes, not a copy). */
-const bytes = inExecutable ? (name) => Buffer.from(sea.getRawAsset(name)) : (name) => readFileSync(`${dir}/${name}`);
-
-const mode = inExecutable ? 'read-only' : process.env.BOOTSTATE_CODE_CACHE; // 'off' ignores the caches, 'write' always rewrites them
-const runtimeKey = inExecutable ? null : keyOfRuntime();
+let bytes = (name) => readFileSync(`${dir}/${name}`);
+let mode = 'off'; // 'off' ignores the caches, 'write' always rewrites them
+let runtimeKey = null;
 const toWrite = [];
-process.once('exit', () => {
-  for (const loaded of toWrite) writeCache(loaded);
-});
 
 const SCRIPT = /^bootstate-(import|script):([a-z]+)\/(.+)$/;
 const scripts = new Map();
-/** WebAssembly each script needs, compiled while the script loads and starts. */
+/** WebAssembly each script needs, compiled while the script loads and starts (once per run). */
 const WASM_OF = { provision: ['llhttp_simd.wasm'], monitor: ['llhttp_simd.wasm'] };
 const wasm = new Map();
-const cli = load('bootstate.bundle.js');
-cli.runAsProgram();
+const begun = new Set();
+let cli = null;
+/** While a snapshot is built: the scripts it holds (file name → the script's function); then null. */
+let inlined = null;
+let building = false;
+// A startup snapshot's builder (scripts/build/snapshot.mjs) appends `snapshotScripts` to this file: it evaluates
+// the scripts into the heap the snapshot keeps and runs the program when a process starts from that snapshot.
+// eslint-disable-next-line no-undef -- defined only in the snapshot builder's copy of this file
+if (typeof snapshotScripts === 'function') buildSnapshot(snapshotScripts());
+else start(__dirname);
+
+/** Sets what a run reads of its process (V8 flags, the executable, the caches) and runs the CLI on its argv. */
+function start(directory) {
+  setFlagsFromString(SHORT_RUN);
+  inExecutable = sea.isSea();
+  dir = directory;
+  if (inExecutable) bytes = (name) => Buffer.from(sea.getRawAsset(name));
+  mode = inExecutable ? 'read-only' : process.env.BOOTSTATE_CODE_CACHE;
+  runtimeKey = inExecutable ? null : keyOfRuntime();
+  process.once('exit', () => {
+    for (const loaded of toWrite) writeCache(loaded);
+  });
+  cli ??= load('bootstate.bundle.js');
+  cli.runAsProgram();
+}
 
 /** The loader's own require() names: another script's module, the CLI's exports, V8 flags, a file's bytes, Graphviz. */
 function answer(id) {
@@ -62,10 +82,11 @@ function answer(id) {
   if (script) {
     const [, how, name, path] = script;
     let compiling = false;
-    if (!scripts.has(name)) {
+    if (!building && !begun.has(name)) {
+      begun.add(name);
       for (const file of WASM_OF[name] ?? []) compiling = compileInBackground(file) || compiling;
-      scripts.set(name, load(`bootstate-${name}.bundle.js`));
     }
+    if (!scripts.has(name)) scripts.set(name, load(`bootstate-${name}.bundle.js`));
     const evaluate = scripts.get(name)[path];
     if (evaluate === undefined) return undefined;
     return how === 'script' ? evaluate() : imported(evaluate, compiling);
@@ -131,6 +152,15 @@ function compiled(file) {
 /** Evaluates one script as a CommonJS module whose require() first asks `answer`, then Node's. */
 function load(name, unwrapped = false) {
   const file = inExecutable ? name : `${dir}/${name}`;
+  const module = { exports: {} };
+  const requireHere = (id) => answer(id) ?? require(id);
+  Object.assign(requireHere, require);
+  if (inlined?.[name]) {
+    // Compiled here, with every function compiled at once (buildSnapshot), so the snapshot holds their bytecode.
+    const compiledScript = (0, eval)(`${inlined[name]}\n//# sourceURL=${file}`);
+    compiledScript(module.exports, requireHere, module, file, inExecutable ? '.' : dir);
+    return module.exports;
+  }
   const key = runtimeKey && keyOf(file);
   const useCache = mode !== 'off' && mode !== 'write';
   const { text, cache } = inExecutable ? { text: bytes(name).toString('latin1'), cache: useCache ? asset(`${name}.cache`) : null } : readScript(file, useCache);
@@ -140,13 +170,52 @@ function load(name, unwrapped = false) {
     if (newline > 0 && (key === null || cache.toString('latin1', 0, newline).trimEnd() === key)) cachedData = cache.subarray(newline + 1);
   }
   const source = unwrapped ? `(function (exports, require, module, __filename, __dirname) {${text}\n})` : text;
+  const { Script } = require('node:vm');
   const script = new Script(source, { filename: file, cachedData, importModuleDynamically: undefined });
   // Written when the run ends, so the functions this run compiled are in it too.
   if (key !== null && mode !== 'off' && (cachedData === undefined || script.cachedDataRejected)) toWrite.push({ file, key, script });
-  const module = { exports: {} };
-  const requireHere = (id) => answer(id) ?? require(id);
-  script.runInThisContext()(module.exports, Object.assign(requireHere, require), module, file, inExecutable ? '.' : dir);
+  script.runInThisContext()(module.exports, requireHere, module, file, inExecutable ? '.' : dir);
   return module.exports;
+}
+
+/**
+ * Builds the snapshot: evaluates the CLI and every module of the `warm` scripts into the heap, with no flags set,
+ * nothing compiled in the background and nothing of the process read, and makes the program's start the function
+ * a process started from the snapshot runs. The directory of the files beside it is that process's: the
+ * blob's (--snapshot-blob) for the plain program.
+ */
+function buildSnapshot({ scripts: functions, warm }) {
+  const { startupSnapshot } = require('node:v8');
+  inlined = functions;
+  building = true;
+  // Eagerly compiled: V8 keeps a function's bytecode in the snapshot only if it was compiled when it was built, and
+  // what a run would compile lazily it would compile from source, with no code cache. The flag goes back before
+  // the heap is serialized: V8 refuses a snapshot whose flags differ from the running process's.
+  setFlagsFromString('--no-lazy');
+  cli = load('bootstate.bundle.js');
+  for (const name of warm) {
+    if (!scripts.has(name)) scripts.set(name, load(`bootstate-${name}.bundle.js`));
+    for (const evaluate of Object.values(scripts.get(name))) evaluate();
+  }
+  setFlagsFromString('--lazy');
+  inlined = null;
+  building = false;
+  startupSnapshot.setDeserializeMainFunction(() => {
+    const directory = blobDirectory();
+    // `node --snapshot-blob <blob> -- <arguments>` has no script in its argv: the CLI reads its arguments from argv[2].
+    if (!sea.isSea()) process.argv.splice(1, 0, `${directory}/bootstate-snapshot`);
+    start(directory);
+  });
+}
+
+/** The directory of the snapshot blob this process started from (the plain program's dist/), else the executable's. */
+function blobDirectory() {
+  const args = process.execArgv;
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--snapshot-blob' && i + 1 < args.length) return require('node:path').dirname(require('node:path').resolve(args[i + 1]));
+    if (args[i].startsWith('--snapshot-blob=')) return require('node:path').dirname(require('node:path').resolve(args[i].slice('--snapshot-blob='.length)));
+  }
+  return require('node:path').dirname(process.execPath);
 }
 
 /** The executable's asset, or null when it has none of that name. */

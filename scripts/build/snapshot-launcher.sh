@@ -1,0 +1,33 @@
+#!/bin/sh
+# The plain program started from its V8 startup snapshot (bootstate.snapshot beside this file, built by
+# scripts/build/snapshot.mjs) with the node that built it, @NODE@. A snapshot that cannot load never stops a run:
+#   - the blob missing or unreadable, that node newer than the blob (upgraded since the build), or
+#     BOOTSTATE_SNAPSHOT=off: the plain program (bootstate.cjs beside this file) runs at once, with no warning for
+#     the last;
+#   - node refusing the blob (exit 14: built by another Node or with other V8 flags) or dying while it deserializes
+#     it (a corrupt blob: V8's checksum, SIGTRAP, or a crash, SIGSEGV/SIGBUS): a warning, then the plain program.
+# node exits with 14 only before the program's first line (the program's own codes are 0, 1, 2 and 78), and a
+# crash deserializing the heap comes before it too; a run of the program that itself crashed that way would run
+# again, as after any crash, from its markers. This shell stays the parent of node (it must see how node ended),
+# so the program's PID is not the launcher's: a unit of Type=notify would need NotifyAccess=all for it. The
+# packaged units run the single executable instead (packaging/systemd/).
+here=${0%/*}
+[ "$here" = "$0" ] && here=.
+node=@NODE@
+blob=$here/bootstate.snapshot
+if [ "${BOOTSTATE_SNAPSHOT:-}" = off ]; then
+  exec "$node" "$here/bootstate.cjs" "$@"
+fi
+if [ ! -r "$blob" ] || [ "$node" -nt "$blob" ]; then
+  echo "bootstate: warning: no usable startup snapshot at $blob; running without it" >&2
+  exec "$node" "$here/bootstate.cjs" "$@"
+fi
+"$node" --snapshot-blob "$blob" -- "$@"
+code=$?
+case $code in
+  14 | 133 | 135 | 139)
+    echo "bootstate: warning: the startup snapshot $blob did not load (exit $code); running without it" >&2
+    exec "$node" "$here/bootstate.cjs" "$@"
+    ;;
+esac
+exit $code
