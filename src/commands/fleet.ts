@@ -1,0 +1,23 @@
+/**
+ * `bootstate fleet PATH…`: many runs' journals (files, directories, quoted globs) read as one fleet and printed as
+ * the distribution an operator needs, as text (or JSON), and with --output as one self-contained HTML page.
+ */
+import { writeFileSync } from 'node:fs';
+import type { ParsedArgs } from '../cli/argv.js';
+import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
+
+export async function fleet(values: ParsedArgs['values'], positionals: string[]): Promise<number> {
+  const { readFleet } = await import('../inspect/fleet-read.js');
+  const { summary, runs } = await readFleet(positionals);
+  if (values.output) {
+    const { fleetHtml } = await import('../inspect/fleet-html.js');
+    writeFileSync(values.output as string, fleetHtml(summary, runs, positionals.join(' ')), { mode: 0o600 });
+  }
+  if (values.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+  else {
+    const { fleetText } = await import('../inspect/fleet-text.js');
+    process.stdout.write(fleetText(summary));
+  }
+  if (values.output) process.stderr.write(`fleet: ${values.output as string}\n`);
+  return summary.runs > 0 ? EXIT_OK : EXIT_FAILURE;
+}
