@@ -25,6 +25,7 @@ const BENCHES = [
   { name: 'rss', file: 'bench/rss.ts' },
   { name: 'kvp', file: 'bench/kvp.ts', rows: kvpRows },
   { name: 'markers', file: 'bench/markers.ts' },
+  { name: 'fleet', file: 'bench/fleet.ts' },
   { name: 'monitor-cycles', file: 'bench/monitor-cycles.ts' },
   { name: 'monitor-booted-day', file: 'bench/monitor-booted-day.ts' },
   { name: 'monitor-soak', file: 'bench/monitor-soak.ts', nodeArgs: ['--expose-gc'], rows: monitorSoakRows },

@@ -4,9 +4,14 @@
  */
 import { writeFileSync } from 'node:fs';
 import type { ParsedArgs } from '../cli/argv.js';
+import { bundled } from '../core/bundled-asset.js';
 import { EXIT_FAILURE, EXIT_OK } from '../core/errors.js';
 
 export async function fleet(values: ParsedArgs['values'], positionals: string[]): Promise<number> {
+  // A long run over many journals, as `trace` is: the loader gives back the JITs it turns off for the agent's short
+  // ones (scripts/build/loader.cjs). A name only the loader answers, loaded synchronously: ESM has no such form.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  if (bundled) require('bootstate-v8:long-run');
   const { readFleet } = await import('../inspect/fleet-read.js');
   const { summary, runs } = await readFleet(positionals);
   if (values.output) {

@@ -50,33 +50,58 @@ export async function provisioningChart(): Promise<FleetChart> {
   return fleetChart(provisioningMachine);
 }
 
-/** A journal's lines, parsed one at a time from bounded chunks; a bad line is an error unless it is the last. */
+/** A journal no larger than this is read in one piece; a larger one is streamed in bounded chunks. */
+const WHOLE_READ_BYTES = 1 << 20;
+
+/** A journal's pieces of text: the whole file when it is small (one read, no stream's ticks), else bounded chunks. */
+async function* chunksOf(file: string): AsyncGenerator<string> {
+  // O_NONBLOCK: a FIFO under a journal's name is refused below, never waited on; a regular file reads the same.
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  let streamed = false;
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile()) throw new Error('not a regular file');
+    const size = stat.size;
+    if (size <= WHOLE_READ_BYTES) {
+      const buffer = Buffer.alloc(size);
+      const read = fs.readSync(fd, buffer, 0, size, 0);
+      yield buffer.toString('utf8', 0, read);
+      return;
+    }
+    streamed = true;
+    const stream = fs.createReadStream(file, { fd, encoding: 'utf8', highWaterMark: 1 << 16 });
+    try {
+      for await (const chunk of stream as AsyncIterable<string>) yield chunk;
+    } finally {
+      stream.destroy();
+    }
+  } finally {
+    if (!streamed) fs.closeSync(fd);
+  }
+}
+
+/** A journal's lines, parsed one at a time; a bad line is an error unless it is the last, which is then torn. */
 async function* journalLines(file: string, torn: { last: boolean }): AsyncGenerator<unknown> {
-  const stream = fs.createReadStream(file, { encoding: 'utf8', highWaterMark: 1 << 16 });
   let rest = '';
   let number = 0;
-  let pending: { number: number; error: unknown } | null = null;
+  let pending: { number: number } | null = null;
   function* parse(line: string): Generator<unknown> {
     number++;
     if (line.trim() === '') return;
     if (pending) throw new Error(`line ${pending.number} is not JSON`);
     try {
       yield JSON.parse(line);
-    } catch (error) {
-      pending = { number, error };
+    } catch {
+      pending = { number };
     }
   }
-  try {
-    for await (const chunk of stream as AsyncIterable<string>) {
-      const parts = (rest + chunk).split('\n');
-      rest = parts.pop()!;
-      if (rest.length > MAX_LINE_BYTES) throw new Error(`line ${number + parts.length + 1} is longer than ${MAX_LINE_BYTES} bytes`);
-      for (const line of parts) yield* parse(line);
-    }
-    yield* parse(rest);
-  } finally {
-    stream.destroy();
+  for await (const chunk of chunksOf(file)) {
+    const parts = (rest + chunk).split('\n');
+    rest = parts.pop()!;
+    if (rest.length > MAX_LINE_BYTES) throw new Error(`line ${number + parts.length + 1} is longer than ${MAX_LINE_BYTES} bytes`);
+    for (const line of parts) yield* parse(line);
   }
+  yield* parse(rest);
   torn.last = pending !== null;
 }
 
@@ -94,10 +119,19 @@ function lineTime(raw: unknown, index: number): number {
   return ms;
 }
 
-/** Whether a line enters (or passes through) a state that tells systemd READY=1. */
-function entersReady(chart: FleetChart, line: JournalLine): boolean {
-  if (activePaths(line.value, chart.graph.root).some((state) => chart.readyStates.has(state))) return true;
-  return line.transitions.some((key) => edgeTargets(key).some((state) => chart.readyStates.has(state)));
+/** Whether `state` is a READY=1 state or inside one. */
+function inReadyState(chart: FleetChart, state: string): boolean {
+  for (let at: string | undefined = state; at; at = chart.graph.nodes.get(at)?.parent) if (chart.readyStates.has(at)) return true;
+  return false;
+}
+
+/**
+ * Whether a line enters (or passes through) a state that tells systemd READY=1: a transition's target in one, or,
+ * on a journal's first line (a journal may begin mid-run), an active state in one.
+ */
+function entersReady(chart: FleetChart, line: JournalLine, first: boolean): boolean {
+  if (line.transitions.some((key) => edgeTargets(key).some((state) => inReadyState(chart, state)))) return true;
+  return first && activePaths(line.value, chart.graph.root).some((state) => chart.readyStates.has(state));
 }
 
 type ReadResult = { run: FleetRun } | { unreadable: Unreadable } | { skipped: Unreadable };
@@ -121,7 +155,7 @@ export async function readFleetRun(file: string, chart: FleetChart): Promise<Rea
       }
       const since = Math.max(0, ms - start);
       endMs = Math.max(endMs, since);
-      if (readyMs === undefined && entersReady(chart, line)) readyMs = since;
+      if (readyMs === undefined && entersReady(chart, line, index === 0)) readyMs = since;
       if (acceptedMs === undefined && line.event === READY_ACCEPTED_EVENT) acceptedMs = since;
       analysis.add(line);
       index++;

@@ -3,6 +3,7 @@
  * bad input counted and named, never thrown: empty, torn, corrupt, not a journal, a directory, random bytes, a
  * monitor journal; paths, directories and globs expanded.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -63,7 +64,9 @@ describe('bad input is counted and named, never thrown', () => {
       directory: path.join(dir, 'dir.jsonl'),
     };
     fs.mkdirSync(path.join(files.directory, 'inside'), { recursive: true });
-    const { summary } = await readFleet([...Object.values(files), path.join(dir, 'missing.jsonl')], chart);
+    const fifo = path.join(dir, 'fifo.jsonl');
+    execFileSync('mkfifo', [fifo]);
+    const { summary } = await readFleet([...Object.values(files), fifo, path.join(dir, 'missing.jsonl')], chart);
     expect(summary.runs).toBe(2);
     expect(summary.outcomes).toEqual([
       { key: 'failed', count: 1 },
@@ -76,6 +79,7 @@ describe('bad input is counted and named, never thrown', () => {
       'corrupt.jsonl': 'line 2 is not JSON',
       'other.jsonl': 'line 1 is not a journal line (no time)',
       'missing.jsonl': 'no such file or directory',
+      'fifo.jsonl': 'not a regular file',
     });
     expect(why['binary.jsonl']).toMatch(/line 1/);
     expect(summary.skipped).toEqual([{ source: files.monitor, why: 'a journal of the monitor chart' }]);
@@ -84,7 +88,7 @@ describe('bad input is counted and named, never thrown', () => {
     const text = fleetText(summary);
     expect(text).toContain('unreadable (not counted)\n');
     expect(text).toContain(`\n  ${files.corrupt}: line 2 is not JSON\n`);
-    expect(text).toMatch(/^2 runs from 8 sources: 0 ok \(0\.0%\), 5 unreadable, 1 truncated, 1 skipped\n/);
+    expect(text).toMatch(/^2 runs from 9 sources: 0 ok \(0\.0%\), 6 unreadable, 1 truncated, 1 skipped\n/);
   });
 
   it('random bytes and random JSON lines never throw: each file is a run, unreadable or skipped', async () => {

@@ -5,7 +5,9 @@
  * real runs (`replicate`): each copy gets its own VM id (file name) and its own start (every line's time shifted
  * by the same amount), so the copies keep their runs' shapes and durations exactly.
  */
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { runAgent } from '../integration/agent.js';
@@ -17,8 +19,8 @@ export interface FleetScenario {
   arrange(fabric: FakeFabric): void;
   imds?: Record<string, number>;
   wireserver?: Record<string, number>;
-  /** SIGKILL the agent this many ms after it starts (a crash: the journal ends before a final state). */
-  killAfterMs?: number;
+  /** SIGKILL the agent once its journal has this many lines (a crash: the journal ends before a final state). */
+  killAtLines?: number;
   outcome: string;
   /** The failure reason the view must count it under; absent for runs that end well. */
   reason?: string;
@@ -68,7 +70,7 @@ export const SCENARIOS: FleetScenario[] = [
     name: 'killed-while-imds-stalls',
     arrange: (f) => f.setImds('stall'),
     imds: { ...SHORT, total_retry_timeout_secs: 30, request_timeout_secs: 30 },
-    killAfterMs: 800,
+    killAtLines: 3,
     outcome: 'incomplete',
     reason: 'ended before a final state (last status active)',
     ready: false,
@@ -84,27 +86,51 @@ export interface RecordedRun {
   ms: number;
 }
 
+/** The number of lines of the journal in `runs`, 0 while there is none. */
+function journalLineCount(runs: string): number {
+  try {
+    const [name] = readdirSync(runs).filter((file) => file.endsWith('.jsonl'));
+    return name ? readFileSync(join(runs, name), 'utf8').split('\n').length - 1 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** SIGKILLs `child` once its journal has `lines` lines (polled every 20 ms; at the latest after 20 s). */
+function killAt(child: ChildProcess, runs: string, lines: number): void {
+  const started = Date.now();
+  const poll = setInterval(() => {
+    if (child.exitCode !== null || child.signalCode !== null) clearInterval(poll);
+    else if (journalLineCount(runs) >= lines || Date.now() - started > 20_000) {
+      clearInterval(poll);
+      child.kill('SIGKILL');
+    }
+  }, 20);
+}
+
 /** Runs the agent once for `scenario` and copies its journal into `dir`. */
 async function recordOne(scenario: FleetScenario, dir: string, index: number): Promise<RecordedRun> {
   const fabric = await startFakeFabric();
+  const root = mkdtempSync(join(tmpdir(), 'bootstate-fleet-run-'));
+  const runs = join(root, 'var/lib/bootstate/runs');
   try {
     scenario.arrange(fabric);
     const run = await runAgent(fabric, {
+      root,
       imds: { ...scenario.imds },
       wireserver: { ...scenario.wireserver },
       onSpawn: (child) => {
-        if (scenario.killAfterMs !== undefined) setTimeout(() => child.kill('SIGKILL'), scenario.killAfterMs).unref();
+        if (scenario.killAtLines !== undefined) killAt(child, runs, scenario.killAtLines);
       },
     });
-    const runs = join(run.root, 'var/lib/bootstate/runs');
     const [name] = readdirSync(runs).filter((file) => file.endsWith('.jsonl'));
     if (!name) throw new Error(`${scenario.name}: the run left no journal`);
     const target = join(dir, `${scenario.name}-${index}`);
     mkdirSync(target, { recursive: true });
     copyFileSync(join(runs, name), join(target, name));
-    rmSync(run.root, { recursive: true, force: true });
     return { scenario, journal: join(target, name), ms: run.ms };
   } finally {
+    rmSync(root, { recursive: true, force: true });
     await fabric.close();
   }
 }
