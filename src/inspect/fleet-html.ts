@@ -45,9 +45,9 @@ function outcomeBar(summary: FleetSummary): string {
   return `<svg id="outcome-bar" viewBox="0 0 ${width} 22" role="img" aria-label="outcomes">${parts.join('')}</svg><p class="legend">${legend.join('')}</p>`;
 }
 
-/** A histogram of `values` in 40 bins up to their maximum, with p50, p90 and p99 marked. */
+/** A histogram of `values` in 40 bins up to their maximum, with p50, p90 and p99 marked (labels on rows of their own). */
 export function histogram(id: string, values: readonly number[], d: Distribution): string {
-  const [width, height, bins] = [1000, 120, 40];
+  const [width, height, bins, labels] = [1000, 150, 40, 38];
   if (values.length === 0) return `<p id="${id}">no runs got there</p>`;
   const top = Math.max(d.max, 1);
   const counts = new Array<number>(bins).fill(0);
@@ -55,12 +55,13 @@ export function histogram(id: string, values: readonly number[], d: Distribution
   const most = Math.max(...counts);
   const barWidth = width / bins;
   const bars = counts.map((count, i) => {
-    const h = (count / most) * (height - 20);
+    const h = (count / most) * (height - 14 - labels);
     return `<rect x="${(i * barWidth + 1).toFixed(1)}" y="${(height - 14 - h).toFixed(1)}" width="${(barWidth - 2).toFixed(1)}" height="${h.toFixed(1)}" fill="#0969da"><title>${ms((i * top) / bins)}–${ms(((i + 1) * top) / bins)}: ${count}</title></rect>`;
   });
-  const marks = (['p50', 'p90', 'p99'] as const).map((name) => {
+  const marks = (['p50', 'p90', 'p99'] as const).map((name, row) => {
     const x = Math.min(width - 1, (d[name] / top) * width);
-    return `<line x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="0" y2="${height - 14}" stroke="#cf222e" stroke-dasharray="3 2"/><text x="${x.toFixed(1)}" y="10" text-anchor="${x > width - 60 ? 'end' : 'start'}">${name} ${ms(d[name])}</text>`;
+    const y = 10 + row * 12;
+    return `<line x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${y + 2}" y2="${height - 14}" stroke="#cf222e" stroke-dasharray="3 2"/><text x="${x.toFixed(1)}" y="${y}" text-anchor="${x > width - 100 ? 'end' : 'start'}">${name} ${ms(d[name])}</text>`;
   });
   const axis = `<text x="0" y="${height - 2}">0</text><text x="${width}" y="${height - 2}" text-anchor="end">${ms(top)}</text>`;
   return `<svg id="${id}" viewBox="0 0 ${width} ${height}" role="img" aria-label="histogram">${bars.join('')}${marks.join('')}${axis}</svg>`;
