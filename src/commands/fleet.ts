@@ -1,5 +1,5 @@
 /**
- * `bootstate fleet PATH…`: many runs' journals (files, directories, quoted globs) read as one fleet and printed as
+ * `bootstate fleet PATH…`: many runs' journals or OTLP/JSON trace exports (files, directories, quoted globs) read as one fleet and printed as
  * the distribution an operator needs, as text (or JSON), and with --output as one self-contained HTML page.
  */
 import { writeFileSync } from 'node:fs';

@@ -1,54 +1,29 @@
 /**
  * Reading many runs for the fleet view: paths, directories and quoted globs expanded to journal files, each journal
- * streamed in bounded chunks and reduced to one `FleetRun` (fleet-stats.ts). Input from many machines is anybody's
+ * read in bounded pieces and reduced to one `FleetRun` (fleet-stats.ts); a file whose first line is an OTLP/JSON
+ * export request is read as a trace export instead (fleet-otlp.ts), a run per trace. Input from many machines is anybody's
  * bytes: a journal that cannot be read (not JSON lines, a corrupt line before the last, no time on its lines, a
  * line past the size bound) is counted and named with why, never thrown; a torn last line is dropped and the
  * journal named as truncated; a journal of another chart (the monitor's) is counted as skipped.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { AnyStateMachine } from 'xstate';
 import { activePaths } from '../core/state-path.js';
-import { buildGraph, type MachineGraph } from './graph.js';
+import { inReadyState, provisioningChart, type FleetChart } from './fleet-chart.js';
+import { isOtlpExport, runsFromOtlp } from './fleet-otlp.js';
 import { normalizeLine } from './journal-input.js';
 import type { JournalLine } from './journal.js';
 import { edgeTargets, RunAnalysis } from './run-path.js';
 import { aggregateFleet, type FleetRun, type FleetSummary, type Unreadable } from './fleet-stats.js';
 import { stateName } from './words.js';
 
-/** What the reader needs of the chart, worked out once for every journal. */
-export interface FleetChart {
-  graph: MachineGraph;
-  /** States whose entry tells systemd READY=1. */
-  readyStates: Set<string>;
-  /** Leaf states that do a step (invoke an actor) or wait between a retry's attempts: the ones timed. */
-  steps: Set<string>;
-}
+export { fleetChart, provisioningChart, type FleetChart } from './fleet-chart.js';
 
 /** The event of the Ready report's actor finishing: the fabric accepted Ready. */
 export const READY_ACCEPTED_EVENT = 'xstate.done.actor.readyReport';
 /** A longer line is not one the agent writes: the journal is named unreadable instead of held in memory. */
 export const MAX_LINE_BYTES = 4 << 20;
 const JOURNAL_FILE = /^(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d{3})?Z)-([A-Za-z0-9-]+)\.jsonl$/;
-
-/** The chart's facts the fleet view reads runs by. */
-export function fleetChart(machine: AnyStateMachine): FleetChart {
-  const graph = buildGraph(machine);
-  const backoffs = new Set([...graph.nodes.values()].flatMap((node) => (node.retry ? [node.retry.backoff] : [])));
-  const readyStates = new Set<string>();
-  const steps = new Set<string>();
-  for (const node of graph.nodes.values()) {
-    if (node.entry.includes('tellSystemdReady')) readyStates.add(node.id);
-    if (node.children.length === 0 && node.type !== 'final' && (node.invokes.length > 0 || backoffs.has(node.id))) steps.add(node.id);
-  }
-  return { graph, readyStates, steps };
-}
-
-/** The provisioning chart's facts, loaded on demand. */
-export async function provisioningChart(): Promise<FleetChart> {
-  const { provisioningMachine } = await import('../../machines/provisioning-machine.js');
-  return fleetChart(provisioningMachine);
-}
 
 /** A journal no larger than this is read in one piece; a larger one is streamed in bounded chunks. */
 const WHOLE_READ_BYTES = 1 << 20;
@@ -119,12 +94,6 @@ function lineTime(raw: unknown, index: number): number {
   return ms;
 }
 
-/** Whether `state` is a READY=1 state or inside one. */
-function inReadyState(chart: FleetChart, state: string): boolean {
-  for (let at: string | undefined = state; at; at = chart.graph.nodes.get(at)?.parent) if (chart.readyStates.has(at)) return true;
-  return false;
-}
-
 /**
  * Whether a line enters (or passes through) a state that tells systemd READY=1: a transition's target in one, or,
  * on a journal's first line (a journal may begin mid-run), an active state in one.
@@ -136,9 +105,41 @@ function entersReady(chart: FleetChart, line: JournalLine, first: boolean): bool
 
 type ReadResult = { run: FleetRun } | { unreadable: Unreadable } | { skipped: Unreadable };
 
+const why = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
 /** Reads one journal into one run, or says why it is not one. */
-export async function readFleetRun(file: string, chart: FleetChart): Promise<ReadResult> {
+export function readFleetRun(file: string, chart: FleetChart): Promise<ReadResult> {
   const torn = { last: false };
+  return journalRun(file, chart, journalLines(file, torn), torn);
+}
+
+/** The first item of an iteration already taken, then the rest. */
+async function* prepend(first: IteratorResult<unknown>, rest: AsyncIterator<unknown>): AsyncGenerator<unknown> {
+  if (first.done) return;
+  yield first.value;
+  for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
+}
+
+/** Reads one file: a journal (one run) or an OTLP/JSON trace export (a run per trace), told apart by its first line. */
+export async function readFleetSource(file: string, chart: FleetChart): Promise<ReadResult[]> {
+  const torn = { last: false };
+  const lines = journalLines(file, torn);
+  let first: IteratorResult<unknown>;
+  try {
+    first = await lines.next();
+  } catch (error) {
+    return [{ unreadable: { source: file, why: why(error) } }];
+  }
+  if (first.done || !isOtlpExport(first.value)) return [await journalRun(file, chart, prepend(first, lines), torn)];
+  try {
+    return await runsFromOtlp(prepend(first, lines), file, chart);
+  } catch (error) {
+    return [{ unreadable: { source: file, why: why(error) } }];
+  }
+}
+
+/** One journal's parsed lines reduced to one run, or why they are not one. */
+async function journalRun(file: string, chart: FleetChart, lines: AsyncIterable<unknown>, torn: { last: boolean }): Promise<ReadResult> {
   const analysis = new RunAnalysis(chart.graph);
   let start = 0;
   let index = 0;
@@ -146,7 +147,7 @@ export async function readFleetRun(file: string, chart: FleetChart): Promise<Rea
   let acceptedMs: number | undefined;
   let endMs = 0;
   try {
-    for await (const raw of journalLines(file, torn)) {
+    for await (const raw of lines) {
       const ms = lineTime(raw, index);
       const line = normalizeLine(raw, index);
       if (index === 0) {
@@ -161,7 +162,7 @@ export async function readFleetRun(file: string, chart: FleetChart): Promise<Rea
       index++;
     }
   } catch (error) {
-    return { unreadable: { source: file, why: (error as Error).message ?? String(error) } };
+    return { unreadable: { source: file, why: why(error) } };
   }
   if (index === 0) return { unreadable: { source: file, why: torn.last ? 'its only line is torn' : 'empty' } };
   const last = analysis.last!;
@@ -274,10 +275,11 @@ export async function readFleet(args: readonly string[], chart?: FleetChart): Pr
   const unreadable: Unreadable[] = [...missing];
   const skipped: Unreadable[] = [];
   for (const file of files) {
-    const result = await readFleetRun(file, fleetChartOf);
-    if ('run' in result) runs.push(result.run);
-    else if ('unreadable' in result) unreadable.push(result.unreadable);
-    else skipped.push(result.skipped);
+    for (const result of await readFleetSource(file, fleetChartOf)) {
+      if ('run' in result) runs.push(result.run);
+      else if ('unreadable' in result) unreadable.push(result.unreadable);
+      else skipped.push(result.skipped);
+    }
   }
   return { summary: aggregateFleet(runs, unreadable, skipped), runs };
 }
