@@ -3,7 +3,7 @@
  * (`resourceSpans[].resource.attributes`, `scopeSpans[].spans[]` with `traceId`, `parentSpanId`, `name`,
  * `startTimeUnixNano`, `endTimeUnixNano`, `attributes`, `status`), as the collector's file exporter writes them.
  * A run is the spans sharing one `traceId` under `service.name = bootstate` whose root (no `parentSpanId`) is
- * named `provision` (docs/telemetry.md): its outcome from the root's `bootstate.result`, `bootstate.exit_code`,
+ * named `provision` (as the trace export documents its spans): its outcome from the root's `bootstate.result`, `bootstate.exit_code`,
  * `bootstate.error.reason` and `bootstate.error.cause`; READY=1 at the first span of a state that tells systemd
  * READY=1; Ready accepted at the end of the `invoke readyReport` span that did not fail; each step's time from its
  * state spans. Anything else in the file (another service, a monitor cycle) is skipped; a trace without its root is

@@ -1,7 +1,7 @@
 /**
  * The fleet view reading an OpenTelemetry file export: JSON lines of `ExportTraceServiceRequest` in the OTLP/JSON
  * mapping (int64 as decimal strings, AnyValue objects, status codes as numbers), with the span names and attributes
- * docs/telemetry.md gives a run's trace. A run per `provision` trace; other services, monitor cycles and traces
+ * the trace export documents for a run. A run per `provision` trace; other services, monitor cycles and traces
  * without a root are counted apart; a line that is not an export request names the file.
  */
 import fs from 'node:fs';
