@@ -118,6 +118,30 @@ describe('bad input is counted and named, never thrown', () => {
   });
 });
 
+describe('large journals', () => {
+  it('a journal over 1 MiB is streamed and read whole; a line over 4 MiB names the journal instead of being held', async () => {
+    const lines = fixture.trim().split('\n');
+    const retry = lines.slice(5, 7);
+    const start = Date.parse(JSON.parse(lines[0]!).t);
+    const body: string[] = lines.slice(0, 5);
+    // The fixture's retry pair, again and again, each pair 10 ms later: a run that retried for a long time.
+    let size = 0;
+    for (let i = 0; size < 3 << 20; i++) {
+      for (const line of retry) {
+        body.push(line.replace(/^\{"t":"[^"]+"/, `{"t":"${new Date(start + 100 + i * 10).toISOString()}"`));
+        size += line.length + 1;
+      }
+    }
+    const long = write('long.jsonl', `${body.join('\n')}\n${lines.at(-1)!.replace(/^\{"t":"[^"]+"/, `{"t":"${new Date(start + 100 + body.length * 5).toISOString()}"`)}\n`);
+    expect(fs.statSync(long).size).toBeGreaterThan(3 << 20);
+    const result = await readFleetRun(long, chart);
+    expect(result).toMatchObject({ run: { outcome: 'failed', reason: 'operation timed out' } });
+    if ('run' in result) expect(result.run.totalMs).toBeGreaterThan(10_000);
+    const huge = write('huge.jsonl', `${lines[0]}\n{"t":"${'x'.repeat(5 << 20)}"}\n`);
+    expect(await readFleetRun(huge, chart)).toEqual({ unreadable: { source: huge, why: expect.stringMatching(/^line \d+ is longer than 4194304 bytes$/) } });
+  });
+});
+
 describe('paths', () => {
   it('a directory is every *.jsonl under it at any depth; a glob expands *, ?, […] and **', async () => {
     const a = write('vm1/runs/a.jsonl', fixture);
