@@ -26,6 +26,7 @@ const BENCHES = [
   { name: 'kvp', file: 'bench/kvp.ts', rows: kvpRows },
   { name: 'markers', file: 'bench/markers.ts' },
   { name: 'otlp-export', file: 'bench/otlp-export.ts' },
+  { name: 'fleet', file: 'bench/fleet.ts' },
   { name: 'monitor-cycles', file: 'bench/monitor-cycles.ts' },
   { name: 'monitor-booted-day', file: 'bench/monitor-booted-day.ts' },
   { name: 'monitor-soak', file: 'bench/monitor-soak.ts', nodeArgs: ['--expose-gc'], rows: monitorSoakRows },

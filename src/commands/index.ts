@@ -169,6 +169,17 @@ export const SUBCOMMANDS: Record<string, SubcommandSpec> = {
     notes: 'Without JOURNAL, the latest run journal under <data_dir>/runs/ is drawn.',
     run: async ({ values, positionals }) => (await import('./trace.js')).trace(values, positionals),
   },
+  fleet: {
+    summary: 'Read many runs\' journals (or OpenTelemetry file exports) as one fleet and print what an operator needs: outcomes and failure reasons by count, time to READY=1 and to Ready accepted by percentile, the slowest step; with --output also one self-contained HTML page.',
+    args: 'PATH…',
+    positionals: { min: 1, max: Number.MAX_SAFE_INTEGER },
+    options: {
+      output: { value: 'FILE', short: 'o', help: 'also write the fleet view as one HTML page to FILE' },
+      json: { help: 'print the summary as JSON instead of text' },
+    },
+    notes: 'PATH is a journal, an OTLP/JSON file export (JSON lines of ExportTraceServiceRequest: a run per provision trace), a directory (every *.jsonl under it, at any depth) or a quoted glob (*, ?, […], ** for any depth). A journal that cannot be read is named and not counted; one whose last line is torn is counted and named as truncated. Times are from each run\'s first journal line. Exit 0 when at least one run was read, 1 when none was.',
+    run: async ({ values, positionals }) => (await import('./fleet.js')).fleet(values, positionals),
+  },
   'inspect-server': {
     summary: 'Relay live runs (--inspect) to a browser viewer; listens on loopback only unless told otherwise.',
     options: {

@@ -36,7 +36,7 @@ const add = (map: Map<string, number[]>, key: string, step: number): void => {
 };
 
 /** The targets named by an edge key, so states passed through inside one macrostep count as visited. */
-function edgeTargets(key: string): string[] {
+export function edgeTargets(key: string): string[] {
   const match = / -> (.*) on /.exec(key);
   if (!match || match[1] === '(internal)') return [];
   return match[1]!.split(', ');
