@@ -4,13 +4,15 @@
  * (test/support/otlp-receiver.ts). A first boot, a failed one and a pool VM each arrive as one trace — one root span,
  * a span per state in the journal's order, the invocations under their states with their attributes, the VM's
  * resource — with no secret in any byte; a collector that is down, refuses or stalls costs one warning and the run
- * still succeeds. A default run reads neither the script that holds the SDK nor any of its code.
+ * still succeeds. A default run reads neither the script that holds the SDK nor any of its code. The JSON bodies sent,
+ * written one per line as a collector's file export, are what `bootstate fleet` reads back.
  */
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { activePaths } from '../../src/core/state-path.js';
 import { exampleImdsDocument } from '../../src/fabric/imds-document.js';
@@ -256,5 +258,26 @@ describe('a default run pays nothing', () => {
     expect(exporting).toContain('bootstate-otel.bundle.js');
     expect(exporting).not.toContain('bootstate-commands.bundle.js');
     expect(receiver.traces).toHaveLength(1);
+  });
+});
+
+describe('the export read back by bootstate fleet', () => {
+  it('the JSON bodies the agent sent, one per line as a collector file export writes them, give the runs their outcomes, reasons and times', async () => {
+    receiver = await startOtlpReceiver();
+    const json = { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' };
+    expect((await exportingRun(receiver.url, { env: json })).code).toBe(0);
+    fabric.setImds({ status: 500 });
+    expect((await exportingRun(receiver.url, { imds: { total_retry_timeout_secs: 1 }, env: json })).code).not.toBe(0);
+    expect(receiver.bodies).toHaveLength(2);
+    const file = join(mkdtempSync(join(tmpdir(), 'bootstate-otlp-fleet-')), 'traces.jsonl');
+    writeFileSync(file, receiver.bodies.map((body) => JSON.stringify(JSON.parse(body.toString('utf8')))).join('\n') + '\n');
+    const { stdout } = await promisify(execFile)(process.execPath, [AGENT, 'fleet', '--json', file]);
+    const summary = JSON.parse(stdout) as Record<string, any>;
+    expect(summary.runs).toBe(2);
+    expect(summary.unreadable).toEqual([]);
+    expect(Object.fromEntries((summary.outcomes as Array<{ key: string; count: number }>).map((o) => [o.key, o.count]))).toEqual({ provisioned: 1, failed: 1 });
+    expect((summary.reasons as Array<{ key: string; count: number }>).map((r) => [r.key, r.count])).toEqual([['operation timed out', 1]]);
+    expect(summary.times.ready.p50).toBeGreaterThan(0);
+    expect(summary.times.accepted.p50).toBeGreaterThan(0);
   });
 });
