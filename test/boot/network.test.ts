@@ -26,7 +26,7 @@ import { run } from '../../src/system/exec.js';
 import { watchAddresses, type DhcpServer } from '../e2e/dhcp-server.js';
 import { canSandbox } from '../e2e/ns.js';
 import { agentEnded, createMachine, journal, show, until, type Boot, type Machine } from './machine.js';
-import { addVirtualFunction, addressesByName, cableNic, defaultRouteDevice, resetNics, withNetwork, type NicSpec } from './nics.js';
+import { addVirtualFunction, addressesByName, cableNic, enableNetworkd, defaultRouteDevice, resetNics, withNetwork, type NicSpec } from './nics.js';
 import { configLayer, createRig, imdsDocument, type Rig } from './scenario.js';
 
 const TAG = `bsnet${randomBytes(2).toString('hex')}`;
@@ -69,14 +69,7 @@ async function image(m: Machine, stack: Stack): Promise<void> {
   };
   if (stack === 'networkd') {
     await put('/etc/systemd/network/80-eth0.network', '[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\n');
-    for (const [unit, target] of [
-      ['systemd-networkd.service', 'multi-user.target'],
-      ['systemd-networkd.socket', 'sockets.target'],
-      ['systemd-networkd-wait-online.service', 'network-online.target'],
-    ] as const) {
-      await mkdir(m.diskPath(`/etc/systemd/system/${target}.wants`), { recursive: true });
-      await symlink(`/lib/systemd/system/${unit}`, m.diskPath(`/etc/systemd/system/${target}.wants/${unit}`));
-    }
+    await enableNetworkd(m);
   } else if (stack === 'networkmanager') {
     // A veth is unmanaged by NetworkManager's defaults; a VM's NICs are not. No profile but eth0's: NetworkManager's
     // own default profile takes any other NIC until bootstate's is there.

@@ -5,8 +5,10 @@
  * virtual function's stand-in is a VXLAN link with a NIC's MAC (same MAC, another driver); and the IMDS
  * document's `network.interface[]` lists the NICs as Azure does.
  */
+import { mkdir, symlink } from 'node:fs/promises';
 import { run } from '../../src/system/exec.js';
 import { startDhcpServer, type DhcpServer } from '../e2e/dhcp-server.js';
+import type { Machine } from './machine.js';
 
 export interface NicSpec {
   /** The interface's name inside the VM: eth0 for the primary. */
@@ -97,4 +99,16 @@ export async function defaultRouteDevice(vmNetns: string): Promise<string | null
   const routes = [...out.matchAll(/^default via \S+ dev (\S+)(?:.*metric (\d+))?/gm)].map((m) => ({ dev: m[1]!, metric: Number(m[2] ?? 0) }));
   routes.sort((a, b) => a.metric - b.metric);
   return routes[0]?.dev ?? null;
+}
+
+/** Enables systemd-networkd, its socket and its wait-online in the image, as an image built on networkd has them. */
+export async function enableNetworkd(m: Machine): Promise<void> {
+  for (const [unit, target] of [
+    ['systemd-networkd.service', 'multi-user.target'],
+    ['systemd-networkd.socket', 'sockets.target'],
+    ['systemd-networkd-wait-online.service', 'network-online.target'],
+  ] as const) {
+    await mkdir(m.diskPath(`/etc/systemd/system/${target}.wants`), { recursive: true });
+    await symlink(`/lib/systemd/system/${unit}`, m.diskPath(`/etc/systemd/system/${target}.wants/${unit}`));
+  }
 }

@@ -18,7 +18,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -29,7 +29,7 @@ import { run } from '../../src/system/exec.js';
 import { readRecordedRequests, reportKindsOf, startFabric, stopProcess } from '../e2e/boot.js';
 import { canSandbox, createNetns, type Netns } from '../e2e/ns.js';
 import { createMachine, until, type Boot, type Machine } from './machine.js';
-import { addressesByName } from './nics.js';
+import { addressesByName, enableNetworkd } from './nics.js';
 import { configLayer, createRig, type Rig } from './scenario.js';
 
 const TAG = `bspl${randomBytes(2).toString('hex')}`;
@@ -50,14 +50,7 @@ async function image(m: Machine, stack: Stack): Promise<void> {
   };
   if (stack === 'networkd') {
     await put('/etc/systemd/network/80-eth0.network', '[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\n');
-    for (const [unit, target] of [
-      ['systemd-networkd.service', 'multi-user.target'],
-      ['systemd-networkd.socket', 'sockets.target'],
-      ['systemd-networkd-wait-online.service', 'network-online.target'],
-    ] as const) {
-      await mkdir(m.diskPath(`/etc/systemd/system/${target}.wants`), { recursive: true });
-      await symlink(`/lib/systemd/system/${unit}`, m.diskPath(`/etc/systemd/system/${target}.wants/${unit}`));
-    }
+    await enableNetworkd(m);
   } else {
     await put('/etc/network/interfaces', 'source /etc/network/interfaces.d/*\n\nauto lo\niface lo inet loopback\n\nauto eth0\niface eth0 inet dhcp\n');
     await mkdir(m.diskPath('/etc/network/interfaces.d'), { recursive: true });
