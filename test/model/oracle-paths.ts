@@ -8,7 +8,8 @@
  * only at the start of the work, media before IMDS (except IMDS's first answer, which may come first, so both
  * orders of arrival are walked), the OS lanes one after the other, nothing while InProgress backs
  * off, nothing but the head start's end (the IMDS request written, or its bound) while the media read and the
- * host keys wait for it; of the clock, only the next deadline or retry is offered; SIGTERM once per phase of the work. A config that
+ * host keys wait for it; of the clock, only the next deadline or retry is offered (and, while a Savable VM probes an
+ * attached NIC, a second before the attach deadline); SIGTERM once per phase of the work. A config that
  * leaves steps out is played straight (first payloads, no failures): it changes only which OS steps start. Pool
  * VMs' paths come from IMDS or media naming a pool type and from the waiting-for-reuse marker.
  */
@@ -92,6 +93,8 @@ function offers(oracle: ProvisioningOracle, first: boolean): ModelEvent[] {
   events.push({ type: 'TERMINATE' });
   const due = oracle.nextDue;
   if (due !== null) events.push({ type: 'time', to: due });
+  const late = oracle.lateInAttach;
+  if (late !== null) events.push({ type: 'time', to: late, late: true });
   return events;
 }
 
@@ -105,7 +108,9 @@ export function apply(oracle: ProvisioningOracle, event: ModelEvent): void {
   else throw new Error(`the oracle does not know ${type}`);
 }
 
-const label = (e: ModelEvent) => `${e.type}${e.error ? `:${(e.error as { retryable?: boolean }).retryable}` : ''}${e.output !== undefined ? `:${JSON.stringify(e.output)}` : ''}`;
+// A clock move is one edge, the next deadline; the late one in a NIC's probe (lateInAttach) is an edge of its own.
+const label = (e: ModelEvent) =>
+  `${e.type}${e.late ? ':late' : ''}${e.error ? `:${(e.error as { retryable?: boolean }).retryable}` : ''}${e.output !== undefined ? `:${JSON.stringify(e.output)}` : ''}`;
 
 /** Shortest event sequences from each start reaching every (oracle state, event) pair; none is a prefix of another. */
 export function oraclePaths(limit = 60000): Array<{ start: Start; events: ModelEvent[] }> {

@@ -359,6 +359,15 @@ export class ProvisioningOracle {
     return this.phase === 'work' && this.headStart === 'waiting';
   }
 
+  /**
+   * While a Savable VM tries an attached NIC, a second before the attach deadline: the walk moves the clock there so
+   * that a NIC found not to be the primary that late shows the deadline counted from the detach, not restarted.
+   */
+  get lateInAttach(): number | null {
+    const late = this.attachDeadline - 1000;
+    return this.phase === 'pool' && this.pool === 'probing' && this.now < late ? late : null;
+  }
+
   /** When the next deadline or retry falls due, if any. */
   get nextDue(): number | null {
     return this.nextTimer()?.at ?? null;
@@ -426,6 +435,7 @@ export class ProvisioningOracle {
         pool: this.pool,
         polled: this.pollError !== null,
         triedNics: this.nicsTried.length > 0,
+        lateInAttach: (this.pool === 'listening' || this.pool === 'probing') && this.now >= this.attachDeadline - 1000,
         lease: this.lease,
         nicWatch: this.nicWatch,
         had: [this.mediaFailure?.code, this.media?.username, this.imdsFailure?.code],

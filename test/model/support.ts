@@ -19,7 +19,7 @@ import {
 } from '../../machines/provisioning.js';
 
 /** Any event the traversal offers: a done/error/after event of the machine, or TERMINATE. */
-export type ModelEvent = EventObject & { output?: unknown; error?: unknown; to?: number };
+export type ModelEvent = EventObject & { output?: unknown; error?: unknown; to?: number; late?: boolean };
 
 /**
  * A config whose delays are all distinct (imds retry 2 s, imds total 30 s, media 25.5 s, wireserver retry 1 s,
