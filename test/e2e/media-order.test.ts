@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CUSTOMER_CUSTOM_DATA } from '../../src/fabric/scenarios.js';
 import { ovfDocument, type OvfDocumentOptions } from '../../src/fabric/ovf-document.js';
-import { lastFailure, vmFile, withMedia, withVm, type BootResult, type Vm } from './boot.js';
+import { vmFile, withMedia, withVm, type BootResult, type Vm } from './boot.js';
 import { assertNamespaces, canSandbox } from './ns.js';
 
 const PREFIX = `bs-order-${process.pid}`;
@@ -53,7 +53,6 @@ const PLACEHOLDER = { username: 'pooladmin', hostname: 'pool-placeholder' };
 const CASES: Record<string, { scenario: string; ovf: OvfDocumentOptions }> = {
   'pool-type': { scenario: 'pps-media-only', ovf: { ...PLACEHOLDER, ppsType: 'Running', preprovisionedVm: true } },
   'pool-legacy': { scenario: 'pps-media-only', ovf: { ...PLACEHOLDER, preprovisionedVm: true } },
-  savable: { scenario: 'happy', ovf: { username: 'azureuser', hostname: 'web-01', ppsType: 'Savable' } },
   'custom-data': { scenario: 'happy', ovf: { username: 'azureuser', hostname: 'web-01', customData: MEDIA_CUSTOM_DATA } },
 };
 
@@ -96,17 +95,6 @@ describe.skipIf(!canSandbox)('the provisioning media counts in either order of a
           expect(await readFile(vm.sandbox.hostPath(`${DATA_DIR}/CustomData`))).toEqual(CUSTOMER_CUSTOM_DATA);
         });
       }
-
-      it('a media saying Savable is refused, naming the type', async () => {
-        const { vm, boot, order: seen } = await cases.get(`savable ${order}`)!;
-        expect(seen).toBe(order);
-        expect(boot.exitCode).toBe(1);
-        expect(await vm.reportKinds()).toEqual(['NotReady/Provisioning', 'NotReady/ProvisioningFailed']);
-        const failure = await lastFailure(vm);
-        expect(failure.get('reason')).toBe('unsupported preprovisioning type');
-        expect(failure.get('pps_type')).toBe('Savable');
-        expect(await users(vm)).not.toContain('azureuser');
-      });
 
       it("the media's CustomData is saved though IMDS does not say hasCustomData", async () => {
         const { vm, boot, order: seen } = await cases.get(`custom-data ${order}`)!;
