@@ -90,10 +90,11 @@ function placement(image, cache) {
 
 /** The blob from the assets, injected into a copy of the target's node binary (this one for this machine). */
 async function buildExecutable() {
-  // The main script is the loader, a few hundred lines run once: V8's code cache for it would save next to nothing.
+  // The main script is the loader as program.mjs wrote it (its version filled in), a few hundred lines run once: V8's
+  // code cache for it would save next to nothing.
   writeFileSync(
     seaConfig,
-    `${JSON.stringify({ main: snapshotEntry ?? join(root, 'scripts/build/loader.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: snapshotEntry !== null, assets }, null, 2)}\n`,
+    `${JSON.stringify({ main: snapshotEntry ?? join(dist, 'bootstate.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: snapshotEntry !== null, assets }, null, 2)}\n`,
   );
   // With useSnapshot this node runs the main script as the snapshot's builder: V8's seed fixed as in snapshot.mjs.
   execFileSync(process.execPath, [...(snapshotEntry ? ['--random-seed=1'] : []), '--experimental-sea-config', seaConfig], { stdio: 'pipe' });

@@ -21,9 +21,14 @@
 // CommonJS, not an ES module: Node starts its ESM loader for an .mjs main (a measurable part of a start) and
 // resolves the symlink before it looks at the extension.
 'use strict';
-const { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync } = require('node:fs');
+const { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } = require('node:fs');
 const sea = require('node:sea');
-const { setFlagsFromString } = require('node:v8');
+// node:v8 is read on first use: loading it is a few percent of Node's own start, which `--version` does not need.
+const setFlagsFromString = (flags) => require('node:v8').setFlagsFromString(flags);
+// The package's version, written here by the build (scripts/build/program.mjs) from package.json, which a test keeps
+// equal to the CLI's: `bootstate --version` alone is answered before V8's flags, the CLI script or its code cache
+// are read. Anything else, or a failed write, goes to the CLI, which gives the same line and the usage errors.
+const VERSION = '@BOOTSTATE_VERSION@';
 
 // V8 flags, set here and nowhere else. A run of the agent is short and must stay small; its flags are set before
 // compiling, so the flag hash in the code caches always matches: undici's WebAssembly HTTP parser stays on its
@@ -59,7 +64,19 @@ let building = false;
 // the scripts into the heap the snapshot keeps and runs the program when a process starts from that snapshot.
 // eslint-disable-next-line no-undef -- defined only in the snapshot builder's copy of this file
 if (typeof snapshotScripts === 'function') buildSnapshot(snapshotScripts());
-else start(__dirname);
+else if (!answeredVersion()) start(__dirname);
+
+/** Whether the command line was `--version` or `-V` alone and its line was written to stdout. */
+function answeredVersion() {
+  const argv = process.argv.slice(2);
+  if (VERSION.startsWith('@') || argv.length !== 1 || (argv[0] !== '--version' && argv[0] !== '-V')) return false;
+  const line = Buffer.from(`bootstate ${VERSION}\n`);
+  try {
+    return writeSync(1, line) === line.length;
+  } catch {
+    return false;
+  }
+}
 
 /** Sets what a run reads of its process (V8 flags, the executable, the caches) and runs the CLI on its argv. */
 function start(directory) {

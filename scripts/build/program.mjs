@@ -14,7 +14,7 @@
 // deserializes a script's cache whole, so a run pays for every function the cache holds: the scripts are split by
 // what a run does, and what stays in a script unused costs only its bytes of source.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { assets, manifest, moduleInputs, nodeBundle, root, SCRIPTS, scriptsBuildOptions, VIZ_FILE } from './bundle.mjs';
@@ -40,7 +40,10 @@ await build({ ...nodeBundle(join(dist, VIZ_FILE)), entryPoints: ['@viz-js/viz'] 
 for (const [name, bytes] of Object.entries(assets())) writeFileSync(join(dist, name), bytes, { mode: 0o644 });
 
 const entry = join(dist, 'bootstate.cjs');
-copyFileSync(join(root, 'scripts/build/loader.cjs'), entry);
+const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const loader = readFileSync(join(root, 'scripts/build/loader.cjs'), 'utf8');
+if (!loader.includes("'@BOOTSTATE_VERSION@'")) throw new Error('scripts/build/loader.cjs has no @BOOTSTATE_VERSION@ to fill');
+writeFileSync(entry, loader.replace("'@BOOTSTATE_VERSION@'", JSON.stringify(version).replace(/"/g, "'")));
 // Installed as a command, it runs through its shebang.
 chmodSync(entry, 0o755);
 const documented = join(dist, 'bootstate.mjs');

@@ -4,12 +4,15 @@
  * certificate the agent sent, as the platform does. `makeCertificate` makes the self-signed certificates tests hand
  * to it.
  */
-import { X509Certificate } from 'node:crypto';
+import type * as Crypto from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+
+/** node:crypto on first use: a run without certificates never loads it (milliseconds of every start). */
+const crypto = (): typeof Crypto => process.getBuiltinModule('node:crypto');
 
 const exec = promisify(execFile);
 
@@ -38,7 +41,7 @@ export function certificatesXml(cms: Buffer, incarnation = 1): string {
  * most one private key in a bundle: the first certificate's that has one.
  */
 export async function sealCertificates(transportCertificateBase64: string, certificates: FabricCertificate[]): Promise<Buffer> {
-  const recipient = new X509Certificate(Buffer.from(transportCertificateBase64, 'base64'));
+  const recipient = new (crypto().X509Certificate)(Buffer.from(transportCertificateBase64, 'base64'));
   const dir = await mkdtemp(path.join(tmpdir(), 'fake-fabric-certs-'));
   try {
     const recipientFile = path.join(dir, 'transport.pem');
@@ -73,7 +76,7 @@ export async function makeCertificate(subject: string, key = 'rsa:2048'): Promis
     await exec('openssl', ['req', '-x509', '-nodes', ...keyArgs, '-keyout', path.join(dir, 'k.pem'), '-out', path.join(dir, 'c.pem'), '-subj', `/CN=${subject}`, '-days', '365']);
     const certificatePem = await readFile(path.join(dir, 'c.pem'), 'utf8');
     const privateKeyPem = await readFile(path.join(dir, 'k.pem'), 'utf8');
-    return { certificatePem, privateKeyPem, thumbprint: new X509Certificate(certificatePem).fingerprint.replace(/:/g, '') };
+    return { certificatePem, privateKeyPem, thumbprint: new (crypto().X509Certificate)(certificatePem).fingerprint.replace(/:/g, '') };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -19,6 +19,7 @@ import { checkPlatform } from '../azure/platform.js';
 import { readVmId } from '../azure/vmid.js';
 import { instanceLockPaths, lockHolder } from '../provision/instance-lock.js';
 import { GATE_EXIT } from './gate-exit.js';
+import { sinceStartMs } from '../core/clock.js';
 
 export { GATE_EXIT };
 
@@ -92,7 +93,7 @@ export async function gate(options: GateOptions): Promise<number> {
  * still there when the wait ran out, null once none is, or `unknown` (said why) when a lock cannot be read.
  */
 async function waitForLock(config: Config, timeoutSecs: number, say: (text: string) => void): Promise<{ path: string; pid: number } | null | 'unknown'> {
-  const deadline = performance.now() + timeoutSecs * 1000;
+  const deadline = sinceStartMs() + timeoutSecs * 1000;
   let waiting = false;
   for (;;) {
     const holder = heldLock(config);
@@ -100,10 +101,10 @@ async function waitForLock(config: Config, timeoutSecs: number, say: (text: stri
       say(`shut: cannot tell whether a provisioning run holds ${holder.path}: ${holder.unknown}`);
       return 'unknown';
     }
-    if (!holder || performance.now() >= deadline) return holder;
+    if (!holder || sinceStartMs() >= deadline) return holder;
     if (!waiting) say(`waiting up to ${timeoutSecs} s for the provisioning run${holder.pid > 0 ? ` (pid ${holder.pid})` : ''} holding ${holder.path}`);
     waiting = true;
-    await new Promise((resolve) => setTimeout(resolve, Math.min(POLL_MS, Math.max(deadline - performance.now(), 0))));
+    await new Promise((resolve) => setTimeout(resolve, Math.min(POLL_MS, Math.max(deadline - sinceStartMs(), 0))));
   }
 }
 

@@ -19,6 +19,7 @@ import { packText, timelineRecord } from '../kvp/diagnostics.js';
 import type { KvpStore } from '../kvp/store.js';
 import { run as runCommand, type Runner } from '../system/exec.js';
 import { readKernelLogTail, type KernelLogTail } from './kernel-log.js';
+import { sinceStartMs } from '../core/clock.js';
 
 /** systemd's manager timestamps (µs of CLOCK_MONOTONIC; firmware and loader count back from the kernel's start). */
 const MANAGER_PROPERTIES = ['FirmwareTimestampMonotonic', 'LoaderTimestampMonotonic', 'InitRDTimestampMonotonic', 'UserspaceTimestampMonotonic'];
@@ -76,7 +77,7 @@ export class BootDiagnostics {
 
   constructor(settings: DiagnosticsSettings, options: { underSystemd: boolean; runner?: Runner }) {
     this.#settings = settings;
-    this.#unitStart = monotonicMs() - performance.now();
+    this.#unitStart = monotonicMs() - sinceStartMs();
     // Asked for now, answered while the chart runs: nothing waits for it before the run tears down.
     this.#manager = options.underSystemd ? managerTimestamps(options.runner ?? runCommand) : null;
   }
@@ -111,7 +112,7 @@ export class BootDiagnostics {
    * `leave_free` records free; the texts are passed through `scrubber` before they are compressed.
    */
   async write(store: KvpStore, ending: RunEnding, scrubber: SecretScrubber): Promise<DiagnosticsWritten> {
-    const started = performance.now();
+    const started = sinceStartMs();
     const fields = await this.#timeline(ending);
     const wantsTexts = ending.failure !== undefined || (this.#settings.on_ready && ending.result === 'provisioned');
     const kernel = wantsTexts ? readKernelLogTail(this.#settings.kernel_log) : null;
@@ -124,7 +125,7 @@ export class BootDiagnostics {
       note = plan.note;
       return plan.records;
     });
-    return { records: result.written, ms: performance.now() - started, note };
+    return { records: result.written, ms: sinceStartMs() - started, note };
   }
 }
 

@@ -4,10 +4,11 @@
  */
 import type { InspectionEvent, StateValue } from 'xstate';
 import { leafPaths } from '../core/state-path.js';
+import { sinceStartMs } from '../core/clock.js';
 
 /** An inspect observer that prints each leaf state of the root actor when it is entered. */
 export function statePrinter(out: (line: string) => void): (event: InspectionEvent) => void {
-  const started = performance.now();
+  const started = sinceStartMs();
   let previous = new Set<string>();
   let rootSession: string | null = null;
   return (event) => {
@@ -19,7 +20,7 @@ export function statePrinter(out: (line: string) => void): (event: InspectionEve
     for (const leaf of now) {
       if (previous.has(leaf)) continue;
       const tags = [...(snapshot.tags ?? [])].join(' ');
-      out(`${(performance.now() - started).toFixed(1).padStart(8)} ms  ${leaf}${tags ? `  [${tags}]` : ''}`);
+      out(`${(sinceStartMs() - started).toFixed(1).padStart(8)} ms  ${leaf}${tags ? `  [${tags}]` : ''}`);
     }
     previous = now;
   };

@@ -10,6 +10,9 @@ import type { InspectionEvent } from 'xstate';
 import { activePaths } from '../core/state-path.js';
 import { KINDS, toFailure, type Failure } from '../core/errors.js';
 import { causeOf, projectOutput } from '../inspect/projection.js';
+import { preciseNow } from '../core/clock.js';
+
+export { preciseNow };
 
 /** A span attribute's value. */
 export type AttributeValue = string | number | boolean;
@@ -50,8 +53,6 @@ const KNOWN_REASONS = new Set<string>(Object.values(KINDS).map((kind) => kind.re
 const DONE = 'xstate.done.actor.';
 const ERROR = 'xstate.error.actor.';
 
-/** The wall clock with sub-millisecond precision. */
-export const preciseNow = (): number => performance.timeOrigin + performance.now();
 
 /** A failure's allow-listed attributes: its code, reason, whether retryable, the HTTP status it names, its cause. */
 export function failureAttributes(failure: Failure): Attributes {

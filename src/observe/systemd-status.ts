@@ -12,6 +12,7 @@ import type { ProvisioningContext } from '../../machines/provisioning.js';
 import type { Config } from '../config/defaults.js';
 import type { PhaseMeta } from '../../machines/retry.js';
 import { SHUTDOWN_TICK_MS } from '../../machines/provisioning/delays.js';
+import { sinceStartMs } from '../core/clock.js';
 
 /** What a phase gives its STATUS line and its extension. */
 export interface Phase {
@@ -150,7 +151,7 @@ export class SystemdStatus {
 
   constructor(
     private readonly sink: StatusSink,
-    private readonly now: () => number = () => performance.now(),
+    private readonly now: () => number = sinceStartMs,
   ) {}
 
   inspect(event: InspectionEvent): void {

@@ -16,6 +16,7 @@
 import { constants as osConstants } from 'node:os';
 import { nativeAddon, nativeAddonStatus, type NativeAddon } from './native-addon.js';
 import { isCommandMissing, run, type Runner } from './exec.js';
+import { sinceStartMs } from '../core/clock.js';
 
 export interface SdNotifierOptions {
   /** The socket, as `$NOTIFY_SOCKET` names it (`/path` or `@abstract`); undefined: not under systemd. */
@@ -68,7 +69,7 @@ export class SdNotifier {
     this.addon = options.addon ?? nativeAddon;
     this.command = options.systemdNotify ?? 'systemd-notify';
     this.runner = options.runner ?? run;
-    this.now = options.now ?? (() => performance.now());
+    this.now = options.now ?? sinceStartMs;
     let warned = false;
     this.warnOnce = (message) => {
       if (warned) return;

@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeFabric, type FakeFabric } from '../../src/fabric/fake-fabric.js';
 import { AGENT, runAgent, writeConfig } from './agent.js';
+import { VERSION } from '../../src/core/version.js';
 
 let fabric: FakeFabric;
 const work = mkdtempSync(join(tmpdir(), 'bootstate-startup-'));
@@ -96,14 +97,25 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(programs.filter((p) => p!.endsWith('/flock'))).toEqual([]);
   });
 
-  it('answers --version from the CLI script alone, never reading a subcommand\'s script', async () => {
-    const trace = join(work, 'open.trace');
-    execFileSync('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, '--version'], { stdio: 'pipe' });
+  it('answers --version and -V from the loader alone, reading no script, with the CLI\'s line', async () => {
+    for (const flag of ['--version', '-V']) {
+      const trace = join(work, 'open.trace');
+      const out = execFileSync('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, flag], { encoding: 'utf8' });
+      expect(out).toBe(`bootstate ${VERSION}\n`);
+      const opened = readFileSync(trace, 'utf8');
+      expect(opened).not.toMatch(/bootstate[a-z-]*\.bundle\.js/);
+    }
+    // Anything more goes to the CLI, which reads only its own script.
+    const trace = join(work, 'open-help.trace');
+    execFileSync('strace', ['-f', '-qq', '-e', 'trace=openat', '-o', trace, process.execPath, AGENT, '--help'], { stdio: 'pipe' });
     const opened = readFileSync(trace, 'utf8');
     expect(opened).toContain('bootstate.bundle.js');
     expect(opened).not.toContain('bootstate-provision.bundle.js');
     expect(opened).not.toContain('bootstate-run.bundle.js');
     expect(opened).not.toContain('bootstate-commands.bundle.js');
+    const extra = spawnSync(process.execPath, [AGENT, '--version', 'x'], { encoding: 'utf8' });
+    expect(extra.status).toBe(2);
+    expect(extra.stdout).toBe('');
   });
 
   it('runs a monitor cycle from the monitor\'s own script, never reading the other subcommands\' or provisioning\'s', () => {
@@ -194,9 +206,9 @@ describe('a provisioning run of dist/bootstate.mjs', () => {
     expect(existsSync(cache)).toBe(true);
     // A rejected or missing cache is replaced (a new file renamed over it) at exit; an accepted one is left alone.
     const before = statSync(cache).ino;
-    execFileSync(process.execPath, [AGENT, '--version'], { stdio: 'pipe' });
+    execFileSync(process.execPath, [AGENT, '--help'], { stdio: 'pipe' });
     expect(statSync(cache).ino).toBe(before);
-    execFileSync(process.execPath, ['--no-opt', AGENT, '--version'], { stdio: 'pipe' });
+    execFileSync(process.execPath, ['--no-opt', AGENT, '--help'], { stdio: 'pipe' });
     expect(statSync(cache).ino).not.toBe(before);
   });
 });

@@ -4,13 +4,17 @@
  * library would be a new dependency holding private keys. The transport key pair lives in a fresh 0700 directory
  * that is removed when the work is done, however it ends; no private key is ever in an argument, only paths.
  */
-import { X509Certificate, createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
+import type * as Crypto from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { BootstateError } from '../../core/errors.js';
 import { normalizeThumbprint } from '../../core/metadata.js';
 import { firstLine, isCommandMissing, run, stderrOf, type Runner } from '../../system/exec.js';
 import { removeOnExit } from '../../system/exit-cleanup.js';
+
+/** node:crypto on first use: a run without certificates never loads it (milliseconds of every start). */
+const crypto = (): typeof Crypto => process.getBuiltinModule('node:crypto');
 
 /** The transport certificate sent with the Certificates request, and where its key is. */
 export interface TransportCertificate {
@@ -64,7 +68,7 @@ export async function withTransportCertificate<T>(parent: string, options: OpenS
     const certificateFile = path.join(dir, 'transport.crt');
     const own = { ...options, config };
     await openssl(['req', '-config', config, '-x509', '-nodes', '-newkey', 'rsa:3072', '-keyout', keyFile, '-out', certificateFile, '-subj', '/CN=LinuxTransport', '-days', '730'], own, 'make the transport certificate');
-    const certificateBase64 = new X509Certificate(await readFile(certificateFile)).raw.toString('base64');
+    const certificateBase64 = new (crypto().X509Certificate)(await readFile(certificateFile)).raw.toString('base64');
     return await use({ certificateBase64, certificateFile, keyFile, dir, config });
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -102,14 +106,14 @@ export function certificatesFromPem(pem: string): BundleCertificate[] {
   const keys: KeyObject[] = [];
   for (const [text, label] of blocks) {
     if (label === 'CERTIFICATE') {
-      const x509 = new X509Certificate(text);
+      const x509 = new (crypto().X509Certificate)(text);
       certificates.push({ thumbprint: normalizeThumbprint(x509.fingerprint)!, certificatePem: `${text}\n`, publicKey: x509.publicKey });
     } else if (label!.endsWith('PRIVATE KEY')) {
-      keys.push(createPrivateKey(text));
+      keys.push(crypto().createPrivateKey(text));
     }
   }
   const spki = (key: KeyObject) => key.export({ type: 'spki', format: 'der' }).toString('base64');
-  const byPublicKey = new Map(keys.map((key) => [spki(createPublicKey(key)), key]));
+  const byPublicKey = new Map(keys.map((key) => [spki(crypto().createPublicKey(key)), key]));
   for (const certificate of certificates) {
     const key = byPublicKey.get(spki(certificate.publicKey));
     if (key) certificate.privateKeyPem = key.export({ type: 'pkcs8', format: 'pem' }).toString();

@@ -14,7 +14,6 @@
  * `interface-name`, `mac-address`, or neither, which fits any ethernet device) with `method=manual` or another
  * non-DHCP method, static addresses, or a priority of 50 or more is a conflict: reported, left alone.
  */
-import { createHash } from 'node:crypto';
 import type { BoundNic, BoundPlan, ImageConflict, RenderedFile } from './types.js';
 import { HEADER, iniValues, listDir, normalMac, parseIni, readText, rendered } from './common.js';
 import type { Ini } from './common.js';
@@ -27,7 +26,7 @@ const PREFIX = 'bootstate-';
 
 /** A name-based (version 5 layout) UUID from the MAC: stable across boots. */
 export function profileUuid(mac: string): string {
-  const h = createHash('sha1').update(`bootstate:${mac}`).digest('hex');
+  const h = process.getBuiltinModule('node:crypto').createHash('sha1').update(`bootstate:${mac}`).digest('hex');
   const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
