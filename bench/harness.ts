@@ -11,6 +11,11 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
+// Node reads the file NODE_EXTRA_CA_CERTS names at every start, tens of milliseconds of CPU for a system CA bundle:
+// set on a build host, never for the agent on a VM. Left in, it would be in every timed process, floors and agent
+// alike, and shrink every ratio; so no process a benchmark starts gets it.
+delete process.env.NODE_EXTRA_CA_CERTS;
+
 export const REPO = resolve(fileURLToPath(import.meta.url), '../..');
 /** Repetitions per variant; BENCH_RUNS overrides. */
 export const RUNS = Number(process.env.BENCH_RUNS ?? 15);
