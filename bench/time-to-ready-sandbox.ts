@@ -136,11 +136,17 @@ try {
   const commandsFile = join(work, 'commands.json');
   writeFileSync(commandsFile, JSON.stringify(commands));
   const floorArgv = [process.execPath, join(REPO, 'bench/floor-client.mjs'), fabric.imdsUrl, fabric.healthUrl, commandsFile];
+  // The same without the host keys' ssh-keygen runs: what any Node agent doing this job costs at least, beside the
+  // Python agent's --keep-host-keys run.
+  const commandsNoKeysFile = join(work, 'commands-no-host-keys.json');
+  writeFileSync(commandsNoKeysFile, JSON.stringify(commands.filter((argv) => basename(argv[0]) !== 'ssh-keygen')));
+  const floorNoKeysArgv = [process.execPath, join(REPO, 'bench/floor-client.mjs'), fabric.imdsUrl, fabric.healthUrl, commandsNoKeysFile];
 
   const noHostKeys = configFor(fabric, '\n[host_keys]\nregenerate = false\n', 'bench-no-host-keys.toml');
   const pythonArgv = [PYTHON, join(REPO, 'bench/minimal_agent.py'), fabric.imdsUrl, fabric.healthUrl];
   const variants: Record<string, () => Promise<SandboxTiming>> = {
     floor: () => timeInSandbox(floorArgv, 'floor'),
+    'floor, no host keys': () => timeInSandbox(floorNoKeysArgv, 'floor, no host keys'),
     python: () => timeInSandbox(pythonArgv, 'python'),
     'python, no host keys': () => timeInSandbox([...pythonArgv, '--keep-host-keys'], 'python, no host keys'),
   };
@@ -176,6 +182,15 @@ try {
       note: `commands: ${commandList}`,
     }),
   ]);
+  // What the Python agent's figure leaves a Node agent: node:http's two round trips and the same commands, bare.
+  rows.push(
+    versus('CPU to Ready and exit, node making the same commands bare (bench/floor-client.mjs)', of('floor', 'cpu'), PYTHON_AGENT, of('python', 'cpu'), {
+      note: 'the least any Node agent doing this job costs; both replace the host keys',
+    }),
+    versus('CPU to Ready and exit without host keys, node making the same commands bare (bench/floor-client.mjs)', of('floor, no host keys', 'cpu'), `${PYTHON_AGENT}, --keep-host-keys`, of('python, no host keys', 'cpu'), {
+      note: `commands: ${commands.filter((argv) => basename(argv[0]) !== 'ssh-keygen').map((argv) => basename(argv[0])).join(', ')}`,
+    }),
+  );
   process.stderr.write(`time-to-ready-sandbox: load average ${loadAtStart.map((l) => l.toFixed(2)).join(' ')} at the start, ${loadavg().map((l) => l.toFixed(2)).join(' ')} at the end; CPU medians: ${Object.keys(samples).map((n) => `${n} ${median(of(n, 'cpu')).toFixed(0)} ms`).join(', ')}\n`);
   report('time-to-ready-sandbox', rows);
 } finally {
