@@ -50,7 +50,10 @@ function fileTail(fd: number, size: number, maxBytes: number): KernelLogTail {
 }
 
 function kmsgTail(fd: number, maxBytes: number): KernelLogTail {
-  const lines: Buffer[] = [];
+  // The records as strings, the oldest kept at `first`: a record dropped from the front is only skipped, never
+  // shifted out, and the text is joined once at the end.
+  const lines: string[] = [];
+  let first = 0;
   let kept = 0;
   let cut = false;
   const buffer = Buffer.alloc(16 * 1024);
@@ -65,13 +68,14 @@ function kmsgTail(fd: number, maxBytes: number): KernelLogTail {
       throw error;
     }
     if (n === 0) break;
-    const line = Buffer.from(`${formatKmsgRecord(buffer.subarray(0, n).toString('utf8'))}\n`);
+    const line = `${formatKmsgRecord(buffer.toString('utf8', 0, n))}\n`;
     lines.push(line);
-    kept += line.length;
-    while (kept > maxBytes && lines.length > 0) {
-      kept -= lines.shift()!.length;
+    kept += Buffer.byteLength(line);
+    while (kept > maxBytes && first < lines.length) {
+      kept -= Buffer.byteLength(lines[first]!);
+      first++;
       cut = true;
     }
   }
-  return { text: Buffer.concat(lines), cut };
+  return { text: Buffer.from(lines.slice(first).join('')), cut };
 }
