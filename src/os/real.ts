@@ -75,17 +75,30 @@ export class RealProvisioner implements Provisioner {
     return publishHostname(name, cfg.backends, this.context, { probeRoot: '/', deadline, observe }, signal);
   }
 
-  /** Creates the user (or adds an existing one to its groups), then the sudo rule `[user_provisioners] sudo` gives. */
+  /**
+   * Creates the user (or adds an existing one to its groups) and the sudo rule `[user_provisioners] sudo` gives: the
+   * rule is written and checked by visudo beside useradd, and moved into place only once the user exists.
+   */
   async createUser(request: UserRequest, signal: AbortSignal): Promise<StepResult> {
     await this.validateUsername(request.username);
     const cfg = this.config.user_provisioners;
-    const result = await tryBackends('user', 'USER_FAILED', cfg.backends, USER_BACKENDS, { ...request, config: cfg }, this.context, signal);
+    const created = tryBackends('user', 'USER_FAILED', cfg.backends, USER_BACKENDS, { ...request, config: cfg }, this.context, signal);
     const { rule, why } = sudoRuleFor(cfg.sudo, request.passwordProvided);
+    const writing =
+      rule === null ? null : writeSudoers(request.username, rule, cfg.sudoers_dir, this.context, signal, { withoutVisudo: cfg.sudo === 'auto' ? 'note' : 'warn', after: created });
+    // Handled now: a rule visudo refuses rejects while useradd still runs, and is thrown once the user is made.
+    writing?.catch(() => undefined);
+    let result: StepResult;
+    try {
+      result = await created;
+    } catch (error) {
+      // The rule's temp file is gone before the failure is told; its own rejection is this one.
+      await writing?.catch(() => undefined);
+      throw error;
+    }
     const prefix = result.detail ? `${result.detail}; ` : '';
-    if (rule === null) return { ...result, detail: `${prefix}no sudo rule written (${why})` };
-    const sudo = await writeSudoers(request.username, rule, cfg.sudoers_dir, this.context, signal, {
-      withoutVisudo: cfg.sudo === 'auto' ? 'note' : 'warn',
-    });
+    if (rule === null || writing === null) return { ...result, detail: `${prefix}no sudo rule written (${why})` };
+    const sudo = await writing;
     const form = rule === 'nopasswd' ? 'ALL=(ALL) NOPASSWD: ALL' : 'ALL=(ALL) ALL';
     return {
       ...result,

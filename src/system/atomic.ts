@@ -16,6 +16,12 @@ export interface AtomicWriteOptions {
   gid?: number;
   /** Runs against the finished temp file before it replaces the target (e.g. `visudo -cf`); throw to abort. */
   validate?: (tempPath: string) => Promise<void>;
+  /**
+   * The file goes in only once this has resolved: the write and its validation run beside the work it waits for
+   * (a sudo rule beside the useradd that creates its user). If it rejects, the temp file is removed, the target is
+   * left as it was, and its error is thrown.
+   */
+  after?: Promise<unknown>;
   /** Aborting it stops the write at its next step and removes the temp file; the target is left as it was. */
   signal?: AbortSignal;
 }
@@ -63,6 +69,7 @@ export async function writeFileAtomic(target: string, data: string | Buffer, opt
     }
     signal?.throwIfAborted();
     if (options.validate) await options.validate(temp);
+    if (options.after) await options.after;
     signal?.throwIfAborted();
     await rename(temp, target);
   } catch (error) {

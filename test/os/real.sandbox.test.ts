@@ -1,5 +1,5 @@
 /** The real OS backend against real useradd, passwd, chpasswd, visudo, sshd and hostname, inside the sandbox. */
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -116,6 +116,43 @@ describe.skipIf(!canSandbox)('RealProvisioner inside the namespace sandbox', () 
     expect(result!.ok!.detail).toContain('no sudo rule written (sudo = "none")');
     expect(await readFile(file, 'utf8')).toBe(before);
   });
+
+  it('checks the sudo rule with visudo while useradd runs, and moves it in only once the user exists', async () => {
+    // A useradd first in PATH that waits (at most 20 s) for the rule's temp file in sudoers.d before it runs the
+    // real one, and says whether it saw it: one after the other, it would wait in vain.
+    const bin = sandbox.hostPath('/fake-useradd-bin');
+    await mkdir(bin, { recursive: true });
+    await writeFile(
+      path.join(bin, 'useradd'),
+      '#!/bin/sh\nfor i in $(seq 200); do\n  ls -a /etc/sudoers.d | grep -q "^\\.90-bootstate-parallel\\..*\\.tmp$" && { echo saw > /etc/useradd-saw; break; }\n' +
+        '  test -e /etc/sudoers.d/90-bootstate-parallel && { echo early > /etc/useradd-saw; break; }\n  sleep 0.1\ndone\nexec /usr/sbin/useradd "$@"\n',
+      { mode: 0o755 },
+    );
+    const result = await runTsInSandbox(sandbox, SCRIPT, [JSON.stringify({ steps: [{ op: 'user', args: { username: 'parallel', groups: [], passwordProvided: false } }] })], {
+      env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}` },
+      timeoutMs: 90_000,
+    });
+    expect(result.exitCode, result.stderr).toBe(0);
+    const [user] = result.stdout.trim().split('\n').map((l) => JSON.parse(l) as Outcome);
+    expect(user!.ok!.detail).toContain('wrote /etc/sudoers.d/90-bootstate-parallel: ALL=(ALL) NOPASSWD: ALL');
+    expect(await readFile(sandbox.hostPath('/etc/useradd-saw'), 'utf8')).toBe('saw\n');
+    expect(await readFile(sandbox.hostPath('/etc/passwd'), 'utf8')).toMatch(/^parallel:/m);
+  }, 120_000);
+
+  it('writes no sudo rule, and leaves no temp file, when useradd fails: the failure is the user step\'s', async () => {
+    const bin = sandbox.hostPath('/failing-useradd-bin');
+    await mkdir(bin, { recursive: true });
+    await writeFile(path.join(bin, 'useradd'), '#!/bin/sh\nsleep 0.5\necho "useradd: cannot lock /etc/passwd; try again later." >&2\nexit 1\n', { mode: 0o755 });
+    const result = await runTsInSandbox(sandbox, SCRIPT, [JSON.stringify({ steps: [{ op: 'user', args: { username: 'notmade', groups: [], passwordProvided: false } }] })], {
+      env: { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}` },
+      timeoutMs: 90_000,
+    });
+    expect(result.exitCode, result.stderr).toBe(0);
+    const [user] = result.stdout.trim().split('\n').map((l) => JSON.parse(l) as Outcome);
+    expect(user!.error).toMatchObject({ code: 'USER_FAILED' });
+    const left = (await readdir(sandbox.hostPath('/etc/sudoers.d'))).filter((name) => name.includes('notmade'));
+    expect(left).toEqual([]);
+  }, 120_000);
 
   it('rejects system accounts and hostile names before running anything', async () => {
     const results = await steps(sandbox, {

@@ -35,11 +35,16 @@ describe('ScratchProvisioner', () => {
     expect(await readFile(path.join(p.dir, 'etc/ssh/sshd_config.d/00-bootstate.conf'), 'utf8')).toMatch(/^PasswordAuthentication no$/m);
     expect((await stat(path.join(p.dir, 'etc/ssh/sshd_config.d/00-bootstate.conf'))).mode & 0o777).toBe(0o600);
     expect(sshd.warnings).toContain('sshd is not installed; effective value not verified');
+    // sudo = "auto" and no password: the NOPASSWD drop-in, checked beside useradd before it is moved into place.
+    expect(p.commands.slice(1, 3)).toEqual(
+      expect.arrayContaining([
+        ['useradd', '--create-home', '--home-dir', '/home/azureuser', '--shell', '/bin/bash', '--comment', 'created by bootstate from provisioning metadata', 'azureuser'],
+        ['visudo', '-cf', expect.stringMatching(/^\/etc\/sudoers\.d\/\.90-bootstate-azureuser\.[0-9a-f]+\.tmp$/)],
+      ]),
+    );
     expect(p.commands).toEqual([
       ['hostnamectl', 'set-hostname', 'web-01'],
-      ['useradd', '--create-home', '--home-dir', '/home/azureuser', '--shell', '/bin/bash', '--comment', 'created by bootstate from provisioning metadata', 'azureuser'],
-      // sudo = "auto" and no password: the NOPASSWD drop-in, checked before it is moved into place.
-      ['visudo', '-cf', expect.stringMatching(/^\/etc\/sudoers\.d\/\.90-bootstate-azureuser\.[0-9a-f]+\.tmp$/)],
+      ...p.commands.slice(1, 3),
       ['passwd', '-l', 'azureuser'],
       // The first dump flag this host's sshd has (-G from OpenSSH 9.8, else -T), as the real backend would ask.
       ['sshd', (await sshdDumpFlags())[0], '-f', '/etc/ssh/sshd_config', '-C', 'user=azureuser,host=vm,addr=127.0.0.1'],

@@ -62,6 +62,8 @@ export interface WriteSudoersOptions {
    * `warn` says so as a warning (the configuration asked for sudo); `note` only in the detail (`auto` did not).
    */
   withoutVisudo?: 'warn' | 'note';
+  /** The rule goes in only once this has resolved (the user it names exists); rejected, nothing is written. */
+  after?: Promise<unknown>;
 }
 
 /** Writes sudoersRule(user, rule) into `<sudoersDir>/<sudoersFileName(user)>`, validated with visudo first. */
@@ -81,6 +83,7 @@ export async function writeSudoers(
     await mkdir(dir, { recursive: true, mode: 0o750 });
     await writeFileAtomic(file, `# Written by bootstate\n${sudoersRule(username, rule)}`, {
       mode: 0o440,
+      after: options.after,
       uid: context.rootOwner.uid,
       gid: context.rootOwner.gid,
       validate: async (temp) => {
