@@ -9,8 +9,11 @@
  * `run` is a short random id, so the parts of one run are told from another's. Unpacking never throws: a part missing,
  * duplicated with other bytes, not base64 or a body that does not decompress is reported as a problem of that text.
  */
-import { gunzipSync, gzipSync } from 'node:zlib';
+import type * as Zlib from 'node:zlib';
 import { type KvpRecord, SAFE_KEY_BYTES, SAFE_VALUE_BYTES } from './codec.js';
+
+/** node:zlib on first use: a run's script holds this module, and only its end, after Ready, compresses. */
+const zlib = (): typeof Zlib => process.getBuiltinModule('node:zlib');
 
 export const TIMELINE_PREFIX = 'bootstate-boot|';
 export const DIAG_PREFIX = 'bootstate-diag|';
@@ -44,7 +47,7 @@ export function timelineRecord(ids: DiagnosticsRun, fields: ReadonlyArray<readon
 /** The records of one compressed text; with more than `maxParts` parts, null (the caller cuts the text and retries). */
 export function packText(ids: DiagnosticsRun, name: string, body: Buffer, maxParts = Infinity): KvpRecord[] | null {
   checkIds(ids, name);
-  const encoded = gzipSync(body, { level: 9 }).toString('base64');
+  const encoded = zlib().gzipSync(body, { level: 9 }).toString('base64');
   const total = Math.max(1, Math.ceil(encoded.length / PART_CHARS));
   if (total > maxParts) return null;
   const head = `${DIAG_PREFIX}${ids.vmId}|${ids.run}|${name}|`;
@@ -136,7 +139,7 @@ function decodeGroup(g: Group): UnpackedText {
   if ('problem' in joined) return { ...out, problem: joined.problem };
   if (joined.encoded.length % 4 !== 0 || !BASE64.test(joined.encoded)) return { ...out, problem: 'the parts are not base64' };
   try {
-    return { ...out, bytes: gunzipSync(Buffer.from(joined.encoded, 'base64')) };
+    return { ...out, bytes: zlib().gunzipSync(Buffer.from(joined.encoded, 'base64')) };
   } catch (error) {
     return { ...out, problem: `the parts do not decompress: ${(error as Error).message}` };
   }
