@@ -1,7 +1,7 @@
 /**
  * The fleet view over 1,000 recorded runs: how long `bootstate fleet` takes to read them and print the text view,
- * and to write the HTML page too, against `bootstate --version` (the same CLI's start, nothing read) in the same
- * run. The runs are real: the built agent against the fake fabric on loopback with the mixed faults of
+ * and to write the HTML page too, against `bootstate --help` (the same CLI's start, nothing read; `--version` is
+ * answered before the CLI loads) in the same run. The runs are real: the built agent against the fake fabric on loopback with the mixed faults of
  * test/support/fleet-corpus.ts, FLEET_REAL_RUNS of them (default 100, ten per scenario; one takes 0.3–2.5 s and
  * two run at once), replicated into FLEET_RUNS journals (default 1,000) each with its own VM id and start. With
  * FLEET_REAL_RUNS=1000 every journal is a run of its own. The CPU time (GNU time's user + system) is measured
@@ -49,24 +49,24 @@ try {
   const page = join(base, 'fleet.html');
   const samples = await interleave(
     {
-      version: () => timeExit([...build!.argv, '--version']),
+      version: () => timeExit([...build!.argv, '--help']),
       text: () => timeExit([...build!.argv, 'fleet', fleetDir]),
       html: () => timeExit([...build!.argv, 'fleet', fleetDir, '-o', page]),
     },
     RUNS,
   );
   const cpu = existsSync(TIME)
-    ? await interleave({ version: () => cpuOf([...build!.argv, '--version']), text: () => cpuOf([...build!.argv, 'fleet', fleetDir]) }, RUNS)
+    ? await interleave({ version: () => cpuOf([...build!.argv, '--help']), text: () => cpuOf([...build!.argv, 'fleet', fleetDir]) }, RUNS)
     : undefined;
   const what = `${TOTAL} journals (${recorded.length} real runs, ${(bytes / 1048576).toFixed(1)} MiB)`;
   report(
     'fleet',
     [
-      versus(`\`bootstate fleet\` over ${what}: text`, samples.text!, '`bootstate --version`', samples.version!, { target: 'a few s' }),
-      versus(`\`bootstate fleet -o page.html\` over ${what}: text and HTML`, samples.html!, '`bootstate --version`', samples.version!, { target: 'a few s' }),
+      versus(`\`bootstate fleet\` over ${what}: text`, samples.text!, '`bootstate --help`', samples.version!, { target: 'a few s' }),
+      versus(`\`bootstate fleet -o page.html\` over ${what}: text and HTML`, samples.html!, '`bootstate --help`', samples.version!, { target: 'a few s' }),
       ...(cpu
         ? [
-            versus(`\`bootstate fleet\` over ${what}: text, CPU time (user + system)`, cpu.text!, '`bootstate --version`', cpu.version!, {
+            versus(`\`bootstate fleet\` over ${what}: text, CPU time (user + system)`, cpu.text!, '`bootstate --help`', cpu.version!, {
               note: 'the wall time above counts the machine\'s load; this does not',
             }),
           ]
