@@ -2,8 +2,8 @@
  * The fleet view over 1,000 recorded runs: how long `bootstate fleet` takes to read them and print the text view,
  * and to write the HTML page too, against `bootstate --help` (the same CLI's start, nothing read; `--version` is
  * answered before the CLI loads) in the same run. The runs are real: the built agent against the fake fabric on
- * loopback with the mixed faults of test/support/fleet-corpus.ts, FLEET_REAL_RUNS of them (default 100, ten per scenario; one takes 0.3–2.5 s and
- * two run at once), replicated into FLEET_RUNS journals (default 1,000) each with its own VM id and start. With
+ * loopback with the mixed faults of test/support/fleet-corpus.ts, FLEET_REAL_RUNS of them (default 100, ten per
+ * scenario; one takes 0.3–2.5 s and two run at once), replicated into FLEET_RUNS journals (default 1,000) each with its own VM id and start. With
  * FLEET_REAL_RUNS=1000 every journal is a run of its own. The CPU time (GNU time's user + system) is measured
  * too: on a shared, loaded machine the wall time says more about the load than about the view.
  *
