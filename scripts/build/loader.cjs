@@ -1,15 +1,15 @@
 #!/usr/bin/env node
 // The program's entry: dist/bootstate.cjs (dist/bootstate.mjs is a symlink to it), and the single executable's main
-// script (scripts/build/binary.mjs), where the same files are the executable's assets instead of files beside it.
-// It runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes
-// compiled code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, --version);
-// bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only when the CLI imports
-// `bootstate-import:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when the provision
-// script imports it once its first IMDS request is written; the run script's static imports of the provision
-// script's modules are `bootstate-script:provision/<module>`, so both use the same instances
-// (scripts/build/bundle.mjs). `bootstate-asset:<file>` is a file's bytes, and `bootstate-wasm:<file>` one compiled
-// as WebAssembly, in the background from the moment the script that needs it starts to load (undici's HTTP parser
-// for provision, compiled off the main thread).
+// script (scripts/build/binary.mjs), where the same files are the executable's assets instead of files beside it. It
+// runs the CommonJS scripts through vm.Script with V8's code cache (<script>.cache), so a start deserializes compiled
+// code instead of parsing it: bootstate.bundle.js is the CLI (argument parsing, help, usage errors; `--version` alone
+// is answered here, before any script); bootstate-provision.bundle.js and bootstate-commands.bundle.js are read only
+// when the CLI imports `bootstate-import:<script>/<module>` to run a subcommand, and bootstate-run.bundle.js only when
+// the provision script imports it once its first IMDS request is written; the run script's static imports of the
+// provision script's modules are `bootstate-script:provision/<module>`, so both use the same instances
+// (scripts/build/bundle.mjs). `bootstate-asset:<file>` is a file's bytes, and `bootstate-wasm:<file>` one compiled as
+// WebAssembly, in the background from the moment the script that needs it starts to load (undici's HTTP parser for
+// provision, compiled off the main thread).
 // A cache file is used only when its key line matches: this node binary, its version, arch and flags (NODE_OPTIONS
 // too), and the script's size and mtime; V8 then checks its own version and flag hashes and may still reject it. A
 // missing, stale or rejected cache costs one ordinary compile, after which the run rewrites it if the directory is
@@ -22,8 +22,9 @@
 // resolves the symlink before it looks at the extension.
 'use strict';
 const { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } = require('node:fs');
-const sea = require('node:sea');
-// node:v8 is read on first use: loading it is a few percent of Node's own start, which `--version` does not need.
+// node:sea and node:v8 are read on first use: loading them is a few percent of Node's own start, which `--version`
+// does not need.
+const sea = () => require('node:sea');
 const setFlagsFromString = (flags) => require('node:v8').setFlagsFromString(flags);
 // The package's version, written here by the build (scripts/build/program.mjs) from package.json, which a test keeps
 // equal to the CLI's: `bootstate --version` alone is answered before V8's flags, the CLI script or its code cache
@@ -81,9 +82,9 @@ function answeredVersion() {
 /** Sets what a run reads of its process (V8 flags, the executable, the caches) and runs the CLI on its argv. */
 function start(directory) {
   setFlagsFromString(SHORT_RUN);
-  inExecutable = sea.isSea();
+  inExecutable = sea().isSea();
   dir = directory;
-  if (inExecutable) bytes = (name) => Buffer.from(sea.getRawAsset(name));
+  if (inExecutable) bytes = (name) => Buffer.from(sea().getRawAsset(name));
   mode = inExecutable ? 'read-only' : process.env.BOOTSTATE_CODE_CACHE;
   runtimeKey = inExecutable ? null : keyOfRuntime();
   process.once('exit', () => {
@@ -220,7 +221,7 @@ function buildSnapshot({ scripts: functions, warm }) {
   startupSnapshot.setDeserializeMainFunction(() => {
     const directory = blobDirectory();
     // `node --snapshot-blob <blob> -- <arguments>` has no script in its argv: the CLI reads its arguments from argv[2].
-    if (!sea.isSea()) process.argv.splice(1, 0, `${directory}/bootstate-snapshot`);
+    if (!sea().isSea()) process.argv.splice(1, 0, `${directory}/bootstate-snapshot`);
     start(directory);
   });
 }

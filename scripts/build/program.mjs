@@ -1,7 +1,7 @@
 // Builds the plain-Node program in dist/, which runs with no node_modules beside it:
 //   bootstate.cjs                  the entry: a small loader, scripts/build/loader.cjs
 //   bootstate.mjs                  a symlink to it, the entry's documented name and `bin`
-//   bootstate.bundle.js            the CLI: argument parsing, help, --version (scripts/build/bundle.mjs)
+//   bootstate.bundle.js            the CLI: argument parsing, help, usage errors (scripts/build/bundle.mjs)
 //   bootstate-provision.bundle.js  `bootstate provision` up to its first IMDS request, read only when it runs
 //   bootstate-run.bundle.js        the rest of `bootstate provision`, read once that request is on its way
 //   bootstate-commands.bundle.js   every other subcommand, read only when one of them runs
