@@ -20,7 +20,7 @@ try {
   const rows: Row[] = [];
   for (const build of builds()) {
     rows.push(
-      versus(`\`bootstate --version\`, ${build.name}`, samples[`version:${build.name}`], NODE_E0.name, samples[NODE_E0.name], { target: '≤ 1.15' }),
+      versus(`\`bootstate --version\`, ${build.name}`, samples[`version:${build.name}`], NODE_E0.name, samples[NODE_E0.name], { target: '≤ 1.05' }),
     );
   }
   for (const build of builds()) {
