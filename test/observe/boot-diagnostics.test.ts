@@ -4,7 +4,8 @@
  * that secrets planted in a failed command's stderr and in the kernel log are in no record, decoded or not.
  */
 import fc from 'fast-check';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -161,6 +162,33 @@ describe('the kernel log reader', () => {
     expect(text.length).toBeLessThanOrEqual(500);
     expect(text).toMatch(/^\[/);
     expect(text).toMatch(/line 99 \n$/);
+  });
+});
+
+describe('a secret in /dev/kmsg', () => {
+  it('is scrubbed in the form the kernel escapes it to (a backslash and every byte past ASCII as \\xNN)', async () => {
+    // A password of the kind Azure accepts, with a backslash and a character past ASCII, as /dev/kmsg prints it.
+    const password = 'Pa\\55-Ca\u00e9ary-7e3f19a2';
+    const escaped = [...Buffer.from(password)].map((b) => (b < 0x20 || b >= 0x7f || b === 0x5c ? `\\x${b.toString(16).padStart(2, '0')}` : String.fromCharCode(b))).join('');
+    expect(escaped).toBe('Pa\\x5c55-Ca\\xc3\\xa9ary-7e3f19a2');
+    const root = dir();
+    // A FIFO stands in for /dev/kmsg: not a regular file, so it is read record by record until EAGAIN.
+    const fifo = path.join(root, 'kmsg');
+    execFileSync('mkfifo', [fifo]);
+    const writer = openSync(fifo, constants.O_RDWR);
+    try {
+      writeSync(writer, `4,812,9123456,-;audit: login failed for password ${escaped}\n`);
+      const store = new KvpStore({ path: path.join(root, 'pool') });
+      const scrubber = new SecretStore();
+      scrubber.setPassword(password);
+      await diagnostics(fifo).write(store, { vmId: VM, result: 'failed', failure: failed }, scrubber.scrubber());
+      const kernel = unpackDiagnostics(store.dump()).texts.find((t) => t.name === 'kernel-log')!.bytes!.toString();
+      expect(kernel).toContain('audit: login failed for password');
+      expect(kernel).not.toContain(escaped);
+      expect(kernel).not.toContain('7e3f19a2');
+    } finally {
+      closeSync(writer);
+    }
   });
 });
 
