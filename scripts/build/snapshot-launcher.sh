@@ -16,8 +16,11 @@
 # again, as after any crash, from its markers. This shell stays the parent of node (it must see how node ended),
 # so the program's PID is not the launcher's: a unit of Type=notify would need NotifyAccess=all for it. The
 # packaged units run the single executable instead (packaging/systemd/).
-here=${0%/*}
-[ "$here" = "$0" ] && here=.
+# Started through a link (/usr/bin/bootstate), its files are beside the file it links to.
+self=$0
+if [ -L "$self" ]; then self=$(readlink -f -- "$0") || self=$0; fi
+here=${self%/*}
+[ "$here" = "$self" ] && here=.
 node=@NODE@
 blob=$here/bootstate.snapshot
 if [ "${BOOTSTATE_SNAPSHOT:-}" = off ]; then

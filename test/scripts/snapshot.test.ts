@@ -6,7 +6,7 @@
  * (missing, older than node, another Node's, truncated, corrupt), so a first boot never fails for it.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -199,6 +199,16 @@ describe('when the snapshot cannot load, the launcher runs the plain program wit
       expect(result.stderr, `byte ${i}`).toMatch(/warning: .*snapshot.*running without it/);
     }
   }, 60_000);
+
+  it('finds the blob and the plain program beside the launcher it links to, when started through a link elsewhere (as /usr/bin/bootstate)', async () => {
+    const bin = mkdtempSync(join(work, 'bin-'));
+    symlinkSync(launcher, join(bin, 'bootstate'));
+    const result = await run([join(bin, 'bootstate'), '--version']);
+    expect(result).toEqual({ code: 0, stdout: await expected(), stderr: '' });
+    const fallback = await withBlob(null, async () => run([join(bin, 'bootstate'), '--version']));
+    expect(fallback.code, fallback.stderr).toBe(0);
+    expect(fallback.stdout).toBe(await expected());
+  });
 
   it('runs it without a word when BOOTSTATE_SNAPSHOT=off', async () => {
     const result = await run([launcher, '--version'], { BOOTSTATE_SNAPSHOT: 'off' });
