@@ -213,6 +213,6 @@ describe('otlpSettings', () => {
         return shown.username === '' && shown.password === '' && shown.search === '' && shown.hash === '' && shown.host === withUser.host;
       }),
     );
-    fc.assert(fc.property(fc.webUrl(), (url) => tracesUrl(url).endsWith('/v1/traces') && !tracesUrl(url).includes('//v1')));
+    fc.assert(fc.property(fc.webUrl(), (url) => tracesUrl(url).endsWith('/v1/traces') && !tracesUrl(url).endsWith('//v1/traces')));
   });
 });
