@@ -45,6 +45,7 @@ export const ATTR = {
   errorType: 'error.type',
   httpStatus: 'http.response.status_code',
   folded: 'bootstate.folded',
+  foldedMs: 'bootstate.folded_ms',
 } as const;
 
 /**
@@ -198,9 +199,13 @@ export class RunTrace {
     loops.set(key, loop);
     loop.count++;
     if (loop.count > LOOP_SPANS) {
-      // Ended by now (its state was left, its actor answered or was stopped): it and what it held make way.
-      if (loop.latest) this.#drop(loop.latest.id);
+      // Ended by now (its state was left, its actor answered or was stopped): it and what it held make way, its
+      // time added to what the folded ones took.
+      const previous = loop.latest;
+      if (previous) this.#drop(previous.id);
+      const before = previous ? Number(previous.attributes[ATTR.foldedMs] ?? 0) + (previous.end ?? previous.start) - previous.start : 0;
       span.attributes[ATTR.folded] = loop.count - LOOP_SPANS - 1;
+      span.attributes[ATTR.foldedMs] = before;
       loop.latest = span;
     }
     this.spans.push(span);

@@ -156,6 +156,15 @@ describe('RunTrace over a long wait', () => {
     const requesting = spans.filter((span) => span.name === 'waiting.requesting');
     expect(requesting).toHaveLength(LOOP_SPANS + 1);
     expect(requesting.at(-1)!.attributes[ATTR.folded]).toBe(POLLS - LOOP_SPANS - 1);
+    // The folded entries' time is kept: with every entry's own, it adds up to the loop's whole time.
+    const waiting = spans.find((span) => span.name === 'waiting')!;
+    const inLoop = spans.filter((span) => span.parent === waiting.id);
+    const told = inLoop.reduce((sum, span) => sum + (span.end! - span.start) + Number(span.attributes[ATTR.foldedMs] ?? 0), 0);
+    const gaps = inLoop.length + Number(requesting.at(-1)!.attributes[ATTR.folded]) + Number(inLoop.filter((x) => x.name === 'waiting.backoff').at(-1)!.attributes[ATTR.folded]);
+    expect(told).toBeGreaterThan(0);
+    expect(told).toBeLessThanOrEqual(waiting.end! - waiting.start);
+    expect(told).toBeGreaterThan((waiting.end! - waiting.start) / 2);
+    expect(gaps).toBe(2 * POLLS - 1);
     expect(polls.at(-1)!.parent).toBe(requesting.at(-1)!.id);
     const ids = new Set<number>();
     for (const span of spans) {
