@@ -14,7 +14,7 @@ import { BootstateError } from '../../src/core/errors.js';
 import { REDACTED, scrubData, SecretScrubber, SecretStore } from '../../src/core/secrets.js';
 import { EncodedReports } from '../../src/provision/encoded-reports.js';
 import { MAX_RECORDS, SAFE_KEY_BYTES, SAFE_VALUE_BYTES } from '../../src/kvp/codec.js';
-import { unpackDiagnostics } from '../../src/kvp/diagnostics.js';
+import { packText, unpackDiagnostics } from '../../src/kvp/diagnostics.js';
 import { KvpStore } from '../../src/kvp/store.js';
 import { BootDiagnostics, managerTimestamps, stepText } from '../../src/observe/boot-diagnostics.js';
 import { formatKmsgRecord, readKernelLogTail } from '../../src/observe/kernel-log.js';
@@ -140,6 +140,22 @@ describe('BootDiagnostics.write', () => {
     expect(out).toMatch(/kernel-log: cannot be read: 1 of \d+ parts missing \(2\)/);
     expect(printDiagnostics([], { io, json: false, print: () => undefined })).toBe(1);
     expect(err).toContain('no boot diagnostics in the pool');
+  });
+});
+
+describe('`bootstate kvp diag` on a pool from elsewhere (a disk under investigation)', () => {
+  it('prints no terminal control from any key or value: field names, text names and texts escaped, C1 controls too', () => {
+    const esc = '\u001b]0;owned\u0007\u009b2J';
+    const records = [
+      { key: `bootstate-boot|${VM}|r1`, value: `result=failed|na${esc}me=1` },
+      ...packText({ vmId: VM, run: 'r1' }, 'step', Buffer.from(`code: X\nstderr: ${esc}\n`))!,
+      { key: `bootstate-diag|${VM}|r1|bad${esc}|1/2`, value: 'AAAA' },
+    ];
+    let out = '';
+    const io = { stdout: (t: string) => void (out += t), stderr: (t: string) => void (out += t) };
+    printDiagnostics(records, { io, json: false, print: () => undefined });
+    expect(out).toContain('stderr: \\x1b]0;owned');
+    expect(out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
   });
 });
 
