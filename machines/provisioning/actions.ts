@@ -57,6 +57,8 @@ const runActions = {
     terminating: true,
     reportFailure: () => failure('TERMINATED', [['error', 'received SIGTERM once the OS was configured; the next boot reports Ready']]),
   }),
+  /** A stop while a pool VM's marker is written (its Ready accepted): the run ends once the marker is down. */
+  recordPoolTerminating: set({ terminating: true }),
   recordTerminated: set({
     terminating: true,
     failure: ({ context }) => context.failure ?? failure('TERMINATED', [['error', 'received SIGTERM']]),

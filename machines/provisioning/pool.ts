@@ -20,6 +20,11 @@ import { chart } from './setup.js';
 const POOL = '#provisioning.preprovisioned';
 /** Ready reached the pool and the marker is down: a stop ends the run quietly, the next boot waits again. */
 const STOP_WAITING = { TERMINATE: '#provisioning.waitingInterrupted' } as const;
+/**
+ * Ready reached the pool and its marker is being written: a stop waits for the marker (the next boot then waits
+ * again, never sending the pool a second Ready) and ends as a stop in the wait does, never as ProvisioningFailed.
+ */
+const WHILE_MARKING = { TERMINATE: { actions: 'recordPoolTerminating' } } as const;
 
 const reportingPoolReady = retried({
   state: { entry: { type: 'writeReportToKvp', params: { health: HEALTH_READY } } },
@@ -191,11 +196,12 @@ export const preprovisioned = chart.createStateConfig({
   states: {
     reportingPoolReady,
     markingWaiting: {
+      on: WHILE_MARKING,
       invoke: {
         id: 'waitingMarker',
         src: 'markWaitingForReuse',
         input: ({ context }) => ({ config: context.config, vmId: context.vmId, ppsType: context.ppsType }),
-        onDone: [{ guard: 'poolSavable', target: 'detachingNic' }, { target: 'waiting' }],
+        onDone: [{ guard: 'terminating', target: '#provisioning.waitingInterrupted' }, { guard: 'poolSavable', target: 'detachingNic' }, { target: 'waiting' }],
         onError: failRun,
       },
     },
@@ -203,11 +209,12 @@ export const preprovisioned = chart.createStateConfig({
     attachingNic,
     waiting,
     markingShutdown: {
+      on: WHILE_MARKING,
       invoke: {
         id: 'shutdownMarker',
         src: 'markWaitingForShutdown',
         input: ({ context }) => ({ config: context.config, vmId: context.vmId }),
-        onDone: 'awaitingShutdown',
+        onDone: [{ guard: 'terminating', target: '#provisioning.shutDownInPool' }, { target: 'awaitingShutdown' }],
         onError: failRun,
       },
     },

@@ -10,7 +10,7 @@
 // open). The other subcommands' script and Graphviz stay files a run reads, with their code caches, when it needs them.
 //   node scripts/build/snapshot.mjs [<dist>] [--entry-only]
 // writes <dist>/bootstate-snapshot.cjs (the builder's entry) and, unless --entry-only, <dist>/bootstate.snapshot
-// (built by this node with `--build-snapshot`) and <dist>/bootstate-snapshot (the launcher,
+// (built by this node with `--build-snapshot`) with its <dist>/bootstate.snapshot.cksum, and <dist>/bootstate-snapshot (the launcher,
 // scripts/build/snapshot-launcher.sh, which falls back to the plain program when the snapshot cannot load).
 // Reproducible up to Node's own build-time state: the entry is the same bytes from the same inputs; the blob,
 // built with V8's random seed fixed, differs between two builds in a few dozen bytes even for an empty builder
@@ -63,13 +63,18 @@ export async function writeEntry(dist) {
   return entry;
 }
 
-/** Builds `blob` from `entry` with `node` (under `runner`, e.g. qemu-user); throws with node's output when it fails. */
+/**
+ * Builds `blob` from `entry` with `node` (under `runner`, e.g. qemu-user), and `<blob>.cksum`, what `cksum` says of
+ * it, which the launcher compares before it runs node on the blob; throws with node's output when it fails.
+ */
 export function buildBlob(node, entry, blob, runner = []) {
   rmSync(blob, { force: true });
+  rmSync(`${blob}.cksum`, { force: true });
   const [command, ...args] = [...runner, node, ...BUILD_FLAGS, '--snapshot-blob', blob, '--build-snapshot', entry];
   // An empty environment: nothing of the build's shell can reach the heap. Node warns about each built-in module
   // it has not verified in snapshots (node:sea, node:async_hooks): those are required, not used, while it builds.
   execFileSync(command, args, { cwd: resolve(entry, '..'), env: { PATH: '/usr/bin:/bin' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  writeFileSync(`${blob}.cksum`, execFileSync('cksum', [], { input: readFileSync(blob) }), { mode: 0o644 });
 }
 
 /** The launcher for the plain program in `dist`, running `node`. */

@@ -12,10 +12,13 @@ export interface DiagnosticsOutput {
   print: (value: unknown) => void;
 }
 
-/** Escapes control characters but newlines and tabs, so a text prints as the lines it had and nothing else. */
+/** Escapes control characters (C0 but newlines and tabs, DEL, C1), so a text prints as the lines it had and nothing else. */
 export function printable(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
 }
+
+/** A name or a line from the pool: every control character escaped, newlines and tabs too. */
+const oneLine = (text: string): string => printable(text).replace(/[\n\t]/g, (ch) => (ch === '\n' ? '\\x0a' : '\\x09'));
 
 const TIMELINE_WORDS: Record<string, string> = {
   firmware_ms: 'firmware (before the kernel)', loader_ms: 'loader (before the kernel)', initrd_ms: 'initrd started',
@@ -24,14 +27,14 @@ const TIMELINE_WORDS: Record<string, string> = {
 };
 
 function timelineLines(timeline: UnpackedTimeline): string[] {
-  const width = Math.max(...timeline.fields.map(([name]) => (TIMELINE_WORDS[name] ?? name).length), 0);
-  return timeline.fields.map(([name, value]) => `  ${(TIMELINE_WORDS[name] ?? name).padEnd(width)}  ${printable(value)}${name.endsWith('_ms') ? ' ms' : ''}`);
+  const width = Math.max(...timeline.fields.map(([name]) => (TIMELINE_WORDS[name] ?? oneLine(name)).length), 0);
+  return timeline.fields.map(([name, value]) => `  ${(TIMELINE_WORDS[name] ?? oneLine(name)).padEnd(width)}  ${oneLine(value)}${name.endsWith('_ms') ? ' ms' : ''}`);
 }
 
 function textLines(text: UnpackedText): string[] {
-  if (text.problem !== undefined) return [`  ${text.name}: cannot be read: ${text.problem}`];
+  if (text.problem !== undefined) return [`  ${oneLine(text.name)}: cannot be read: ${oneLine(text.problem)}`];
   const body = printable(text.bytes!.toString('utf8')).replace(/\n$/, '');
-  return [`  ${text.name} (${text.parts} record${text.parts === 1 ? '' : 's'}, ${text.bytes!.length} bytes):`, ...body.split('\n').map((l) => `    ${l}`)];
+  return [`  ${oneLine(text.name)} (${text.parts} record${text.parts === 1 ? '' : 's'}, ${text.bytes!.length} bytes):`, ...body.split('\n').map((l) => `    ${l}`)];
 }
 
 /** Prints every run's diagnostics found in `records`; exit 1 when there are none, or when one could not be read. */
@@ -53,8 +56,8 @@ export function printDiagnostics(records: readonly KvpRecord[], { io, json, prin
     };
     for (const t of timelines) lines(t.vmId, t.run).push('  timeline (ms since the kernel started):', ...timelineLines(t).map((l) => `  ${l}`));
     for (const t of texts) lines(t.vmId, t.run).push(...textLines(t));
-    for (const [id, body] of runs) io.stdout(`${printable(id)}\n${body.join('\n')}\n`);
-    for (const key of stray) io.stderr(`bootstate kvp: a diagnostics record with a malformed key: ${printable(key)}\n`);
+    for (const [id, body] of runs) io.stdout(`${oneLine(id)}\n${body.join('\n')}\n`);
+    for (const key of stray) io.stderr(`bootstate kvp: a diagnostics record with a malformed key: ${oneLine(key)}\n`);
   }
   if (timelines.length === 0 && texts.length === 0) {
     io.stderr('bootstate kvp: no boot diagnostics in the pool\n');

@@ -80,7 +80,8 @@ const MIN_LINE_BYTES = 8;
 /**
  * Removes the run's secrets from free text a command or the kernel wrote (stderr, the kernel log) before it leaves
  * the process: each secret's bytes, their base64, each line of 8 bytes or more, and a piece of 6 bytes or more where
- * the text begins or ends inside one (a tail cut through it). It holds copies of the secrets: `wipe` zeroes them.
+ * the text begins or ends inside one (a tail cut through it), each also as the kernel log escapes it. It holds copies
+ * of the secrets: `wipe` zeroes them.
  */
 export class SecretScrubber {
   readonly #forms: Buffer[];
@@ -88,8 +89,13 @@ export class SecretScrubber {
   constructor(secrets: readonly Buffer[]) {
     const forms: Buffer[] = [];
     for (const secret of secrets) {
-      forms.push(Buffer.from(secret), Buffer.from(secret.toString('base64')));
-      for (const line of secret.toString('utf8').split(/\r?\n/)) if (Buffer.byteLength(line.trim()) >= MIN_LINE_BYTES) forms.push(Buffer.from(line.trim()));
+      const plain = [Buffer.from(secret)];
+      for (const line of secret.toString('utf8').split(/\r?\n/)) if (Buffer.byteLength(line.trim()) >= MIN_LINE_BYTES) plain.push(Buffer.from(line.trim()));
+      for (const form of plain) {
+        const escaped = kmsgEscaped(form);
+        forms.push(form, ...(escaped.equals(form) ? [] : [escaped]));
+      }
+      forms.push(Buffer.from(secret.toString('base64')));
     }
     this.#forms = forms.filter((f) => f.length >= MIN_FORM_BYTES).sort((a, b) => b.length - a.length);
   }
@@ -106,6 +112,21 @@ export class SecretScrubber {
     for (const form of this.#forms) form.fill(0);
     this.#forms.length = 0;
   }
+}
+
+/**
+ * `bytes` as /dev/kmsg prints them: a control byte, a backslash and every byte past ASCII as `\xNN`, so a secret the
+ * kernel log carries (`Pa\x5cword`, `caf\xc3\xa9`) is found there too.
+ */
+function kmsgEscaped(bytes: Buffer): Buffer {
+  // Written byte by byte into a buffer (no string holds the secret), so `wipe` zeroes it as it does the others.
+  const out = Buffer.alloc(bytes.length * 4);
+  let at = 0;
+  for (const byte of bytes) {
+    if (byte >= 0x20 && byte < 0x7f && byte !== 0x5c) out[at++] = byte;
+    else at += out.write(`\\x${byte.toString(16).padStart(2, '0')}`, at, 'latin1');
+  }
+  return out.subarray(0, at);
 }
 
 function replaceAll(text: Buffer, form: Buffer): Buffer {

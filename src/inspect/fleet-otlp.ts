@@ -146,7 +146,10 @@ function runOf(chart: FleetChart, source: string, trace: Trace): ReadResult {
     if (state && inReadyState(chart, state)) run.readyMs = Math.min(run.readyMs ?? Infinity, since);
     if (state && chart.steps.has(state)) {
       const name = stateName(chart.graph.root, state);
-      run.states[name] = (run.states[name] ?? 0) + (span.end - span.start);
+      // A loop past its 50th entry keeps only its latest span, which tells the time of those it folded.
+      const folded = span.attributes.get('bootstate.folded_ms');
+      const foldedMs = typeof folded === 'number' && Number.isFinite(folded) && folded > 0 ? folded : 0;
+      run.states[name] = (run.states[name] ?? 0) + (span.end - span.start) + foldedMs;
     }
     if (span.name === READY_REPORT_SPAN && !span.error) run.acceptedMs = Math.min(run.acceptedMs ?? Infinity, Math.max(0, span.end - root.start));
   }

@@ -9,6 +9,16 @@ import type { Distribution, FleetSummary } from './fleet-stats.js';
 /** How many causes are listed under one reason, and how many steps, before the rest is summed up. */
 export const TEXT_LIMITS = { causes: 5, steps: 12, names: 20 };
 
+/**
+ * Text from a journal, an export or a file name as it may reach a terminal: control characters (C0, DEL, C1, which
+ * carry terminal escapes and line breaks) and the bidirectional overrides as `\xNN` / `\u{NNNN}`, the rest as it is.
+ */
+export const plain = (text: string): string =>
+  text.replace(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (char) => {
+    const code = char.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
+  });
+
 const share = (count: number, total: number): string => (total ? `${((100 * count) / total).toFixed(1)}%` : '-');
 const ms = (value: number): string => (Number.isFinite(value) ? formatDuration(value) : '-');
 
@@ -36,8 +46,8 @@ function reasonLines(summary: FleetSummary): string[] {
   if (summary.reasons.length === 0) return ['failure reasons: none'];
   const rows: string[][] = [];
   for (const reason of summary.reasons) {
-    rows.push([reason.key, String(reason.count), share(reason.count, summary.runs)]);
-    for (const cause of reason.causes.slice(0, TEXT_LIMITS.causes)) rows.push([`  ${cause.key}`, String(cause.count), '']);
+    rows.push([plain(reason.key), String(reason.count), share(reason.count, summary.runs)]);
+    for (const cause of reason.causes.slice(0, TEXT_LIMITS.causes)) rows.push([`  ${plain(cause.key)}`, String(cause.count), '']);
     const rest = reason.causes.slice(TEXT_LIMITS.causes).reduce((sum, cause) => sum + cause.count, 0);
     if (rest) rows.push([`  (${reason.causes.length - TEXT_LIMITS.causes} other causes)`, String(rest), '']);
   }
@@ -62,10 +72,10 @@ function stepLines(summary: FleetSummary): string[] {
   const top = summary.states[0]!;
   const busiest = [...summary.states].sort((a, b) => b.slowestIn - a.slowestIn)[0]!;
   const rows = [['', 'runs', 'p50', 'p90', 'p99', 'max', 'total', 'slowest in']];
-  for (const state of summary.states.slice(0, TEXT_LIMITS.steps)) rows.push([state.state, ...distributionCells(state), ms(state.totalMs), String(state.slowestIn)]);
+  for (const state of summary.states.slice(0, TEXT_LIMITS.steps)) rows.push([plain(state.state), ...distributionCells(state), ms(state.totalMs), String(state.slowestIn)]);
   const rest = summary.states.length - TEXT_LIMITS.steps;
   return [
-    `slowest step: ${top.state} (${ms(top.totalMs)} in all, p90 ${ms(top.p90)}); most often the slowest of its run: ${busiest.state} (${busiest.slowestIn} runs)`,
+    `slowest step: ${plain(top.state)} (${ms(top.totalMs)} in all, p90 ${ms(top.p90)}); most often the slowest of its run: ${plain(busiest.state)} (${busiest.slowestIn} runs)`,
     'steps by total time (leaf states that run an actor or wait between retries)',
     ...columns(rows),
     ...(rest > 0 ? [`  (${rest} more steps: --json lists them all)`] : []),
@@ -74,14 +84,14 @@ function stepLines(summary: FleetSummary): string[] {
 
 function namedLines(title: string, entries: Array<{ source: string; why?: string }>): string[] {
   if (entries.length === 0) return [];
-  const shown = entries.slice(0, TEXT_LIMITS.names).map((entry) => `  ${entry.source}${entry.why ? `: ${entry.why}` : ''}`);
+  const shown = entries.slice(0, TEXT_LIMITS.names).map((entry) => `  ${plain(entry.source)}${entry.why ? `: ${plain(entry.why)}` : ''}`);
   const rest = entries.length - shown.length;
   return [title, ...shown, ...(rest > 0 ? [`  (${rest} more: --json lists them all)`] : [])];
 }
 
 /** The whole text view, lines joined, ending in a newline. */
 export function fleetText(summary: FleetSummary): string {
-  const outcomes = columns(summary.outcomes.map((o) => [o.key, String(o.count), share(o.count, summary.runs)]));
+  const outcomes = columns(summary.outcomes.map((o) => [plain(o.key), String(o.count), share(o.count, summary.runs)]));
   const sections = [
     [heading(summary)],
     ['outcomes', ...outcomes],

@@ -19,6 +19,11 @@ export const TIMELINE_PREFIX = 'bootstate-boot|';
 export const DIAG_PREFIX = 'bootstate-diag|';
 /** Base64 characters per part: the safe value size rounded down to whole 4-character groups. */
 export const PART_CHARS = SAFE_VALUE_BYTES - (SAFE_VALUE_BYTES % 4);
+/**
+ * Most bytes one text may inflate to when read back: far above what the writer packs (a kernel log tail of 256 KiB),
+ * far below what a pool of gzip'd zeros could make (about a gigabyte, past a reader's memory and a string's length).
+ */
+export const MAX_TEXT_BYTES = 16 << 20;
 const NAME = /^[a-z][a-z0-9-]{0,23}$/;
 const ID = /^[A-Za-z0-9-]{1,64}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -139,8 +144,9 @@ function decodeGroup(g: Group): UnpackedText {
   if ('problem' in joined) return { ...out, problem: joined.problem };
   if (joined.encoded.length % 4 !== 0 || !BASE64.test(joined.encoded)) return { ...out, problem: 'the parts are not base64' };
   try {
-    return { ...out, bytes: zlib().gunzipSync(Buffer.from(joined.encoded, 'base64')) };
+    return { ...out, bytes: zlib().gunzipSync(Buffer.from(joined.encoded, 'base64'), { maxOutputLength: MAX_TEXT_BYTES }) };
   } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') return { ...out, problem: `the text inflates to larger than ${MAX_TEXT_BYTES} bytes` };
     return { ...out, problem: `the parts do not decompress: ${(error as Error).message}` };
   }
 }

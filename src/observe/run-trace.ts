@@ -20,7 +20,7 @@ export type Attributes = Record<string, AttributeValue>;
 
 /** One recorded span; times are epoch milliseconds with sub-millisecond precision. */
 export interface SpanRecord {
-  /** Index in the record list; a parent always comes before its children. */
+  /** A number of its own, increasing: a parent always comes before its children in the record list. */
   id: number;
   parent: number | null;
   name: string;
@@ -47,7 +47,16 @@ export const ATTR = {
   cause: 'bootstate.error.cause',
   errorType: 'error.type',
   httpStatus: 'http.response.status_code',
+  folded: 'bootstate.folded',
+  foldedMs: 'bootstate.folded_ms',
 } as const;
+
+/**
+ * Spans kept of one name under one parent (a retry loop's states and attempts): past them only the latest is kept,
+ * with how many before it were folded. A pool VM polls every second with no deadline, for days: its trace, held in
+ * memory until the run ends, stays this size whatever the wait.
+ */
+export const LOOP_SPANS = 50;
 
 const KNOWN_REASONS = new Set<string>(Object.values(KINDS).map((kind) => kind.reason));
 const DONE = 'xstate.done.actor.';
@@ -79,6 +88,9 @@ function invokers(logic: unknown): Map<string, string> {
 
 export class RunTrace {
   readonly spans: SpanRecord[] = [];
+  #nextId = 0;
+  /** Spans opened under each parent id, by kind and name; the latest past LOOP_SPANS, to be replaced by the next. */
+  readonly #loops = new Map<number | null, Map<string, { count: number; latest: SpanRecord | null }>>();
   /** Open state spans by path. */
   readonly #states = new Map<string, SpanRecord>();
   /** Open actor spans by invoke id. */
@@ -180,8 +192,36 @@ export class RunTrace {
   }
 
   #open(name: string, kind: SpanRecord['kind'], parent: number | null, attributes: Attributes): SpanRecord {
-    const span: SpanRecord = { id: this.spans.length, parent, name, kind, start: this.now(), end: null, attributes };
+    const span: SpanRecord = { id: this.#nextId++, parent, name, kind, start: this.now(), end: null, attributes };
+    let loops = this.#loops.get(parent);
+    if (!loops) this.#loops.set(parent, (loops = new Map<string, { count: number; latest: SpanRecord | null }>()));
+    const key = `${kind} ${name}`;
+    const loop = loops.get(key) ?? { count: 0, latest: null };
+    loops.set(key, loop);
+    loop.count++;
+    if (loop.count > LOOP_SPANS) {
+      // Ended by now (its state was left, its actor answered or was stopped): it and what it held make way, its
+      // time added to what the folded ones took.
+      const previous = loop.latest;
+      if (previous) this.#drop(previous.id);
+      const before = previous ? Number(previous.attributes[ATTR.foldedMs] ?? 0) + (previous.end ?? previous.start) - previous.start : 0;
+      span.attributes[ATTR.folded] = loop.count - LOOP_SPANS - 1;
+      span.attributes[ATTR.foldedMs] = before;
+      loop.latest = span;
+    }
     this.spans.push(span);
     return span;
+  }
+
+  /** Takes span `id` and every span under it out of the record list. */
+  #drop(id: number): void {
+    const dropped = new Set([id]);
+    let kept = 0;
+    for (const span of this.spans) {
+      if (dropped.has(span.id) || (span.parent !== null && dropped.has(span.parent))) dropped.add(span.id);
+      else this.spans[kept++] = span;
+    }
+    this.spans.length = kept;
+    for (const gone of dropped) this.#loops.delete(gone);
   }
 }

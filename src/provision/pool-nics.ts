@@ -27,7 +27,15 @@ export interface PoolNicDeps {
   networkRoot?: string;
 }
 
-const applyDeps = (log: Logger, signal: AbortSignal): ApplyDeps => ({ run, log, signal });
+/**
+ * The commands of a pool actor run under its signal: the chart's deadline, a TERMINATE or the claim ends them with
+ * the actor, so no `ifdown`/`ifup` or `ip` goes on changing a NIC after the state that asked for it is gone.
+ */
+const applyDeps = (log: Logger, signal: AbortSignal): ApplyDeps => ({
+  run: (argv, options) => run(argv, { ...options, signal }),
+  log,
+  signal,
+});
 
 /** The stack that configures this VM's network, as `[network] stack` or the image says. */
 async function stackOf(deps: PoolNicDeps, config: Config) {

@@ -118,6 +118,16 @@ describe('an OTLP/JSON file export', () => {
     expect(summary.unreadable).toEqual([{ source: `${file}#${'f'.repeat(32)}`, why: 'the trace has no root span' }]);
   });
 
+  it('adds to a step the time of the entries the trace folded (a loop past its 50th), as bootstate.folded_ms tells it', async () => {
+    const traceId = '9'.repeat(32);
+    const [root, imds, ...rest] = okTrace(traceId);
+    imds!.attributes = [...(imds!.attributes as unknown[]), int('bootstate.folded', 70), int('bootstate.folded_ms', 3500)];
+    const file = path.join(dir, 'folded.json');
+    fs.writeFileSync(file, `${JSON.stringify(request('bootstate', 'vm-9', [root, imds, ...rest]))}\n`);
+    const { runs } = await readFleet([file], chart);
+    expect(runs[0]!.states['provisioning.work.gathering.imds.fetching.requesting']).toBe(40 + 3500);
+  });
+
   it('names a file whose later line is not an export request, and never throws on mangled requests', async () => {
     const file = path.join(dir, 'mixed.json');
     fs.writeFileSync(file, `${JSON.stringify(request('bootstate', 'vm', okTrace('1'.repeat(32))))}\n{"t":"2026-01-01T00:00:00Z"}\n`);

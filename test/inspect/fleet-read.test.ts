@@ -67,7 +67,7 @@ describe('bad input is counted and named, never thrown', () => {
     const fifo = path.join(dir, 'fifo.jsonl');
     execFileSync('mkfifo', [fifo]);
     const { summary } = await readFleet([...Object.values(files), fifo, path.join(dir, 'missing.jsonl')], chart);
-    expect(summary.runs).toBe(2);
+    expect(summary.runs, JSON.stringify(summary.unreadable)).toBe(2);
     expect(summary.outcomes).toEqual([
       { key: 'failed', count: 1 },
       { key: 'incomplete', count: 1 },
@@ -115,6 +115,29 @@ describe('bad input is counted and named, never thrown', () => {
     expect(html).not.toContain('<b>title</b>');
     expect(html).not.toMatch(/\s(src|href)=/);
     expect(html).toContain("default-src 'none'");
+  });
+
+  it('prints what a journal or an OTLP export says with its control characters escaped: no terminal escape reaches the screen', async () => {
+    const esc = '\u001b]0;owned\u0007\u001b[2J\u009b31m';
+    write('evil.jsonl', fixture.replaceAll('operation timed out', JSON.stringify(`timed out${esc}\nfake line`).slice(1, -1)));
+    const otlpRoot = {
+      traceId: `t${esc}`, spanId: '01', name: 'provision', startTimeUnixNano: '1765000000000000000', endTimeUnixNano: '1765000001000000000',
+      attributes: [
+        { key: 'bootstate.result', value: { stringValue: `failed${esc}` } },
+        { key: 'bootstate.exit_code', value: { intValue: '1' } },
+        { key: 'bootstate.error.reason', value: { stringValue: `reason${esc}` } },
+        { key: 'bootstate.error.cause', value: { stringValue: `cause${esc}` } },
+      ],
+    };
+    const service = { key: 'service.name', value: { stringValue: 'bootstate' } };
+    write('evil-otlp.jsonl', `${JSON.stringify({ resourceSpans: [{ resource: { attributes: [service] }, scopeSpans: [{ spans: [otlpRoot] }] }] })}\n`);
+    write(`bad${esc.replaceAll('/', '')}.jsonl`, 'not json\nnot json\n');
+    const { summary } = await readFleet([dir], chart);
+    expect(summary.runs, JSON.stringify(summary.unreadable)).toBe(2);
+    const text = fleetText(summary);
+    expect(text).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(text).not.toMatch(/^fake line/m);
+    expect(text).toContain('\\x1b]0;owned');
   });
 });
 

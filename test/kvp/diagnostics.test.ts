@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { type KvpRecord, SAFE_KEY_BYTES, SAFE_VALUE_BYTES, encodeRecords, decodeRecords } from '../../src/kvp/codec.js';
-import { PART_CHARS, packText, timelineRecord, unpackDiagnostics } from '../../src/kvp/diagnostics.js';
+import { MAX_TEXT_BYTES, PART_CHARS, packText, timelineRecord, unpackDiagnostics } from '../../src/kvp/diagnostics.js';
 
 const VM = '2b9bd8d1-0c7e-4a2d-9bd3-05bd8d2b9f4a';
 const ids = { vmId: VM, run: 'a1b2c3d4' };
@@ -90,6 +90,20 @@ describe('packText and unpackDiagnostics', () => {
     expect(packText(ids, 'step', noise, needed - 1)).toBeNull();
     expect(packText(ids, 'step', noise, needed)).toHaveLength(needed);
     expect(() => packText(ids, 'Bad|Name', noise)).toThrow(RangeError);
+  });
+});
+
+describe('unpackDiagnostics on a decompression bomb', () => {
+  it('reports a text that inflates past MAX_TEXT_BYTES as a problem instead of inflating it', () => {
+    // A gigabyte of zeros fits the pool's 1,024 records; it would take the reader's memory (and `kvp diag`'s
+    // string) past what it has. A smaller one shows the bound.
+    const bomb = packText(ids, 'kernel-log', Buffer.alloc(MAX_TEXT_BYTES + 1))!;
+    expect(bomb.length).toBeLessThan(40);
+    const [text] = unpackDiagnostics(bomb).texts;
+    expect(text!.bytes).toBeUndefined();
+    expect(text!.problem).toMatch(/larger than/);
+    const fits = unpackDiagnostics(packText(ids, 'kernel-log', Buffer.alloc(1 << 20, 'a'))!).texts[0]!;
+    expect(fits.bytes?.length).toBe(1 << 20);
   });
 });
 

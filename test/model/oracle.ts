@@ -91,6 +91,9 @@
  *   then polling. While a Savable VM polls, the NIC's going away (a resumed run may have found the pool's) sends it
  *   back to that wait, its deadline afresh; a watch that fails is a warning "NIC watch stopped: …". SIGTERM while
  *   waiting (a Savable VM's NIC waits included) → exit 0, `waiting-for-reuse`, no failure report.
+ * - SIGTERM while the waiting or shutdown marker is written (the pool's Ready accepted): the run waits for the marker,
+ *   then ends as a stop in the wait does (`waiting-for-reuse` or `pool-shutdown`, exit 0, no failure report); if the
+ *   marker then fails, that failure is reported, with the short budget.
  */
 // How long the media read and the host keys wait at most for the IMDS request to be written: one bound, the chart's.
 import { IMDS_HEAD_START_MS } from '../../machines/provisioning/head-start.js';
@@ -519,6 +522,7 @@ export class ProvisioningOracle {
         return this.start('waitingMarker');
       case 'waitingMarker':
         this.marker = this.ppsType === 'Savable' ? 'waiting-for-reuse-savable' : 'waiting-for-reuse';
+        if (this.terminating) return this.end({ state: 'waitingInterrupted', result: 'waiting-for-reuse', exitCode: 0, reported: true });
         if (this.ppsType !== 'Savable') return this.poll();
         this.pool = 'detaching';
         this.detachDeadline = this.now + this.config.preprovisioning.nic_detach_timeout_secs * 1000;
@@ -546,6 +550,7 @@ export class ProvisioningOracle {
         return this.listenForNic();
       case 'shutdownMarker':
         this.marker = 'waiting-for-shutdown';
+        if (this.terminating) return this.end({ state: 'shutDownInPool', result: 'pool-shutdown', exitCode: 0, reported: true });
         this.pool = 'awaitingShutdown';
         return;
       case 'reprovision':
@@ -724,6 +729,11 @@ export class ProvisioningOracle {
     }
     if ((this.phase === 'work' && this.reportPending === 'down') || this.phase === 'completingKeys') {
       return this.end(this.failedOutput('readyNotAccepted', null, false, { code: 'TERMINATED' }));
+    }
+    // Ready reached the pool and its marker is being written: the stop waits for it.
+    if (this.phase === 'pool' && (this.pool === 'marker' || this.pool === 'shutdownMarker')) {
+      this.terminating = true;
+      return;
     }
     // Ready reached the pool and the marker is down: the next boot waits again.
     if (this.phase === 'pool' && ['polling', 'pausing', 'detaching', 'listening', 'probing'].includes(this.pool)) {

@@ -423,6 +423,37 @@ describe('a pre-provisioned VM of type Savable', () => {
   });
 });
 
+describe('SIGTERM while the pool marker is written (the pool accepted Ready)', () => {
+  for (const [imds, marker, result] of [
+    [METADATA_POOL_RUNNING, 'waitingMarker', 'waiting-for-reuse'],
+    [METADATA_POOL_SAVABLE, 'waitingMarker', 'waiting-for-reuse'],
+    [METADATA_POOL_OS_DISK, 'shutdownMarker', 'pool-shutdown'],
+  ] as const) {
+    it(`${imds.ppsType}: waits for the ${marker}, then ends as a stop in the wait (${result}); never ProvisioningFailed after the pool's Ready`, async () => {
+      const run = startRun(startup());
+      await gather(run, { imds });
+      await complete(run, 'poolReadyReport');
+      const writing = running(run, marker);
+      await run.send({ type: 'TERMINATE' });
+      expect(writing.signal.aborted).toBe(false);
+      expect(hasStarted(run, 'failureReport')).toBe(false);
+      await complete(run, marker);
+      expect(run.actor.getSnapshot().output).toEqual({ result, exitCode: 0, reported: true });
+      expect(run.kvp.map((r) => r.event.health)).toEqual([HEALTH_READY]);
+      expect(startsOf(run, 'failureReport', 'reprovision', 'nicDetach')).toEqual([]);
+    });
+  }
+
+  it('a marker that then fails is reported, within the short budget of a stop', async () => {
+    const run = startRun(startup());
+    await gather(run, { imds: METADATA_POOL_OS_DISK });
+    await complete(run, 'poolReadyReport');
+    await run.send({ type: 'TERMINATE' });
+    await fail(run, 'shutdownMarker', new BootstateError('MARKER_FAILED', 'cannot write marker: EROFS'));
+    expect(running(run, 'failureReport').input.failure).toMatchObject({ code: 'MARKER_FAILED' });
+  });
+});
+
 describe('a pre-provisioned VM of type PreprovisionedOSDisk', () => {
   for (const [from, imds, media] of [
     ['imds', METADATA_POOL_OS_DISK, null],

@@ -4,7 +4,8 @@
  * that secrets planted in a failed command's stderr and in the kernel log are in no record, decoded or not.
  */
 import fc from 'fast-check';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -13,7 +14,7 @@ import { BootstateError } from '../../src/core/errors.js';
 import { REDACTED, scrubData, SecretScrubber, SecretStore } from '../../src/core/secrets.js';
 import { EncodedReports } from '../../src/provision/encoded-reports.js';
 import { MAX_RECORDS, SAFE_KEY_BYTES, SAFE_VALUE_BYTES } from '../../src/kvp/codec.js';
-import { unpackDiagnostics } from '../../src/kvp/diagnostics.js';
+import { packText, unpackDiagnostics } from '../../src/kvp/diagnostics.js';
 import { KvpStore } from '../../src/kvp/store.js';
 import { BootDiagnostics, managerTimestamps, stepText } from '../../src/observe/boot-diagnostics.js';
 import { formatKmsgRecord, readKernelLogTail } from '../../src/observe/kernel-log.js';
@@ -142,6 +143,22 @@ describe('BootDiagnostics.write', () => {
   });
 });
 
+describe('`bootstate kvp diag` on a pool from elsewhere (a disk under investigation)', () => {
+  it('prints no terminal control from any key or value: field names, text names and texts escaped, C1 controls too', () => {
+    const esc = '\u001b]0;owned\u0007\u009b2J';
+    const records = [
+      { key: `bootstate-boot|${VM}|r1`, value: `result=failed|na${esc}me=1` },
+      ...packText({ vmId: VM, run: 'r1' }, 'step', Buffer.from(`code: X\nstderr: ${esc}\n`))!,
+      { key: `bootstate-diag|${VM}|r1|bad${esc}|1/2`, value: 'AAAA' },
+    ];
+    let out = '';
+    const io = { stdout: (t: string) => void (out += t), stderr: (t: string) => void (out += t) };
+    printDiagnostics(records, { io, json: false, print: () => undefined });
+    expect(out).toContain('stderr: \\x1b]0;owned');
+    expect(out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+  });
+});
+
 describe('managerTimestamps', () => {
   it('turns systemctl show lines into milliseconds, and a failure into one field', async () => {
     const result = (stdout: string, exitCode = 0): RunResult => ({ argv: [], exitCode, signal: null, stdout, stderr: '', endedBy: 'exit' });
@@ -161,6 +178,33 @@ describe('the kernel log reader', () => {
     expect(text.length).toBeLessThanOrEqual(500);
     expect(text).toMatch(/^\[/);
     expect(text).toMatch(/line 99 \n$/);
+  });
+});
+
+describe('a secret in /dev/kmsg', () => {
+  it('is scrubbed in the form the kernel escapes it to (a backslash and every byte past ASCII as \\xNN)', async () => {
+    // A password of the kind Azure accepts, with a backslash and a character past ASCII, as /dev/kmsg prints it.
+    const password = 'Pa\\55-Ca\u00e9ary-7e3f19a2';
+    const escaped = [...Buffer.from(password)].map((b) => (b < 0x20 || b >= 0x7f || b === 0x5c ? `\\x${b.toString(16).padStart(2, '0')}` : String.fromCharCode(b))).join('');
+    expect(escaped).toBe('Pa\\x5c55-Ca\\xc3\\xa9ary-7e3f19a2');
+    const root = dir();
+    // A FIFO stands in for /dev/kmsg: not a regular file, so it is read record by record until EAGAIN.
+    const fifo = path.join(root, 'kmsg');
+    execFileSync('mkfifo', [fifo]);
+    const writer = openSync(fifo, constants.O_RDWR);
+    try {
+      writeSync(writer, `4,812,9123456,-;audit: login failed for password ${escaped}\n`);
+      const store = new KvpStore({ path: path.join(root, 'pool') });
+      const scrubber = new SecretStore();
+      scrubber.setPassword(password);
+      await diagnostics(fifo).write(store, { vmId: VM, result: 'failed', failure: failed }, scrubber.scrubber());
+      const kernel = unpackDiagnostics(store.dump()).texts.find((t) => t.name === 'kernel-log')!.bytes!.toString();
+      expect(kernel).toContain('audit: login failed for password');
+      expect(kernel).not.toContain(escaped);
+      expect(kernel).not.toContain('7e3f19a2');
+    } finally {
+      closeSync(writer);
+    }
   });
 });
 

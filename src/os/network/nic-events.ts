@@ -118,13 +118,26 @@ export async function listLinks(o: NicWaitOptions): Promise<LinkRecord[]> {
 
 /**
  * Resolves with the name of the first NIC deleted. When no NIC is present as the wait starts, the host detached it
- * already (between the Ready and this wait): it resolves at once with ''.
+ * already (between the Ready and this wait): it resolves at once with ''. The kernel unlinks a port from its master
+ * before it deletes it, so a port's own `Deleted` record names no master: a link once seen as a port (an SR-IOV VF
+ * under its NIC, which the host may remove and add back at any time) is never taken for the NIC going.
  */
 export function waitForNicDetach(o: NicWaitOptions): Promise<string> {
+  const ports = new Set<number>();
+  const seen = (r: LinkRecord) => {
+    if (r.master !== null) ports.add(r.index);
+  };
   return monitorLinks(
     o,
-    async () => ((await listLinks(o)).some(isNic) ? undefined : ''),
-    (r) => (r.deleted && isNic(r) ? r.name : undefined),
+    async () => {
+      const links = await listLinks(o);
+      links.forEach(seen);
+      return links.some(isNic) ? undefined : '';
+    },
+    (r) => {
+      seen(r);
+      return r.deleted && isNic(r) && !ports.has(r.index) ? r.name : undefined;
+    },
   );
 }
 

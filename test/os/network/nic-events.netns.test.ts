@@ -156,4 +156,22 @@ describe.skipIf(!canSandbox)('the NIC waits in a network namespace', { timeout: 
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(() => monitors()).toThrow();
   });
+
+  it('the detach wait does not take a port removed from under a NIC (an SR-IOV VF) for the NIC going', async () => {
+    // A bridge stands in for the synthetic NIC, a veth port of it for its VF: the kernel unlinks a port before it
+    // deletes it, so the port's last record carries no `master`.
+    await ip('link', 'add', 'nic5', 'address', POOL_MAC, 'type', 'bridge');
+    await ip('link', 'add', 'vf5', 'address', POOL_MAC, 'type', 'veth', 'peer', 'name', 'far5');
+    await ip('link', 'set', 'far5', 'netns', peer.name);
+    await ip('link', 'set', 'vf5', 'master', 'nic5');
+    const detached = waitForNicDetach({ signal: new AbortController().signal, netns: netns.name });
+    let over = false;
+    void detached.finally(() => (over = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await ip('link', 'del', 'vf5');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(over, 'the VF going ended the wait').toBe(false);
+    await ip('link', 'del', 'nic5');
+    await expect(detached).resolves.toBe('nic5');
+  });
 });

@@ -1,0 +1,78 @@
+/**
+ * A pool VM's network actors (src/provision/pool-nics.ts) stopped by the chart — a deadline, a TERMINATE, the claim
+ * leaving the wait — stop their commands with them: no `ifdown`/`ifup` or `ip` goes on changing a NIC after the state
+ * that asked for it is gone. The stack's tools are stand-ins on PATH that record their pid and sleep.
+ */
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { createActor } from 'xstate';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_CONFIG, type Config } from '../../src/config/defaults.js';
+import { poolNicActors } from '../../src/provision/pool-nics.js';
+
+let dir: string;
+let savedPath: string | undefined;
+
+/** A stand-in for `name` that writes its pid to `<dir>/<name>.pid` and sleeps 30 s. */
+function sleeper(name: string): void {
+  const file = join(dir, name);
+  writeFileSync(file, `#!/bin/sh\necho $$ > ${join(dir, `${name}.pid`)}\nexec sleep 30\n`);
+  chmodSync(file, 0o755);
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function pidOf(name: string): Promise<number> {
+  const file = join(dir, `${name}.pid`);
+  for (let i = 0; i < 200 && !existsSync(file); i++) await new Promise((r) => setTimeout(r, 25));
+  // The shell writes its pid, then execs sleep under the same pid.
+  await new Promise((r) => setTimeout(r, 50));
+  return Number(readFileSync(file, 'utf8').trim());
+}
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'bootstate-pool-nics-'));
+  savedPath = process.env.PATH;
+  process.env.PATH = `${dir}:${process.env.PATH}`;
+});
+
+afterEach(() => {
+  process.env.PATH = savedPath;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const ifupdown: Config = { ...DEFAULT_CONFIG, network: { ...DEFAULT_CONFIG.network, stack: 'ifupdown' } };
+const actors = () => poolNicActors({ log: pino({ level: 'silent' }) });
+
+describe('a pool NIC actor stopped by the chart', () => {
+  it('renewLease: ifdown is killed at once, and the actor ends', async () => {
+    sleeper('ifdown');
+    const actor = createActor(actors().renewLease, { input: { config: ifupdown, nic: 'eth0' } }).start();
+    actor.subscribe({ error: () => undefined });
+    const pid = await pidOf('ifdown');
+    expect(alive(pid)).toBe(true);
+    actor.stop();
+    for (let i = 0; i < 40 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(alive(pid), 'ifdown still runs after the actor was stopped').toBe(false);
+  });
+
+  it('probePrimaryNic: `ip link set up` is killed at once', async () => {
+    sleeper('ip');
+    const actor = createActor(actors().probePrimaryNic, { input: { config: ifupdown, nic: { name: 'eth1', mac: '00:0d:3a:00:00:01' } } }).start();
+    actor.subscribe({ error: () => undefined });
+    const pid = await pidOf('ip');
+    expect(alive(pid)).toBe(true);
+    actor.stop();
+    for (let i = 0; i < 40 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(alive(pid), 'ip still runs after the actor was stopped').toBe(false);
+  });
+});
