@@ -61,7 +61,7 @@ export function poolNicActors(deps: PoolNicDeps) {
         await probePrimary(deps, input, signal);
       } catch (error) {
         // The chart goes on to the next NIC without a word: the reason is told here.
-        if (!signal.aborted) log.info({ step: 'pps', interface: input.nic.name, error: toFailure(error).reason }, toFailure(error).reason);
+        if (!signal.aborted) log.info({ step: 'pps', interface: input.nic.name, error: toFailure(error).reason }, (error as Error)?.message ?? toFailure(error).reason);
         throw error;
       }
     }),

@@ -76,3 +76,19 @@ describe('a pool NIC actor stopped by the chart', () => {
     expect(alive(pid), 'ip still runs after the actor was stopped').toBe(false);
   });
 });
+
+describe('a NIC ruled out by the probe', () => {
+  it('is logged with why (the chart goes on to the next NIC without a word)', async () => {
+    const file = join(dir, 'ip');
+    writeFileSync(file, '#!/bin/sh\necho "Cannot find device \\"eth9\\"" >&2\nexit 1\n');
+    chmodSync(file, 0o755);
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const actor = createActor(poolNicActors({ log }).probePrimaryNic, { input: { config: ifupdown, nic: { name: 'eth9', mac: '00:0d:3a:00:00:09' } } });
+    const ended = new Promise<unknown>((resolve) => actor.subscribe({ error: resolve, complete: () => resolve(null) }));
+    actor.start();
+    expect(await ended).toMatchObject({ code: 'PPS_NIC_FAILED' });
+    const said = lines.map((line) => JSON.parse(line) as { msg: string }).map((line) => line.msg);
+    expect(said.join('\n')).toMatch(/eth9 is not the primary network interface: ip link set dev eth9 up exited with 1: Cannot find device "eth9"/);
+  });
+});
