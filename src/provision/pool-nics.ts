@@ -4,6 +4,7 @@
  * Savable VM polls, the watch of its NIC's carrier and the renewal of its lease through the OS's stack. The waits
  * are kernel link events (src/os/network/nic-events.ts); the chart owns every deadline.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fromPromise } from 'xstate';
 import type { Logger } from 'pino';
 import type { AttachedNic, LeaseInput, NicWaitInput, ProbeInput } from '../../machines/provisioning.js';
@@ -61,7 +62,7 @@ export function poolNicActors(deps: PoolNicDeps) {
         await probePrimary(deps, input, signal);
       } catch (error) {
         // The chart goes on to the next NIC without a word: the reason is told here.
-        if (!signal.aborted) log.info({ step: 'pps', interface: input.nic.name, error: toFailure(error).reason }, toFailure(error).reason);
+        if (!signal.aborted) log.info({ step: 'pps', interface: input.nic.name, error: toFailure(error).reason }, (error as Error)?.message ?? toFailure(error).reason);
         throw error;
       }
     }),
@@ -101,7 +102,8 @@ const notPrimary = (nic: string, why: string) =>
 
 /**
  * Link up, a lease through the OS's stack (within PROBE_LEASE_SECS), IMDS routed through this NIC and answering
- * there: then it is the primary NIC. Any HTTP answer counts; a transport error means the fabric is not behind it.
+ * there: then it is the primary NIC. Any HTTP answer counts; no answer within PROBE_IMDS_SECS means the fabric is not
+ * behind it.
  */
 async function probePrimary(deps: PoolNicDeps, { config, nic: { name } }: ProbeInput, signal: AbortSignal): Promise<void> {
   const { log } = deps;
@@ -130,17 +132,39 @@ async function probePrimary(deps: PoolNicDeps, { config, nic: { name } }: ProbeI
   const dev = await routedThrough(apply, imds.hostname, name, signal);
   if (dev !== name) throw notPrimary(name, `IMDS is routed through ${dev ?? 'no interface'}`);
   try {
-    const res = await request(imds.toString(), {
-      method: 'GET',
-      headers: { Metadata: 'true' },
-      connectTimeoutMs: config.imds.connection_timeout_secs * 1000,
-      requestTimeoutMs: config.imds.request_timeout_secs * 1000,
-      readBody: false,
-      signal,
-    });
-    log.info({ step: 'pps', interface: name, address, status: res.status }, `${name} (${address}) is the primary network interface: IMDS answers through it`);
+    const status = await imdsStatus(imds, config, signal);
+    log.info({ step: 'pps', interface: name, address, status }, `${name} (${address}) is the primary network interface: IMDS answers through it`);
   } catch (error) {
     if (signal.aborted) throw error;
-    throw notPrimary(name, `IMDS does not answer through it (${(error as Error).message})`);
+    throw notPrimary(name, `IMDS does not answer through it within ${PROBE_IMDS_SECS} s (${(error as Error).message})`);
+  }
+}
+
+/** How long the probe asks IMDS through a NIC before ruling it out, and how long one question may take at most. */
+export const PROBE_IMDS_SECS = 60;
+const PROBE_QUESTION_MS = 10_000;
+
+/**
+ * The status IMDS answers with, asked again a second after a question that got none, until PROBE_IMDS_SECS have
+ * passed: a NIC just attached may lose its first packets while its network is set up, and a NIC ruled out is never
+ * tried again, so one lost question would leave the VM waiting for a NIC that never comes.
+ */
+async function imdsStatus(imds: URL, config: Config, signal: AbortSignal): Promise<number> {
+  const until = Date.now() + PROBE_IMDS_SECS * 1000;
+  for (;;) {
+    try {
+      const res = await request(imds.toString(), {
+        method: 'GET',
+        headers: { Metadata: 'true' },
+        connectTimeoutMs: Math.min(config.imds.connection_timeout_secs * 1000, PROBE_QUESTION_MS),
+        requestTimeoutMs: Math.min(config.imds.request_timeout_secs * 1000, PROBE_QUESTION_MS),
+        readBody: false,
+        signal,
+      });
+      return res.status;
+    } catch (error) {
+      if (signal.aborted || Date.now() + 1000 >= until) throw error;
+      await sleep(1000, undefined, { signal });
+    }
   }
 }
