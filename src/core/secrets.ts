@@ -85,6 +85,12 @@ const MIN_LINE_BYTES = 8;
  */
 export class SecretScrubber {
   readonly #forms: Buffer[];
+  /**
+   * The forms (by index) that hold each 6-byte window, keyed by a lossy hash of the window (never its bytes): a
+   * line's first and last 6 bytes name the only forms that can cut it, so a kernel log of thousands of lines is not
+   * tried against thousands of forms one by one. A hash's other forms only cost a check that fails.
+   */
+  readonly #edges = new Map<number, number[]>();
 
   constructor(secrets: readonly Buffer[]) {
     const forms: Buffer[] = [];
@@ -98,27 +104,68 @@ export class SecretScrubber {
       forms.push(Buffer.from(secret.toString('base64')));
     }
     this.#forms = forms.filter((f) => f.length >= MIN_FORM_BYTES).sort((a, b) => b.length - a.length);
+    this.#forms.forEach((form, index) => {
+      for (let at = 0; at + MIN_EDGE_BYTES <= form.length; at++) {
+        const key = windowHash(form, at);
+        const holders = this.#edges.get(key);
+        if (holders === undefined) this.#edges.set(key, [index]);
+        else if (holders.at(-1) !== index) holders.push(index);
+      }
+    });
   }
 
   /** `text` with every form of every secret replaced by `[redacted]`. */
   scrub(text: Buffer): Buffer {
     let out = text;
     for (const form of this.#forms) out = replaceAll(out, form);
-    return this.#forms.length > 0 ? cutEdges(out, this.#forms) : out;
+    return this.#forms.length > 0 ? cutEdges(out, (line) => this.#cutLine(line)) : out;
   }
 
   /** Zeroes the copies. */
   wipe(): void {
     for (const form of this.#forms) form.fill(0);
     this.#forms.length = 0;
+    this.#edges.clear();
   }
+
+  /**
+   * `line` cut by every form in order, as if each were tried (`cutLine`), trying only the forms its first or last
+   * 6 bytes occur in (any other leaves it as it is); when a cut changes the line, the later forms are looked up again.
+   */
+  #cutLine(line: Buffer): Buffer {
+    let out = line;
+    let candidates = this.#candidates(out, -1);
+    for (let i = 0; i < candidates.length; i++) {
+      const cut = cutLine(out, this.#forms[candidates[i]!]!);
+      if (cut === out) continue;
+      out = cut;
+      candidates = this.#candidates(out, candidates[i]!);
+      i = -1;
+    }
+    return out;
+  }
+
+  /** The forms after `after`, in order, whose windows hold the line's first or last 6 bytes. */
+  #candidates(line: Buffer, after: number): number[] {
+    if (line.length < MIN_EDGE_BYTES) return [];
+    const found = new Set<number>();
+    for (const key of [windowHash(line, 0), windowHash(line, line.length - MIN_EDGE_BYTES)]) {
+      for (const index of this.#edges.get(key) ?? []) if (index > after) found.add(index);
+    }
+    return [...found].sort((a, b) => a - b);
+  }
+}
+
+/** A lossy 32-bit hash of the 6 bytes of `bytes` at `at`. */
+function windowHash(bytes: Buffer, at: number): number {
+  return (bytes.readUIntLE(at, MIN_EDGE_BYTES) % 4294967291) >>> 0;
 }
 
 /**
  * `bytes` as /dev/kmsg prints them: a control byte, a backslash and every byte past ASCII as `\xNN`, so a secret the
  * kernel log carries (`Pa\x5cword`, `caf\xc3\xa9`) is found there too.
  */
-function kmsgEscaped(bytes: Buffer): Buffer {
+export function kmsgEscaped(bytes: Buffer): Buffer {
   // Written byte by byte into a buffer (no string holds the secret), so `wipe` zeroes it as it does the others.
   const out = Buffer.alloc(bytes.length * 4);
   let at = 0;
@@ -144,11 +191,10 @@ function replaceAll(text: Buffer, form: Buffer): Buffer {
 }
 
 /** Scrubs, on every line, a piece of any form the line starts with (a suffix of it) or ends with (a prefix of it). */
-function cutEdges(text: Buffer, forms: readonly Buffer[]): Buffer {
+function cutEdges(text: Buffer, cut: (line: Buffer) => Buffer): Buffer {
   const lines: Buffer[] = [];
   const newline = Buffer.from('\n');
   let from = 0;
-  const cut = (line: Buffer) => forms.reduce((l, form) => cutLine(l, form), line);
   for (let nl = text.indexOf(0x0a); nl >= 0; nl = text.indexOf(0x0a, from)) {
     lines.push(cut(text.subarray(from, nl)), newline);
     from = nl + 1;
@@ -157,7 +203,7 @@ function cutEdges(text: Buffer, forms: readonly Buffer[]): Buffer {
   return Buffer.concat(lines);
 }
 
-function cutLine(line: Buffer, form: Buffer): Buffer {
+export function cutLine(line: Buffer, form: Buffer): Buffer {
   let out = line;
   if (out.length < MIN_EDGE_BYTES) return out;
   // The longest suffix of the form the line starts with: the earliest place the line's first bytes occur in it.

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { BootstateError } from '../../src/core/errors.js';
-import { REDACTED, scrubData, SecretScrubber, SecretStore } from '../../src/core/secrets.js';
+import { cutLine, kmsgEscaped, REDACTED, scrubData, SecretScrubber, SecretStore } from '../../src/core/secrets.js';
 import { EncodedReports } from '../../src/provision/encoded-reports.js';
 import { MAX_RECORDS, SAFE_KEY_BYTES, SAFE_VALUE_BYTES } from '../../src/kvp/codec.js';
 import { packText, unpackDiagnostics } from '../../src/kvp/diagnostics.js';
@@ -232,5 +232,45 @@ describe('scrubData', () => {
     expect(report).toContain('useradd: bad password [redacted]');
     noSecretIn([report]);
     expect(new EncodedReports().failure(failed, VM)).toContain(PASSWORD);
+  });
+});
+
+describe('SecretScrubber with many secrets', () => {
+  // The reference: every form tried on every line, in the scrubber's order (the longest first), as the scrubber did
+  // before it looked forms up by a line's edges.
+  function reference(secrets: readonly string[], text: Buffer): Buffer {
+    const forms: Buffer[] = [];
+    for (const secret of secrets) {
+      const plain = [Buffer.from(secret), ...secret.split(/\r?\n/).map((l) => l.trim()).filter((l) => Buffer.byteLength(l) >= 8).map((l) => Buffer.from(l))];
+      for (const form of plain) {
+        const escaped = kmsgEscaped(form);
+        forms.push(form, ...(escaped.equals(form) ? [] : [escaped]));
+      }
+      forms.push(Buffer.from(Buffer.from(secret).toString('base64')));
+    }
+    const sorted = forms.filter((f) => f.length >= 4).sort((a, b) => b.length - a.length);
+    let out = text;
+    for (const form of sorted) out = Buffer.from(out.toString('latin1').split(form.toString('latin1')).join(REDACTED), 'latin1');
+    return Buffer.from(out.toString('latin1').split('\n').map((line) => sorted.reduce((l, form) => cutLine(l, form), Buffer.from(line, 'latin1')).toString('latin1')).join('\n'), 'latin1');
+  }
+
+  it('cuts exactly what trying every form on every line cuts, for many-line secrets and texts made of their pieces', () => {
+    const line = fc.stringMatching(/^[a-z ]{8,24}$/).map((l) => l.trim()).filter((l) => l.length >= 8);
+    fc.assert(
+      fc.property(fc.array(line, { minLength: 1, maxLength: 30 }), fc.string({ minLength: 8, maxLength: 20 }).filter((s) => s.trim() === s && !s.includes('\n')), fc.array(fc.tuple(fc.nat(), fc.nat(), fc.nat(), fc.constantFrom('', ' ', 'x1 ', '[    1.5] ')), { maxLength: 40 }), (lines, password, picks) => {
+        const custom = lines.join('\n');
+        const scrubber = new SecretScrubber([Buffer.from(password), Buffer.from(custom)]);
+        const pool = [password, ...lines, custom];
+        // Each text line: a noise prefix and a slice of some form, so lines start and end inside forms.
+        const text = picks.map(([which, from, to, noise]) => {
+          const source = pool[which % pool.length]!;
+          const a = from % (source.length + 1);
+          const b = a + (to % (source.length - a + 1));
+          return `${noise}${source.slice(a, b)}`;
+        }).join('\n');
+        expect(scrubber.scrub(Buffer.from(text)).toString('latin1')).toBe(reference([password, custom], Buffer.from(text)).toString('latin1'));
+      }),
+      { numRuns: 300 },
+    );
   });
 });
