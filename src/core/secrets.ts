@@ -85,12 +85,6 @@ const MIN_LINE_BYTES = 8;
  */
 export class SecretScrubber {
   readonly #forms: Buffer[];
-  /**
-   * The forms (by index) that hold each 6-byte window, keyed by a lossy hash of the window (never its bytes): a
-   * line's first and last 6 bytes name the only forms that can cut it, so a kernel log of thousands of lines is not
-   * tried against thousands of forms one by one. A hash's other forms only cost a check that fails.
-   */
-  readonly #edges = new Map<number, number[]>();
 
   constructor(secrets: readonly Buffer[]) {
     const forms: Buffer[] = [];
@@ -104,56 +98,87 @@ export class SecretScrubber {
       forms.push(Buffer.from(secret.toString('base64')));
     }
     this.#forms = forms.filter((f) => f.length >= MIN_FORM_BYTES).sort((a, b) => b.length - a.length);
-    this.#forms.forEach((form, index) => {
-      for (let at = 0; at + MIN_EDGE_BYTES <= form.length; at++) {
-        const key = windowHash(form, at);
-        const holders = this.#edges.get(key);
-        if (holders === undefined) this.#edges.set(key, [index]);
-        else if (holders.at(-1) !== index) holders.push(index);
-      }
-    });
   }
 
   /** `text` with every form of every secret replaced by `[redacted]`. */
   scrub(text: Buffer): Buffer {
     let out = text;
     for (const form of this.#forms) out = replaceAll(out, form);
-    return this.#forms.length > 0 ? cutEdges(out, (line) => this.#cutLine(line)) : out;
+    if (this.#forms.length === 0) return out;
+    const bound = longestLine(out);
+    const edges = this.#edgesFor(bound);
+    return cutEdges(out, (line) => this.#cutLine(line, edges, bound));
   }
 
   /** Zeroes the copies. */
   wipe(): void {
     for (const form of this.#forms) form.fill(0);
     this.#forms.length = 0;
-    this.#edges.clear();
+  }
+
+  /**
+   * The forms (by index) that hold each 6-byte window a line of at most `bound` bytes can begin or end inside them
+   * on (a form's first and last `bound` bytes), keyed by a lossy hash of the window, never its bytes: a line's first
+   * and last 6 bytes then name the only forms that can cut it, so a kernel log of thousands of lines is not tried
+   * against thousands of forms one by one, and a secret of megabytes costs only its edges.
+   */
+  #edgesFor(bound: number): Map<number, number[]> {
+    const edges = new Map<number, number[]>();
+    const add = (index: number, form: Buffer, at: number) => {
+      const key = windowHash(form, at);
+      const holders = edges.get(key);
+      if (holders === undefined) edges.set(key, [index]);
+      else if (holders.at(-1) !== index) holders.push(index);
+    };
+    this.#forms.forEach((form, index) => {
+      const last = form.length - MIN_EDGE_BYTES;
+      const prefixes = Math.min(last, bound - MIN_EDGE_BYTES);
+      for (let at = 0; at <= prefixes; at++) add(index, form, at);
+      for (let at = Math.max(prefixes + 1, form.length - bound); at <= last; at++) add(index, form, at);
+    });
+    return edges;
   }
 
   /**
    * `line` cut by every form in order, as if each were tried (`cutLine`), trying only the forms its first or last
-   * 6 bytes occur in (any other leaves it as it is); when a cut changes the line, the later forms are looked up again.
+   * 6 bytes occur in (any other leaves it as it is); when a cut changes the line, the later forms are looked up
+   * again, and once a cut has made it longer than `bound` (the windows indexed), they are tried one by one.
    */
-  #cutLine(line: Buffer): Buffer {
+  #cutLine(line: Buffer, edges: Map<number, number[]>, bound: number): Buffer {
     let out = line;
-    let candidates = this.#candidates(out, -1);
+    let candidates = candidatesOf(out, edges, -1);
     for (let i = 0; i < candidates.length; i++) {
-      const cut = cutLine(out, this.#forms[candidates[i]!]!);
+      const tried = candidates[i]!;
+      const cut = cutLine(out, this.#forms[tried]!);
       if (cut === out) continue;
       out = cut;
-      candidates = this.#candidates(out, candidates[i]!);
+      if (out.length > bound) return this.#forms.slice(tried + 1).reduce((l, form) => cutLine(l, form), out);
+      candidates = candidatesOf(out, edges, tried);
       i = -1;
     }
     return out;
   }
+}
 
-  /** The forms after `after`, in order, whose windows hold the line's first or last 6 bytes. */
-  #candidates(line: Buffer, after: number): number[] {
-    if (line.length < MIN_EDGE_BYTES) return [];
-    const found = new Set<number>();
-    for (const key of [windowHash(line, 0), windowHash(line, line.length - MIN_EDGE_BYTES)]) {
-      for (const index of this.#edges.get(key) ?? []) if (index > after) found.add(index);
-    }
-    return [...found].sort((a, b) => a - b);
+/** The forms after `after`, in order, whose indexed windows hold the line's first or last 6 bytes. */
+function candidatesOf(line: Buffer, edges: Map<number, number[]>, after: number): number[] {
+  if (line.length < MIN_EDGE_BYTES) return [];
+  const found = new Set<number>();
+  for (const key of [windowHash(line, 0), windowHash(line, line.length - MIN_EDGE_BYTES)]) {
+    for (const index of edges.get(key) ?? []) if (index > after) found.add(index);
   }
+  return [...found].sort((a, b) => a - b);
+}
+
+/** The length of the longest line of `text`, in bytes. */
+function longestLine(text: Buffer): number {
+  let longest = 0;
+  let from = 0;
+  for (let nl = text.indexOf(0x0a); nl >= 0; nl = text.indexOf(0x0a, from)) {
+    longest = Math.max(longest, nl - from);
+    from = nl + 1;
+  }
+  return Math.max(longest, text.length - from);
 }
 
 /** A lossy 32-bit hash of the 6 bytes of `bytes` at `at`. */
