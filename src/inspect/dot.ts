@@ -122,10 +122,30 @@ function labelOf(node: GraphNode, steps: number[] | undefined, region: boolean, 
   for (const invoke of node.invokes) lines.push(`invoke ${invoke}`);
   if (node.badge) lines.push(...`⟳ ${node.badge}`.split(', '));
   lines.push(...(node.summary ?? []));
-  if (node.exits) lines.push(`✕ ${node.exits}`);
+  if (node.exits) lines.push(...wrapExits(`✕ ${node.exits}`));
   for (const action of node.entry ?? []) if (ENTRY_WORDS[action]) lines.push(ENTRY_WORDS[action]);
   if (steps?.length) lines.push(`step ${formatSteps(steps)}${ms ? ` · ${formatDuration(ms)}` : ''}`);
   return lines.join('\n');
+}
+
+/** Longest line of a state's ways out before it wraps: wider, a block's label widens the whole page. */
+const EXITS_WIDTH = 40;
+
+/**
+ * `✕ a / b / c → target` over as many lines as keep each within EXITS_WIDTH characters, broken after a ` /`. The
+ * lines after the first are not indented: Graphviz writes leading spaces as no-break spaces, which the chart's own
+ * font does not carry.
+ */
+function wrapExits(text: string): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const part of text.split(' / ')) {
+    if (line && line.length + part.length + 3 > EXITS_WIDTH) {
+      lines.push(`${line} /`);
+      line = part;
+    } else line = line ? `${line} / ${part}` : part;
+  }
+  return [...lines, line];
 }
 
 /**

@@ -25,7 +25,9 @@ function badgeOf(every: number | undefined, deadline: number | undefined): strin
 function shortLabel(edge: GraphEdge): string {
   const guardName = /\[([^\]]+)\]$/.exec(edge.label)?.[1];
   const guard = guardName && guardWords(guardName);
-  const base = edge.kind === 'done' ? '' : edge.kind === 'error' ? 'error' : edge.kind === 'after' ? edge.label.replace(/^after (\d)/, 'after $1') : edge.label.replace(/ \[[^\]]+\]$/, '');
+  // A guarded eventless edge is its guard alone, as a guarded done edge is: `always` would only widen the page.
+  const eventless = edge.label.startsWith('always') && guard;
+  const base = edge.kind === 'done' || eventless ? '' : edge.kind === 'error' ? 'error' : edge.kind === 'after' ? edge.label.replace(/^after (\d)/, 'after $1') : edge.label.replace(/ \[[^\]]+\]$/, '');
   return [base, guard ? `[${guard}]` : ''].filter(Boolean).join(' ');
 }
 

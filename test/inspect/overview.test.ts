@@ -69,8 +69,9 @@ describe('overview of the provisioning chart', () => {
   it('says conditions in short words, and names regions by their dashed border alone', () => {
     const label = (source: string, target: string) =>
       graph.edges.find((edge) => edge.source === source && edge.targets[0] === target)?.label;
-    expect(label('provisioning.starting', 'provisioning.completingHostKeys')).toBe('always [report pending]');
-    expect(label('provisioning.starting', 'provisioning.preprovisioned')).toBe('always [waiting for reuse]');
+    // A guarded eventless edge is its guard alone, as a guarded done edge is; an unguarded one stays `always`.
+    expect(label('provisioning.starting', 'provisioning.completingHostKeys')).toBe('[report pending]');
+    expect(label('provisioning.starting', 'provisioning.preprovisioned')).toBe('[waiting for reuse]');
     // The ends that report nothing are one node naming each end with its guard, reached by one edge.
     expect(label('provisioning.starting', 'provisioning.alreadyProvisioned')).toBe('always');
     expect(graph.nodes.get('provisioning.alreadyProvisioned')?.summary).toEqual([
