@@ -5,6 +5,7 @@
  */
 import type { KvpRecord } from '../kvp/codec.js';
 import { unpackDiagnostics, type UnpackedText, type UnpackedTimeline } from '../kvp/diagnostics.js';
+import { terminalSafe } from '../core/terminal-text.js';
 
 export interface DiagnosticsOutput {
   io: { stdout: (text: string) => void; stderr: (text: string) => void };
@@ -12,13 +13,8 @@ export interface DiagnosticsOutput {
   print: (value: unknown) => void;
 }
 
-/** Escapes control characters (C0 but newlines and tabs, DEL, C1), so a text prints as the lines it had and nothing else. */
-export function printable(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
-}
-
 /** A name or a line from the pool: every control character escaped, newlines and tabs too. */
-const oneLine = (text: string): string => printable(text).replace(/[\n\t]/g, (ch) => (ch === '\n' ? '\\x0a' : '\\x09'));
+const oneLine = (text: string): string => terminalSafe(text);
 
 const TIMELINE_WORDS: Record<string, string> = {
   firmware_ms: 'firmware (before the kernel)', loader_ms: 'loader (before the kernel)', initrd_ms: 'initrd started',
@@ -33,7 +29,7 @@ function timelineLines(timeline: UnpackedTimeline): string[] {
 
 function textLines(text: UnpackedText): string[] {
   if (text.problem !== undefined) return [`  ${oneLine(text.name)}: cannot be read: ${oneLine(text.problem)}`];
-  const body = printable(text.bytes!.toString('utf8')).replace(/\n$/, '');
+  const body = terminalSafe(text.bytes!.toString('utf8'), true).replace(/\n$/, '');
   return [`  ${oneLine(text.name)} (${text.parts} record${text.parts === 1 ? '' : 's'}, ${text.bytes!.length} bytes):`, ...body.split('\n').map((l) => `    ${l}`)];
 }
 

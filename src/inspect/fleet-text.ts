@@ -5,19 +5,13 @@
  */
 import { formatDuration } from './dot.js';
 import type { Distribution, FleetSummary } from './fleet-stats.js';
+import { terminalSafe } from '../core/terminal-text.js';
 
 /** How many causes are listed under one reason, and how many steps, before the rest is summed up. */
 export const TEXT_LIMITS = { causes: 5, steps: 12, names: 20 };
 
-/**
- * Text from a journal, an export or a file name as it may reach a terminal: control characters (C0, DEL, C1, which
- * carry terminal escapes and line breaks) and the bidirectional overrides as `\xNN` / `\u{NNNN}`, the rest as it is.
- */
-export const plain = (text: string): string =>
-  text.replace(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (char) => {
-    const code = char.charCodeAt(0);
-    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
-  });
+/** Text from a journal, an export or a file name, one line and safe to print. */
+const plain = (text: string): string => terminalSafe(text);
 
 const share = (count: number, total: number): string => (total ? `${((100 * count) / total).toFixed(1)}%` : '-');
 const ms = (value: number): string => (Number.isFinite(value) ? formatDuration(value) : '-');
