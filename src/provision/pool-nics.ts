@@ -146,25 +146,30 @@ const PROBE_QUESTION_MS = 10_000;
 
 /**
  * The status IMDS answers with, asked again a second after a question that got none, until PROBE_IMDS_SECS have
- * passed: a NIC just attached may lose its first packets while its network is set up, and a NIC ruled out is never
- * tried again, so one lost question would leave the VM waiting for a NIC that never comes.
+ * passed (a deadline no question outlasts): a NIC just attached may lose its first packets while its network is set
+ * up, and a NIC ruled out is never tried again, so one lost question would leave the VM waiting for a NIC that never
+ * comes.
  */
 async function imdsStatus(imds: URL, config: Config, signal: AbortSignal): Promise<number> {
-  const until = Date.now() + PROBE_IMDS_SECS * 1000;
-  for (;;) {
-    try {
-      const res = await request(imds.toString(), {
-        method: 'GET',
-        headers: { Metadata: 'true' },
-        connectTimeoutMs: Math.min(config.imds.connection_timeout_secs * 1000, PROBE_QUESTION_MS),
-        requestTimeoutMs: Math.min(config.imds.request_timeout_secs * 1000, PROBE_QUESTION_MS),
-        readBody: false,
-        signal,
-      });
-      return res.status;
-    } catch (error) {
-      if (signal.aborted || Date.now() + 1000 >= until) throw error;
-      await sleep(1000, undefined, { signal });
+  const probe = withDeadline(signal, PROBE_IMDS_SECS * 1000);
+  try {
+    for (;;) {
+      try {
+        const res = await request(imds.toString(), {
+          method: 'GET',
+          headers: { Metadata: 'true' },
+          connectTimeoutMs: Math.min(config.imds.connection_timeout_secs * 1000, PROBE_QUESTION_MS),
+          requestTimeoutMs: Math.min(config.imds.request_timeout_secs * 1000, PROBE_QUESTION_MS),
+          readBody: false,
+          signal: probe.signal,
+        });
+        return res.status;
+      } catch (error) {
+        if (probe.signal.aborted) throw error;
+        await sleep(1000, undefined, { signal: probe.signal });
+      }
     }
+  } finally {
+    probe.clear();
   }
 }
