@@ -6,7 +6,6 @@
  * listed, so a change between the two is never missed. Each wait ends when its AbortSignal aborts, the child killed.
  */
 import { spawn } from 'node:child_process';
-import type * as Readline from 'node:readline';
 import { BootstateError } from '../../core/errors.js';
 
 /** One link record as `ip -o link` / `ip -o monitor link` prints it. */
@@ -90,7 +89,7 @@ function monitor<T>(o: NicWaitOptions, object: 'link' | 'address', ready: () => 
       if (value !== undefined) finish(null, value);
     };
     // node:readline on first use: every run's script holds this module, few runs wait for a NIC.
-    (process.getBuiltinModule('node:readline') as typeof Readline).createInterface({ input: child.stdout }).on('line', (line) => (listed ? judge(line) : lines.push(line)));
+    process.getBuiltinModule('node:readline').createInterface({ input: child.stdout }).on('line', (line) => (listed ? judge(line) : lines.push(line)));
     // The monitor is subscribed once it runs; the links listed after that cannot miss a change.
     child.on('spawn', () => {
       ready().then(
